@@ -1,0 +1,52 @@
+"""agl_notebook: design and run LLM agents inside Jupyter notebooks.
+
+A role is a model, instructions, tools and at most one reporting tool; `Run.step` runs one role on one typed input
+until the agent reports a typed result. In a notebook, steps draw live widget views, ask questions through input
+widgets, and are recorded in the notebook's metadata so that re-executing it replays them with no model call.
+"""
+
+from .errors import InputError, RoleIncompleteError, UpstreamUnexpected
+from .events import Event
+from .models.base import Model
+from .models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from .payloads import JsonValue, describe
+from .roles import Claude, Role, RoleFactory, prompt_file, role
+from .run import Run
+from .screens import ChoiceInput, ConfirmInput, NumberInput, Screen, TextInput
+from .tools import ReportingTool, Tool, ToolResult, reporting_tool, tool
+
+__version__ = "0.1.0"
+
+__all__ = [
+    # Roles, tools and payloads (seed 000)
+    "Claude",
+    "JsonValue",
+    "ReportingTool",
+    "Role",
+    "RoleFactory",
+    "Tool",
+    "ToolResult",
+    "describe",
+    "prompt_file",
+    "reporting_tool",
+    "role",
+    "tool",
+    # Running steps and asking questions
+    "ChoiceInput",
+    "ConfirmInput",
+    "Event",
+    "NumberInput",
+    "Run",
+    "Screen",
+    "TextInput",
+    # Models
+    "Model",
+    "ScriptedCall",
+    "ScriptedModel",
+    "ScriptedTurn",
+    # Errors
+    "InputError",
+    "RoleIncompleteError",
+    "UpstreamUnexpected",
+    "__version__",
+]

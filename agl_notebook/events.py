@@ -1,0 +1,229 @@
+"""The event vocabulary: what a step (or a client-tools run) tells its views while it happens.
+
+One vocabulary for every API (SPEC E): the client-tools names of seed 003 (``client.tool.*`` and
+``response.output_text.delta``) plus the step events. Each event is a frozen dataclass whose ``type`` string is set
+by its class, so consumers can match on ``event.type`` as the seed does, or on the class.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, TypeAlias
+
+from .payloads import JsonObject, JsonValue
+
+
+@dataclass(frozen=True, slots=True)
+class StepStarted:
+    """A step began."""
+
+    role: str
+    """The role's name."""
+    input: JsonValue
+    """The step's input, as JSON."""
+    model: str
+    """The backend: ``anthropic:<model id>`` or ``scripted:<digest>``."""
+    type: Literal["step.started"] = field(default="step.started", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class OutputTextDelta:
+    """A piece of the model's streamed text."""
+
+    delta: str
+    """The new text."""
+    type: Literal["response.output_text.delta"] = field(default="response.output_text.delta", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientToolRequested:
+    """The model asked for a tool call."""
+
+    name: str
+    """The tool's name."""
+    args: JsonObject
+    """The arguments as the model wrote them."""
+    tool_call_id: str
+    """The call's id."""
+    type: Literal["client.tool.requested"] = field(default="client.tool.requested", init=False)
+
+    @property
+    def id(self) -> str:
+        """The call's id (the seed's name for `tool_call_id`)."""
+        return self.tool_call_id
+
+
+@dataclass(frozen=True, slots=True)
+class ClientToolExecuting:
+    """A tool's handler is about to run."""
+
+    name: str
+    """The tool's name."""
+    tool_call_id: str
+    """The call's id."""
+    type: Literal["client.tool.executing"] = field(default="client.tool.executing", init=False)
+
+    @property
+    def id(self) -> str:
+        """The call's id."""
+        return self.tool_call_id
+
+
+@dataclass(frozen=True, slots=True)
+class ClientToolResult:
+    """A tool call's result, as the model will read it."""
+
+    name: str
+    """The tool's name."""
+    tool_call_id: str
+    """The call's id."""
+    result: str
+    """What the model reads back."""
+    is_error: bool
+    """True when the call failed, was rejected, or was not run."""
+    type: Literal["client.tool.result"] = field(default="client.tool.result", init=False)
+
+    @property
+    def id(self) -> str:
+        """The call's id."""
+        return self.tool_call_id
+
+
+@dataclass(frozen=True, slots=True)
+class ClientToolRoundtrip:
+    """Tool results went back to the model: round trip ``turn`` of at most ``max_turns``."""
+
+    turn: int
+    """How many round trips have been made, this one included."""
+    max_turns: int
+    """The round-trip limit."""
+    type: Literal["client.tool.roundtrip"] = field(default="client.tool.roundtrip", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class PayloadRejected:
+    """The model's arguments (or report) did not fit the payload; the problems go back to it."""
+
+    name: str
+    """The tool's name."""
+    tool_call_id: str
+    """The call's id."""
+    args: JsonObject
+    """The arguments as the model wrote them."""
+    problems: tuple[str, ...]
+    """Each problem, naming its field path."""
+    type: Literal["payload.rejected"] = field(default="payload.rejected", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class StepReported:
+    """The agent reported the step's result through the reporting tool."""
+
+    name: str
+    """The reporting tool's name."""
+    tool_call_id: str
+    """The call's id."""
+    payload: JsonValue
+    """The reported payload, as JSON."""
+    type: Literal["step.reported"] = field(default="step.reported", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class RunTruncated:
+    """The round-trip limit was reached while the model still asked for tools; those calls were not run."""
+
+    turn: int
+    """The round trips made."""
+    max_turns: int
+    """The limit."""
+    unanswered: tuple[str, ...]
+    """The names of the calls that were not run (each got an error result)."""
+    type: Literal["run.truncated"] = field(default="run.truncated", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionAsked:
+    """A tool asked the person a question."""
+
+    text: str
+    """The screen's text."""
+    inputs: tuple[str, ...]
+    """The labels of its inputs."""
+    type: Literal["question.asked"] = field(default="question.asked", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionAnswered:
+    """The person answered."""
+
+    text: str
+    """The screen's text."""
+    answer: JsonValue
+    """The answer: one value, or a list for a screen of several inputs."""
+    type: Literal["question.answered"] = field(default="question.answered", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class MarkupError:
+    """A tool call written as text markup could not be read; that span was dropped."""
+
+    message: str
+    """What was wrong."""
+    text: str
+    """The span, shortened."""
+    type: Literal["markup.error"] = field(default="markup.error", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class StepFinished:
+    """A step ended normally."""
+
+    role: str
+    """The role's name."""
+    result: JsonValue
+    """The reported payload as JSON, or None for a role without a reporting tool."""
+    turns: int
+    """How many model requests the step made."""
+    truncated: bool = False
+    """True when the round-trip limit cut the step short."""
+    type: Literal["step.finished"] = field(default="step.finished", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class StepFailed:
+    """A step stopped on an error or an interrupt; its work was wiped."""
+
+    role: str
+    """The role's name."""
+    error: str
+    """The exception's type name."""
+    message: str
+    """The exception's message."""
+    type: Literal["step.failed"] = field(default="step.failed", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class StepReplayed:
+    """A step was answered from a recording: no model, no tool, no question."""
+
+    role: str
+    """The role's name."""
+    record_id: str
+    """The id of the record replayed."""
+    backend: str
+    """The backend the record says it was made with."""
+    type: Literal["step.replayed"] = field(default="step.replayed", init=False)
+
+
+Event: TypeAlias = (
+    StepStarted | OutputTextDelta | ClientToolRequested | ClientToolExecuting | ClientToolResult
+    | ClientToolRoundtrip | PayloadRejected | StepReported | RunTruncated | QuestionAsked | QuestionAnswered
+    | MarkupError | StepFinished | StepFailed | StepReplayed
+)
+"""Any event."""
+
+EVENT_TYPES: tuple[type[Event], ...] = (
+    StepStarted, OutputTextDelta, ClientToolRequested, ClientToolExecuting, ClientToolResult, ClientToolRoundtrip,
+    PayloadRejected, StepReported, RunTruncated, QuestionAsked, QuestionAnswered, MarkupError, StepFinished,
+    StepFailed, StepReplayed,
+)

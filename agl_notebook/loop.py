@@ -1,0 +1,269 @@
+"""The tool loop: one step of one agent, from the first request to the report (or the last reply).
+
+It knows nothing of notebooks, records or roles' Python types: it is given the tools as `LoopTool`s (a spec and
+an async call) and, optionally, the reporting tool's validator, and it emits events as it goes. Roles (seed 000),
+client tools (seed 003) and JSON-function agents (seed 001) all run through it.
+
+The rules it keeps:
+
+- Every tool_use gets exactly one tool_result with its id, in the next user message, in call order: run, rejected
+  (validation problems), not offered (the guard), skipped (after the report), or not run (round-trip limit).
+- The guard is computed per turn from the tools offered in that turn's request and fails closed: a name not
+  offered never reaches a handler, also when no tools are offered at all.
+- ``max_tool_roundtrips=N`` allows N tool round trips, so N+1 model requests; tool calls in the reply that would
+  need one more are answered "not run" and the run is truncated (``run.truncated``). A valid report needs no
+  further request, so it is accepted even then.
+- Calls before the reporting call run; calls after the first valid report get "skipped" results.
+- A reply without a tool call, from an agent that must report, gets up to ``reminders`` framed reminders before
+  `RoleIncompleteError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .errors import ModelRefusedError, RoleIncompleteError, UpstreamUnexpected
+from .events import (
+    ClientToolExecuting,
+    ClientToolRequested,
+    ClientToolResult,
+    ClientToolRoundtrip,
+    Event,
+    OutputTextDelta,
+    PayloadRejected,
+    RunTruncated,
+    StepReported,
+)
+from .models.base import Model, ModelEvent, ModelRequest, StopReason, TextDelta, ToolCall, ToolSpec, TurnEnd, Usage
+from .payloads import JsonObject, JsonValue
+from .transcript import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
+
+DEFAULT_MAX_TOOL_ROUNDTRIPS = 25
+"""The default round-trip limit in every API."""
+
+_MAX_PAUSES = 10  # `pause_turn` replies resent in a row before the step gives up
+
+CallTool = Callable[[Any, str], Awaitable[tuple[str, bool]]]
+"""Runs one call: given the built payload (or the raw arguments) and the call id, returns (content, is_error)."""
+Validate = Callable[[JsonObject], tuple[Any, tuple[str, ...]]]
+"""Builds a payload from the model's arguments, or returns the problems (each naming its field path)."""
+
+
+@dataclass(frozen=True)
+class LoopTool:
+    """A tool as the loop sees it: what the model is shown, and how a call runs."""
+
+    spec: ToolSpec
+    """What the model is shown."""
+    call: CallTool
+    """Runs a call. It may raise: the loop's ``handler_errors`` decides what that means."""
+    validate: Validate | None = None
+    """Checks the arguments before the call; None passes them on as they came."""
+
+
+@dataclass(frozen=True)
+class Reporting:
+    """The reporting tool as the loop sees it."""
+
+    spec: ToolSpec
+    """What the model is shown."""
+    validate: Validate
+    """Builds the payload, or returns the problems."""
+    dump: Callable[[Any], JsonValue]
+    """The payload as JSON, for events and records."""
+
+
+@dataclass(frozen=True)
+class LoopOutcome:
+    """How a loop ended."""
+
+    result: Any
+    """The reported payload, or None."""
+    result_json: JsonValue
+    """The reported payload as JSON, or None."""
+    transcript: tuple[Message, ...]
+    """Every message, the first user message included."""
+    usage: Usage
+    """Tokens over every request."""
+    requests: int
+    """Model requests made."""
+    truncated: bool
+    """True when the round-trip limit cut the run short."""
+
+    @property
+    def text(self) -> str:
+        """The text of the last assistant reply."""
+        for m in reversed(self.transcript):
+            if m.role == "assistant":
+                return m.text
+        return ""
+
+
+def not_offered(name: str) -> str:
+    """The guard's result text for a call to a tool that was not offered this turn."""
+    return f"Tool not offered this turn: {name}"
+
+
+async def run_loop(
+    *,
+    model: Model,
+    model_id: str,
+    system: str,
+    messages: Sequence[Message],
+    tools: Sequence[LoopTool],
+    reporting: Reporting | None,
+    emit: Callable[[Event], None],
+    max_tool_roundtrips: int = DEFAULT_MAX_TOOL_ROUNDTRIPS,
+    reminders: int = 1,
+    max_tokens: int = 4096,
+    role: str = "",
+    handler_errors: Literal["raise", "result"] = "raise",
+) -> LoopOutcome:
+    """Run the loop until the agent reports, stops calling tools, or the round-trip limit is reached.
+
+    Raises:
+        RoleIncompleteError: ``reporting`` is set and the agent never reported (after its reminders).
+        ModelRefusedError: The model refused.
+        Exception: With ``handler_errors="raise"``, whatever a tool's call raised, unchanged.
+    """
+    transcript = list(messages)
+    by_name = {t.spec.name: t for t in tools}
+    specs = tuple(t.spec for t in tools) + ((reporting.spec,) if reporting else ())
+    usage = Usage()
+    requests = roundtrips = pauses = 0
+    reminders_left = reminders
+    while True:
+        request = ModelRequest(model_id, system, tuple(transcript), specs, max_tokens, role)
+        # The guard's list comes from the request actually sent, so it is right for this turn by construction.
+        offered = {s.name for s in request.tools}
+        content, stop, turn_usage = await _one_reply(model, request, emit)
+        requests += 1
+        usage += turn_usage
+        if stop == "refusal":
+            raise ModelRefusedError(f"The model refused to continue the step of {role or 'the agent'!r}.")
+        if content:
+            transcript.append(Message("assistant", content))
+        if stop == "pause_turn":
+            pauses += 1
+            if pauses > _MAX_PAUSES:
+                raise UpstreamUnexpected(f"The model paused its turn {pauses} times in a row.")
+            continue
+        pauses = 0
+        calls = [b for b in content if isinstance(b, ToolUseBlock)]
+        if not calls:
+            if reporting is None:
+                return LoopOutcome(None, None, tuple(transcript), usage, requests, False)
+            if reminders_left > 0:
+                reminders_left -= 1
+                transcript.append(Message("user", (TextBlock(_reminder(reporting.spec.name)),)))
+                continue
+            raise RoleIncompleteError(
+                f"The agent of {role or 'the step'!r} stopped without calling its reporting tool "
+                f"{reporting.spec.name!r} (after {reminders} reminder(s)); its work was wiped. The transcript is on "
+                "this error's .transcript.",
+                role=role,
+                transcript=transcript,
+            )
+        at_limit = roundtrips >= max_tool_roundtrips
+        results: list[Block] = []
+        report: tuple[Any, JsonValue] | None = None
+        unanswered: list[str] = []
+        for call in calls:
+            emit(ClientToolRequested(call.name, call.input, call.id))
+            if report is not None:
+                text, is_error = "Skipped: the step already reported its result.", True
+            elif reporting is not None and call.name == reporting.spec.name and call.name in offered:
+                payload, problems = reporting.validate(call.input)
+                if problems:
+                    emit(PayloadRejected(call.name, call.id, call.input, problems))
+                    text, is_error = _problems_text(call.name, problems), True
+                else:
+                    report = (payload, reporting.dump(payload))
+                    emit(StepReported(call.name, call.id, report[1]))
+                    text, is_error = "Reported. Your work on this step is done.", False
+            elif call.name not in offered or call.name not in by_name:
+                text, is_error = not_offered(call.name), True
+            elif at_limit:
+                unanswered.append(call.name)
+                text, is_error = (f"Not run: the limit of {max_tool_roundtrips} tool round trips was reached.",
+                                  True)
+            else:
+                text, is_error = await _run_tool(by_name[call.name], call, emit, handler_errors)
+            results.append(ToolResultBlock(call.id, text, is_error))
+            emit(ClientToolResult(call.name, call.id, text, is_error))
+        transcript.append(Message("user", tuple(results)))
+        if report is not None:
+            return LoopOutcome(report[0], report[1], tuple(transcript), usage, requests, False)
+        if at_limit:
+            emit(RunTruncated(roundtrips, max_tool_roundtrips, tuple(unanswered)))
+            if reporting is not None:
+                raise RoleIncompleteError(
+                    f"The agent of {role or 'the step'!r} did not report within {max_tool_roundtrips} tool round "
+                    "trips; its work was wiped. The transcript is on this error's .transcript.",
+                    role=role,
+                    transcript=transcript,
+                )
+            return LoopOutcome(None, None, tuple(transcript), usage, requests, True)
+        roundtrips += 1
+        emit(ClientToolRoundtrip(roundtrips, max_tool_roundtrips))
+
+
+async def _run_tool(tool: LoopTool, call: ToolUseBlock, emit: Callable[[Event], None],
+                    handler_errors: Literal["raise", "result"]) -> tuple[str, bool]:
+    payload: Any = call.input
+    if tool.validate is not None:
+        payload, problems = tool.validate(call.input)
+        if problems:
+            emit(PayloadRejected(call.name, call.id, call.input, problems))
+            return _problems_text(call.name, problems), True
+    emit(ClientToolExecuting(call.name, call.id))
+    try:
+        return await tool.call(payload, call.id)
+    except Exception as e:
+        if handler_errors == "raise":
+            raise
+        return (f"{type(e).__name__}: {e}" if str(e) else type(e).__name__), True
+
+
+async def _one_reply(model: Model, request: ModelRequest, emit: Callable[[Event], None]
+                     ) -> tuple[tuple[Block, ...], StopReason, Usage]:
+    """Stream one reply, emitting text deltas, and assemble its blocks in order."""
+    blocks: list[Block] = []
+    text: list[str] = []
+    end: TurnEnd | None = None
+    async for event in model_events(model, request):
+        if isinstance(event, TextDelta):
+            if event.text:
+                text.append(event.text)
+                emit(OutputTextDelta(event.text))
+        elif isinstance(event, ToolCall):
+            if text:
+                blocks.append(TextBlock("".join(text)))
+                text.clear()
+            blocks.append(ToolUseBlock(event.id, event.name, event.args))
+        else:
+            end = event
+    if text:
+        blocks.append(TextBlock("".join(text)))
+    if end is None:
+        raise UpstreamUnexpected("The model's reply ended without a stop reason.")
+    return tuple(blocks), end.stop_reason, end.usage
+
+
+def model_events(model: Model, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    """The events of one reply. The seam where the text-markup interceptor joins every streaming path."""
+    return model.stream(request)
+
+
+def _reminder(report_tool: str) -> str:
+    return (
+        "[agl_notebook] Your last reply did not call a tool. This step ends only when you call "
+        f"`{report_tool}` with your result: call it now."
+    )
+
+
+def _problems_text(name: str, problems: tuple[str, ...]) -> str:
+    listed = "\n".join(f"- {p}" for p in problems)
+    return f"The arguments for `{name}` do not fit its schema:\n{listed}\nFix these and call `{name}` again."

@@ -1,0 +1,110 @@
+"""The one small interface every model backend implements.
+
+A backend is given a `ModelRequest` (system text, the whole conversation, tool specs) and streams `ModelEvent`s:
+text deltas, complete tool calls, and one `TurnEnd` with the stop reason and usage. Backends hold no conversation
+state, so any request can be replayed or retried as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Literal, Protocol, TypeAlias, runtime_checkable
+
+from ..payloads import JsonObject
+from ..transcript import Message
+
+StopReason: TypeAlias = Literal[
+    "end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal", "model_context_window_exceeded"
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool as the model is shown it."""
+
+    name: str
+    """The name the model calls it by."""
+    description: str
+    """What the model reads to decide to call it."""
+    input_schema: JsonObject
+    """The JSON Schema of its arguments."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """Everything one model turn is given."""
+
+    model: str
+    """The model id the role asked for (a backend may be fixed to one model and ignore it)."""
+    system: str
+    """The system text."""
+    messages: tuple[Message, ...]
+    """The whole conversation so far; the last message is the user's."""
+    tools: tuple[ToolSpec, ...]
+    """The tools offered this turn."""
+    max_tokens: int
+    """The most output tokens for the reply."""
+    role: str = ""
+    """The name of the role whose step this is (for scripted models keyed by role; not sent to the API)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens spent by one or more turns."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_creation_input_tokens + other.cache_creation_input_tokens,
+            self.cache_read_input_tokens + other.cache_read_input_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of streamed text."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A complete tool call: streamed arguments are assembled by the backend before it yields this."""
+
+    id: str
+    name: str
+    args: JsonObject
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnd:
+    """The end of one model reply."""
+
+    stop_reason: StopReason
+    usage: Usage = Usage()
+
+
+ModelEvent: TypeAlias = TextDelta | ToolCall | TurnEnd
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A model backend."""
+
+    def backend_id(self, model: str) -> str:
+        """The backend recorded for a request for ``model``.
+
+        ``anthropic:<model id>`` or ``scripted:<digest>``; it is part of every step's fingerprint.
+        """
+        ...
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Stream one reply to ``request``; the last event is a `TurnEnd`."""
+        ...

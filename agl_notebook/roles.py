@@ -1,0 +1,190 @@
+"""Roles: a model, instructions, tools and at most one reporting tool; `@role`, `prompt_file` and `Claude`."""
+
+from __future__ import annotations
+
+import enum
+import functools
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+
+from .errors import InputError
+from .payloads import payload_spec
+from .tools import ReportingTool, Tool
+
+if TYPE_CHECKING:
+    from .models.base import Model
+
+T = TypeVar("T")
+Params = ParamSpec("Params")
+
+
+class Claude(enum.StrEnum):
+    """The newest Claude models the installed anthropic SDK knows. Any model id string is accepted too."""
+
+    OPUS = "claude-opus-5-5"
+    """The most capable model."""
+    SONNET = "claude-sonnet-5-5"
+    """The balanced model."""
+    HAIKU = "claude-haiku-5-5"
+    """The fastest model."""
+
+
+@dataclass(frozen=True)
+class Role(Generic[T]):
+    """What one agent is: instructions, tools, and at most one reporting tool whose payload type is ``T``.
+
+    A role without a reporting tool is a ``Role[None]``: its step ends when the agent stops calling tools.
+    """
+
+    name: str
+    """The role's name, shown in views and part of every step's fingerprint."""
+    instructions: str
+    """The system text the agent reads (`prompt_file()` reads it from a file)."""
+    tools: Sequence[Tool[Any] | ReportingTool[Any]] = ()
+    """The tools the agent may call; at most one `ReportingTool`."""
+    model: str | Model | None = None
+    """A model id (`Claude.OPUS`, any id string) or a `Model`; `@role(model=...)` fills it in."""
+    accepts: tuple[type[Any], ...] = ()
+    """The input types `Run.step` accepts for this role; empty accepts any payload or string."""
+    max_tokens: int = 4096
+    """The most output tokens per model reply."""
+    max_tool_roundtrips: int = 25
+    """How many tool round trips a step may take, so at most this many plus one model requests."""
+    reminders: int = 1
+    """How many framed reminders to report the agent gets before the step raises `RoleIncompleteError`."""
+    _tools_by_name: dict[str, Tool[Any]] = field(init=False, repr=False, compare=False)
+    _reporting: ReportingTool[Any] | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise InputError(f"Role needs a non-empty name, not {self.name!r}.")
+        if not isinstance(self.instructions, str) or not self.instructions.strip():
+            raise InputError(f"Role {self.name!r} needs non-empty instructions: the system text the agent reads.")
+        tools = tuple(self.tools)
+        object.__setattr__(self, "tools", tools)
+        by_name: dict[str, Tool[Any]] = {}
+        reporting: ReportingTool[Any] | None = None
+        seen: set[str] = set()
+        for t in tools:
+            if not isinstance(t, Tool | ReportingTool):
+                raise InputError(f"Role {self.name!r}: {t!r} is not a tool; build tools with tool() or "
+                                 "reporting_tool().")
+            if t.name in seen:
+                raise InputError(f"Role {self.name!r}: two tools are named {t.name!r}; tool names are unique "
+                                 "within a role.")
+            seen.add(t.name)
+            if isinstance(t, ReportingTool):
+                if reporting is not None:
+                    raise InputError(f"Role {self.name!r}: a role has at most one reporting tool, and "
+                                     f"{reporting.name!r} and {t.name!r} are both reporting tools.")
+                reporting = t
+            else:
+                by_name[t.name] = t
+        for accepted in self.accepts:
+            if accepted is not str:
+                payload_spec(accepted)  # an accepted input must be a payload the model can be shown as JSON
+        if self.max_tool_roundtrips < 0 or self.reminders < 0 or self.max_tokens < 1:
+            raise InputError(f"Role {self.name!r}: max_tool_roundtrips and reminders must be >= 0 and "
+                             "max_tokens >= 1.")
+        object.__setattr__(self, "_tools_by_name", by_name)
+        object.__setattr__(self, "_reporting", reporting)
+
+    @property
+    def reporting_tool(self) -> ReportingTool[Any] | None:
+        """The role's reporting tool, if it has one."""
+        return self._reporting
+
+    def tool_named(self, name: str) -> Tool[Any] | None:
+        """The (non-reporting) tool called ``name``, if the role has one."""
+        return self._tools_by_name.get(name)
+
+
+class RoleFactory(Generic[Params, T]):
+    """A function returning a `Role`, decorated with `@role`.
+
+    Calling it returns the role with its model and accepted input types filled in.
+    """
+
+    def __init__(self, function: Callable[Params, Role[T]], *, model: str | Model | None,
+                 accepts: tuple[type[Any], ...]) -> None:
+        self.function = function
+        self.model = model
+        self.accepts = accepts
+        functools.update_wrapper(self, function)
+
+    def __call__(self, *args: Params.args, **kwargs: Params.kwargs) -> Role[T]:
+        """Call the decorated function and fill in the role's model and accepted input types."""
+        built = self.function(*args, **kwargs)
+        if not isinstance(built, Role):
+            raise InputError(f"{self.function.__qualname__} must return a Role, not {type(built).__name__}.")
+        return replace(built, model=self.model if built.model is None else built.model,
+                       accepts=built.accepts or self.accepts)
+
+    def __repr__(self) -> str:
+        return f"<role factory {self.function.__qualname__}>"
+
+
+def role(*, model: str | Model | None = None, accepts: Sequence[type[Any]] = ()
+         ) -> Callable[[Callable[Params, Role[T]]], RoleFactory[Params, T]]:
+    """Decorate a function that returns a `Role`.
+
+    Args:
+        model: The model the role runs on: a `Claude` member, any model id string, or a `Model`.
+            `Run(model=...)` overrides it for every role.
+        accepts: The input types `Run.step` accepts for this role (an `InputError` for any other).
+
+    Returns:
+        A factory with the function's signature; calling it returns the `Role`. The function may take the `Run`
+        as an argument (``run.step(planner_role(run), request)``).
+    """
+    if isinstance(model, str) and not model.strip():
+        raise InputError("role(model=...) must name a model.")
+    accepted = tuple(accepts)
+    for a in accepted:
+        if not isinstance(a, type):
+            raise InputError(f"role(accepts=...) takes types, not {a!r}.")
+
+    def decorate(function: Callable[Params, Role[T]]) -> RoleFactory[Params, T]:
+        return RoleFactory(function, model=model, accepts=accepted)
+
+    return decorate
+
+
+def prompt_file(path: str | Path) -> str:
+    """Read a role's instructions from a text file.
+
+    A relative path is looked up beside the calling module's file, then in the working directory (in a notebook
+    kernel, the notebook's folder).
+
+    Raises:
+        InputError: No such file in either place, or it is empty.
+    """
+    wanted = Path(path)
+    candidates = [wanted] if wanted.is_absolute() else [*_caller_folders(), Path.cwd()]
+    tried: list[str] = []
+    for folder in candidates:
+        candidate = wanted if wanted.is_absolute() else folder / wanted
+        tried.append(str(candidate))
+        if candidate.is_file():
+            text = candidate.read_text(encoding="utf-8")
+            if not text.strip():
+                raise InputError(f"prompt_file: {candidate} is empty; a role needs instructions.")
+            return text
+    raise InputError(f"prompt_file: no file {str(path)!r}; looked at {', '.join(dict.fromkeys(tried))}.")
+
+
+def _caller_folders() -> list[Path]:
+    frame = inspect.currentframe()
+    try:
+        caller = frame.f_back.f_back if frame and frame.f_back else None
+        filename = caller.f_code.co_filename if caller else ""
+    finally:
+        del frame
+    # A notebook cell's "file" is a temporary name, not the notebook's folder: only trust real files.
+    source = Path(filename)
+    if filename and not filename.startswith("<") and source.is_file() and "ipykernel_" not in filename:
+        return [source.parent]
+    return []

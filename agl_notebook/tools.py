@@ -1,0 +1,127 @@
+"""Tools an agent can call, and the reporting tool it hands back a step's result through."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from .errors import InputError
+from .payloads import JsonObject, PayloadSpec, payload_spec
+
+P = TypeVar("P")
+
+# The Messages API's rule for tool names; checked when the tool is built rather than when the API refuses it.
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a tool's handler returns to the agent."""
+
+    text: str
+    """What the agent reads back from the call."""
+    rejected: bool = False
+    """True tells the agent the call failed, False that it succeeded."""
+
+
+@dataclass(frozen=True)
+class Tool(Generic[P]):
+    """A tool an agent can call. Build it with `tool()`."""
+
+    name: str
+    """The name the agent calls it by, unique within a role."""
+    description: str
+    """The whole of what the agent reads to decide this is the tool it wants."""
+    payload: type[P]
+    """The dataclass the agent's arguments are checked against and built into."""
+    handler: Callable[[P], Awaitable[ToolResult]] = field(repr=False, compare=False)
+    """The coroutine function awaited with the built payload."""
+    spec: PayloadSpec = field(repr=False, compare=False)
+    """The compiled payload: its JSON Schema and validator."""
+
+    @property
+    def input_schema(self) -> JsonObject:
+        """The JSON Schema of the arguments, as the model reads it."""
+        return self.spec.schema
+
+
+@dataclass(frozen=True)
+class ReportingTool(Generic[P]):
+    """The tool an agent reports a step's result through. Build it with `reporting_tool()`."""
+
+    name: str
+    """The name the agent calls it by, unique among the role's tools."""
+    description: str
+    """The whole of what the agent reads to decide this is the tool it wants."""
+    payload: type[P]
+    """The dataclass the step's result is returned as."""
+    spec: PayloadSpec = field(repr=False, compare=False)
+    """The compiled payload: its JSON Schema and validator."""
+
+    @property
+    def input_schema(self) -> JsonObject:
+        """The JSON Schema of the payload, as the model reads it."""
+        return self.spec.schema
+
+
+def tool(name: str, description: str, payload: type[P], handler: Callable[[P], Awaitable[ToolResult]]) -> Tool[P]:
+    """Build a tool an agent can call.
+
+    Args:
+        name: The name the agent calls it by, unique within a `Role`.
+        description: The whole of what the agent reads to decide this is the tool it wants.
+        payload: The dataclass the agent's arguments are checked against and built into.
+        handler: The coroutine function awaited with the built payload; its `ToolResult` goes back to the agent.
+
+    Raises:
+        InputError: An empty name or description, a name the Messages API would refuse, a payload that can't be
+            saved as JSON, or a handler that is not callable.
+    """
+    _check_name_and_description("tool", name, description)
+    if not callable(handler):
+        raise InputError(f"tool {name!r}: the handler must be an async function of the payload, not {handler!r}.")
+    if inspect.isfunction(handler) and not inspect.iscoroutinefunction(handler):
+        raise InputError(
+            f"tool {name!r}: the handler {handler.__qualname__} must be an async function (async def) returning "
+            "a ToolResult."
+        )
+    return Tool(name, description, payload, handler, _spec("tool", name, payload))
+
+
+def reporting_tool(name: str, description: str, payload: type[P]) -> ReportingTool[P]:
+    """Declare the tool an agent reports a step's result through.
+
+    Args:
+        name: The name the agent calls it by, unique among the role's tools.
+        description: The whole of what the agent reads to decide this is the tool it wants.
+        payload: The dataclass the step's result is returned as.
+
+    Raises:
+        InputError: An empty name or description, or a payload that can't be saved as JSON.
+    """
+    _check_name_and_description("reporting_tool", name, description)
+    return ReportingTool(name, description, payload, _spec("reporting_tool", name, payload))
+
+
+def _check_name_and_description(kind: str, name: object, description: object) -> None:
+    if not isinstance(name, str) or not name.strip():
+        raise InputError(f"{kind}(): the name must be a non-empty string, not {name!r}.")
+    if not _TOOL_NAME.fullmatch(name):
+        raise InputError(
+            f"{kind} {name!r}: a tool name may use only letters, digits, '_' and '-', at most 64 characters."
+        )
+    if not isinstance(description, str) or not description.strip():
+        raise InputError(
+            f"{kind} {name!r}: the description must be non-empty; it is the whole of what the agent reads to "
+            "decide this is the tool it wants."
+        )
+
+
+def _spec(kind: str, name: str, payload: Any) -> PayloadSpec:
+    try:
+        return payload_spec(payload)
+    except InputError as e:
+        raise InputError(f"{kind} {name!r}: {e}") from None
