@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, TypeVar, overload
 
 from ._scope import StepScope, current_scope
 from .errors import InputError
-from .events import Event, StepFailed, StepFinished, StepStarted
+from .events import Event, QuestionAnswered, QuestionAsked, StepFailed, StepFinished, StepReplayed, StepStarted
 from .loop import LoopOutcome, LoopTool, Reporting, run_loop
-from .models.base import Model, ToolSpec
+from .models.base import Model, ModelEvent, ModelRequest, TextDelta, ToolCall, ToolSpec, TurnEnd
 from .payloads import JsonValue, dump, payload_spec
+from .replay.explain import ReplayMissError, explain_miss
+from .replay.fingerprint import Fingerprint, fingerprint
+from .replay.modes import Mode, check_mode, resolve_mode
+from .replay.records import RecordedQuestion, StepRecord
+from .replay.stores import MemoryStore, Store
 from .roles import Role, RoleFactory
 from .screens import Screen
 from .terminals import ConsoleTerminal, ScriptedTerminal, Terminal
 from .tools import ReportingTool, Tool, ToolResult
-from .transcript import user_text
+from .transcript import Message, TextBlock, ToolResultBlock, ToolUseBlock, user_text
 
 T = TypeVar("T")
 
@@ -33,6 +39,9 @@ class Run:
         answers: Scripted answers to questions: a list used in order, or a function of the `Screen`.
         terminal: Where questions are shown; by default scripted answers if given, else standard input.
         on_event: Called with every event of every step, in order (interleaved when steps run concurrently).
+        store: Where recordings are found and kept; by default a fresh `MemoryStore` for this Run.
+        mode: The replay mode for this Run's steps (``auto``, ``replay``, ``refresh``, ``off``); see
+            `agl_notebook.replay.modes` for the precedence.
     """
 
     def __init__(
@@ -42,6 +51,8 @@ class Run:
         answers: Sequence[object] | Callable[[Screen[Any]], object] | None = None,
         terminal: Terminal | None = None,
         on_event: EventSink | None = None,
+        store: Store | None = None,
+        mode: Mode | None = None,
     ) -> None:
         if model is not None and not isinstance(model, Model):
             raise InputError(f"Run(model=...) takes a model backend such as ScriptedModel, not {model!r}; to "
@@ -52,6 +63,11 @@ class Run:
         """The model every step runs on, if set."""
         self._terminal = terminal or (ScriptedTerminal(answers) if answers is not None else ConsoleTerminal())
         self._sinks: list[EventSink] = [on_event] if on_event else []
+        self.store: Store = store if store is not None else MemoryStore()
+        """Where this Run's recordings are found and kept."""
+        self.mode: Mode | None = check_mode(mode, where="Run(mode=...)") if mode is not None else None
+        """The Run's replay mode, if set (a step's own mode wins)."""
+        self._occurrences: dict[tuple[object, str], int] = {}
         self.outcomes: list[LoopOutcome] = []
         """The outcome of every finished step, in the order they finished (transcripts, usage, requests)."""
 
@@ -73,39 +89,48 @@ class Run:
         self._sinks.append(sink)
 
     @overload
-    async def step(self, role: Role[T], input: object) -> T: ...
+    async def step(self, role: Role[T], input: object, *, mode: Mode | None = None) -> T: ...
     @overload
-    async def step(self, role: RoleFactory[..., T], input: object) -> T: ...
-    async def step(self, role: Role[T] | RoleFactory[..., T], input: object) -> T:
+    async def step(self, role: RoleFactory[..., T], input: object, *, mode: Mode | None = None) -> T: ...
+    async def step(self, role: Role[T] | RoleFactory[..., T], input: object, *, mode: Mode | None = None) -> T:
         """Run one step of ``role`` on ``input`` and return the reported payload (None without a reporting tool).
+
+        A recorded step replays (mode ``auto`` or ``replay``): no model call, no tool call, no question, the same
+        events (plus ``step.replayed``) and the same result. Otherwise it runs live and, unless the mode is
+        ``off``, its record is kept in the Run's store.
 
         Raises:
             InputError: ``input`` is not one of the role's accepted types, or the role has no model.
             RoleIncompleteError: The agent never reported; the step's work was wiped.
+            ReplayMissError: Mode ``replay`` and no recording matches; the message names the nearest.
             Exception: A tool's handler raised: the step's work was wiped and the same exception is re-raised.
         """
+        # Everything up to the first await runs as soon as the step starts, in the order steps are started:
+        # that is what makes the occurrence number (and so replay under asyncio.gather) deterministic.
         resolved = self._resolve_role(role)
         _check_input(resolved, input)
         model, model_id = self._model_for(resolved)
-        input_json = _input_json(input)
+        step_mode = resolve_mode(step=mode, run=self.mode)
         scope = StepScope(resolved.name, self._emit)
+        plan = _StepPlan.build(resolved, input, model, model_id, scope)
+        occurrence = self._next_occurrence(plan.fingerprint.base)
+        record_id = plan.fingerprint.with_occurrence(occurrence)
         token = current_scope.set(scope)
         try:
-            self._emit(StepStarted(resolved.name, input_json, model.backend_id(model_id)))
-            outcome = await run_loop(
-                model=model,
-                model_id=model_id,
-                system=system_text(resolved),
-                messages=[user_text(input_message(input))],
-                tools=[_loop_tool(t) for t in resolved.tools if isinstance(t, Tool)],
-                reporting=_reporting(resolved.reporting_tool),
-                emit=self._emit,
-                max_tool_roundtrips=resolved.max_tool_roundtrips,
-                reminders=resolved.reminders,
-                max_tokens=resolved.max_tokens,
-                role=resolved.name,
-                handler_errors="raise",
-            )
+            self._emit(StepStarted(resolved.name, plan.input_json, plan.backend))
+            record = self.store.get(record_id) if step_mode in ("auto", "replay") else None
+            if record is not None:
+                self._emit(StepReplayed(resolved.name, record.id, record.backend))
+                outcome = await plan.replay(record)
+            elif step_mode == "replay":
+                message, nearest, differing = explain_miss(resolved.name, plan.fingerprint, occurrence,
+                                                           self.store.records(), where=repr(self.store))
+                raise ReplayMissError(f"{message} Mode 'replay' never calls a model: run it in mode 'auto' or "
+                                      "'refresh' to record it.", nearest=nearest, differing=differing)
+            else:
+                outcome = await plan.run_live(self._emit)
+                if step_mode != "off":
+                    self.store.put(plan.record(record_id, occurrence, outcome, self._cell_id()))
         except BaseException as e:  # KeyboardInterrupt and cancellation wipe the step too
             scope.wipe()
             self._emit(StepFailed(resolved.name, type(e).__name__, str(e)))
@@ -116,6 +141,20 @@ class Run:
         self._emit(StepFinished(resolved.name, outcome.result_json, outcome.requests, outcome.truncated))
         result: T = outcome.result
         return result
+
+    def _next_occurrence(self, base: str) -> int:
+        key = (self._execution_key(), base)
+        occurrence = self._occurrences.get(key, 0)
+        self._occurrences[key] = occurrence + 1
+        return occurrence
+
+    def _execution_key(self) -> object:
+        """What occurrence numbers count within: the whole Run here; a cell execution in a notebook."""
+        return None
+
+    def _cell_id(self) -> str | None:
+        """The notebook cell running the step, where known (none outside a notebook)."""
+        return None
 
     def _emit(self, event: Event) -> None:
         for sink in self._sinks:
@@ -183,15 +222,146 @@ def _check_input(role: Role[Any], value: object) -> None:
         payload_spec(type(value))  # it must be JSON-able to be shown to the model
 
 
-def _loop_tool(t: Tool[Any]) -> LoopTool:
-    async def call(payload: Any, call_id: str) -> tuple[str, bool]:
-        result = await t.handler(payload)
-        if not isinstance(result, ToolResult):
-            raise InputError(f"The handler of tool {t.name!r} returned {type(result).__name__}; it must return a "
-                             "ToolResult.")
-        return result.text, result.rejected
+@dataclasses.dataclass
+class _StepPlan:
+    """One step, resolved: what the model will be sent, its fingerprint, and how to run it live or replay it."""
 
-    return LoopTool(ToolSpec(t.name, t.description, t.input_schema), call, t.spec.validate)
+    role: Role[Any]
+    model: Model
+    model_id: str
+    backend: str
+    system: str
+    first_message: Message
+    tools: list[Tool[Any]]
+    reporting: Reporting | None
+    input_json: JsonValue
+    fingerprint: Fingerprint
+    scope: StepScope
+    questions: list[RecordedQuestion] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def build(cls, role: Role[Any], value: object, model: Model, model_id: str, scope: StepScope) -> _StepPlan:
+        tools = [t for t in role.tools if isinstance(t, Tool)]
+        reporting = _reporting(role.reporting_tool)
+        backend = model.backend_id(model_id)
+        system = system_text(role)
+        input_json = _input_json(value)
+        fp = fingerprint(
+            role=role.name,
+            backend=backend,
+            system=system,
+            tools=tuple(_tool_spec(t) for t in tools),
+            reporting=reporting.spec if reporting else None,
+            input_type=type(value).__qualname__,
+            input=input_json,
+            settings={"max_tokens": role.max_tokens, "max_tool_roundtrips": role.max_tool_roundtrips,
+                      "reminders": role.reminders},
+        )
+        return cls(role, model, model_id, backend, system, user_text(input_message(value)), tools, reporting,
+                   input_json, fp, scope)
+
+    async def run_live(self, emit: EventSink) -> LoopOutcome:
+        return await self._loop(self.model, [self._live_tool(t) for t in self.tools], emit)
+
+    async def replay(self, record: StepRecord) -> LoopOutcome:
+        """Run the loop again on the recorded replies: validation and events as live, no model, no handler."""
+        results = {b.tool_use_id: b for m in record.transcript for b in m.content if isinstance(b, ToolResultBlock)}
+        outcome = await self._loop(_RecordedModel(record), [self._replay_tool(t, record, results)
+                                                             for t in self.tools], self.scope.emit)
+        if outcome.result_json != record.result:
+            raise ReplayMissError(f"The recording {record.id} of role {self.role.name!r} does not replay to its own "
+                                  "result: it is damaged. Run the step in mode 'refresh' to record it again.",
+                                  nearest=record, differing=())
+        return dataclasses.replace(outcome, usage=record.usage)
+
+    def record(self, record_id: str, occurrence: int, outcome: LoopOutcome, cell_id: str | None) -> StepRecord:
+        return StepRecord(
+            id=record_id,
+            parts=self.fingerprint.parts,
+            occurrence=occurrence,
+            role=self.role.name,
+            backend=self.backend,
+            input=self.input_json,
+            result=outcome.result_json,
+            transcript=outcome.transcript,
+            questions=tuple(self.questions),
+            usage=outcome.usage,
+            cell_id=cell_id,
+            recorded_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        )
+
+    async def _loop(self, model: Model, tools: list[LoopTool], emit: EventSink) -> LoopOutcome:
+        return await run_loop(
+            model=model,
+            model_id=self.model_id,
+            system=self.system,
+            messages=[self.first_message],
+            tools=tools,
+            reporting=self.reporting,
+            emit=emit,
+            max_tool_roundtrips=self.role.max_tool_roundtrips,
+            reminders=self.role.reminders,
+            max_tokens=self.role.max_tokens,
+            role=self.role.name,
+            handler_errors="raise",
+        )
+
+    def _live_tool(self, t: Tool[Any]) -> LoopTool:
+        async def call(payload: Any, call_id: str) -> tuple[str, bool]:
+            asked = len(self.scope.questions)
+            result = await t.handler(payload)
+            if not isinstance(result, ToolResult):
+                raise InputError(f"The handler of tool {t.name!r} returned {type(result).__name__}; it must "
+                                 "return a ToolResult.")
+            self.questions.extend(RecordedQuestion(call_id, q.text, q.inputs, q.answer)
+                                  for q in self.scope.questions[asked:])
+            return result.text, result.rejected
+
+        return LoopTool(_tool_spec(t), call, t.spec.validate)
+
+    def _replay_tool(self, t: Tool[Any], record: StepRecord, results: dict[str, ToolResultBlock]) -> LoopTool:
+        async def call(payload: Any, call_id: str) -> tuple[str, bool]:
+            for q in record.questions:
+                if q.tool_call_id == call_id:
+                    self.scope.emit(QuestionAsked(q.text, q.inputs))
+                    self.scope.emit(QuestionAnswered(q.text, q.answer))
+            recorded = results.get(call_id)
+            if recorded is None:
+                raise ReplayMissError(f"The recording {record.id} has no result for the call {call_id} to "
+                                      f"{t.name!r}: it is damaged. Run the step in mode 'refresh'.",
+                                      nearest=record, differing=())
+            return recorded.content, recorded.is_error
+
+        return LoopTool(_tool_spec(t), call, t.spec.validate)
+
+
+class _RecordedModel:
+    """Replies from a record: the reply to a request of k messages is the transcript's message k."""
+
+    def __init__(self, record: StepRecord) -> None:
+        self._transcript = record.transcript
+        self._backend = record.backend
+
+    def backend_id(self, model: str) -> str:
+        return self._backend
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        transcript, k = self._transcript, len(request.messages)
+        reply = transcript[k] if k < len(transcript) and transcript[k].role == "assistant" else None
+        if reply is None:  # an empty reply is not kept in a transcript
+            yield TurnEnd("end_turn")
+            return
+        for block in reply.content:
+            if isinstance(block, TextBlock):
+                yield TextDelta(block.text)
+            elif isinstance(block, ToolUseBlock):
+                yield ToolCall(block.id, block.name, block.input)
+        paused = k + 1 < len(transcript) and transcript[k + 1].role == "assistant"
+        yield TurnEnd("pause_turn" if paused else "tool_use" if reply.tool_uses else "end_turn")
+
+
+def _tool_spec(t: Tool[Any]) -> ToolSpec:
+    return ToolSpec(t.name, t.description, t.input_schema)
 
 
 def _reporting(report: ReportingTool[Any] | None) -> Reporting | None:

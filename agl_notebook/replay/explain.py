@@ -1,0 +1,52 @@
+"""Miss explanations: when a step does not replay, name the nearest record and the parts that differ."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..errors import UpstreamUnexpected
+from .fingerprint import PARTS, Fingerprint
+from .records import StepRecord
+
+
+class ReplayMissError(UpstreamUnexpected):
+    """A step had to replay (mode ``replay``) and no recording matches it."""
+
+    def __init__(self, message: str, *, nearest: StepRecord | None, differing: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.nearest = nearest
+        """The closest record, if there is any."""
+        self.differing = differing
+        """The fingerprint parts in which it differs (``occurrence`` when only that does)."""
+
+
+def nearest_record(fp: Fingerprint, occurrence: int, records: Sequence[StepRecord]
+                   ) -> tuple[StepRecord | None, tuple[str, ...]]:
+    """The record sharing most fingerprint parts with this step (the same role first), and the parts that differ."""
+    best: StepRecord | None = None
+    best_key: tuple[int, int, int] = (-1, -1, -1)
+    for record in records:
+        same = sum(1 for p in PARTS if record.parts.get(p) == fp.parts[p])
+        key = (int(record.parts.get("role") == fp.parts["role"]), same, -abs(record.occurrence - occurrence))
+        if key > best_key:
+            best, best_key = record, key
+    if best is None:
+        return None, ()
+    differing = tuple(p for p in PARTS if best.parts.get(p) != fp.parts[p])
+    if not differing and best.occurrence != occurrence:
+        differing = ("occurrence",)
+    return best, differing
+
+
+def explain_miss(role: str, fp: Fingerprint, occurrence: int, records: Sequence[StepRecord], *,
+                 where: str) -> tuple[str, StepRecord | None, tuple[str, ...]]:
+    """A sentence saying why no record matches, with the nearest record and what differs."""
+    nearest, differing = nearest_record(fp, occurrence, records)
+    if nearest is None:
+        return f"No recording of a step of role {role!r} exists in {where}.", None, ()
+    if differing == ("occurrence",):
+        return (f"{where} holds identical steps of role {role!r}, but not a recording for occurrence "
+                f"{occurrence + 1} of it in this cell execution (the nearest is occurrence "
+                f"{nearest.occurrence + 1})."), nearest, differing
+    return (f"No recording matches this step of role {role!r} in {where}. The nearest (role {nearest.role!r}, "
+            f"recorded with {nearest.backend}) differs in: {', '.join(differing)}."), nearest, differing

@@ -1,0 +1,206 @@
+"""Step records: what a finished step leaves behind so it can replay, as JSON only.
+
+The format (SPEC E), version `FORMAT`::
+
+    {"version": 1, "records": [record, ...]}          # notebook metadata["agl_notebook"], a JSON file, an output
+
+    record = {"kind": "step", "format": 1, "id": ..., "parts": {part: digest}, "occurrence": n, "cell_id": ...,
+              "role": ..., "backend": ..., "input": ..., "result": ..., "transcript": [...],
+              "questions": [{"tool_call_id", "text", "inputs", "answer"}], "usage": {...}, "recorded_at": ...}
+
+Reading never executes anything: it is `json` plus checks of each field's type. A record that fails the checks is
+reported with its position and kept aside untouched, so writing the block back loses nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..errors import InputError
+from ..models.base import Usage
+from ..payloads import JsonObject, JsonValue
+from ..transcript import Message, message_from_json
+
+FORMAT = 1
+"""The record format this version writes and reads."""
+
+
+@dataclass(frozen=True)
+class RecordedQuestion:
+    """A question asked during a recorded step, with its answer."""
+
+    tool_call_id: str
+    """The tool call that asked it."""
+    text: str
+    """The screen's text."""
+    inputs: tuple[str, ...]
+    """The labels of its inputs."""
+    answer: JsonValue
+    """The answer as JSON."""
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """A finished step, as recorded."""
+
+    id: str
+    """The step's fingerprint id (with its occurrence)."""
+    parts: dict[str, str]
+    """A digest per fingerprint part, so a miss can say which part differs."""
+    occurrence: int
+    """Which identical step of its cell execution (or Run) this was, from 0."""
+    role: str
+    """The role's name."""
+    backend: str
+    """What the record claims it was made with: ``anthropic:<model id>`` or ``scripted:<digest>``."""
+    input: JsonValue
+    """The step's input as JSON."""
+    result: JsonValue
+    """The reported payload as JSON, or None."""
+    transcript: tuple[Message, ...]
+    """The whole conversation."""
+    questions: tuple[RecordedQuestion, ...] = ()
+    """Questions asked and their answers."""
+    usage: Usage = field(default_factory=Usage)
+    """Tokens the live run spent."""
+    cell_id: str | None = None
+    """The notebook cell that ran the step, when known."""
+    recorded_at: str = ""
+    """When it was recorded (ISO 8601, UTC); shown by the command line, never in a view."""
+    kind: str = field(default="step", init=False)
+    format: int = field(default=FORMAT, init=False)
+
+    def to_json(self) -> JsonObject:
+        """The record's JSON."""
+        from ..transcript import messages_to_json
+
+        return {
+            "kind": self.kind,
+            "format": self.format,
+            "id": self.id,
+            "parts": dict(self.parts),
+            "occurrence": self.occurrence,
+            "cell_id": self.cell_id,
+            "role": self.role,
+            "backend": self.backend,
+            "input": self.input,
+            "result": self.result,
+            "transcript": messages_to_json(self.transcript),
+            "questions": [
+                {"tool_call_id": q.tool_call_id, "text": q.text, "inputs": list(q.inputs), "answer": q.answer}
+                for q in self.questions
+            ],
+            "usage": {
+                "input_tokens": self.usage.input_tokens,
+                "output_tokens": self.usage.output_tokens,
+                "cache_creation_input_tokens": self.usage.cache_creation_input_tokens,
+                "cache_read_input_tokens": self.usage.cache_read_input_tokens,
+            },
+            "recorded_at": self.recorded_at,
+        }
+
+
+def record_from_json(data: JsonValue, *, where: str = "record") -> StepRecord:
+    """Read a record, checking every field; an `InputError` names the first thing wrong and where."""
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected an object.")
+    if data.get("kind") != "step":
+        raise InputError(f"{where}.kind: expected 'step', got {data.get('kind')!r}.")
+    if data.get("format") != FORMAT:
+        raise InputError(f"{where}.format: this version reads format {FORMAT}, the record has "
+                         f"{data.get('format')!r}.")
+    parts = data.get("parts")
+    if not isinstance(parts, dict) or not all(isinstance(v, str) for v in parts.values()):
+        raise InputError(f"{where}.parts: expected an object of digests.")
+    transcript = data.get("transcript")
+    if not isinstance(transcript, list):
+        raise InputError(f"{where}.transcript: expected a list of messages.")
+    questions = data.get("questions", [])
+    if not isinstance(questions, list):
+        raise InputError(f"{where}.questions: expected a list.")
+    usage = data.get("usage", {})
+    if not isinstance(usage, dict) or not all(isinstance(v, int) for v in usage.values()):
+        raise InputError(f"{where}.usage: expected an object of token counts.")
+    cell_id = data.get("cell_id")
+    occurrence = data.get("occurrence")
+    if not isinstance(occurrence, int) or isinstance(occurrence, bool) or occurrence < 0:
+        raise InputError(f"{where}.occurrence: expected a whole number >= 0.")
+    return StepRecord(
+        id=_string(data, "id", where),
+        parts={str(k): str(v) for k, v in parts.items()},
+        occurrence=occurrence,
+        role=_string(data, "role", where),
+        backend=_string(data, "backend", where),
+        input=data.get("input"),
+        result=data.get("result"),
+        transcript=tuple(message_from_json(m, where=f"{where}.transcript[{i}]") for i, m in enumerate(transcript)),
+        questions=tuple(_question(q, f"{where}.questions[{i}]") for i, q in enumerate(questions)),
+        usage=Usage(**{k: int(v) for k, v in usage.items() if k in _USAGE_FIELDS}),  # type: ignore[arg-type]
+        cell_id=cell_id if isinstance(cell_id, str) else None,
+        recorded_at=str(data.get("recorded_at", "")),
+    )
+
+
+_USAGE_FIELDS = {"input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"}
+
+
+@dataclass(frozen=True)
+class RecordsBlock:
+    """A block of records as read: the good records, and what could not be read (kept as it was)."""
+
+    records: tuple[StepRecord, ...]
+    """The records that read cleanly, in order."""
+    unreadable: tuple[JsonValue, ...] = ()
+    """Records that did not, kept verbatim so writing the block back loses nothing."""
+    problems: tuple[str, ...] = ()
+    """What was wrong with each unreadable record, or with the block."""
+
+
+def block_from_json(data: JsonValue, *, where: str) -> RecordsBlock:
+    """Read ``{"version": 1, "records": [...]}``.
+
+    Raises:
+        InputError: The block itself is unusable (not an object, another version, no list of records).
+    """
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected an object with 'version' and 'records'.")
+    if data.get("version") != FORMAT:
+        raise InputError(f"{where}.version: this version of agl_notebook reads version {FORMAT}, found "
+                         f"{data.get('version')!r}.")
+    raw = data.get("records")
+    if not isinstance(raw, list):
+        raise InputError(f"{where}.records: expected a list.")
+    good: list[StepRecord] = []
+    bad: list[JsonValue] = []
+    problems: list[str] = []
+    for i, item in enumerate(raw):
+        try:
+            good.append(record_from_json(item, where=f"{where}.records[{i}]"))
+        except InputError as e:
+            bad.append(item)
+            problems.append(str(e))
+    return RecordsBlock(tuple(good), tuple(bad), tuple(problems))
+
+
+def block_to_json(records: Sequence[StepRecord], unreadable: Sequence[JsonValue] = ()) -> JsonObject:
+    """Write ``{"version": 1, "records": [...]}``, the unreadable records kept after the good ones."""
+    written: list[JsonValue] = [r.to_json() for r in records]
+    return {"version": FORMAT, "records": written + list(unreadable)}
+
+
+def _string(data: dict[str, JsonValue], key: str, where: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or not value:
+        raise InputError(f"{where}.{key}: expected a non-empty string.")
+    return value
+
+
+def _question(data: JsonValue, where: str) -> RecordedQuestion:
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected an object.")
+    inputs = data.get("inputs")
+    if not isinstance(inputs, list) or not all(isinstance(i, str) for i in inputs):
+        raise InputError(f"{where}.inputs: expected a list of labels.")
+    return RecordedQuestion(_string(data, "tool_call_id", where), _string(data, "text", where),
+                            tuple(str(i) for i in inputs), data.get("answer"))

@@ -1,0 +1,155 @@
+"""Stores: where step records are kept. In memory, in one JSON file, or (agl_notebook.notebook) in a notebook.
+
+Every store scrubs secrets from a record before keeping it, on every path. A store that finds its file corrupt says
+what is wrong and where, reads nothing from it, and never writes over it: new records stay in memory until the
+person decides what to do with the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from ..errors import InputError
+from ..payloads import JsonValue
+from .records import RecordsBlock, StepRecord, block_from_json, block_to_json, record_from_json
+from .scrub import scrub
+
+
+class RecordingWarning(UserWarning):
+    """Recordings could not be read or saved; the message says which and why."""
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Where a Run finds and keeps step records."""
+
+    def get(self, record_id: str) -> StepRecord | None:
+        """The record with this id, if any."""
+        ...
+
+    def records(self) -> Sequence[StepRecord]:
+        """Every readable record, in order."""
+        ...
+
+    def put(self, record: StepRecord) -> StepRecord:
+        """Keep ``record`` (scrubbed), replacing one with the same id; return what was kept."""
+        ...
+
+
+def scrubbed(record: StepRecord) -> StepRecord:
+    """The record as a reader would read it back after writing: scrubbed of secrets, through its JSON."""
+    return record_from_json(scrub(record.to_json()), where=f"record {record.id}")
+
+
+class MemoryStore:
+    """Records in memory: the default outside a notebook, one per `Run`."""
+
+    def __init__(self, records: Sequence[StepRecord] = ()) -> None:
+        self._records: dict[str, StepRecord] = {r.id: r for r in records}
+
+    def get(self, record_id: str) -> StepRecord | None:
+        """The record with this id, if any."""
+        return self._records.get(record_id)
+
+    def records(self) -> Sequence[StepRecord]:
+        """Every record, in the order first kept."""
+        return tuple(self._records.values())
+
+    def put(self, record: StepRecord) -> StepRecord:
+        """Keep the scrubbed record."""
+        kept = self._records[record.id] = scrubbed(record)
+        return kept
+
+    def __repr__(self) -> str:
+        return f"MemoryStore({len(self._records)} records)"
+
+
+class JsonFileStore(MemoryStore):
+    """Records in one JSON file, ``{"version": 1, "records": [...]}``.
+
+    The file is read when first needed and rewritten atomically after each new record.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__()
+        self.path = Path(path)
+        """The file."""
+        self.problem: str | None = None
+        """Why the file could not be used, if it could not; it is then never written."""
+        self._loaded = False
+        self._unreadable: tuple[JsonValue, ...] = ()
+
+    def get(self, record_id: str) -> StepRecord | None:
+        """The record with this id, if any."""
+        self._load()
+        return super().get(record_id)
+
+    def records(self) -> Sequence[StepRecord]:
+        """Every readable record."""
+        self._load()
+        return super().records()
+
+    def put(self, record: StepRecord) -> StepRecord:
+        """Keep the scrubbed record and rewrite the file (unless the file is corrupt)."""
+        self._load()
+        kept = super().put(record)
+        if self.problem is not None:
+            warnings.warn(f"Not saved to {self.path}: {self.problem} The record is kept in memory for this "
+                          "session; fix or move the file to save recordings again.", RecordingWarning, stacklevel=2)
+            return kept
+        data = json.dumps(block_to_json(super().records(), self._unreadable), ensure_ascii=False, indent=1)
+        _write_atomically(self.path, data + "\n")
+        return kept
+
+    def _load(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True
+        if not self.path.exists():
+            return
+        try:
+            block = read_block_file(self.path)
+        except InputError as e:
+            self.problem = str(e)
+            warnings.warn(f"Recordings not read: {e}", RecordingWarning, stacklevel=3)
+            return
+        for message in block.problems:
+            warnings.warn(f"A recording was skipped (kept in the file as it is): {message}", RecordingWarning,
+                          stacklevel=3)
+        self._unreadable = block.unreadable
+        self._records.update((r.id, r) for r in block.records)
+
+    def __repr__(self) -> str:
+        return f"JsonFileStore({str(self.path)!r})"
+
+
+def read_block_file(path: Path) -> RecordsBlock:
+    """Read a records file, with an `InputError` saying what is wrong and where."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: cannot be read ({e}).") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}).") from None
+    return block_from_json(data, where=str(path))
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write through a temporary file and a rename, so a crash leaves the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
