@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import inspect
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, TypeVar, overload
@@ -165,9 +166,7 @@ class Run:
             return role
         if not isinstance(role, RoleFactory):
             raise InputError(f"run.step() takes a Role or a @role function, not {role!r}.")
-        required = [p for p in inspect.signature(role.function).parameters.values()
-                    if p.default is inspect.Parameter.empty
-                    and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        required = _required_parameters(role.function)
         if not required:
             return role()
         if len(required) == 1 and (required[0].name == "run" or required[0].annotation in (Run, "Run")):
@@ -179,14 +178,21 @@ class Run:
     def _model_for(self, role: Role[Any]) -> tuple[Model, str]:
         chosen = self.model or role.model
         model_id = role.model if isinstance(role.model, str) else ""
-        if isinstance(chosen, Model):
-            return chosen, model_id
         if isinstance(chosen, str):
             from .models import resolve_model  # lazily: the Anthropic backend imports the anthropic SDK
 
             return resolve_model(chosen), chosen
+        if chosen is not None:
+            return chosen, model_id
         raise InputError(f"Role {role.name!r} has no model: give it one with @role(model=Claude.OPUS), or run "
                          "it with Run(model=ScriptedModel(...)).")
+
+
+@functools.cache
+def _required_parameters(function: Callable[..., Any]) -> list[inspect.Parameter]:
+    return [p for p in inspect.signature(function).parameters.values()
+            if p.default is inspect.Parameter.empty
+            and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
 
 def system_text(role: Role[Any]) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -54,6 +55,7 @@ TurnLike: TypeAlias = "ScriptedTurn | str | Mapping[str, Any]"
 """A turn as a `ScriptedTurn`, a plain string (text only), or a dict ``{"text", "calls": [{"name", "args"}]}``."""
 ScriptFunction: TypeAlias = Callable[[ModelRequest], "TurnLike | Awaitable[TurnLike]"]
 
+_KEPT_REQUESTS = 256
 _WORDS = re.compile(r"\s*\S+\s*|\s+")
 
 
@@ -82,8 +84,10 @@ class ScriptedModel:
         else:
             raise InputError("ScriptedModel takes a list of turns, a dict of lists keyed by role name, or a "
                              f"function of the request, not {type(script).__name__}.")
-        self.requests: list[ModelRequest] = []
-        """Every request this model was sent, in order (tests count model calls with it)."""
+        self.calls = 0
+        """How many requests this model was sent (tests count model calls with it)."""
+        self.requests: deque[ModelRequest] = deque(maxlen=_KEPT_REQUESTS)
+        """The latest requests, oldest first (the last 256, so a long-lived model does not grow without bound)."""
 
     def backend_id(self, model: str) -> str:
         """``scripted:<digest>``, whatever model id the role named."""
@@ -91,6 +95,7 @@ class ScriptedModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Stream the scripted reply for ``request``."""
+        self.calls += 1
         self.requests.append(request)
         position = sum(1 for m in request.messages if m.role == "assistant")
         turn = await self._turn(request, position)

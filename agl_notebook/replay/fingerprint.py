@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._canonical import digest
+from collections.abc import Callable
+
+from .._canonical import canonical_json, digest
 from ..models.base import ToolSpec
 from ..payloads import JsonValue
 from .records import FORMAT
@@ -48,18 +50,52 @@ def fingerprint(
     settings: dict[str, JsonValue],
 ) -> Fingerprint:
     """Fingerprint one step from everything the model sees and the backend that answers."""
-    values: dict[str, JsonValue] = {
-        "role": role,
-        "backend": backend,
-        "instructions": system,
-        "tools": [_tool_json(t) for t in tools],
-        "reporting": _tool_json(reporting) if reporting else None,
-        "input": {"type": input_type, "value": input},
-        "settings": settings,
-        "format": FORMAT,
+    parts = {
+        "role": _cached("role", role, lambda: role),
+        "backend": _cached("backend", backend, lambda: backend),
+        "instructions": _cached("instructions", system, lambda: system),
+        "tools": _cached("tools", tuple(_tool_key(t) for t in tools), lambda: [_tool_json(t) for t in tools]),
+        "reporting": _cached("reporting", _tool_key(reporting) if reporting else None,
+                             lambda: _tool_json(reporting) if reporting else None),
+        "input": digest({"type": input_type, "value": input})[:_PART_DIGITS],
+        "settings": digest(settings)[:_PART_DIGITS],
+        "format": _FORMAT_DIGEST,
     }
-    parts = {name: digest(values[name])[:_PART_DIGITS] for name in PARTS}
     return Fingerprint(parts, digest(parts)[:_ID_DIGITS])  # type: ignore[arg-type]
+
+
+# The parts a role shares across its steps are digested once per distinct value: a step's fingerprint then costs
+# two small digests (input, settings) and one of the part digests. Bounded, since a notebook has few roles.
+_PART_CACHE: dict[tuple[str, object], str] = {}
+_PART_CACHE_LIMIT = 4096
+_FORMAT_DIGEST = digest(FORMAT)[:_PART_DIGITS]
+
+
+def _cached(part: str, key: object, value: Callable[[], JsonValue]) -> str:
+    found = _PART_CACHE.get((part, key))
+    if found is None:
+        if len(_PART_CACHE) >= _PART_CACHE_LIMIT:
+            _PART_CACHE.clear()
+        found = _PART_CACHE[(part, key)] = digest(value())[:_PART_DIGITS]
+    return found
+
+
+def _tool_key(spec: ToolSpec) -> object:
+    # The schema is a dict (unhashable) but is made once per payload type: its canonical JSON is the key.
+    return (spec.name, spec.description, _schema_key(spec.input_schema))
+
+
+_SCHEMA_KEYS: dict[int, tuple[object, str]] = {}
+
+
+def _schema_key(schema: dict[str, JsonValue]) -> str:
+    # Keyed by identity and holding the schema alive, so an id is never reused for another schema while cached.
+    entry = _SCHEMA_KEYS.get(id(schema))
+    if entry is None or entry[0] is not schema:
+        if len(_SCHEMA_KEYS) >= _PART_CACHE_LIMIT:
+            _SCHEMA_KEYS.clear()
+        entry = _SCHEMA_KEYS[id(schema)] = (schema, canonical_json(schema))
+    return entry[1]
 
 
 def _tool_json(spec: ToolSpec) -> JsonValue:
