@@ -7,6 +7,7 @@ question reaches the current step's view and record, and how a step's undo work 
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -54,7 +55,9 @@ class StepScope:
     def scratch_dir(self) -> Path:
         """A folder for this step's files, created on first use and removed if the step fails."""
         if self._scratch is None:
-            self._scratch = Path(tempfile.mkdtemp(prefix=f"agl-{self.role}-"))
+            # A role's name may hold characters a file name can't (a "/" would point into a missing folder).
+            safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.role)[:40]
+            self._scratch = Path(tempfile.mkdtemp(prefix=f"agl-{safe}-"))
             scratch = self._scratch
             self.on_undo(lambda: shutil.rmtree(scratch, ignore_errors=True))
         return self._scratch

@@ -54,3 +54,10 @@ class ScriptExhaustedError(UpstreamUnexpected):
 
 class NoAnswerError(UpstreamUnexpected):
     """A question was asked where nobody can answer it (no stdin, a headless run) and no answers were supplied."""
+
+
+class MissingCredentialsError(UpstreamUnexpected):
+    """A model that needs the network was asked for a reply, but no credentials for it were found.
+
+    The message says how to get credentials, or how to run without them (a recording, or a `ScriptedModel`).
+    """

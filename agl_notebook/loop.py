@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .errors import ModelRefusedError, RoleIncompleteError, UpstreamUnexpected
+from .errors import ModelOutputTruncatedError, ModelRefusedError, RoleIncompleteError, UpstreamUnexpected
 from .events import (
     ClientToolExecuting,
     ClientToolRequested,
@@ -143,6 +143,12 @@ async def run_loop(
         usage += turn_usage
         if stop == "refusal":
             raise ModelRefusedError(f"The model refused to continue the step of {role or 'the agent'!r}.")
+        if stop == "max_tokens" and content and isinstance(content[-1], ToolUseBlock):
+            raise ModelOutputTruncatedError(
+                f"The model ran out of output tokens (max_tokens={max_tokens}) inside its call to "
+                f"{content[-1].name!r} in the step of {role or 'the agent'!r}, so the call cannot be read; raise the "
+                "role's max_tokens."
+            )
         if content:
             transcript.append(Message("assistant", content))
         if stop == "pause_turn":

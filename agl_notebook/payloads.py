@@ -240,7 +240,10 @@ def _validate_float(value: Any, path: str, problems: list[str]) -> Any:
     if isinstance(value, float) and math.isfinite(value):
         return value
     if isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # JSON allows integers of any size; a float does not
+            return _problem(problems, path, f"expected a number a float can hold, got {_describe_value(value)}.")
     return _problem(problems, path, f"expected a number, got {_describe_value(value)}.")
 
 

@@ -8,9 +8,8 @@ await, so `asyncio.gather` of identical steps replays them in order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from .._canonical import canonical_json, digest
 from ..models.base import ToolSpec

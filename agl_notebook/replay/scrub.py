@@ -7,6 +7,8 @@ environment variables whose names say they hold a secret, and the value of any a
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -29,8 +31,28 @@ _MIN_SECRET_LENGTH = 8  # shorter values ("1", "true") would redact ordinary wor
 def secrets_from_environment(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """The values of environment variables whose names say they hold a secret, longest first."""
     env = os.environ if environ is None else environ
-    found = {v for k, v in env.items() if _SECRET_NAME.search(k) and len(v) >= _MIN_SECRET_LENGTH}
+    found = set()
+    for name in env:
+        if _is_secret_name(name):
+            value = env.get(name, "")
+            if len(value) >= _MIN_SECRET_LENGTH:
+                found.add(value)
     return tuple(sorted(found, key=len, reverse=True))
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_secret_name(name: str) -> bool:
+    return _SECRET_NAME.search(name) is not None
+
+
+def scrub_json_text(text: str, secrets: Iterable[str] = ()) -> str:
+    """JSON text with secrets scrubbed, also where JSON escaping changed how a secret is spelled."""
+    for secret in secrets:
+        escaped = json.dumps(secret, ensure_ascii=False)[1:-1]
+        for spelling in {secret, escaped}:
+            if spelling in text:
+                text = text.replace(spelling, REDACTED)
+    return _key_shapes(text)
 
 
 def scrub_text(text: str, secrets: Iterable[str] = ()) -> str:
@@ -38,8 +60,19 @@ def scrub_text(text: str, secrets: Iterable[str] = ()) -> str:
     for secret in secrets:
         if secret in text:
             text = text.replace(secret, REDACTED)
-    return _KEY_SHAPES.sub(REDACTED, text)
+    return _key_shapes(text)
 
+
+def _key_shapes(text: str) -> str:
+    # The regex looks behind at every position; these substring checks (in C) skip it for the common text with no
+    # key in it, which is most of every record.
+    lowered = text.lower()
+    if any(marker in lowered for marker in _MARKERS):
+        return _KEY_SHAPES.sub(REDACTED, text)
+    return text
+
+
+_MARKERS = ("sk-ant-", "bearer", "x-api-key")
 
 def scrub(value: JsonValue, secrets: Iterable[str] | None = None) -> JsonValue:
     """A copy of a JSON value with secrets scrubbed from every string, keys included.

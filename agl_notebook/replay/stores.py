@@ -11,14 +11,14 @@ import json
 import os
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from ..errors import InputError
 from ..payloads import JsonValue
 from .records import RecordsBlock, StepRecord, block_from_json, block_to_json, record_from_json
-from .scrub import scrub
+from .scrub import scrub_json_text, secrets_from_environment
 
 
 class RecordingWarning(UserWarning):
@@ -42,9 +42,16 @@ class Store(Protocol):
         ...
 
 
-def scrubbed(record: StepRecord) -> StepRecord:
-    """The record as a reader would read it back after writing: scrubbed of secrets, through its JSON."""
-    return record_from_json(scrub(record.to_json()), where=f"record {record.id}")
+def scrubbed(record: StepRecord, secrets: Iterable[str] = ()) -> StepRecord:
+    """The record with every secret scrubbed.
+
+    The same record when there was none, else one read back from the scrubbed JSON (what a reader would get).
+    """
+    text = json.dumps(record.to_json(), ensure_ascii=False)
+    clean = scrub_json_text(text, (*secrets_from_environment(), *secrets))
+    if clean == text:
+        return record
+    return record_from_json(json.loads(clean), where=f"record {record.id}")
 
 
 class MemoryStore:

@@ -1,0 +1,307 @@
+"""`AnthropicModel`: Claude through the real `anthropic` SDK, streamed, with prompt caching and the SDK's retries.
+
+Configuration is the SDK's own: ``ANTHROPIC_API_KEY`` (or ``ANTHROPIC_AUTH_TOKEN``, or an SDK credentials profile)
+and ``ANTHROPIC_BASE_URL`` are read by ``anthropic.AsyncAnthropic``; or pass a configured client with
+``AnthropicModel(client=...)``. The SDK is imported only when a reply is first asked for, so ``import agl_notebook``
+stays fast.
+
+Each turn sends the whole conversation (backends hold no state), the system text and the tools, with a prompt-caching
+mark on the system text block and on the last tool, so the unchanging prefix of a step is read from the cache on every
+turn after the first.
+
+Errors, by whose move it was:
+
+- The API said no (``anthropic.APIStatusError`` and its subclasses: ``BadRequestError`` for a 400,
+  ``AuthenticationError``, ``RateLimitError`` or ``OverloadedError`` once the retries are spent, and so on), or the
+  connection failed (``anthropic.APIConnectionError``): the SDK's error propagates unchanged. Its message carries the
+  API's own error text (``error.message``, also on ``.api_message``) and it keeps ``.status_code`` and
+  ``.request_id``; wrapping it would only hide the type people already catch. The step fails with it, and `Run.step`
+  re-raises it.
+- Retries are the SDK's: 408, 409, 429 and 5xx (529 "overloaded" included) and connection errors are retried with
+  its backoff, honouring ``retry-after`` headers; ``max_retries`` is the SDK's default (2) unless given.
+- What the stream itself gets wrong is an `UpstreamUnexpected`: tool input that is not a JSON object, a stream that
+  ends without ``message_stop``, a missing or unknown stop reason. Output cut off by ``max_tokens`` inside a tool call
+  is a `ModelOutputTruncatedError` naming the tool.
+- No credentials at all is a `MissingCredentialsError`, raised before any request, saying how to get them or how to
+  run without them. The key never appears in a message or a log.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast, get_args
+
+from ..errors import InputError, MissingCredentialsError, ModelOutputTruncatedError, UpstreamUnexpected
+from ..payloads import JsonObject, JsonValue
+from ..transcript import messages_to_json
+from .base import ModelEvent, ModelRequest, StopReason, TextDelta, ToolCall, ToolSpec, TurnEnd, Usage
+
+if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic
+    from anthropic.types import RawMessageStreamEvent
+
+__all__ = ["AnthropicModel", "request_params"]
+
+_STOP_REASONS: frozenset[str] = frozenset(get_args(StopReason))
+
+NO_CREDENTIALS_MESSAGE = (
+    "No Anthropic credentials were found, so this step cannot ask Claude. Either set ANTHROPIC_API_KEY (create a "
+    "key at https://console.anthropic.com/settings/keys) or ANTHROPIC_AUTH_TOKEN in the environment the kernel or "
+    "process runs in, or pass AnthropicModel(client=anthropic.AsyncAnthropic(...)). To run without credentials, "
+    "replay the step from a recording (a notebook that already holds its recordings, with AGL_NOTEBOOK_MODE=replay) "
+    "or run it on a scripted model: Run(model=ScriptedModel([...]))."
+)
+"""What `MissingCredentialsError` says."""
+
+
+class AnthropicModel:
+    """Claude, through the ``anthropic`` SDK's streaming Messages API.
+
+    Args:
+        client: A configured ``anthropic.AsyncAnthropic`` to send requests with. Without one, a client is made for
+            each reply from the environment (``ANTHROPIC_API_KEY`` or ``ANTHROPIC_AUTH_TOKEN``,
+            ``ANTHROPIC_BASE_URL``) and closed after it, so a backend is safe to use from any event loop.
+        model: A model id that overrides the one each request names (`Claude.OPUS`, any id string). Without it,
+            the role's model is used.
+        max_retries: How many times the SDK retries a failed request (429, 529, other 5xx, connection errors);
+            the SDK's default (2) when not given.
+
+    Raises:
+        InputError: ``model`` is an empty string, or ``max_retries`` is not a non-negative int.
+
+    Examples:
+        >>> run = Run(model=AnthropicModel(model=Claude.HAIKU))  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        *,
+        client: AsyncAnthropic | None = None,
+        model: str | None = None,
+        max_retries: int | None = None,
+    ) -> None:
+        if model is not None and (not isinstance(model, str) or not model.strip()):
+            raise InputError(f"AnthropicModel(model=...) takes a model id such as Claude.OPUS, not {model!r}.")
+        if max_retries is not None and (
+            isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0
+        ):
+            raise InputError(f"AnthropicModel(max_retries=...) takes an int >= 0, not {max_retries!r}.")
+        self.model: str | None = str(model) if model is not None else None
+        """The model id every request is sent to, or None to use each request's own."""
+        self.max_retries = max_retries
+        """The SDK's retry count for this backend, or None for the SDK's default."""
+        if client is not None and max_retries is not None:
+            client = client.with_options(max_retries=max_retries)
+        self._client = client
+
+    @classmethod
+    def for_model(cls, model_id: str) -> AnthropicModel:
+        """A backend for ``model_id``, configured from the environment.
+
+        Args:
+            model_id: The Claude model id (`Claude.OPUS`, or any id string the API accepts).
+
+        Returns:
+            A backend that sends every request to ``model_id``.
+        """
+        return cls(model=model_id)
+
+    def backend_id(self, model: str) -> str:
+        """``anthropic:<model id>``: the model this backend would actually use for a request naming ``model``."""
+        return f"anthropic:{self.model or model}"
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Stream Claude's reply to ``request``: text deltas, one `ToolCall` per tool_use block, then `TurnEnd`.
+
+        Args:
+            request: The system text, the whole conversation, the tools and the output token limit.
+
+        Yields:
+            `TextDelta` for each streamed piece of text, a complete `ToolCall` when each tool_use block closes, and a
+            final `TurnEnd` with the stop reason (``pause_turn`` and ``refusal`` included) and the usage.
+
+        Raises:
+            MissingCredentialsError: No client was given and the environment holds no credentials.
+            ModelOutputTruncatedError: The reply hit ``max_tokens`` in the middle of a tool call.
+            UpstreamUnexpected: The stream broke its own rules (invalid tool input, no ``message_stop``, no or an
+                unknown stop reason).
+            anthropic.APIStatusError: The API refused the request (e.g. ``BadRequestError`` with the API's message),
+                after the SDK's retries for the retryable statuses.
+            anthropic.APIConnectionError: The API could not be reached, after the SDK's retries.
+        """
+        model = self.model or request.model
+        if not model:
+            raise InputError("AnthropicModel was given no model id: name one with @role(model=Claude.OPUS) or "
+                             "AnthropicModel(model=...).")
+        params = request_params(request, model)
+        async with AsyncExitStack() as stack:
+            client = self._client
+            if client is None:
+                client = await _client_from_environment(self.max_retries)
+                stack.push_async_callback(client.close)
+            events = await client.messages.create(
+                model=model,
+                max_tokens=request.max_tokens,
+                messages=cast(Any, params["messages"]),
+                system=cast(Any, params.get("system", _omit())),
+                tools=cast(Any, params.get("tools", _omit())),
+                stream=True,
+            )
+            stack.push_async_callback(events.close)
+            reply = _Reply(request.max_tokens)
+            async for event in events:
+                for out in reply.feed(event):
+                    yield out
+            yield reply.finish()
+
+    def __repr__(self) -> str:
+        return f"AnthropicModel(model={self.model!r}, client={'given' if self._client else 'from environment'})"
+
+
+def request_params(request: ModelRequest, model: str) -> dict[str, JsonValue]:
+    """The Messages API parameters for ``request`` (without ``stream``), as JSON.
+
+    The system text becomes one text block and the last tool carries the prompt-caching mark
+    (``cache_control: {"type": "ephemeral"}``); an empty system text or tool list is left out.
+
+    Args:
+        request: The request to send.
+        model: The model id to send it to.
+
+    Returns:
+        ``model``, ``max_tokens``, ``messages`` and, when not empty, ``system`` and ``tools``.
+    """
+    params: dict[str, JsonValue] = {
+        "model": model,
+        "max_tokens": request.max_tokens,
+        "messages": messages_to_json(request.messages),
+    }
+    if request.system:
+        params["system"] = [{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}]
+    if request.tools:
+        tools: list[JsonValue] = [_tool_json(t) for t in request.tools]
+        last = cast(JsonObject, tools[-1])
+        last["cache_control"] = {"type": "ephemeral"}
+        params["tools"] = tools
+    return params
+
+
+def _tool_json(spec: ToolSpec) -> JsonObject:
+    return {"name": spec.name, "description": spec.description, "input_schema": spec.input_schema}
+
+
+def _omit() -> Any:
+    import anthropic
+
+    return anthropic.omit
+
+
+async def _client_from_environment(max_retries: int | None) -> AsyncAnthropic:
+    """A client configured by the SDK from the environment, or `MissingCredentialsError` when it found none."""
+    import anthropic
+
+    client = anthropic.AsyncAnthropic() if max_retries is None else anthropic.AsyncAnthropic(max_retries=max_retries)
+    if client.api_key is None and client.auth_token is None and client.credentials is None:
+        await client.close()
+        raise MissingCredentialsError(NO_CREDENTIALS_MESSAGE)
+    return client
+
+
+@dataclass
+class _ToolBlock:
+    id: str
+    name: str
+    start_input: JsonObject
+    parts: list[str] = field(default_factory=list)
+
+
+class _Reply:
+    """Assembles one streamed reply: open tool_use blocks by index, the stop reason and the usage."""
+
+    def __init__(self, max_tokens: int) -> None:
+        self.max_tokens = max_tokens
+        self.tools: dict[int, _ToolBlock] = {}
+        self.unreadable: tuple[str, str] | None = None  # (tool name, why) of a tool_use block whose input is bad
+        self.stop_reason: str | None = None
+        self.stopped = False
+        self.usage: dict[str, int] = {}
+
+    def feed(self, event: RawMessageStreamEvent) -> list[ModelEvent]:
+        """The events to yield for one stream event (none once a tool call could not be read)."""
+        out: list[ModelEvent] = []
+        if event.type == "message_start":
+            self._take_usage(event.message.usage)
+        elif event.type == "content_block_start":
+            block = event.content_block
+            if block.type == "tool_use":
+                self.tools[event.index] = _ToolBlock(block.id, block.name, cast(JsonObject, dict(block.input or {})))
+            elif block.type == "text" and block.text:
+                out.append(TextDelta(block.text))
+        elif event.type == "content_block_delta":
+            delta = event.delta
+            if delta.type == "text_delta":
+                if delta.text:
+                    out.append(TextDelta(delta.text))
+            elif delta.type == "input_json_delta" and event.index in self.tools:
+                self.tools[event.index].parts.append(delta.partial_json)
+        elif event.type == "content_block_stop":
+            tool = self.tools.pop(event.index, None)
+            if tool is not None:
+                call = self._call(tool)
+                if call is not None:
+                    out.append(call)
+        elif event.type == "message_delta":
+            if event.delta.stop_reason is not None:
+                self.stop_reason = event.delta.stop_reason
+            self._take_usage(event.usage)
+        elif event.type == "message_stop":
+            self.stopped = True
+        return [] if self.unreadable is not None else out
+
+    def _call(self, tool: _ToolBlock) -> ToolCall | None:
+        raw = "".join(tool.parts)
+        if not raw.strip():
+            return ToolCall(tool.id, tool.name, tool.start_input)
+        try:
+            args = json.loads(raw)
+        except json.JSONDecodeError as e:
+            excerpt = raw if len(raw) <= 200 else raw[:200] + "..."
+            self.unreadable = (tool.name, f"its input is not valid JSON ({e.msg} at character {e.pos}): {excerpt!r}")
+            return None
+        if not isinstance(args, dict):
+            self.unreadable = (tool.name, f"its input is JSON but not an object: {raw[:200]!r}")
+            return None
+        return ToolCall(tool.id, tool.name, cast(JsonObject, args))
+
+    def _take_usage(self, usage: Any) -> None:
+        for name in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
+            value = getattr(usage, name, None)
+            if isinstance(value, int):
+                self.usage[name] = value  # message_delta's figures are cumulative, so the last one counts
+
+    def finish(self) -> TurnEnd:
+        """The `TurnEnd` of a reply whose stream has ended, or the error that the reply cannot be used."""
+        cut = [t.name for t in self.tools.values()] + ([self.unreadable[0]] if self.unreadable else [])
+        if self.stop_reason == "max_tokens" and cut:
+            raise ModelOutputTruncatedError(
+                f"The model ran out of output tokens (max_tokens={self.max_tokens}) in the middle of its call to "
+                f"tool {cut[0]!r}, so the call cannot be read. Raise the role's max_tokens, or ask for smaller "
+                "arguments."
+            )
+        if not self.stopped:
+            raise UpstreamUnexpected("The Anthropic stream ended before message_stop, so the reply is incomplete "
+                                     "(the connection was probably cut).")
+        if self.unreadable is not None:
+            raise UpstreamUnexpected(f"The model's call to tool {self.unreadable[0]!r} could not be read: "
+                                     f"{self.unreadable[1]}.")
+        if cut:
+            raise UpstreamUnexpected(f"The model's reply ended with its call to tool {cut[0]!r} still open (no "
+                                     f"content_block_stop), with stop reason {self.stop_reason!r}.")
+        if self.stop_reason is None:
+            raise UpstreamUnexpected("The Anthropic stream ended without a stop reason.")
+        if self.stop_reason not in _STOP_REASONS:
+            raise UpstreamUnexpected(f"The Anthropic stream ended with an unknown stop reason {self.stop_reason!r}.")
+        return TurnEnd(cast(StopReason, self.stop_reason), Usage(**self.usage))

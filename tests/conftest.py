@@ -1,0 +1,73 @@
+"""Shared fixtures. The network guard: no test can reach a model, or anything else off this machine."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+
+class NetworkBlockedError(RuntimeError):
+    """A test tried to reach the network. Serve the request in-process (e.g. ``httpx2.MockTransport``)."""
+
+
+def _is_local_host(host: object) -> bool:
+    if isinstance(host, bytes):
+        host = host.decode(errors="replace")
+    if host is None or host in ("", "localhost", "localhost.localdomain"):
+        return True
+    if not isinstance(host, str):
+        return False
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return host.endswith(".localhost")
+
+
+def _check_address(address: Any) -> None:
+    # AF_UNIX addresses are paths (str or bytes); internet addresses are tuples whose first item is the host.
+    if isinstance(address, tuple) and not _is_local_host(address[0]):
+        raise NetworkBlockedError(f"Network access blocked in tests: connection to {address!r}.")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _block_network() -> Iterator[None]:
+    """Fail loudly on any connection, or name lookup, that leaves the loopback interface."""
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+    real_getaddrinfo = socket.getaddrinfo
+
+    def connect(self: socket.socket, address: Any) -> None:
+        _check_address(address)
+        real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> int:
+        _check_address(address)
+        return real_connect_ex(self, address)
+
+    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        name = host.decode(errors="replace") if isinstance(host, bytes) else host
+        if not _is_local_host(name):
+            try:
+                ipaddress.ip_address(str(name).split("%", 1)[0])  # a literal address needs no lookup
+            except ValueError:
+                raise NetworkBlockedError(f"Network access blocked in tests: name lookup of {host!r}.") from None
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(socket.socket, "connect", connect)
+        mp.setattr(socket.socket, "connect_ex", connect_ex)
+        mp.setattr(socket, "getaddrinfo", getaddrinfo)
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _no_anthropic_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test starts without Anthropic credentials or endpoint settings from the person's environment."""
+    for name in list(os.environ):
+        if name.startswith("ANTHROPIC_"):  # API key, auth token, base URL, profile, federation, custom headers
+            monkeypatch.delenv(name)

@@ -1,0 +1,521 @@
+"""The Anthropic backend, exercised through the real anthropic SDK over an in-process HTTP transport.
+
+Every response is a real-format body (server-sent events for streams, the API's error JSON for failures), served by
+``httpx2.MockTransport``, so the SDK's own request building, SSE decoding, event parsing and retries all run.
+Retries are made fast with the API's ``retry-after-ms`` header, which the SDK honours, rather than switched off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import typing
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anthropic
+import httpx2
+import pytest
+
+from agl_notebook import Claude, Role, Run, ToolResult, describe, reporting_tool, tool
+from agl_notebook.errors import (
+    InputError,
+    MissingCredentialsError,
+    ModelOutputTruncatedError,
+    UpstreamUnexpected,
+)
+from agl_notebook.models import resolve_model
+from agl_notebook.models.anthropic import AnthropicModel
+from agl_notebook.models.base import ModelEvent, ModelRequest, TextDelta, ToolCall, ToolSpec, TurnEnd, Usage
+from agl_notebook.transcript import Message, TextBlock, ToolResultBlock, ToolUseBlock, messages_to_json, user_text
+
+BASE_URL = "http://anthropic.test"
+KEY = "test-key-not-real"
+
+# --- Building real-format SSE bodies ------------------------------------------------------------------------------
+
+Event = tuple[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Text:
+    """A text block, streamed as these pieces."""
+
+    pieces: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Use:
+    """A tool_use block whose input streams as these partial-JSON pieces; ``close=False`` leaves it open."""
+
+    id: str
+    name: str
+    pieces: tuple[str, ...]
+    close: bool = True
+
+
+def text(*pieces: str) -> Text:
+    return Text(pieces)
+
+
+def use(id: str, name: str, *pieces: str, close: bool = True) -> Use:
+    return Use(id, name, pieces, close)
+
+
+def message_start(input_tokens: int = 10, cache_creation: int = 0, cache_read: int = 0) -> Event:
+    return "message_start", {"type": "message_start", "message": {
+        "id": "msg_test", "type": "message", "role": "assistant", "model": "claude-opus-5-5", "content": [],
+        "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": input_tokens, "output_tokens": 1, "cache_creation_input_tokens": cache_creation,
+                  "cache_read_input_tokens": cache_read}}}
+
+
+def block_start(index: int, block: Text | Use) -> Event:
+    content: dict[str, Any] = ({"type": "text", "text": ""} if isinstance(block, Text)
+                               else {"type": "tool_use", "id": block.id, "name": block.name, "input": {}})
+    return "content_block_start", {"type": "content_block_start", "index": index, "content_block": content}
+
+
+def block_delta(index: int, block: Text | Use, piece: str) -> Event:
+    delta = ({"type": "text_delta", "text": piece} if isinstance(block, Text)
+             else {"type": "input_json_delta", "partial_json": piece})
+    return "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
+
+
+def block_stop(index: int) -> Event:
+    return "content_block_stop", {"type": "content_block_stop", "index": index}
+
+
+def message_delta(stop_reason: str | None, output_tokens: int = 5) -> Event:
+    return "message_delta", {"type": "message_delta",
+                             "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                             "usage": {"output_tokens": output_tokens}}
+
+
+MESSAGE_STOP: Event = ("message_stop", {"type": "message_stop"})
+
+
+def reply(*blocks: Text | Use, stop_reason: str = "end_turn", input_tokens: int = 10, output_tokens: int = 5,
+          cache_creation: int = 0, cache_read: int = 0, message_stop: bool = True) -> list[Event]:
+    """The events of one streamed reply made of ``blocks``, in the order the API sends them (with a ping)."""
+    events = [message_start(input_tokens, cache_creation, cache_read), ("ping", {"type": "ping"})]
+    for i, block in enumerate(blocks):
+        events.append(block_start(i, block))
+        events.extend(block_delta(i, block, p) for p in block.pieces)
+        if not isinstance(block, Use) or block.close:
+            events.append(block_stop(i))
+    events.append(message_delta(stop_reason, output_tokens))
+    if message_stop:
+        events.append(MESSAGE_STOP)
+    return events
+
+
+def sse(events: list[Event]) -> bytes:
+    return "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events).encode()
+
+
+async def _chunks(body: bytes, size: int = 37) -> AsyncIterator[bytes]:
+    # Odd-sized chunks, so events and UTF-8 characters are split across reads as on a real connection.
+    for i in range(0, len(body), size):
+        yield body[i:i + size]
+
+
+def stream_response(events: list[Event]) -> httpx2.Response:
+    return httpx2.Response(200, headers={"content-type": "text/event-stream", "request-id": "req_test"},
+                           content=_chunks(sse(events)))
+
+
+def error_response(status: int, kind: str, message: str) -> httpx2.Response:
+    return httpx2.Response(status, headers={"retry-after-ms": "1", "request-id": "req_error"},
+                           json={"type": "error", "error": {"type": kind, "message": message}})
+
+
+# --- The fake API ---------------------------------------------------------------------------------------------------
+
+Responder = Callable[[], httpx2.Response]
+
+
+@dataclass
+class FakeAPI:
+    """Serves queued responses (a fresh Response per request) and keeps every request it was sent."""
+
+    responses: list[Responder]
+    requests: list[httpx2.Request] = field(default_factory=list)
+
+    def handle(self, request: httpx2.Request) -> httpx2.Response:
+        self.requests.append(request)
+        assert self.responses, f"unexpected request #{len(self.requests)}: {request.method} {request.url}"
+        return self.responses.pop(0)()
+
+    def client(self, **kwargs: Any) -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(api_key=KEY, base_url=BASE_URL,
+                                        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(self.handle)),
+                                        **kwargs)
+
+    def bodies(self) -> list[dict[str, Any]]:
+        return [json.loads(r.content) for r in self.requests]
+
+
+def api(*responses: list[Event] | Responder) -> FakeAPI:
+    """A fake API answering with these replies (event lists) or responders, in order."""
+    return FakeAPI([_streamer(r) if isinstance(r, list) else r for r in responses])
+
+
+def _streamer(events: list[Event]) -> Responder:
+    return lambda: stream_response(events)
+
+
+def fail(status: int, kind: str, message: str) -> Responder:
+    return lambda: error_response(status, kind, message)
+
+
+def request(*messages: Message, tools: tuple[ToolSpec, ...] = (), system: str = "You are terse.",
+            max_tokens: int = 1024) -> ModelRequest:
+    return ModelRequest(Claude.OPUS, system, messages or (user_text("Hello"),), tools, max_tokens)
+
+
+async def collect(model: AnthropicModel, req: ModelRequest | None = None) -> list[ModelEvent]:
+    return [e async for e in model.stream(req or request())]
+
+
+LOOK_UP = ToolSpec("look_up", "Look a thing up.", {"type": "object", "properties": {"text": {"type": "string"}},
+                                                   "required": ["text"]})
+REPORT = ToolSpec("report", "Report what you found.", {"type": "object", "properties": {"summary": {"type": "string"}}})
+
+# --- Streaming ------------------------------------------------------------------------------------------------------
+
+
+async def test_text_deltas_stream_in_order() -> None:
+    fake = api(reply(text("Hel", "lo, ", "wörld", "!")))
+    events = await collect(AnthropicModel(client=fake.client()))
+    assert events[:-1] == [TextDelta("Hel"), TextDelta("lo, "), TextDelta("wörld"), TextDelta("!")]
+    assert isinstance(events[-1], TurnEnd)
+    assert events[-1].stop_reason == "end_turn"
+
+
+async def test_tool_input_split_across_deltas_is_assembled() -> None:
+    pieces = ("", '{"te', 'xt": "re', 'tries", "n', '": [1, 2]}')
+    fake = api(reply(text("Let me look."), use("toolu_1", "look_up", *pieces), stop_reason="tool_use"))
+    events = await collect(AnthropicModel(client=fake.client()), request(tools=(LOOK_UP,)))
+    assert events == [TextDelta("Let me look."), ToolCall("toolu_1", "look_up", {"text": "retries", "n": [1, 2]}),
+                      TurnEnd("tool_use", Usage(10, 5))]
+
+
+async def test_tool_call_without_input_deltas_has_empty_args() -> None:
+    fake = api(reply(use("toolu_1", "report"), stop_reason="tool_use"))
+    events = await collect(AnthropicModel(client=fake.client()))
+    assert events[0] == ToolCall("toolu_1", "report", {})
+
+
+async def test_several_tool_calls_in_one_reply() -> None:
+    fake = api(reply(text("Two lookups."), use("toolu_a", "look_up", '{"text": ', '"a"}'),
+                     use("toolu_b", "look_up", '{"text"', ': "b"}'), use("toolu_c", "report", '{"summary": "c"}'),
+                     stop_reason="tool_use"))
+    events = await collect(AnthropicModel(client=fake.client()))
+    assert [e for e in events if isinstance(e, ToolCall)] == [
+        ToolCall("toolu_a", "look_up", {"text": "a"}),
+        ToolCall("toolu_b", "look_up", {"text": "b"}),
+        ToolCall("toolu_c", "report", {"summary": "c"}),
+    ]
+
+
+async def test_interleaved_tool_blocks_are_assembled_by_index() -> None:
+    a, b = use("toolu_a", "look_up"), use("toolu_b", "look_up")
+    events = [message_start(), block_start(0, a), block_start(1, b),
+              block_delta(1, b, '{"text": '), block_delta(0, a, '{"text": '), block_delta(0, a, '"A"}'),
+              block_delta(1, b, '"B"}'), block_stop(1), block_stop(0), message_delta("tool_use"), MESSAGE_STOP]
+    out = await collect(AnthropicModel(client=api(events).client()))
+    assert out[:2] == [ToolCall("toolu_b", "look_up", {"text": "B"}), ToolCall("toolu_a", "look_up", {"text": "A"})]
+
+
+@pytest.mark.parametrize("stop_reason", ["end_turn", "stop_sequence", "max_tokens", "pause_turn", "refusal"])
+async def test_stop_reasons_pass_through(stop_reason: str) -> None:
+    fake = api(reply(text("Some text"), stop_reason=stop_reason))
+    events = await collect(AnthropicModel(client=fake.client()))
+    assert events == [TextDelta("Some text"), TurnEnd(stop_reason, Usage(10, 5))]  # type: ignore[arg-type]
+
+
+async def test_tool_use_stop_reason_after_tool_call() -> None:
+    fake = api(reply(use("toolu_1", "look_up", '{"text": "x"}'), stop_reason="tool_use"))
+    events = await collect(AnthropicModel(client=fake.client()))
+    assert events[-1] == TurnEnd("tool_use", Usage(10, 5))
+
+
+async def test_max_tokens_inside_open_tool_block_names_the_tool() -> None:
+    fake = api(reply(text("Writing it up."), use("toolu_1", "report", '{"summary": "the fi', close=False),
+                     stop_reason="max_tokens"))
+    with pytest.raises(ModelOutputTruncatedError, match=r"max_tokens=1024.*'report'"):
+        await collect(AnthropicModel(client=fake.client()))
+
+
+async def test_max_tokens_with_incomplete_tool_json_at_block_stop_names_the_tool() -> None:
+    fake = api(reply(use("toolu_1", "report", '{"summary": "the fi'), stop_reason="max_tokens"))
+    with pytest.raises(ModelOutputTruncatedError, match="'report'"):
+        await collect(AnthropicModel(client=fake.client()))
+
+
+async def test_max_tokens_after_a_complete_tool_call_is_a_plain_stop() -> None:
+    fake = api(reply(use("toolu_1", "look_up", '{"text": "x"}'), text("And then"), stop_reason="max_tokens"))
+    events = await collect(AnthropicModel(client=fake.client()))
+    assert events == [ToolCall("toolu_1", "look_up", {"text": "x"}), TextDelta("And then"),
+                      TurnEnd("max_tokens", Usage(10, 5))]
+
+
+async def test_invalid_tool_json_is_upstream_unexpected() -> None:
+    fake = api(reply(use("toolu_1", "look_up", '{"text": "x",, }'), use("toolu_2", "look_up", "{}"),
+                     stop_reason="tool_use"))
+    with pytest.raises(UpstreamUnexpected, match="'look_up' could not be read: its input is not valid JSON") as e:
+        await collect(AnthropicModel(client=fake.client()))
+    assert not isinstance(e.value, ModelOutputTruncatedError)
+
+
+async def test_tool_input_that_is_not_an_object_is_upstream_unexpected() -> None:
+    fake = api(reply(use("toolu_1", "look_up", "[1, 2]"), stop_reason="tool_use"))
+    with pytest.raises(UpstreamUnexpected, match="not an object"):
+        await collect(AnthropicModel(client=fake.client()))
+
+
+async def test_stream_without_message_stop_is_upstream_unexpected() -> None:
+    fake = api(reply(text("Hi"), message_stop=False))
+    with pytest.raises(UpstreamUnexpected, match="message_stop"):
+        await collect(AnthropicModel(client=fake.client()))
+
+
+async def test_tool_block_never_closed_without_max_tokens_is_upstream_unexpected() -> None:
+    fake = api(reply(use("toolu_1", "look_up", '{"text": "x"}', close=False), stop_reason="tool_use"))
+    with pytest.raises(UpstreamUnexpected, match="'look_up' still open"):
+        await collect(AnthropicModel(client=fake.client()))
+
+
+async def test_error_event_mid_stream_raises_the_sdk_error() -> None:
+    events = [*reply(text("Hi"))[:4],
+              ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})]
+    with pytest.raises(anthropic.APIStatusError, match="Overloaded"):
+        await collect(AnthropicModel(client=api(events).client()))
+
+
+async def test_usage_combines_message_start_and_message_delta() -> None:
+    fake = api(reply(text("ok"), input_tokens=120, output_tokens=42, cache_creation=1000, cache_read=300))
+    events = await collect(AnthropicModel(client=fake.client()))
+    assert events[-1] == TurnEnd("end_turn", Usage(input_tokens=120, output_tokens=42,
+                                                   cache_creation_input_tokens=1000, cache_read_input_tokens=300))
+
+
+# --- The request ----------------------------------------------------------------------------------------------------
+
+
+async def test_request_body_has_whole_history_system_and_tools_with_cache_marks() -> None:
+    history = (
+        user_text("Look up retries."),
+        Message("assistant", (TextBlock("Looking."), ToolUseBlock("toolu_1", "look_up", {"text": "retries"}))),
+        Message("user", (ToolResultBlock("toolu_1", "Nothing found.", is_error=True),)),
+    )
+    fake = api(reply(text("Done.")))
+    await collect(AnthropicModel(client=fake.client()), request(*history, tools=(LOOK_UP, REPORT), max_tokens=777))
+    (sent,) = fake.requests
+    assert sent.method == "POST"
+    assert sent.url.path == "/v1/messages"
+    body = json.loads(sent.content)
+    assert body == {
+        "model": "claude-opus-5-5",
+        "max_tokens": 777,
+        "stream": True,
+        "messages": messages_to_json(history),
+        "system": [{"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}],
+        "tools": [
+            {"name": "look_up", "description": "Look a thing up.", "input_schema": LOOK_UP.input_schema},
+            {"name": "report", "description": "Report what you found.", "input_schema": REPORT.input_schema,
+             "cache_control": {"type": "ephemeral"}},
+        ],
+    }
+    assert body["messages"][2]["content"][0]["is_error"] is True
+
+
+async def test_empty_system_and_no_tools_are_left_out() -> None:
+    fake = api(reply(text("Hi")))
+    await collect(AnthropicModel(client=fake.client()), request(system=""))
+    body = fake.bodies()[0]
+    assert "system" not in body
+    assert "tools" not in body
+
+
+async def test_fixed_model_overrides_the_requests_and_names_the_backend() -> None:
+    fake = api(reply(text("Hi")))
+    model = AnthropicModel(client=fake.client(), model=Claude.HAIKU)
+    await collect(model)
+    assert fake.bodies()[0]["model"] == "claude-haiku-5-5"
+    assert model.backend_id(Claude.OPUS) == "anthropic:claude-haiku-5-5"
+    assert AnthropicModel().backend_id("claude-sonnet-5-5") == "anthropic:claude-sonnet-5-5"
+    assert resolve_model(Claude.OPUS).backend_id(Claude.OPUS) == "anthropic:claude-opus-5-5"
+
+
+async def test_no_model_id_at_all_is_an_input_error() -> None:
+    req = ModelRequest("", "sys", (user_text("Hi"),), (), 100)
+    with pytest.raises(InputError, match="no model id"):
+        await collect(AnthropicModel(client=api().client()), req)
+
+
+def test_constructor_checks_its_arguments() -> None:
+    with pytest.raises(InputError):
+        AnthropicModel(model="  ")
+    with pytest.raises(InputError):
+        AnthropicModel(max_retries=-1)
+    with pytest.raises(TypeError):
+        AnthropicModel(None)  # type: ignore[call-arg]  # keyword-only
+
+
+# --- Retries and errors ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("status", "kind"), [(429, "rate_limit_error"), (529, "overloaded_error"),
+                                              (500, "api_error")])
+async def test_retryable_status_is_retried_by_the_sdk(status: int, kind: str) -> None:
+    fake = api(fail(status, kind, "Try again later."), reply(text("Made it.")))
+    events = await collect(AnthropicModel(client=fake.client()))
+    assert events[0] == TextDelta("Made it.")
+    assert len(fake.requests) == 2
+    assert [r.headers.get("x-stainless-retry-count") for r in fake.requests] == ["0", "1"]
+    assert fake.bodies()[0] == fake.bodies()[1]
+
+
+async def test_sdk_default_retries_are_kept_then_the_error_surfaces() -> None:
+    fake = api(*[fail(529, "overloaded_error", "Overloaded")] * 3)
+    with pytest.raises(anthropic.OverloadedError, match="Overloaded"):
+        await collect(AnthropicModel(client=fake.client()))
+    assert len(fake.requests) == 1 + anthropic.DEFAULT_MAX_RETRIES
+
+
+async def test_max_retries_is_passed_to_the_sdk() -> None:
+    fake = api(fail(429, "rate_limit_error", "Slow down."), reply(text("never sent")))
+    with pytest.raises(anthropic.RateLimitError, match="Slow down"):
+        await collect(AnthropicModel(client=fake.client(), max_retries=0))
+    assert len(fake.requests) == 1
+
+
+async def test_bad_request_surfaces_with_the_apis_message_and_is_not_retried() -> None:
+    message = "messages.0.content.0.text: text content blocks must be non-empty"
+    fake = api(fail(400, "invalid_request_error", message))
+    with pytest.raises(anthropic.BadRequestError) as e:
+        await collect(AnthropicModel(client=fake.client()))
+    assert message in str(e.value)
+    assert e.value.api_message == message
+    assert e.value.status_code == 400
+    assert len(fake.requests) == 1
+    assert KEY not in str(e.value)
+
+
+# --- Credentials and configuration ----------------------------------------------------------------------------------
+
+
+async def test_missing_credentials_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))  # no SDK credentials profile on disk either
+    for model in (AnthropicModel.for_model(Claude.OPUS), resolve_model("claude-sonnet-5-5"), AnthropicModel()):
+        with pytest.raises(MissingCredentialsError) as e:
+            await collect(model)  # type: ignore[arg-type]
+        text = str(e.value)
+        assert "ANTHROPIC_API_KEY" in text
+        assert "ScriptedModel" in text
+        assert "recording" in text
+        assert isinstance(e.value, UpstreamUnexpected)
+
+
+async def _serve_once(body: bytes, seen: list[bytes]) -> tuple[asyncio.Server, int]:
+    """A one-shot HTTP/1.1 server on 127.0.0.1 answering with an SSE ``body`` (for the environment-configured path)."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:"))
+        seen.append(head + await reader.readexactly(length))
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n"
+                     b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+async def test_configured_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[bytes] = []
+    server, port = await _serve_once(sse(reply(text("From the env."))), seen)
+    async with server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{port}")
+        events = await collect(AnthropicModel.for_model(Claude.SONNET))
+    assert events[0] == TextDelta("From the env.")
+    (raw,) = seen
+    assert raw.startswith(b"POST /v1/messages ")
+    assert KEY.encode() in raw
+    assert b'"model":"claude-sonnet-5-5"' in raw.replace(b" ", b"")
+
+
+def test_importing_the_backend_does_not_import_the_sdk() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, agl_notebook.models.anthropic as m; m.AnthropicModel(model='x').backend_id('x'); "
+            "print('anthropic' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert done.stdout.strip() == "False"
+
+
+# --- Model names ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", list(Claude))
+def test_claude_names_are_known_to_the_installed_sdk(model: Claude) -> None:
+    from anthropic.types.model_param import ModelParam
+
+    literal = next(a for a in typing.get_args(ModelParam) if typing.get_origin(a) is typing.Literal)
+    assert model.value in typing.get_args(literal)
+
+
+# --- End to end through Run.step ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Query:
+    text: str = describe("What to look up.")
+
+
+@dataclass(frozen=True)
+class Answer:
+    summary: str = describe("What you found.")
+
+
+async def test_run_step_end_to_end_over_the_sdk() -> None:
+    looked_up: list[str] = []
+
+    async def look_up(query: Query) -> ToolResult:
+        looked_up.append(query.text)
+        return ToolResult(f"Found 3 notes on {query.text}.")
+
+    researcher: Role[Answer] = Role(
+        name="researcher",
+        instructions="Look things up, then report.",
+        tools=[tool("look_up", "Look a thing up.", Query, look_up),
+               reporting_tool("report", "Report what you found.", Answer)],
+        model=Claude.SONNET,
+    )
+    fake = api(
+        reply(text("Let me check."), use("toolu_1", "look_up", '{"text": ', '"retries"}'), stop_reason="tool_use"),
+        reply(use("toolu_2", "report", '{"summary": "Three notes', ' on retries."}'), stop_reason="tool_use"),
+    )
+    run = Run(model=AnthropicModel(client=fake.client()))
+    answer = await run.step(researcher, "What do we know about retries?")
+    assert answer == Answer("Three notes on retries.")
+    assert looked_up == ["retries"]
+    assert len(fake.requests) == 2
+    first, second = fake.bodies()
+    assert first["model"] == second["model"] == "claude-sonnet-5-5"
+    assert [t["name"] for t in second["tools"]] == ["look_up", "report"]
+    assert [m["role"] for m in second["messages"]] == ["user", "assistant", "user"]
+    assert second["messages"][1]["content"] == [
+        {"type": "text", "text": "Let me check."},
+        {"type": "tool_use", "id": "toolu_1", "name": "look_up", "input": {"text": "retries"}},
+    ]
+    assert second["messages"][2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "Found 3 notes on retries."}]
+    assert second["messages"][:1] == first["messages"]
