@@ -13,7 +13,7 @@ from typing import Literal, TypeAlias
 from .payloads import JsonObject, JsonValue
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class StepStarted:
     """A step began."""
 
@@ -26,7 +26,7 @@ class StepStarted:
     type: Literal["step.started"] = field(default="step.started", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class OutputTextDelta:
     """A piece of the model's streamed text."""
 
@@ -35,7 +35,7 @@ class OutputTextDelta:
     type: Literal["response.output_text.delta"] = field(default="response.output_text.delta", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ClientToolRequested:
     """The model asked for a tool call."""
 
@@ -53,7 +53,7 @@ class ClientToolRequested:
         return self.tool_call_id
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ClientToolExecuting:
     """A tool's handler is about to run."""
 
@@ -69,7 +69,7 @@ class ClientToolExecuting:
         return self.tool_call_id
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ClientToolResult:
     """A tool call's result, as the model will read it."""
 
@@ -89,7 +89,7 @@ class ClientToolResult:
         return self.tool_call_id
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ClientToolRoundtrip:
     """Tool results went back to the model: round trip ``turn`` of at most ``max_turns``."""
 
@@ -100,7 +100,7 @@ class ClientToolRoundtrip:
     type: Literal["client.tool.roundtrip"] = field(default="client.tool.roundtrip", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class PayloadRejected:
     """The model's arguments (or report) did not fit the payload; the problems go back to it."""
 
@@ -115,7 +115,7 @@ class PayloadRejected:
     type: Literal["payload.rejected"] = field(default="payload.rejected", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class StepReported:
     """The agent reported the step's result through the reporting tool."""
 
@@ -128,7 +128,7 @@ class StepReported:
     type: Literal["step.reported"] = field(default="step.reported", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class RunTruncated:
     """The round-trip limit was reached while the model still asked for tools; those calls were not run."""
 
@@ -141,7 +141,7 @@ class RunTruncated:
     type: Literal["run.truncated"] = field(default="run.truncated", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class QuestionAsked:
     """A tool asked the person a question."""
 
@@ -152,7 +152,7 @@ class QuestionAsked:
     type: Literal["question.asked"] = field(default="question.asked", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class QuestionAnswered:
     """The person answered."""
 
@@ -163,7 +163,7 @@ class QuestionAnswered:
     type: Literal["question.answered"] = field(default="question.answered", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class MarkupError:
     """A tool call written as text markup could not be read; that span was dropped."""
 
@@ -174,7 +174,7 @@ class MarkupError:
     type: Literal["markup.error"] = field(default="markup.error", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class StepFinished:
     """A step ended normally."""
 
@@ -189,7 +189,7 @@ class StepFinished:
     type: Literal["step.finished"] = field(default="step.finished", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class StepFailed:
     """A step stopped on an error or an interrupt; its work was wiped."""
 
@@ -202,7 +202,7 @@ class StepFailed:
     type: Literal["step.failed"] = field(default="step.failed", init=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class StepReplayed:
     """A step was answered from a recording: no model, no tool, no question."""
 

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, TypeVar, overload
 
 from ._scope import StepScope, current_scope
-from .errors import InputError
+from .errors import InputError, MissingCredentialsError
 from .events import Event, QuestionAnswered, QuestionAsked, StepFailed, StepFinished, StepReplayed, StepStarted
 from .loop import LoopOutcome, LoopTool, Reporting, run_loop
 from .models.base import Model, ModelEvent, ModelRequest, TextDelta, ToolCall, ToolSpec, TurnEnd
@@ -129,7 +129,15 @@ class Run:
                 raise ReplayMissError(f"{message} Mode 'replay' never calls a model: run it in mode 'auto' or "
                                       "'refresh' to record it.", nearest=nearest, differing=differing)
             else:
-                outcome = await plan.run_live(self._emit)
+                try:
+                    outcome = await plan.run_live(self._emit)
+                except MissingCredentialsError as e:
+                    if step_mode != "auto":
+                        raise
+                    message, _, _ = explain_miss(resolved.name, plan.fingerprint, occurrence, self.store.records(),
+                                                 where=repr(self.store))
+                    raise MissingCredentialsError(f"This step is not recorded, so it must run live. {message}\n\n"
+                                                  f"{e}") from None
                 if step_mode != "off":
                     self.store.put(plan.record(record_id, occurrence, outcome, self._cell_id()))
         except BaseException as e:  # KeyboardInterrupt and cancellation wipe the step too

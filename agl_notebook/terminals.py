@@ -7,16 +7,18 @@ The notebook terminal (input widgets) lives in `agl_notebook.notebook`.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._scope import Question, current_scope
 from .errors import InputError, NoAnswerError
 from .events import QuestionAnswered, QuestionAsked
 from .screens import Screen
+
+if TYPE_CHECKING:
+    import asyncio
 
 T = TypeVar("T")
 
@@ -40,6 +42,8 @@ class Terminal:
         labels = tuple(i.label for i in screen.inputs)
         if scope is not None:
             scope.emit(QuestionAsked(screen.text, labels))
+        import asyncio  # here, not at the top: it costs a quarter of `import agl_notebook` otherwise
+
         loop = asyncio.get_running_loop()
         async with self._locks.setdefault(loop, asyncio.Lock()):
             answer = await self.ask(screen)
@@ -59,6 +63,8 @@ class ConsoleTerminal(Terminal):
 
     async def ask(self, screen: Screen[T]) -> T:
         """Prompt for each input on stdin (in a thread, so the event loop keeps running)."""
+        import asyncio
+
         print(screen.text, flush=True)
         values: list[object] = []
         for item in screen.inputs:

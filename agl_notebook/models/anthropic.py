@@ -28,7 +28,10 @@ Errors, by whose move it was:
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -45,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AnthropicModel", "request_params"]
 
+_CONFIG_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
 _STOP_REASONS: frozenset[str] = frozenset(get_args(StopReason))
 
 NO_CREDENTIALS_MESSAGE = (
@@ -61,9 +65,9 @@ class AnthropicModel:
     """Claude, through the ``anthropic`` SDK's streaming Messages API.
 
     Args:
-        client: A configured ``anthropic.AsyncAnthropic`` to send requests with. Without one, a client is made for
-            each reply from the environment (``ANTHROPIC_API_KEY`` or ``ANTHROPIC_AUTH_TOKEN``,
-            ``ANTHROPIC_BASE_URL``) and closed after it, so a backend is safe to use from any event loop.
+        client: A configured ``anthropic.AsyncAnthropic`` to send requests with. Without one, a client is made
+            from the environment (``ANTHROPIC_API_KEY`` or ``ANTHROPIC_AUTH_TOKEN``, ``ANTHROPIC_BASE_URL``) once
+            per event loop and reused, so its connections are kept between turns.
         model: A model id that overrides the one each request names (`Claude.OPUS`, any id string). Without it,
             the role's model is used.
         max_retries: How many times the SDK retries a failed request (429, 529, other 5xx, connection errors);
@@ -96,6 +100,23 @@ class AnthropicModel:
         if client is not None and max_retries is not None:
             client = client.with_options(max_retries=max_retries)
         self._client = client
+        # Clients made from the environment, one per event loop (a client's connection pool belongs to the loop it
+        # first ran on) and per configuration, so a key set later in the session is picked up.
+        self._env_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[tuple[str, ...],
+                                                                                      AsyncAnthropic]]
+        self._env_clients = weakref.WeakKeyDictionary()
+
+    async def _environment_client(self) -> AsyncAnthropic:
+        loop = asyncio.get_running_loop()
+        config = tuple(os.environ.get(name, "") for name in _CONFIG_VARIABLES)
+        cached = self._env_clients.get(loop)
+        if cached is not None and cached[0] == config:
+            return cached[1]
+        client = await _client_from_environment(self.max_retries)
+        self._env_clients[loop] = (config, client)
+        if cached is not None:
+            await cached[1].close()
+        return client
 
     @classmethod
     def for_model(cls, model_id: str) -> AnthropicModel:
@@ -138,10 +159,7 @@ class AnthropicModel:
                              "AnthropicModel(model=...).")
         params = request_params(request, model)
         async with AsyncExitStack() as stack:
-            client = self._client
-            if client is None:
-                client = await _client_from_environment(self.max_retries)
-                stack.push_async_callback(client.close)
+            client = self._client or await self._environment_client()
             events = await client.messages.create(
                 model=model,
                 max_tokens=request.max_tokens,
