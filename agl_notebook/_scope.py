@@ -14,6 +14,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .events import Event
 from .payloads import JsonValue
@@ -45,6 +46,8 @@ class StepScope:
     """Sends an event to the step's views."""
     questions: list[Question] = field(default_factory=list)
     """The questions asked so far, with their answers."""
+    view: Any = field(default=None, repr=False)
+    """The step's view, where a terminal that draws inside it (the notebook's) shows questions."""
     _undo: list[Callable[[], object]] = field(default_factory=list, repr=False)
     _scratch: Path | None = field(default=None, repr=False)
 

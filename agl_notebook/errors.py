@@ -61,3 +61,7 @@ class MissingCredentialsError(UpstreamUnexpected):
 
     The message says how to get credentials, or how to run without them (a recording, or a `ScriptedModel`).
     """
+
+
+class ModelCallBlockedError(UpstreamUnexpected):
+    """A step would call a model where model calls are blocked (under nbval, or with AGL_NOTEBOOK_BLOCK_MODELS=1)."""

@@ -7,14 +7,15 @@ import datetime
 import functools
 import inspect
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, TypeVar, overload
+from typing import Any, Protocol, TypeVar, overload, runtime_checkable
 
 from ._scope import StepScope, current_scope
-from .errors import InputError, MissingCredentialsError
+from .errors import InputError, MissingCredentialsError, ModelCallBlockedError
 from .events import Event, QuestionAnswered, QuestionAsked, StepFailed, StepFinished, StepReplayed, StepStarted
 from .loop import LoopOutcome, LoopTool, Reporting, run_loop
 from .models.base import Model, ModelEvent, ModelRequest, TextDelta, ToolCall, ToolSpec, TurnEnd
 from .payloads import JsonValue, dump, payload_spec
+from .replay import modes
 from .replay.explain import ReplayMissError, explain_miss
 from .replay.fingerprint import Fingerprint, fingerprint
 from .replay.modes import Mode, check_mode, resolve_mode
@@ -32,6 +33,53 @@ EventSink = Callable[[Event], None]
 """Anything that takes events: a view, a printer, a list's ``append``."""
 
 
+@runtime_checkable
+class StepView(Protocol):
+    """What draws one step: told whether it replays, then every event, then how it ended."""
+
+    def begin(self, *, replaying: bool) -> None:
+        """The step starts; ``replaying`` says it is answered from a recording."""
+
+    def event(self, event: Event) -> None:
+        """One event of the step."""
+
+    def finish(self, record: StepRecord | None) -> None:
+        """The step finished; ``record`` is what was kept (None in mode ``off``)."""
+
+    def fail(self, error: BaseException) -> None:
+        """The step failed or was interrupted; its work was wiped."""
+
+
+ViewFactory = Callable[[Role[Any]], StepView]
+"""Makes the view of one step of a role."""
+
+
+class _Environment(Protocol):
+    def terminal(self) -> Terminal: ...
+    def store(self) -> Store: ...
+    def view(self, role: Role[Any]) -> StepView: ...
+    def execution_key(self) -> object: ...
+    def cell_id(self) -> str | None: ...
+
+
+def _notebook_environment() -> _Environment | None:
+    from .notebook._kernel import in_kernel  # cheap: imports nothing unless a kernel is running
+
+    if not in_kernel():
+        return None
+    from .notebook.environment import NotebookEnvironment
+
+    return NotebookEnvironment()
+
+
+def _emit_to(view: StepView, rest: EventSink) -> EventSink:
+    def emit(event: Event) -> None:
+        view.event(event)
+        rest(event)
+
+    return emit
+
+
 class Run:
     """Runs steps: one role on one input until the agent reports.
 
@@ -40,6 +88,7 @@ class Run:
         answers: Scripted answers to questions: a list used in order, or a function of the `Screen`.
         terminal: Where questions are shown; by default scripted answers if given, else standard input.
         on_event: Called with every event of every step, in order (interleaved when steps run concurrently).
+        view: Makes the view of each step (in a notebook, the widget view is the default).
         store: Where recordings are found and kept; by default a fresh `MemoryStore` for this Run.
         mode: The replay mode for this Run's steps (``auto``, ``replay``, ``refresh``, ``off``); see
             `agl_notebook.replay.modes` for the precedence.
@@ -54,6 +103,7 @@ class Run:
         on_event: EventSink | None = None,
         store: Store | None = None,
         mode: Mode | None = None,
+        view: ViewFactory | None = None,
     ) -> None:
         if model is not None and not isinstance(model, Model):
             raise InputError(f"Run(model=...) takes a model backend such as ScriptedModel, not {model!r}; to "
@@ -62,9 +112,15 @@ class Run:
             raise InputError("Run takes answers or a terminal, not both.")
         self.model = model
         """The model every step runs on, if set."""
-        self._terminal = terminal or (ScriptedTerminal(answers) if answers is not None else ConsoleTerminal())
+        # Inside a Jupyter kernel the notebook supplies the defaults: widget views, input-widget questions, and
+        # recordings read from the notebook file.
+        self._environment = _notebook_environment()
+        env = self._environment
+        self._terminal = terminal or (ScriptedTerminal(answers) if answers is not None
+                                      else env.terminal() if env is not None else ConsoleTerminal())
+        self._view_factory: ViewFactory | None = view or (env.view if env is not None else None)
         self._sinks: list[EventSink] = [on_event] if on_event else []
-        self.store: Store = store if store is not None else MemoryStore()
+        self.store: Store = store if store is not None else env.store() if env is not None else MemoryStore()
         """Where this Run's recordings are found and kept."""
         self.mode: Mode | None = check_mode(mode, where="Run(mode=...)") if mode is not None else None
         """The Run's replay mode, if set (a step's own mode wins)."""
@@ -112,25 +168,36 @@ class Run:
         _check_input(resolved, input)
         model, model_id = self._model_for(resolved)
         step_mode = resolve_mode(step=mode, run=self.mode)
-        scope = StepScope(resolved.name, self._emit)
+        view = self._view_factory(resolved) if self._view_factory is not None else None
+        emit = self._emit if view is None else _emit_to(view, self._emit)
+        scope = StepScope(resolved.name, emit, view=view)
         plan = _StepPlan.build(resolved, input, model, model_id, scope)
         occurrence = self._next_occurrence(plan.fingerprint.base)
         record_id = plan.fingerprint.with_occurrence(occurrence)
         token = current_scope.set(scope)
+        kept: StepRecord | None = None
         try:
-            self._emit(StepStarted(resolved.name, plan.input_json, plan.backend))
             record = self.store.get(record_id) if step_mode in ("auto", "replay") else None
+            if view is not None:
+                view.begin(replaying=record is not None)
+            emit(StepStarted(resolved.name, plan.input_json, plan.backend))
             if record is not None:
-                self._emit(StepReplayed(resolved.name, record.id, record.backend))
+                emit(StepReplayed(resolved.name, record.id, record.backend))
                 outcome = await plan.replay(record)
+                kept = record
             elif step_mode == "replay":
                 message, nearest, differing = explain_miss(resolved.name, plan.fingerprint, occurrence,
                                                            self.store.records(), where=repr(self.store))
                 raise ReplayMissError(f"{message} Mode 'replay' never calls a model: run it in mode 'auto' or "
                                       "'refresh' to record it.", nearest=nearest, differing=differing)
             else:
+                if modes.session.block_model_calls:
+                    raise ModelCallBlockedError(
+                        f"A step of role {resolved.name!r} would call a model, and model calls are blocked here "
+                        f"(under nbval, or {modes.BLOCK_VARIABLE}=1). Record it first: run the notebook with "
+                        "`agl-notebook execute --record`, or run the cell in JupyterLab and save.")
                 try:
-                    outcome = await plan.run_live(self._emit)
+                    outcome = await plan.run_live(emit)
                 except MissingCredentialsError as e:
                     if step_mode != "auto":
                         raise
@@ -139,17 +206,31 @@ class Run:
                     raise MissingCredentialsError(f"This step is not recorded, so it must run live. {message}\n\n"
                                                   f"{e}") from None
                 if step_mode != "off":
-                    self.store.put(plan.record(record_id, occurrence, outcome, self._cell_id()))
+                    kept = self.store.put(plan.record(record_id, occurrence, outcome, self._cell_id()))
         except BaseException as e:  # KeyboardInterrupt and cancellation wipe the step too
             scope.wipe()
-            self._emit(StepFailed(resolved.name, type(e).__name__, str(e)))
+            emit(StepFailed(resolved.name, type(e).__name__, str(e)))
+            if view is not None:
+                view.fail(e)
             raise
         finally:
             current_scope.reset(token)
         self.outcomes.append(outcome)
-        self._emit(StepFinished(resolved.name, outcome.result_json, outcome.requests, outcome.truncated))
+        emit(StepFinished(resolved.name, outcome.result_json, outcome.requests, outcome.truncated))
+        if view is not None:
+            view.finish(kept)
         result: T = outcome.result
         return result
+
+    def step_sync(self, role: Role[T] | RoleFactory[..., T], input: object, *, mode: Mode | None = None) -> T:
+        """`step`, for code that cannot await (a synchronous cell or script).
+
+        The step runs on a worker thread with its own event loop; in a notebook the cell's thread meanwhile
+        services widget messages, so questions are answered in the same cell. An interrupt cancels the step.
+        """
+        from .notebook.sync import run_sync
+
+        return run_sync(lambda: self.step(role, input, mode=mode))
 
     def _next_occurrence(self, base: str) -> int:
         key = (self._execution_key(), base)
@@ -158,12 +239,12 @@ class Run:
         return occurrence
 
     def _execution_key(self) -> object:
-        """What occurrence numbers count within: the whole Run here; a cell execution in a notebook."""
-        return None
+        """What occurrence numbers count within: the whole Run, or a cell execution in a notebook."""
+        return self._environment.execution_key() if self._environment is not None else None
 
     def _cell_id(self) -> str | None:
-        """The notebook cell running the step, where known (none outside a notebook)."""
-        return None
+        """The notebook cell running the step, where known."""
+        return self._environment.cell_id() if self._environment is not None else None
 
     def _emit(self, event: Event) -> None:
         for sink in self._sinks:

@@ -20,11 +20,20 @@ ENV_VAR = "AGL_NOTEBOOK_MODE"
 """The environment variable that sets the mode below ``%agl``, a Run and a step."""
 
 
-class _Session:
-    """Process-wide settings made by the ``%agl`` magic and the nbval plugin (never by reading files)."""
+NBVAL_VARIABLE = "AGL_NOTEBOOK_UNDER_NBVAL"
+"""Set to 1 by the nbval plugin in the environment its kernels inherit: the default mode becomes ``replay``."""
+BLOCK_VARIABLE = "AGL_NOTEBOOK_BLOCK_MODELS"
+"""Set to 1 (the nbval plugin does) to make any live model call fail loudly."""
 
-    magic_mode: Mode | None = None
-    under_nbval: bool = False
+
+class _Session:
+    """Process-wide settings: made by the ``%agl`` magic, or read once from the environment the nbval plugin set."""
+
+    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+        env = os.environ if environ is None else environ
+        self.magic_mode: Mode | None = None
+        self.under_nbval = env.get(NBVAL_VARIABLE) == "1"
+        self.block_model_calls = env.get(BLOCK_VARIABLE) == "1"
 
 
 session = _Session()

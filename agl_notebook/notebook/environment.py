@@ -1,0 +1,40 @@
+"""What a `Run` created inside a Jupyter kernel uses by default."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..replay.stores import Store
+from ..roles import Role
+from ..terminals import Terminal
+from . import _kernel
+
+
+class NotebookEnvironment:
+    """The notebook's defaults: widget views, the widget terminal, the notebook store, cell executions."""
+
+    def terminal(self) -> Terminal:
+        """Questions in input widgets."""
+        from .terminal import WidgetTerminal
+
+        return WidgetTerminal()
+
+    def store(self) -> Store:
+        """Recordings from the notebook file and this kernel session."""
+        from .store import NotebookStore
+
+        return NotebookStore()
+
+    def view(self, role: Role[Any]) -> Any:
+        """A live widget view of one step."""
+        from .view import NotebookView
+
+        return NotebookView(role)
+
+    def execution_key(self) -> object:
+        """Occurrence numbers count within one cell execution."""
+        return _kernel.execution_id()
+
+    def cell_id(self) -> str | None:
+        """The executing cell's id, where the frontend sends it."""
+        return _kernel.cell_id()

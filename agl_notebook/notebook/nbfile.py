@@ -1,0 +1,115 @@
+"""Recordings inside a notebook file: in its metadata (their home) and in outputs' metadata (path 2).
+
+Works on the notebook as plain JSON (a dict), so reading recordings in a kernel needs neither nbformat nor
+anything that executes. Both places use the same block, ``{"version": 1, "records": [...]}``, under the key
+``agl_notebook``; readers drop duplicates by id, preferring the copy in an output (the newer one: an output copy is
+removed once it has been moved into the notebook metadata).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from ..payloads import JsonValue
+from ..replay.records import StepRecord, block_from_json, block_to_json
+
+METADATA_KEY = "agl_notebook"
+"""The key of the records block in notebook metadata and in output metadata."""
+
+
+@dataclass
+class NotebookRecords:
+    """The recordings found in one notebook."""
+
+    records: dict[str, StepRecord] = field(default_factory=dict)
+    """Readable records by id."""
+    in_metadata: set[str] = field(default_factory=set)
+    """Ids of records found in the notebook metadata."""
+    in_outputs: set[str] = field(default_factory=set)
+    """Ids of records found in output metadata."""
+    unreadable: list[JsonValue] = field(default_factory=list)
+    """Records of the notebook metadata that could not be read, kept verbatim."""
+    problems: list[str] = field(default_factory=list)
+    """What could not be read, and where."""
+
+
+def read_notebook_json(path: Path) -> dict[str, Any]:
+    """Read a notebook file as JSON, with an `InputError` naming the file and what is wrong."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: cannot be read ({e}).") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: not a notebook: invalid JSON at line {e.lineno}, column {e.colno} "
+                         f"({e.msg}).") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list) or "nbformat" not in data:
+        raise InputError(f"{path}: not a notebook (no 'cells' list and 'nbformat' number).")
+    return data
+
+
+def records_in_notebook(nb: dict[str, Any], *, where: str = "notebook") -> NotebookRecords:
+    """Every recording in ``nb``: the notebook metadata's, then each output's (which win on the same id)."""
+    found = NotebookRecords()
+    metadata = nb.get("metadata")
+    block = metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None
+    if block is not None:
+        try:
+            read = block_from_json(block, where=f"{where} metadata[{METADATA_KEY!r}]")
+        except InputError as e:
+            found.problems.append(str(e))
+        else:
+            found.problems.extend(read.problems)
+            found.unreadable.extend(read.unreadable)
+            for record in read.records:
+                found.records[record.id] = record
+                found.in_metadata.add(record.id)
+    for index, cell in enumerate(nb.get("cells", [])):
+        for number, output in enumerate(cell.get("outputs", []) if isinstance(cell, dict) else []):
+            output_metadata = output.get("metadata") if isinstance(output, dict) else None
+            block = output_metadata.get(METADATA_KEY) if isinstance(output_metadata, dict) else None
+            if block is None:
+                continue
+            place = f"{where} cell {index + 1} output {number + 1}"
+            try:
+                read = block_from_json(block, where=place)
+            except InputError as e:
+                found.problems.append(str(e))
+                continue
+            found.problems.extend(read.problems)
+            for record in read.records:
+                found.records[record.id] = record
+                found.in_outputs.add(record.id)
+    return found
+
+
+def consolidate(nb: dict[str, Any]) -> int:
+    """Move every output-metadata record into the notebook metadata and remove the output copies.
+
+    Same-id records are replaced; unreadable records are kept where they are. Returns how many were moved.
+    """
+    found = records_in_notebook(nb)
+    if not found.in_outputs:
+        return 0
+    metadata = nb.setdefault("metadata", {})
+    metadata[METADATA_KEY] = block_to_json(list(found.records.values()), found.unreadable)
+    for cell in nb.get("cells", []):
+        for output in cell.get("outputs", []) if isinstance(cell, dict) else []:
+            output_metadata = output.get("metadata") if isinstance(output, dict) else None
+            if isinstance(output_metadata, dict) and METADATA_KEY in output_metadata:
+                try:
+                    block_from_json(output_metadata[METADATA_KEY], where="output")
+                except InputError:
+                    continue  # unreadable: leave it for the person to see
+                del output_metadata[METADATA_KEY]
+    return len(found.in_outputs)
+
+
+def write_records(nb: dict[str, Any], records: list[StepRecord], unreadable: list[JsonValue] | None = None) -> None:
+    """Set the notebook metadata's records block."""
+    nb.setdefault("metadata", {})[METADATA_KEY] = block_to_json(records, unreadable or [])

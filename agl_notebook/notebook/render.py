@@ -1,0 +1,246 @@
+"""What a step looks like: its trace (built from its events) drawn as deterministic text and HTML.
+
+The same trace is drawn live (inside the widget, while the step runs) and final (the static bundle the display is
+updated to, which a saved notebook keeps). The final drawing depends only on what the events say, never on times,
+ids of widgets or whether the step was live or replayed, so a replay draws exactly what the live run left in the
+saved notebook and nbval compares them equal. Everything is escaped, and secrets are scrubbed before drawing.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..events import (
+    ClientToolExecuting,
+    ClientToolRequested,
+    ClientToolResult,
+    ClientToolRoundtrip,
+    Event,
+    OutputTextDelta,
+    PayloadRejected,
+    QuestionAnswered,
+    QuestionAsked,
+    RunTruncated,
+    StepFailed,
+    StepFinished,
+    StepReported,
+    StepStarted,
+)
+from ..payloads import JsonObject, JsonValue
+from ..replay.scrub import scrub_text, secrets_from_environment
+
+MIME_TYPE = "application/vnd.agl-notebook.step+json"
+"""An extra key of the final bundle holding the step's trace as JSON (a frontend may render it; others ignore it)."""
+
+
+@dataclass
+class CallTrace:
+    """One tool call as the view shows it."""
+
+    id: str
+    name: str
+    args: JsonObject
+    status: Literal["requested", "running", "ok", "failed", "rejected", "reported"] = "requested"
+    result: str | None = None
+    problems: tuple[str, ...] = ()
+
+
+@dataclass
+class QuestionTrace:
+    """One question and, once given, its answer."""
+
+    text: str
+    inputs: tuple[str, ...]
+    answer: JsonValue = None
+    answered: bool = False
+
+
+@dataclass
+class StepTrace:
+    """Everything a view shows about one step, folded from its events."""
+
+    role: str
+    input: JsonValue = None
+    backend: str = ""
+    items: list[str | CallTrace | QuestionTrace] = field(default_factory=list)
+    roundtrips: int = 0
+    max_roundtrips: int = 0
+    result: JsonValue = None
+    reported_by: str | None = None
+    truncated: bool = False
+    requests: int = 0
+    state: Literal["running", "finished", "failed"] = "running"
+    error: tuple[str, str] | None = None
+    result_descriptions: dict[str, str] = field(default_factory=dict)
+
+    def apply(self, event: Event) -> None:
+        """Fold one event into the trace."""
+        if isinstance(event, OutputTextDelta):
+            if self.items and isinstance(self.items[-1], str):
+                self.items[-1] += event.delta
+            else:
+                self.items.append(event.delta)
+        elif isinstance(event, ClientToolRequested):
+            self.items.append(CallTrace(event.tool_call_id, event.name, event.args))
+        elif isinstance(event, ClientToolExecuting):
+            self._call(event.tool_call_id).status = "running"
+        elif isinstance(event, PayloadRejected):
+            call = self._call(event.tool_call_id)
+            call.status, call.problems = "rejected", event.problems
+        elif isinstance(event, StepReported):
+            self._call(event.tool_call_id).status = "reported"
+            self.result, self.reported_by = event.payload, event.name
+        elif isinstance(event, ClientToolResult):
+            call = self._call(event.tool_call_id)
+            call.result = event.result
+            if call.status not in ("rejected", "reported"):
+                call.status = "failed" if event.is_error else "ok"
+        elif isinstance(event, ClientToolRoundtrip):
+            self.roundtrips, self.max_roundtrips = event.turn, event.max_turns
+        elif isinstance(event, QuestionAsked):
+            self.items.append(QuestionTrace(event.text, event.inputs))
+        elif isinstance(event, QuestionAnswered):
+            for item in reversed(self.items):
+                if isinstance(item, QuestionTrace) and not item.answered:
+                    item.answer, item.answered = event.answer, True
+                    break
+        elif isinstance(event, RunTruncated):
+            self.truncated = True
+        elif isinstance(event, StepStarted):
+            self.role, self.input, self.backend = event.role, event.input, event.model
+        elif isinstance(event, StepFinished):
+            self.state, self.requests, self.truncated = "finished", event.turns, event.truncated
+        elif isinstance(event, StepFailed):
+            self.state, self.error = "failed", (event.error, event.message)
+
+    def _call(self, call_id: str) -> CallTrace:
+        for item in reversed(self.items):
+            if isinstance(item, CallTrace) and item.id == call_id:
+                return item
+        placeholder = CallTrace(call_id, "?", {})
+        self.items.append(placeholder)
+        return placeholder
+
+
+# --------------------------------------------------------------------------------------------------------------
+
+
+_Escape = Callable[[str], str]
+_STATUS_WORDS = {"requested": "requested", "running": "running…", "ok": "ok", "failed": "failed",
+                 "rejected": "arguments rejected", "reported": "reported"}
+
+
+def render_text(trace: StepTrace) -> str:
+    """The deterministic ``text/plain`` summary of a step."""
+    secrets = secrets_from_environment()
+    lines = [f"agl_notebook step: role {trace.role!r}, {_state_text(trace)}, recorded with {trace.backend}"]
+    for item in trace.items:
+        if isinstance(item, CallTrace):
+            lines.append(f"  tool {item.name}: {_STATUS_WORDS[item.status]}")
+        elif isinstance(item, QuestionTrace):
+            answer = _compact(item.answer) if item.answered else "(waiting)"
+            lines.append(f"  question {_shorten(item.text)!r}: {answer}")
+    if trace.reported_by is not None:
+        lines.append(f"  result ({trace.reported_by}): {_compact(trace.result)}")
+    if trace.error is not None:
+        lines.append(f"  error: {trace.error[0]}: {trace.error[1]}")
+    return scrub_text("\n".join(lines), secrets)
+
+
+def render_html(trace: StepTrace) -> str:
+    """The deterministic ``text/html`` view of a step: collapsible tool calls, the result as a table."""
+    secrets = secrets_from_environment()
+
+    def esc(text: str) -> str:
+        return html.escape(scrub_text(text, secrets), quote=True)
+
+    parts = [f'<div class="agl-step agl-{trace.state}" style="{_BOX}">',
+             f'<div style="{_HEAD}"><b>{esc(trace.role)}</b> · {esc(_state_text(trace))}'
+             f' · <span title="What the recording says it was made with">recorded with {esc(trace.backend)}</span>'
+             "</div>"]
+    if trace.input is not None:
+        parts.append(f"<details><summary>Input</summary><pre style=\"{_PRE}\">{esc(_pretty(trace.input))}</pre>"
+                     "</details>")
+    for item in trace.items:
+        if isinstance(item, str):
+            if item.strip():
+                parts.append(f'<div style="{_TEXT}">{esc(item)}</div>')
+        elif isinstance(item, CallTrace):
+            parts.append(_call_html(item, esc))
+        else:
+            answer = esc(_compact(item.answer)) if item.answered else "<i>waiting for an answer…</i>"
+            parts.append(f'<div style="{_QUESTION}"><b>Question:</b> {esc(item.text)}<br><b>Answer:</b> {answer}'
+                         "</div>")
+    if trace.roundtrips:
+        parts.append(f'<div style="{_NOTE}">tool round trips: {trace.roundtrips} of at most '
+                     f"{trace.max_roundtrips}{' (limit reached)' if trace.truncated else ''}</div>")
+    if trace.reported_by is not None:
+        parts.append(_result_html(trace, esc))
+    if trace.error is not None:
+        parts.append(f'<div style="{_ERROR}"><b>{esc(trace.error[0])}</b>: {esc(trace.error[1])}</div>')
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _call_html(call: CallTrace, esc: _Escape) -> str:
+    colour = {"ok": "#1a7f37", "reported": "#1a7f37", "failed": "#b42318", "rejected": "#b54708"}.get(
+        call.status, "#555")
+    body = [f'<pre style="{_PRE}">{esc(_pretty(call.args))}</pre>']
+    if call.problems:
+        body.append("<ul>" + "".join(f"<li>{esc(p)}</li>" for p in call.problems) + "</ul>")
+    if call.result is not None:
+        body.append(f'<div><b>Result</b></div><pre style="{_PRE}">{esc(call.result)}</pre>')
+    return (f'<details style="{_CALL}"><summary><code>{esc(call.name)}</code> · '
+            f'<span style="color:{colour}">{esc(_STATUS_WORDS[call.status])}</span></summary>{"".join(body)}'
+            "</details>")
+
+
+def _result_html(trace: StepTrace, esc: _Escape) -> str:
+    rows = []
+    if isinstance(trace.result, dict):
+        for name, value in trace.result.items():
+            description = trace.result_descriptions.get(name, "")
+            rows.append(f"<tr><td><code>{esc(name)}</code></td><td><pre style=\"{_CELL}\">{esc(_pretty(value))}"
+                        f"</pre></td><td>{esc(description)}</td></tr>")
+    else:
+        rows.append(f"<tr><td></td><td><pre style=\"{_CELL}\">{esc(_pretty(trace.result))}</pre></td><td></td></tr>")
+    return (f'<div style="{_HEAD}">Result, reported with <code>{esc(trace.reported_by or "")}</code></div>'
+            f'<table style="{_TABLE}"><thead><tr><th>field</th><th>value</th><th>description</th></tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
+def _state_text(trace: StepTrace) -> str:
+    if trace.state == "running":
+        return "running"
+    if trace.state == "failed":
+        return "failed"
+    requests = f"{trace.requests} model request{'s' if trace.requests != 1 else ''}"
+    return f"finished ({requests}{', truncated' if trace.truncated else ''})"
+
+
+def _pretty(value: JsonValue) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+
+
+def _compact(value: JsonValue) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+def _shorten(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_BOX = "border:1px solid #d0d7de;border-radius:6px;padding:6px 10px;margin:4px 0;font-size:13px"
+_HEAD = "margin:2px 0 6px 0"
+_PRE = "white-space:pre-wrap;margin:2px 0;font-size:12px"
+_CELL = "white-space:pre-wrap;margin:0;font-size:12px"
+_TEXT = "white-space:pre-wrap;margin:4px 0"
+_CALL = "margin:2px 0"
+_QUESTION = "margin:4px 0;padding:4px;background:#f6f8fa"
+_NOTE = "color:#555;margin:4px 0"
+_ERROR = "color:#b42318;margin:4px 0"
+_TABLE = "border-collapse:collapse;margin:2px 0"

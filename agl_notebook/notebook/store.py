@@ -1,0 +1,94 @@
+"""`NotebookStore`: recordings read from the saved notebook file, plus what this kernel session recorded.
+
+The saved file is read when a run first needs a recording and read again only when it changes on disk; its
+recordings come from the notebook metadata and from outputs' metadata (path 2). New records are kept in this kernel
+session's memory (so a later cell, or a re-run before saving, replays them) and reach the file through the step's
+final display (its output metadata), and through the frontend extension where it is installed.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ..errors import InputError
+from ..replay.records import StepRecord
+from ..replay.stores import RecordingWarning, scrubbed
+from .locate import notebook_path
+from .nbfile import NotebookRecords, read_notebook_json, records_in_notebook
+
+# What this kernel session recorded, by notebook path ("" when the notebook is unknown): shared by every Run in
+# the kernel, so a new Run in a later cell sees records that are not saved yet.
+_session: dict[str, dict[str, StepRecord]] = {}
+
+
+class NotebookStore:
+    """The recordings of the notebook this kernel runs."""
+
+    def __init__(self, *, locate: Callable[[], Path | None] = notebook_path) -> None:
+        self._locate = locate
+        self._read: tuple[Path, int, dict[str, StepRecord]] | None = None
+        self._warned: set[tuple[str, int]] = set()
+
+    @property
+    def path(self) -> Path | None:
+        """The notebook file, when it can be found."""
+        return self._locate()
+
+    def get(self, record_id: str) -> StepRecord | None:
+        """The record with this id: this session's first, then the saved file's."""
+        path = self._locate()
+        found = _session.get(_key(path), {}).get(record_id)
+        return found if found is not None else self._from_file(path).get(record_id)
+
+    def records(self) -> Sequence[StepRecord]:
+        """Every readable record, the file's then this session's (which win on the same id)."""
+        path = self._locate()
+        merged = dict(self._from_file(path))
+        merged.update(_session.get(_key(path), {}))
+        return tuple(merged.values())
+
+    def put(self, record: StepRecord) -> StepRecord:
+        """Keep the scrubbed record in this kernel session's memory."""
+        kept = scrubbed(record)
+        _session.setdefault(_key(self._locate()), {})[kept.id] = kept
+        return kept
+
+    def _from_file(self, path: Path | None) -> dict[str, StepRecord]:
+        if path is None:
+            return {}
+        try:
+            mtime = path.stat().st_mtime_ns
+        except OSError:
+            return {}
+        if self._read is not None and self._read[0] == path and self._read[1] == mtime:
+            return self._read[2]
+        found = self._read_file(path, mtime)
+        self._read = (path, mtime, found.records)
+        return found.records
+
+    def _read_file(self, path: Path, mtime: int) -> NotebookRecords:
+        try:
+            found = records_in_notebook(read_notebook_json(path), where=str(path))
+        except InputError as e:
+            found = NotebookRecords(problems=[str(e)])
+        if found.problems and (str(path), mtime) not in self._warned:
+            self._warned.add((str(path), mtime))
+            listed = "\n".join(f"- {p}" for p in found.problems)
+            warnings.warn(f"Some recordings in {path.name} could not be read; those steps run live where they can, "
+                          f"and nothing in the notebook is changed:\n{listed}", RecordingWarning, stacklevel=4)
+        return found
+
+    def __repr__(self) -> str:
+        path = self._locate()
+        return f"the notebook {path.name}" if path else "this kernel session (the notebook file was not found)"
+
+
+def _key(path: Path | None) -> str:
+    return str(path.resolve()) if path else ""
+
+
+def forget_session_records() -> None:
+    """Drop what this kernel session recorded (tests, and ``%agl forget``)."""
+    _session.clear()

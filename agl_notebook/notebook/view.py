@@ -1,0 +1,268 @@
+"""The notebook view of a step: one display with a display id, live widgets while it runs, static at the end.
+
+Why this shape (FINDINGS, "How a finished step must be left in the cell"): JupyterLab never falls back to text/html
+when a widget's model is gone, so an output that still refers to a widget shows "model not found" after reopening;
+and nbval compares the first display of a re-execution with the saved output. So a live step displays one bundle
+(the widget view plus a placeholder text/plain and text/html) with a display id, updates it in place when the step
+ends to the final static bundle only (its record in the output metadata: path 2), and closes its widgets. A replay
+displays that final bundle directly, which is what the live run left in the saved notebook.
+
+Streamed text is coalesced: the widget is redrawn at most `REDRAWS_PER_SECOND` times a second however many deltas
+arrive, plus once when the step ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import InputError
+from ..events import Event, OutputTextDelta, StepStarted
+from ..replay.records import StepRecord, block_to_json
+from ..roles import Role
+from ..screens import ChoiceInput, ConfirmInput, Input, NumberInput, Screen, TextInput
+from .nbfile import METADATA_KEY
+from .render import StepTrace, render_html, render_text
+
+REDRAWS_PER_SECOND = 20
+_TICK = 0.1  # seconds between wake-ups while waiting for an answer
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+class NotebookView:
+    """Draws one step in the running cell."""
+
+    def __init__(self, role: Role[Any], *, display: Callable[..., Any] | None = None) -> None:
+        self.trace = StepTrace(role.name, result_descriptions=_descriptions(role))
+        self._display = display or _ipython_display
+        self._handle: Any = None
+        self._box: Any = None
+        self._html: Any = None
+        self._questions: Any = None
+        self._replaying = False
+        self._dirty = False
+        self._last_draw = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.redraws = 0
+        """How many times the live widget was redrawn (the benchmark counts widget messages with it)."""
+
+    # StepView -----------------------------------------------------------------------------------------------
+
+    def begin(self, *, replaying: bool) -> None:
+        """Show the live widget, unless the step replays (then only the final bundle is shown, at the end)."""
+        self._replaying = replaying
+        if replaying:
+            return
+        import ipywidgets as widgets
+
+        self._html = widgets.HTML(value="")
+        self._questions = widgets.VBox([])
+        self._box = widgets.VBox([self._html, self._questions])
+        bundle = {
+            WIDGET_MIME: {"version_major": 2, "version_minor": 0, "model_id": self._box.model_id},
+            "text/plain": f"agl_notebook step: role {self.trace.role!r}, running",
+            "text/html": f"<div>agl_notebook step <b>{_escape(self.trace.role)}</b>: running…</div>",
+        }
+        self._handle = self._display(bundle, raw=True, display_id=True)
+        try:
+            self._loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
+
+    def event(self, event: Event) -> None:
+        """Fold the event into the trace and redraw, at most `REDRAWS_PER_SECOND` times a second for text."""
+        self.trace.apply(event)
+        if self._box is None or isinstance(event, StepStarted):
+            return
+        if isinstance(event, OutputTextDelta):
+            self._dirty = True
+            if time.monotonic() - self._last_draw >= 1 / REDRAWS_PER_SECOND:
+                self._draw()
+            elif self._timer is None and self._loop is not None:
+                # Text that stops arriving is still drawn within one interval.
+                self._timer = self._loop.call_later(1 / REDRAWS_PER_SECOND, self._draw)
+            return
+        self._draw()
+
+    def finish(self, record: StepRecord | None) -> None:
+        """Replace the live widget by the final static bundle (carrying the record), or display it (a replay)."""
+        self._final(record)
+
+    def fail(self, error: BaseException) -> None:
+        """Show what failed and why, statically; nothing is recorded."""
+        if self.trace.state != "failed":
+            self.trace.state, self.trace.error = "failed", (type(error).__name__, str(error))
+        self._final(None)
+
+    # Questions ----------------------------------------------------------------------------------------------
+
+    async def ask(self, screen: Screen[Any]) -> list[object]:
+        """Draw the screen's inputs inside the step's widget and wait for a valid answer, sent once on submit."""
+        if self._box is None:
+            raise InputError("A question can only be drawn while the step's live view is shown.")
+        form = _Form(screen)
+        self._questions.children = (*self._questions.children, form.box)
+        try:
+            return await form.answer()
+        finally:
+            form.close()
+            self._questions.children = tuple(c for c in self._questions.children if c is not form.box)
+
+    # Drawing ------------------------------------------------------------------------------------------------
+
+    def _draw(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._html is None:
+            return
+        self._dirty = False
+        self._last_draw = time.monotonic()
+        self._html.value = render_html(self.trace)
+        self.redraws += 1
+
+    def _final(self, record: StepRecord | None) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        bundle = final_bundle(self.trace)
+        metadata = {METADATA_KEY: block_to_json([record])} if record is not None else {}
+        if self._handle is not None:
+            self._handle.update(bundle, metadata=metadata, raw=True)
+        else:
+            self._display(bundle, metadata=metadata, raw=True)
+        if self._box is not None:
+            close_widgets(self._html, self._questions, self._box)
+            self._box = self._html = self._questions = None
+
+
+def final_bundle(trace: StepTrace) -> dict[str, Any]:
+    """The static bundle a finished (or failed) step leaves in the notebook."""
+    return {"text/plain": render_text(trace), "text/html": render_html(trace)}
+
+
+def _descriptions(role: Role[Any]) -> dict[str, str]:
+    report = role.reporting_tool
+    if report is None:
+        return {}
+    properties = report.input_schema.get("properties")
+    if not isinstance(properties, dict):
+        return {}
+    found: dict[str, str] = {}
+    for name, schema in properties.items():
+        if isinstance(schema, dict) and isinstance(schema.get("description"), str):
+            found[name] = str(schema["description"])
+    return found
+
+
+def _escape(text: str) -> str:
+    import html
+
+    return html.escape(text, quote=True)
+
+
+def _ipython_display(*args: Any, **kwargs: Any) -> Any:
+    from IPython.display import display
+
+    return display(*args, **kwargs)  # type: ignore[no-untyped-call]
+
+
+class _Form:
+    """A screen drawn as input widgets with a submit button; the answer is validated in place."""
+
+    def __init__(self, screen: Screen[Any]) -> None:
+        import ipywidgets as widgets
+
+        self.screen = screen
+        self._future: asyncio.Future[list[object]] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.fields = [_field(i) for i in screen.inputs]
+        self.error = widgets.HTML(value="")
+        self.submit = widgets.Button(description="Submit", button_style="primary")
+        self.submit.on_click(self._on_submit)
+        self.title = widgets.HTML(value=f"<b>{_escape(screen.text)}</b>")
+        self.box = widgets.VBox([self.title, *self.fields, self.error, self.submit])
+
+    async def answer(self) -> list[object]:
+        self._loop = asyncio.get_running_loop()
+        self._future = future = self._loop.create_future()
+        # Wake the loop every tick while waiting: ipykernel 7.4 delivers a kernel interrupt to an awaiting cell
+        # through a loop callback that a loop asleep on one future would only run when something else woke it.
+        while not future.done():
+            await asyncio.wait((future,), timeout=_TICK)
+        values: list[object] = future.result()
+        return values
+
+    def _on_submit(self, _button: Any) -> None:
+        # Runs on the kernel's main thread, or a subshell's: hand the answer to the step's loop thread-safely.
+        try:
+            values = [_read(item, f) for item, f in zip(self.screen.inputs, self.fields, strict=True)]
+            self.screen.validate(values)
+        except InputError as e:
+            self.error.value = f'<span style="color:#b42318">{_escape(str(e))}</span>'
+            return
+        self.error.value = ""
+        future, loop = self._future, self._loop
+        if future is not None and loop is not None:
+            loop.call_soon_threadsafe(_resolve, future, values)
+
+    def close(self) -> None:
+        close_widgets(self.title, *self.fields, self.error, self.submit, self.box)
+
+
+def close_widgets(*items: Any) -> None:
+    """Close widgets with the layout and style models each one made, so no model outlives the step."""
+    for item in items:
+        for part in (getattr(item, "layout", None), getattr(item, "style", None), item):
+            if part is not None:
+                part.close()
+
+
+def _resolve(future: asyncio.Future[list[object]], values: list[object]) -> None:
+    if not future.done():
+        future.set_result(values)
+
+
+def _field(item: Input) -> Any:
+    import ipywidgets as widgets
+
+    # Values travel once, on submit: continuous text updates stall while a cell awaits (FINDINGS).
+    if isinstance(item, ConfirmInput):
+        return widgets.ToggleButtons(options=("Yes", "No"), value=None, description=item.label)
+    if isinstance(item, ChoiceInput):
+        return widgets.Dropdown(options=item.options, value=None, description=item.label)
+    if isinstance(item, TextInput) and item.multiline:
+        return widgets.Textarea(description=item.label, continuous_update=False)
+    placeholder = "a number" if isinstance(item, NumberInput) or item.type is not str else ""
+    return widgets.Text(description=item.label, continuous_update=False, placeholder=placeholder)
+
+
+def _read(item: Input, field: Any) -> object:
+    value = field.value
+    if isinstance(item, ConfirmInput):
+        if value is None:
+            raise InputError(f"{item.label}: choose Yes or No.")
+        return value == "Yes"
+    if isinstance(item, ChoiceInput):
+        if value is None:
+            raise InputError(f"{item.label}: choose one of {', '.join(item.options)}.")
+        return item.validate(value)
+    return item.parse(str(value))
+
+
+async def standalone_ask(screen: Screen[Any]) -> list[object]:
+    """Ask outside a step: a form in its own display, replaced by the static question and answer when given."""
+    form = _Form(screen)
+    handle = _ipython_display({WIDGET_MIME: {"version_major": 2, "version_minor": 0, "model_id": form.box.model_id},
+                               "text/plain": f"Question: {screen.text}"}, raw=True, display_id=True)
+    try:
+        values = await form.answer()
+    finally:
+        form.close()
+    answer = screen.answer_json(screen.validate(values))
+    text = f"Question: {screen.text}\nAnswer: {answer}"
+    handle.update({"text/plain": text, "text/html": f"<pre>{_escape(text)}</pre>"}, raw=True)
+    return values

@@ -1,0 +1,158 @@
+"""The notebook integration in a real kernel: record then replay, questions answered through widget messages, the
+synchronous form, and an interrupt while waiting for an answer."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import nbclient
+import nbformat
+import pytest
+
+from tests.kernel_harness import Kernel
+
+SETUP = '''
+from dataclasses import dataclass
+from agl_notebook import Role, Run, Screen, ScriptedModel, TextInput, ToolResult, describe, reporting_tool, role, tool
+
+CALLS = []
+
+@dataclass(frozen=True)
+class Question:
+    text: str = describe("What to ask the person.")
+
+@dataclass(frozen=True)
+class Plan:
+    steps: list[str] = describe("The plan's steps, in order.")
+
+def asking(text: str) -> Screen[str]:
+    return Screen(text, [TextInput("Answer", str)])
+
+@role(accepts=(str,))
+def planner(run: Run) -> Role[Plan]:
+    async def ask(question: Question) -> ToolResult:
+        CALLS.append(question)
+        return ToolResult(text=await run.terminal.show(asking, text=question.text))
+    return Role(name="planner", instructions="Plan the meeting.",
+                tools=[tool("ask", "Ask the person a question.", Question, ask),
+                       reporting_tool("report_plan", "Report the plan.", Plan)])
+
+def script(request):
+    if len(request.messages) == 1:
+        return {"text": "I need a day.", "calls": [{"name": "ask", "args": {"text": "Which day suits you?"}}]}
+    answer = request.messages[-1].content[0].content
+    return {"calls": [{"name": "report_plan", "args": {"steps": [f"Meet on {answer}"]}}]}
+
+MODEL = ScriptedModel(script)
+'''
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+@pytest.fixture
+def kernel(tmp_path: Path) -> Iterator[Kernel]:
+    k = Kernel(cwd=tmp_path)
+    try:
+        k.run(SETUP)
+        yield k
+    finally:
+        k.close()
+
+
+def answer_question(k: Kernel, text: str) -> None:
+    k.wait_for(lambda: bool(k.widget_ids("TextModel")) and any(
+        k.widgets[c].get("description") == "Submit" for c in k.widget_ids("ButtonModel")))
+    (text_id,) = k.widget_ids("TextModel")
+    (button_id,) = [c for c in k.widget_ids("ButtonModel") if k.widgets[c].get("description") == "Submit"]
+    k.type_into(text_id, text)
+    k.click(button_id)
+
+
+def step_display(k: Kernel, msg_id: str) -> dict[str, object]:
+    displays = [o for o in k.final_outputs(msg_id) if "data" in o and "text/html" in o["data"]]
+    assert len(displays) == 1, displays
+    return displays[0]
+
+
+def test_a_question_is_answered_through_the_widgets_in_the_same_cell(kernel: Kernel) -> None:
+    msg_id = kernel.execute('run = Run(model=MODEL)\nplan = await run.step(planner, "Plan a meeting")\nprint(plan)',
+                            cell_id="cell-1")
+    answer_question(kernel, "Saturday")
+    reply = kernel.wait_reply(msg_id)["content"]
+    assert reply["status"] == "ok", reply
+    assert kernel.stream(msg_id) == "Plan(steps=['Meet on Saturday'])\n"
+    final = step_display(kernel, msg_id)
+    data = final["data"]
+    assert isinstance(data, dict) and WIDGET_MIME not in data
+    assert "Which day suits you?" in data["text/html"] and "Saturday" in data["text/html"]
+    record = final["metadata"]["agl_notebook"]["records"][0]  # type: ignore[index]
+    assert record["questions"][0]["answer"] == "Saturday"
+    assert record["cell_id"] == "cell-1"
+    assert kernel.widgets == {}, "every widget of the step was closed"
+
+
+def test_step_sync_answers_a_question_from_a_synchronous_cell(kernel: Kernel) -> None:
+    msg_id = kernel.execute('run = Run(model=MODEL)\nplan = run.step_sync(planner, "Plan a meeting")\nprint(plan)')
+    answer_question(kernel, "Monday")
+    reply = kernel.wait_reply(msg_id)["content"]
+    assert reply["status"] == "ok", reply
+    assert kernel.stream(msg_id) == "Plan(steps=['Meet on Monday'])\n"
+    assert WIDGET_MIME not in step_display(kernel, msg_id)["data"]  # type: ignore[operator]
+    assert kernel.widgets == {}
+    # Messages that arrived while the cell was blocked were handed back: the kernel still executes.
+    check = kernel.execute("print(len(CALLS))")
+    kernel.wait_reply(check)
+    assert kernel.stream(check) == "1\n"
+
+
+@pytest.mark.parametrize("form", ["await", "sync"])
+def test_an_interrupt_while_waiting_ends_the_step_cleanly(kernel: Kernel, form: str) -> None:
+    call = ('await run.step(planner, "Plan a meeting")' if form == "await"
+            else 'run.step_sync(planner, "Plan a meeting")')
+    msg_id = kernel.execute(f"run = Run(model=MODEL)\n{call}")
+    kernel.wait_for(lambda: bool(kernel.widget_ids("TextModel")))
+    kernel.km.interrupt_kernel()
+    reply = kernel.wait_reply(msg_id)["content"]
+    assert reply["status"] == "error"
+    assert reply["ename"] in ("KeyboardInterrupt", "CancelledError")
+    final = step_display(kernel, msg_id)
+    assert WIDGET_MIME not in final["data"]  # type: ignore[operator]
+    assert "failed" in final["data"]["text/plain"]  # type: ignore[index]
+    assert final["metadata"] == {}, "nothing is recorded"
+    assert kernel.widgets == {}, "no live widget is left behind"
+    check = kernel.execute("print(len(run.store.records()), len(run.outcomes))")
+    kernel.wait_reply(check)
+    assert kernel.stream(check) == "0 0\n"
+
+
+def test_a_step_recorded_headlessly_replays_in_a_fresh_kernel(tmp_path: Path) -> None:
+    path = tmp_path / "demo.ipynb"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(SETUP.replace("MODEL = ScriptedModel(script)", (
+        'MODEL = ScriptedModel([{"text": "Looking <b>now</b>.", "calls": [{"name": "report_plan", "args": '
+        '{"steps": ["a", "b & c"]}}]}])'))),
+        nbformat.v4.new_code_cell('run = Run(model=MODEL)\nplan = await run.step(planner, "Plan <it>")\nplan'),
+        nbformat.v4.new_code_cell("print(MODEL.calls, len(CALLS))")]
+    nbformat.write(nb, path)
+    recorded = _execute(path)
+    assert recorded.cells[2].outputs[0]["text"] == "1 0\n"
+    nbformat.write(recorded, path)
+
+    replayed = _execute(path)
+    assert replayed.cells[2].outputs[0]["text"] == "0 0\n", "no model call and no tool call"
+    live_out, replay_out = recorded.cells[1].outputs, replayed.cells[1].outputs
+    assert [o["data"] for o in live_out] == [o["data"] for o in replay_out]
+    html = replay_out[0]["data"]["text/html"]
+    assert "Looking &lt;b&gt;now&lt;/b&gt;." in html and "b &amp; c" in html and "<b>now</b>" not in html
+    record = replay_out[0]["metadata"]["agl_notebook"]["records"][0]
+    assert json.loads(json.dumps(record))["result"] == {"steps": ["a", "b & c"]}
+
+
+def _execute(path: Path) -> nbformat.NotebookNode:
+    nb = nbformat.read(path, as_version=4)
+    client = nbclient.NotebookClient(nb, timeout=60, kernel_name="python3", store_widget_state=False,
+                                     resources={"metadata": {"path": str(path.parent)}})
+    client.execute()
+    return nb
