@@ -35,6 +35,8 @@ class NotebookRecords:
     """Records of the notebook metadata that could not be read, kept verbatim."""
     problems: list[str] = field(default_factory=list)
     """What could not be read, and where."""
+    metadata_block_problem: str | None = None
+    """Why the notebook metadata's block as a whole could not be read, if it could not."""
 
 
 def read_notebook_json(path: Path) -> dict[str, Any]:
@@ -63,6 +65,7 @@ def records_in_notebook(nb: dict[str, Any], *, where: str = "notebook") -> Noteb
             read = block_from_json(block, where=f"{where} metadata[{METADATA_KEY!r}]")
         except InputError as e:
             found.problems.append(str(e))
+            found.metadata_block_problem = str(e)
         else:
             found.problems.extend(read.problems)
             found.unreadable.extend(read.unreadable)
@@ -92,10 +95,16 @@ def consolidate(nb: dict[str, Any]) -> int:
     """Move every output-metadata record into the notebook metadata and remove the output copies.
 
     Same-id records are replaced; unreadable records are kept where they are. Returns how many were moved.
+
+    Raises:
+        InputError: The notebook metadata's records block is unreadable: writing it would lose what it holds.
     """
     found = records_in_notebook(nb)
     if not found.in_outputs:
         return 0
+    if found.metadata_block_problem is not None:
+        raise InputError(f"Not consolidated, so nothing is lost: {found.metadata_block_problem} Fix or remove the "
+                         "notebook's agl_notebook metadata first.")
     metadata = nb.setdefault("metadata", {})
     metadata[METADATA_KEY] = block_to_json(list(found.records.values()), found.unreadable)
     for cell in nb.get("cells", []):

@@ -1,0 +1,58 @@
+"""``pytest --nbval`` on notebooks recorded by ``agl-notebook execute --record``: offline, zero model calls."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from agl_notebook import pytest_plugin
+from agl_notebook.cli import main
+from agl_notebook.notebook.locate import PATH_VARIABLE
+from agl_notebook.replay.modes import BLOCK_VARIABLE, NBVAL_VARIABLE
+from tests.test_cli import load, make_notebook, output_records
+
+
+def nbval(notebook: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGL_NOTEBOOK_")}
+    return subprocess.run([sys.executable, "-m", "pytest", "--nbval", "-p", "no:cacheprovider", "-q",
+                           str(notebook)], cwd=notebook.parent, env=env, capture_output=True, text=True, timeout=300)
+
+
+# Under nbval a model call fails loudly (the plugin blocks them), and this cell checks none was made; it prints
+# nothing, so its recorded output equals its replayed one.
+NO_CALLS = 'import os\nif os.environ.get("AGL_NOTEBOOK_UNDER_NBVAL") == "1":\n    assert MODEL.calls == 0, MODEL.calls'
+
+
+def test_a_recorded_notebook_passes_nbval_offline_with_no_model_call(tmp_path: Path) -> None:
+    notebook = make_notebook(tmp_path / "oracle.ipynb", NO_CALLS)
+    data = load(notebook)
+    data["cells"][4]["source"] = "# NBVAL_IGNORE_OUTPUT\nprint(MODEL.calls)"  # 1 when recorded, 0 on replay
+    notebook.write_text(json.dumps(data), encoding="utf-8")
+    assert main(["execute", str(notebook), "--record"]) == 0
+    assert output_records(load(notebook)) == []  # the record lives in the notebook metadata only
+    result = nbval(notebook)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "5 passed" in result.stdout
+
+
+def test_an_unrecorded_step_fails_under_nbval_naming_the_miss(tmp_path: Path) -> None:
+    notebook = make_notebook(tmp_path / "oracle.ipynb")
+    assert main(["execute", str(notebook)]) == 0  # outputs saved, then the recording is removed by hand
+    data = load(notebook)
+    for cell in data["cells"]:
+        for output in cell.get("outputs", []):
+            output.get("metadata", {}).pop("agl_notebook", None)
+    notebook.write_text(json.dumps(data), encoding="utf-8")
+    result = nbval(notebook)
+    assert result.returncode != 0
+    assert "ReplayMissError" in result.stdout
+    assert "No recording of a step of role 'oracle'" in result.stdout
+
+
+def test_the_plugin_spells_the_variables_as_the_package_reads_them() -> None:
+    assert pytest_plugin.NBVAL_VARIABLE == NBVAL_VARIABLE
+    assert pytest_plugin.BLOCK_VARIABLE == BLOCK_VARIABLE
+    assert pytest_plugin.PATH_VARIABLE == PATH_VARIABLE
