@@ -44,6 +44,20 @@ class Kernel:
         self.kc.shell_channel.send(msg)
         return str(msg["header"]["msg_id"])
 
+    def answer_stdin(self, text: str, timeout: float = 30) -> str:
+        """Wait for the kernel's input() prompt on the stdin channel and answer it; returns the prompt."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.pump(0.01)
+            try:
+                msg = self.kc.get_stdin_msg(timeout=0.05)
+            except queue.Empty:
+                continue
+            if msg["header"]["msg_type"] == "input_request":
+                self.kc.input(text)
+                return str(msg["content"]["prompt"])
+        raise TimeoutError("the kernel asked for no input")
+
     def comm_msg(self, comm_id: str, data: dict[str, Any]) -> None:
         self.kc.shell_channel.send(self.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": data}))
 

@@ -156,3 +156,24 @@ def _execute(path: Path) -> nbformat.NotebookNode:
                                      resources={"metadata": {"path": str(path.parent)}})
     client.execute()
     return nb
+
+
+def test_where_widgets_cannot_answer_the_question_is_asked_on_stdin(tmp_path: Path) -> None:
+    # The fallback for kernels older than ipykernel 7.4, chosen here with the variable that forces it.
+    k = Kernel(cwd=tmp_path, env={"AGL_NOTEBOOK_QUESTIONS": "stdin"})
+    try:
+        k.run(SETUP)
+        msg_id = k.execute('run = Run(model=MODEL)\nplan = await run.step(planner, "Plan a meeting")\nprint(plan)')
+        assert k.answer_stdin("Friday") == "Answer: "
+        assert k.wait_reply(msg_id)["content"]["status"] == "ok"
+        assert k.stream(msg_id) == "Which day suits you?\nPlan(steps=['Meet on Friday'])\n"
+        assert k.widget_ids("TextModel") == []
+    finally:
+        k.close()
+
+
+def test_a_headless_run_fails_a_live_question_naming_it(kernel: Kernel) -> None:
+    msg_id = kernel.execute('run = Run(model=MODEL)\nawait run.step(planner, "Plan a meeting")', allow_stdin=False)
+    reply = kernel.wait_reply(msg_id)["content"]
+    assert reply["ename"] == "NoAnswerError"
+    assert "Nobody can answer 'Which day suits you?' here" in reply["evalue"]
