@@ -209,6 +209,7 @@ class Run:
                     kept = self.store.put(plan.record(record_id, occurrence, outcome, self._cell_id()))
         except BaseException as e:  # KeyboardInterrupt and cancellation wipe the step too
             scope.wipe()
+            self._release_occurrence(plan.fingerprint.base, occurrence)
             emit(StepFailed(resolved.name, type(e).__name__, str(e)))
             if view is not None:
                 view.fail(e)
@@ -237,6 +238,13 @@ class Run:
         occurrence = self._occurrences.get(key, 0)
         self._occurrences[key] = occurrence + 1
         return occurrence
+
+    def _release_occurrence(self, base: str, occurrence: int) -> None:
+        # A failed step recorded nothing, so retrying it in the same Run is the same step again, not the next
+        # one: give its number back, unless an identical step has taken a later number since.
+        key = (self._execution_key(), base)
+        if self._occurrences.get(key) == occurrence + 1:
+            self._occurrences[key] = occurrence
 
     def _execution_key(self) -> object:
         """What occurrence numbers count within: the whole Run, or a cell execution in a notebook."""

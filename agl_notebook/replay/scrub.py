@@ -18,10 +18,14 @@ from ..payloads import JsonValue
 REDACTED = "[REDACTED]"
 """What a secret is replaced with."""
 
+# A header's value stops at a backslash too: in JSON text (records are scrubbed as JSON) a quote after the value is
+# spelled \", and taking its backslash into the match would end the string early and break the record.
+_HEADER_VALUE = r"[^\s\"'\\]+"
 _KEY_SHAPES = re.compile(
     r"sk-ant-[A-Za-z0-9_\-]{8,}"                                        # Anthropic API keys and admin keys
-    r"|(?i:(?<=authorization: bearer )|(?<=authorization:bearer ))[^\s\"']+"
-    r"|(?i:(?<=x-api-key: )|(?<=x-api-key:)|(?<=\"x-api-key\": \")|(?<='x-api-key': '))[^\s\"']+"
+    r"|(?i:(?<=authorization: bearer )|(?<=authorization:bearer ))" + _HEADER_VALUE +
+    r"|(?i:(?<=x-api-key: )|(?<=x-api-key:)|(?<=\"x-api-key\": \")|(?<='x-api-key': ')"
+    r"|(?<=\\\"x-api-key\\\": \\\"))" + _HEADER_VALUE +  # the last lookbehind: as spelled inside a JSON string
     r"|(?i:(?<=bearer ))[A-Za-z0-9._\-]{16,}"
 )
 _SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.IGNORECASE)

@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 from ..errors import InputError
 from ..payloads import JsonValue
 from .records import RecordsBlock, StepRecord, block_from_json, block_to_json, record_from_json
-from .scrub import scrub_json_text, secrets_from_environment
+from .scrub import scrub, scrub_json_text, secrets_from_environment
 
 
 class RecordingWarning(UserWarning):
@@ -48,10 +48,15 @@ def scrubbed(record: StepRecord, secrets: Iterable[str] = ()) -> StepRecord:
     The same record when there was none, else one read back from the scrubbed JSON (what a reader would get).
     """
     text = json.dumps(record.to_json(), ensure_ascii=False)
-    clean = scrub_json_text(text, (*secrets_from_environment(), *secrets))
+    known = (*secrets_from_environment(), *secrets)
+    clean = scrub_json_text(text, known)
     if clean == text:
         return record
-    return record_from_json(json.loads(clean), where=f"record {record.id}")
+    try:
+        data: JsonValue = json.loads(clean)
+    except json.JSONDecodeError:  # a secret's spelling ran into JSON syntax: scrub string by string instead
+        data = scrub(record.to_json(), known)
+    return record_from_json(data, where=f"record {record.id}")
 
 
 class MemoryStore:
