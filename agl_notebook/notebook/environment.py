@@ -27,9 +27,11 @@ class NotebookEnvironment:
 
     def view(self, role: Role[Any]) -> Any:
         """A live widget view of one step."""
+        from .frontend import link
         from .view import NotebookView
 
-        return NotebookView(role)
+        cell = _kernel.cell_id()
+        return NotebookView(role, send_record=lambda record: link().send_record(record, cell))
 
     def execution_key(self) -> object:
         """Occurrence numbers count within one cell execution."""

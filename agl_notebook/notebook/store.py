@@ -15,6 +15,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..replay.records import StepRecord
 from ..replay.stores import RecordingWarning, scrubbed
+from .frontend import link
 from .locate import notebook_path
 from .nbfile import NotebookRecords, read_notebook_json, records_in_notebook
 
@@ -28,6 +29,7 @@ class NotebookStore:
 
     def __init__(self, *, locate: Callable[[], Path | None] = notebook_path) -> None:
         self._locate = locate
+        link().open()  # greet the frontend extension now: its answer (unsaved recordings) arrives before long
         self._read: tuple[Path, int, dict[str, StepRecord]] | None = None
         self._warned: set[tuple[str, int]] = set()
 
@@ -56,6 +58,11 @@ class NotebookStore:
         return kept
 
     def _from_file(self, path: Path | None) -> dict[str, StepRecord]:
+        found = self._saved(path)
+        unsaved = link().unsaved  # what the frontend's notebook model held, saved or not (the extension's answer)
+        return {**found, **unsaved} if unsaved else found
+
+    def _saved(self, path: Path | None) -> dict[str, StepRecord]:
         if path is None:
             return {}
         try:

@@ -7,8 +7,8 @@ and nbval compares the first display of a re-execution with the saved output. So
 ends to the final static bundle only (its record in the output metadata: path 2), and closes its widgets. A replay
 displays that final bundle directly, which is what the live run left in the saved notebook.
 
-Streamed text is coalesced: the widget is redrawn at most `REDRAWS_PER_SECOND` times a second however many deltas
-arrive, plus once when the step ends.
+Drawing is coalesced: the widget is redrawn at most `REDRAWS_PER_SECOND` times a second however many deltas and
+tool events arrive; whatever arrived since the last redraw is drawn within one interval, or by the final update.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import InputError
-from ..events import Event, OutputTextDelta, StepStarted
+from ..events import Event, StepStarted
 from ..replay.records import StepRecord, block_to_json
 from ..roles import Role
 from ..screens import ChoiceInput, ConfirmInput, Input, NumberInput, Screen, TextInput
@@ -34,9 +34,11 @@ WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 class NotebookView:
     """Draws one step in the running cell."""
 
-    def __init__(self, role: Role[Any], *, display: Callable[..., Any] | None = None) -> None:
+    def __init__(self, role: Role[Any], *, display: Callable[..., Any] | None = None,
+                 send_record: Callable[[StepRecord], None] | None = None) -> None:
         self.trace = StepTrace(role.name, result_descriptions=_descriptions(role))
         self._display = display or _ipython_display
+        self._send_record = send_record
         self._handle: Any = None
         self._box: Any = None
         self._html: Any = None
@@ -77,15 +79,12 @@ class NotebookView:
         self.trace.apply(event)
         if self._box is None or isinstance(event, StepStarted):
             return
-        if isinstance(event, OutputTextDelta):
-            self._dirty = True
-            if time.monotonic() - self._last_draw >= 1 / REDRAWS_PER_SECOND:
-                self._draw()
-            elif self._timer is None and self._loop is not None:
-                # Text that stops arriving is still drawn within one interval.
-                self._timer = self._loop.call_later(1 / REDRAWS_PER_SECOND, self._draw)
-            return
-        self._draw()
+        self._dirty = True
+        if time.monotonic() - self._last_draw >= 1 / REDRAWS_PER_SECOND:
+            self._draw()
+        elif self._timer is None and self._loop is not None:
+            # What stops arriving is still drawn within one interval.
+            self._timer = self._loop.call_later(1 / REDRAWS_PER_SECOND, self._draw)
 
     def finish(self, record: StepRecord | None) -> None:
         """Replace the live widget by the final static bundle (carrying the record), or display it (a replay)."""
@@ -117,7 +116,7 @@ class NotebookView:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._html is None:
+        if self._html is None or not self._dirty:
             return
         self._dirty = False
         self._last_draw = time.monotonic()
@@ -134,6 +133,8 @@ class NotebookView:
             self._handle.update(bundle, metadata=metadata, raw=True)
         else:
             self._display(bundle, metadata=metadata, raw=True)
+        if record is not None and self._send_record is not None:
+            self._send_record(record)
         if self._box is not None:
             close_widgets(self._html, self._questions, self._box)
             self._box = self._html = self._questions = None

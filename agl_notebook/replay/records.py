@@ -75,30 +75,33 @@ class StepRecord:
         """The record's JSON."""
         from ..transcript import messages_to_json
 
-        return {
+        # Empty questions, a missing cell id and zero token counts are left out: a notebook holds many records,
+        # and a reader fills in the same defaults.
+        data: JsonObject = {
             "kind": self.kind,
             "format": self.format,
             "id": self.id,
             "parts": dict(self.parts),
             "occurrence": self.occurrence,
-            "cell_id": self.cell_id,
             "role": self.role,
             "backend": self.backend,
             "input": self.input,
             "result": self.result,
             "transcript": messages_to_json(self.transcript),
-            "questions": [
+        }
+        if self.cell_id is not None:
+            data["cell_id"] = self.cell_id
+        if self.questions:
+            data["questions"] = [
                 {"tool_call_id": q.tool_call_id, "text": q.text, "inputs": list(q.inputs), "answer": q.answer}
                 for q in self.questions
-            ],
-            "usage": {
-                "input_tokens": self.usage.input_tokens,
-                "output_tokens": self.usage.output_tokens,
-                "cache_creation_input_tokens": self.usage.cache_creation_input_tokens,
-                "cache_read_input_tokens": self.usage.cache_read_input_tokens,
-            },
-            "recorded_at": self.recorded_at,
-        }
+            ]
+        usage: JsonObject = {name: getattr(self.usage, name) for name in _USAGE_FIELDS_IN_ORDER
+                             if getattr(self.usage, name)}
+        if usage:
+            data["usage"] = usage
+        data["recorded_at"] = self.recorded_at
+        return data
 
 
 def record_from_json(data: JsonValue, *, where: str = "record") -> StepRecord:
@@ -142,7 +145,8 @@ def record_from_json(data: JsonValue, *, where: str = "record") -> StepRecord:
     )
 
 
-_USAGE_FIELDS = {"input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"}
+_USAGE_FIELDS_IN_ORDER = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+_USAGE_FIELDS = set(_USAGE_FIELDS_IN_ORDER)
 
 
 @dataclass(frozen=True)

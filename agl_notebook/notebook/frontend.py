@@ -1,0 +1,99 @@
+"""The kernel's end of the link to the frontend extension (layer 8), over a comm on the target ``agl_notebook``.
+
+The protocol, version 1 (the extension's ``labextension/src/index.ts`` is the other end):
+
+- kernel → frontend, on comm open: ``{"op": "hello", "version": 1}``; the frontend answers
+  ``{"op": "records", "path": <notebook path>, "block": <metadata["agl_notebook"] as the model holds it now,
+  saved or not>}``. That is how a restarted kernel gets recordings that were never saved.
+- kernel → frontend: ``{"op": "record", "cell_id": <id or null>, "record": <record JSON>}`` for every finished step.
+  The frontend writes it into the notebook metadata (replacing a record with the same id), removes the copy carried
+  in the step's output metadata, and marks the notebook dirty; the person's next save keeps it. It answers
+  ``{"op": "stored", "id": <record id>}``.
+
+Without the extension (VS Code, classic Notebook, nbclient) the comm is simply not answered, and the record still
+travels in the output metadata (path 2). Writes never wait for an answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+from ..replay.records import StepRecord, block_from_json
+from . import _kernel
+
+TARGET = "agl_notebook"
+PROTOCOL = 1
+
+
+class FrontendLink:
+    """One comm to the frontend extension, opened on first use; what it has learnt from the frontend."""
+
+    def __init__(self) -> None:
+        self._comm: Any = None
+        self.answered = False
+        """True once the frontend answered: the extension is there."""
+        self.path: str | None = None
+        """The notebook path the frontend reported."""
+        self.unsaved: dict[str, StepRecord] = {}
+        """The records the frontend's notebook model held when it answered (saved or not)."""
+        self.stored: set[str] = set()
+        """Ids of records the frontend acknowledged."""
+        # Set from the comm's handler, which may run on a subshell thread: a threading.Event, not an asyncio one.
+        self._hello = threading.Event()
+
+    def open(self) -> None:
+        """Open the comm (once) and greet the frontend."""
+        if self._comm is not None or not _kernel.in_kernel():
+            return
+        from comm import create_comm
+
+        self._comm = create_comm(target_name=TARGET, data={"op": "hello", "version": PROTOCOL})
+        self._comm.on_msg(self._on_msg)
+
+    async def wait_for_hello(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` for the frontend's answer; True when it came."""
+        self.open()
+        deadline = time.monotonic() + seconds
+        # The answer is set from another thread, so it is a threading.Event: poll it rather than block the loop.
+        while not self._hello.is_set() and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+        return self.answered
+
+    def send_record(self, record: StepRecord, cell_id: str | None) -> None:
+        """Hand a finished step's record to the frontend (fire and forget)."""
+        self.open()
+        if self._comm is not None:
+            self._comm.send({"op": "record", "cell_id": cell_id, "record": record.to_json()})
+
+    def _on_msg(self, msg: dict[str, Any]) -> None:
+        data = (msg.get("content") or {}).get("data") or {}
+        op = data.get("op")
+        if op == "records":
+            self.answered = True
+            self.path = data.get("path") if isinstance(data.get("path"), str) else None
+            block = data.get("block")
+            if block is not None:
+                try:
+                    read = block_from_json(block, where="the frontend's notebook metadata")
+                except Exception:  # a frontend's bad block must not break the kernel; the file is read anyway
+                    read = None
+                if read is not None:
+                    self.unsaved = {r.id: r for r in read.records}
+            self._hello.set()
+        elif op == "stored" and isinstance(data.get("id"), str):
+            self.answered = True
+            self.stored.add(data["id"])
+
+
+_link: FrontendLink | None = None
+
+
+def link() -> FrontendLink:
+    """The kernel's one link to the frontend."""
+    global _link
+    if _link is None:
+        _link = FrontendLink()
+    return _link
