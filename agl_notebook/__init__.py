@@ -17,6 +17,13 @@ from .tools import ReportingTool, Tool, ToolResult, reporting_tool, tool
 
 __version__ = "0.1.0"
 
+
+def load_ipython_extension(ipython: object) -> None:
+    """``%load_ext agl_notebook``: register the ``%agl`` magic."""
+    from .notebook.magics import load_ipython_extension as load
+
+    load(ipython)
+
 __all__ = [
     # Roles, tools and payloads (seed 000)
     "Claude",

@@ -16,7 +16,7 @@ from .loop import LoopOutcome, LoopTool, Reporting, run_loop
 from .models.base import Model, ModelEvent, ModelRequest, TextDelta, ToolCall, ToolSpec, TurnEnd
 from .payloads import JsonValue, dump, payload_spec
 from .replay import modes
-from .replay.explain import ReplayMissError, explain_miss
+from .replay.explain import Miss, ReplayMissError, explain_miss, note_miss
 from .replay.fingerprint import Fingerprint, fingerprint
 from .replay.modes import Mode, check_mode, resolve_mode
 from .replay.records import RecordedQuestion, StepRecord
@@ -191,6 +191,9 @@ class Run:
                 raise ReplayMissError(f"{message} Mode 'replay' never calls a model: run it in mode 'auto' or "
                                       "'refresh' to record it.", nearest=nearest, differing=differing)
             else:
+                if step_mode == "auto":
+                    note_miss(Miss(resolved.name, plan.fingerprint, occurrence, tuple(self.store.records()),
+                                   repr(self.store), self._cell_id()))
                 if modes.session.block_model_calls:
                     raise ModelCallBlockedError(
                         f"A step of role {resolved.name!r} would call a model, and model calls are blocked here "

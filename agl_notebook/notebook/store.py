@@ -9,7 +9,7 @@ final display (its output metadata), and through the frontend extension where it
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from ..errors import InputError
@@ -22,6 +22,8 @@ from .nbfile import NotebookRecords, read_notebook_json, records_in_notebook
 # What this kernel session recorded, by notebook path ("" when the notebook is unknown): shared by every Run in
 # the kernel, so a new Run in a later cell sees records that are not saved yet.
 _session: dict[str, dict[str, StepRecord]] = {}
+# Ids forgotten with %agl forget: not replayed in this kernel session until a new record with the same id is kept.
+_forgotten: set[str] = set()
 
 
 class NotebookStore:
@@ -40,6 +42,8 @@ class NotebookStore:
 
     def get(self, record_id: str) -> StepRecord | None:
         """The record with this id: this session's first, then the saved file's."""
+        if record_id in _forgotten:
+            return None
         path = self._locate()
         found = _session.get(_key(path), {}).get(record_id)
         return found if found is not None else self._from_file(path).get(record_id)
@@ -49,11 +53,12 @@ class NotebookStore:
         path = self._locate()
         merged = dict(self._from_file(path))
         merged.update(_session.get(_key(path), {}))
-        return tuple(merged.values())
+        return tuple(r for r in merged.values() if r.id not in _forgotten)
 
     def put(self, record: StepRecord) -> StepRecord:
         """Keep the scrubbed record in this kernel session's memory."""
         kept = scrubbed(record)
+        _forgotten.discard(kept.id)
         _session.setdefault(_key(self._locate()), {})[kept.id] = kept
         return kept
 
@@ -96,6 +101,9 @@ def _key(path: Path | None) -> str:
     return str(path.resolve()) if path else ""
 
 
-def forget_session_records() -> None:
-    """Drop what this kernel session recorded (tests, and ``%agl forget``)."""
-    _session.clear()
+def forget(record_ids: Iterable[str]) -> None:
+    """Stop replaying these records in this kernel session (``%agl forget``)."""
+    for record_id in record_ids:
+        _forgotten.add(record_id)
+        for records in _session.values():
+            records.pop(record_id, None)

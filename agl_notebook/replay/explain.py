@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ..errors import UpstreamUnexpected
 from .fingerprint import PARTS, Fingerprint
@@ -50,3 +52,33 @@ def explain_miss(role: str, fp: Fingerprint, occurrence: int, records: Sequence[
                 f"{nearest.occurrence + 1})."), nearest, differing
     return (f"No recording matches this step of role {role!r} in {where}. The nearest (role {nearest.role!r}, "
             f"recorded with {nearest.backend}) differs in: {', '.join(differing)}."), nearest, differing
+
+
+@dataclass(frozen=True)
+class Miss:
+    """A step that found no recording and ran live (mode ``auto``); explained only when someone asks."""
+
+    role: str
+    fingerprint: Fingerprint
+    occurrence: int
+    records: Sequence[StepRecord]
+    """The records there were when it missed (before its own was added)."""
+    where: str
+    cell_id: str | None = None
+
+    def explain(self) -> str:
+        """Why it did not replay: the nearest record and the parts that differ."""
+        return explain_miss(self.role, self.fingerprint, self.occurrence, self.records, where=self.where)[0]
+
+
+_recent: deque[Miss] = deque(maxlen=50)
+
+
+def note_miss(miss: Miss) -> None:
+    """Remember a miss (the last 50 are kept) for ``%agl explain``."""
+    _recent.append(miss)
+
+
+def recent_misses() -> list[Miss]:
+    """The latest misses, oldest first."""
+    return list(_recent)

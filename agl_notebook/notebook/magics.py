@@ -1,0 +1,100 @@
+"""The ``%agl`` line magic (``%load_ext agl_notebook``).
+
+- ``%agl`` or ``%agl mode``: the mode in force and where it comes from;
+- ``%agl mode auto|replay|refresh|off``: set the mode for this kernel (below a Run's and a step's own);
+  ``%agl mode default`` drops it;
+- ``%agl list``: the notebook's recordings (role, backend, tokens, cell, where they are kept);
+- ``%agl explain``: why the latest steps that ran live did not replay (the nearest recording, the parts that
+  differ);
+- ``%agl forget ID|ROLE|all``: forget recordings, so those steps run live next time and their new recordings
+  replace the old ones in the notebook.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from typing import Any
+
+from ..replay import modes
+from ..replay.explain import recent_misses
+from .store import NotebookStore, forget
+
+USAGE = """usage: %agl [mode [auto|replay|refresh|off|default] | list | explain | forget ID|ROLE|all]"""
+
+
+def agl(line: str) -> str:
+    """Run one ``%agl`` command and return what it prints."""
+    try:
+        words = shlex.split(line)
+    except ValueError as e:
+        return f"{e}\n{USAGE}"
+    command, rest = (words[0], words[1:]) if words else ("mode", [])
+    if command == "mode":
+        return _mode(rest)
+    if command == "list" and not rest:
+        return _list()
+    if command == "explain" and not rest:
+        return _explain()
+    if command == "forget" and len(rest) == 1:
+        return _forget(rest[0])
+    return USAGE
+
+
+def _mode(rest: list[str]) -> str:
+    if rest:
+        if rest[0] == "default":
+            modes.session.magic_mode = None
+        elif len(rest) == 1:
+            modes.session.magic_mode = modes.check_mode(rest[0], where="%agl mode")
+        else:
+            return USAGE
+    mode = modes.resolve_mode()
+    if modes.session.magic_mode is not None:
+        source = "set by %agl mode"
+    elif os.environ.get(modes.ENV_VAR, "").strip():
+        source = f"from {modes.ENV_VAR}"
+    else:
+        source = "the default under nbval" if modes.session.under_nbval else "the default"
+    return f"mode {mode} ({source}; a Run's or a step's own mode wins)"
+
+
+def _list() -> str:
+    store = NotebookStore()
+    records = store.records()
+    if not records:
+        return f"No recordings in {store!r}."
+    lines = [f"{len(records)} recording(s) in {store!r}:"]
+    for r in records:
+        tokens = r.usage.input_tokens + r.usage.output_tokens
+        cell = f"cell {r.cell_id}" if r.cell_id else "cell unknown"
+        lines.append(f"  {r.id[:12]}  role {r.role!r}  {r.backend}  {tokens} tokens  {cell}  "
+                     f"occurrence {r.occurrence + 1}")
+    return "\n".join(lines)
+
+
+def _explain() -> str:
+    misses = recent_misses()
+    if not misses:
+        return "Every step so far replayed or was run in another mode: nothing to explain."
+    return "\n".join(f"- {m.explain()}" for m in misses[-10:])
+
+
+def _forget(what: str) -> str:
+    store = NotebookStore()
+    chosen = [r for r in store.records()
+              if what == "all" or r.role == what or (len(what) >= 6 and r.id.startswith(what))]
+    if not chosen:
+        return f"No recording matches {what!r}: give an id (at least 6 characters), a role name, or all."
+    forget(r.id for r in chosen)
+    return (f"Forgot {len(chosen)} recording(s): those steps run live next time, and their new recordings replace "
+            "the old ones in the notebook.")
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Register ``%agl``."""
+
+    def magic(line: str) -> None:
+        print(agl(line))
+
+    ipython.register_magic_function(magic, magic_kind="line", magic_name="agl")
