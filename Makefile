@@ -28,3 +28,5 @@ test: lint
 bench: setup
 	$(PY) benchmarks/bench_import.py
 	$(PY) benchmarks/bench_core.py
+	$(PY) benchmarks/bench_replay.py
+	$(PY) benchmarks/bench_notebook.py
