@@ -31,26 +31,33 @@ class NotebookStore:
 
     def __init__(self, *, locate: Callable[[], Path | None] = notebook_path) -> None:
         self._locate = locate
+        self._found: Path | None = None
         link().open()  # greet the frontend extension now: its answer (unsaved recordings) arrives before long
         self._read: tuple[Path, int, dict[str, StepRecord]] | None = None
         self._warned: set[tuple[str, int]] = set()
 
+    def _where(self) -> Path | None:
+        # Found once, then kept: locating may read every notebook in the folder (the nbclient fallback).
+        if self._found is None:
+            self._found = self._locate()
+        return self._found
+
     @property
     def path(self) -> Path | None:
         """The notebook file, when it can be found."""
-        return self._locate()
+        return self._where()
 
     def get(self, record_id: str) -> StepRecord | None:
         """The record with this id: this session's first, then the saved file's."""
         if record_id in _forgotten:
             return None
-        path = self._locate()
+        path = self._where()
         found = _session.get(_key(path), {}).get(record_id)
         return found if found is not None else self._from_file(path).get(record_id)
 
     def records(self) -> Sequence[StepRecord]:
         """Every readable record, the file's then this session's (which win on the same id)."""
-        path = self._locate()
+        path = self._where()
         merged = dict(self._from_file(path))
         merged.update(_session.get(_key(path), {}))
         return tuple(r for r in merged.values() if r.id not in _forgotten)
@@ -59,7 +66,7 @@ class NotebookStore:
         """Keep the scrubbed record in this kernel session's memory."""
         kept = scrubbed(record)
         _forgotten.discard(kept.id)
-        _session.setdefault(_key(self._locate()), {})[kept.id] = kept
+        _session.setdefault(_key(self._where()), {})[kept.id] = kept
         return kept
 
     def _from_file(self, path: Path | None) -> dict[str, StepRecord]:
@@ -93,7 +100,7 @@ class NotebookStore:
         return found
 
     def __repr__(self) -> str:
-        path = self._locate()
+        path = self._where()
         return f"the notebook {path.name}" if path else "this kernel session (the notebook file was not found)"
 
 
