@@ -65,3 +65,7 @@ class MissingCredentialsError(UpstreamUnexpected):
 
 class ModelCallBlockedError(UpstreamUnexpected):
     """A step would call a model where model calls are blocked (under nbval, or with AGL_NOTEBOOK_BLOCK_MODELS=1)."""
+
+
+class ContextWindowExceededError(UpstreamUnexpected):
+    """The step's conversation no longer fits the model's context window (``model_context_window_exceeded``)."""

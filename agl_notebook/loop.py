@@ -24,7 +24,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .errors import ModelOutputTruncatedError, ModelRefusedError, RoleIncompleteError, UpstreamUnexpected
+from .errors import (
+    ContextWindowExceededError,
+    ModelOutputTruncatedError,
+    ModelRefusedError,
+    RoleIncompleteError,
+    UpstreamUnexpected,
+)
 from .events import (
     ClientToolExecuting,
     ClientToolRequested,
@@ -149,15 +155,21 @@ async def run_loop(
                 f"{content[-1].name!r} in the step of {role or 'the agent'!r}, so the call cannot be read; raise the "
                 "role's max_tokens."
             )
+        if stop == "model_context_window_exceeded":
+            raise ContextWindowExceededError(
+                f"The conversation of the step of {role or 'the agent'!r} no longer fits the model's context window "
+                f"after {requests} request(s); shorten the tool results or split the work into several steps.")
         if content:
             transcript.append(Message("assistant", content))
-        if stop == "pause_turn":
+        calls = [b for b in content if isinstance(b, ToolUseBlock)]
+        # A paused turn is resent as it is, unless it already holds tool calls: those are answered like any others,
+        # so no tool_use is ever left without its result.
+        if stop == "pause_turn" and not calls:
             pauses += 1
             if pauses > _MAX_PAUSES:
                 raise UpstreamUnexpected(f"The model paused its turn {pauses} times in a row.")
             continue
         pauses = 0
-        calls = [b for b in content if isinstance(b, ToolUseBlock)]
         if not calls:
             if reporting is None:
                 return LoopOutcome(None, None, tuple(transcript), usage, requests, False)
@@ -172,7 +184,9 @@ async def run_loop(
                 role=role,
                 transcript=transcript,
             )
-        at_limit = roundtrips >= max_tool_roundtrips
+        # A valid report needs no further request, so a reply that holds one is never cut short by the limit: the
+        # calls before it run, as in any other turn.
+        at_limit = roundtrips >= max_tool_roundtrips and not _holds_valid_report(calls, reporting)
         results: list[Block] = []
         report: tuple[Any, JsonValue] | None = None
         unanswered: list[str] = []
@@ -180,7 +194,7 @@ async def run_loop(
             emit(ClientToolRequested(call.name, call.input, call.id))
             if report is not None:
                 text, is_error = "Skipped: the step already reported its result.", True
-            elif reporting is not None and call.name == reporting.spec.name and call.name in offered:
+            elif reporting is not None and call.name == reporting.spec.name:
                 payload, problems = reporting.validate(call.input)
                 if problems:
                     emit(PayloadRejected(call.name, call.id, call.input, problems))
@@ -214,6 +228,12 @@ async def run_loop(
             return LoopOutcome(None, None, tuple(transcript), usage, requests, True)
         roundtrips += 1
         emit(ClientToolRoundtrip(roundtrips, max_tool_roundtrips))
+
+
+def _holds_valid_report(calls: Sequence[ToolUseBlock], reporting: Reporting | None) -> bool:
+    if reporting is None:
+        return False
+    return any(c.name == reporting.spec.name and not reporting.validate(c.input)[1] for c in calls)
 
 
 async def _run_tool(tool: LoopTool, call: ToolUseBlock, emit: Callable[[Event], None],

@@ -305,18 +305,28 @@ async def test_max_tool_roundtrips_zero_allows_one_request_and_no_tool_call() ->
     assert_every_call_answered(run.outcomes[-1].transcript)
 
 
-async def test_a_report_in_the_last_allowed_reply_still_counts() -> None:
+async def test_a_report_in_the_last_allowed_reply_counts_and_the_calls_before_it_run() -> None:
+    # A valid report needs no further request, so the limit does not cut that reply short (SPEC E: calls before
+    # the reporting call run).
     recorder = Recorder()
     run, model, events = make_run([{"calls": [look("a")]}, {"calls": [look("b"), report(["ok"])]}])
     result = await run.step(make_role(recorder, max_tool_roundtrips=1), "go")
     assert result == Review(["ok"])
-    assert recorder.calls == ["a"]
+    assert recorder.calls == ["a", "b"]
     assert len(model.requests) == 2
-    assert results(events)[1:] == [
-        ("look_up", "Not run: the limit of 1 tool round trips was reached.", True),
-        ("report_review", "Reported. Your work on this step is done.", False),
-    ]
+    assert [r[0] for r in results(events)] == ["look_up", "look_up", "report_review"]
+    assert results(events)[2] == ("report_review", "Reported. Your work on this step is done.", False)
+    assert not [e for e in events if isinstance(e, ev.RunTruncated)]
     assert run.outcomes[-1].truncated is False
+
+
+async def test_an_invalid_report_in_the_last_allowed_reply_does_not_lift_the_limit() -> None:
+    recorder = Recorder()
+    run, _, events = make_run([{"calls": [look("a")]}, {"calls": [look("b"), report("not a list")]}])
+    with pytest.raises(RoleIncompleteError):
+        await run.step(make_role(recorder, max_tool_roundtrips=1), "go")
+    assert recorder.calls == ["a"]
+    assert results(events)[1] == ("look_up", "Not run: the limit of 1 tool round trips was reached.", True)
 
 
 async def test_truncation_of_a_role_that_must_report_raises_role_incomplete_with_every_call_answered() -> None:
@@ -609,3 +619,23 @@ def test_scripted_model_refuses_bad_scripts() -> None:
     with pytest.raises(InputError) as e:
         ScriptedModel([3])  # type: ignore[list-item]
     assert str(e.value) == "script[0]: a turn is a ScriptedTurn, a string or a dict, not int."
+
+
+async def test_a_paused_turn_holding_tool_calls_answers_them_rather_than_resending() -> None:
+    recorder = Recorder()
+    run, model, _ = make_run([{"calls": [look("a")], "stop_reason": "pause_turn"}, {"calls": [report(["ok"])]}])
+    assert await run.step(make_role(recorder), "go") == Review(["ok"])
+    assert recorder.calls == ["a"]
+    assert len(model.requests) == 2
+    assert_every_call_answered(run.outcomes[-1].transcript)
+
+
+@pytest.mark.parametrize("reporting", [True, False])
+async def test_a_full_context_window_fails_the_step_rather_than_ending_it(reporting: bool) -> None:
+    from agl_notebook.errors import ContextWindowExceededError
+
+    run, model, _ = make_run([{"text": "...", "stop_reason": "model_context_window_exceeded"}])
+    with pytest.raises(ContextWindowExceededError, match="no longer fits the model's context window"):
+        await run.step(make_role(Recorder(), reporting=reporting), "go")
+    assert len(model.requests) == 1, "no reminder is sent into a full context"
+    assert run.outcomes == []
