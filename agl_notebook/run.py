@@ -54,7 +54,32 @@ ViewFactory = Callable[[Role[Any]], StepView]
 """Makes the view of one step of a role."""
 
 
+class Occurrences:
+    """Numbers identical steps (same fingerprint) in the order they start, within one execution key."""
+
+    def __init__(self) -> None:
+        self._execution: object = None
+        self._taken: dict[str, int] = {}
+
+    def take(self, execution: object, base: str) -> int:
+        """The next number for a step with fingerprint ``base``."""
+        if execution != self._execution:  # a new cell execution starts counting again
+            self._execution, self._taken = execution, {}
+        number = self._taken.get(base, 0)
+        self._taken[base] = number + 1
+        return number
+
+    def give_back(self, execution: object, base: str, number: int) -> None:
+        """Give back the number of a failed step, unless an identical step has taken a later one since.
+
+        A failed step recorded nothing: retrying it is the same step again, not the next one.
+        """
+        if execution == self._execution and self._taken.get(base) == number + 1:
+            self._taken[base] = number
+
+
 class _Environment(Protocol):
+    def occurrences(self) -> Occurrences: ...
     def terminal(self) -> Terminal: ...
     def store(self) -> Store: ...
     def view(self, role: Role[Any]) -> StepView: ...
@@ -124,7 +149,9 @@ class Run:
         """Where this Run's recordings are found and kept."""
         self.mode: Mode | None = check_mode(mode, where="Run(mode=...)") if mode is not None else None
         """The Run's replay mode, if set (a step's own mode wins)."""
-        self._occurrences: dict[tuple[object, str], int] = {}
+        # Outside a kernel identical steps are numbered within this Run; in a kernel, within a cell execution,
+        # across every Run of the cell (their recordings share the notebook).
+        self._occurrences = env.occurrences() if env is not None else Occurrences()
         self.outcomes: list[LoopOutcome] = []
         """The outcome of every finished step, in the order they finished (transcripts, usage, requests)."""
 
@@ -237,17 +264,10 @@ class Run:
         return run_sync(lambda: self.step(role, input, mode=mode))
 
     def _next_occurrence(self, base: str) -> int:
-        key = (self._execution_key(), base)
-        occurrence = self._occurrences.get(key, 0)
-        self._occurrences[key] = occurrence + 1
-        return occurrence
+        return self._occurrences.take(self._execution_key(), base)
 
     def _release_occurrence(self, base: str, occurrence: int) -> None:
-        # A failed step recorded nothing, so retrying it in the same Run is the same step again, not the next
-        # one: give its number back, unless an identical step has taken a later number since.
-        key = (self._execution_key(), base)
-        if self._occurrences.get(key) == occurrence + 1:
-            self._occurrences[key] = occurrence
+        self._occurrences.give_back(self._execution_key(), base, occurrence)
 
     def _execution_key(self) -> object:
         """What occurrence numbers count within: the whole Run, or a cell execution in a notebook."""

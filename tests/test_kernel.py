@@ -177,3 +177,23 @@ def test_a_headless_run_fails_a_live_question_naming_it(kernel: Kernel) -> None:
     reply = kernel.wait_reply(msg_id)["content"]
     assert reply["ename"] == "NoAnswerError"
     assert "Nobody can answer 'Which day suits you?' here" in reply["evalue"]
+
+
+def test_identical_steps_of_two_runs_in_one_cell_are_numbered_together(kernel: Kernel) -> None:
+    kernel.run('''
+import asyncio, itertools
+from agl_notebook import Role
+counter = itertools.count()
+SAMPLER = ScriptedModel(lambda request: {"calls": [
+    {"name": "report_plan", "args": {"steps": [f"sample {next(counter)}"]}}]})
+sampler = Role(name="sampler", instructions="Sample.", tools=[reporting_tool("report_plan", "Report.", Plan)])
+''')
+    cell = ("first, second = Run(model=SAMPLER), Run(model=SAMPLER)\n"
+            "results = await asyncio.gather(first.step(sampler, 'go'), second.step(sampler, 'go'))\n"
+            "print([r.steps[0] for r in results], SAMPLER.calls)")
+    live = kernel.execute(cell)
+    kernel.wait_reply(live)
+    assert kernel.stream(live) == "['sample 0', 'sample 1'] 2\n"
+    again = kernel.execute(cell)  # a new execution of the cell: both replay, each its own recording
+    kernel.wait_reply(again)
+    assert kernel.stream(again) == "['sample 0', 'sample 1'] 2\n"

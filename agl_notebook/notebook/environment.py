@@ -9,9 +9,20 @@ from ..roles import Role
 from ..terminals import Terminal
 from . import _kernel
 
+_occurrences: Any = None
+
 
 class NotebookEnvironment:
     """The notebook's defaults: widget views, the widget terminal, the notebook store, cell executions."""
+
+    def occurrences(self) -> Any:
+        """One numbering for the whole kernel: two Runs in one cell share the notebook's recordings."""
+        global _occurrences
+        if _occurrences is None:
+            from ..run import Occurrences
+
+            _occurrences = Occurrences()
+        return _occurrences
 
     def terminal(self) -> Terminal:
         """Questions in input widgets."""
