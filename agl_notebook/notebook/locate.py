@@ -53,9 +53,12 @@ def _has_code_cell(path: Path, source: str) -> bool:
         nb = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    for cell in nb.get("cells", []) if isinstance(nb, dict) else []:
+    cells = nb.get("cells") if isinstance(nb, dict) else None
+    for cell in cells if isinstance(cells, list) else []:
         if isinstance(cell, dict) and cell.get("cell_type") == "code":
             text = cell.get("source", "")
-            if ("".join(text) if isinstance(text, list) else text) == source:
+            if isinstance(text, list):
+                text = "".join(t for t in text if isinstance(t, str))
+            if text == source:
                 return True
     return False

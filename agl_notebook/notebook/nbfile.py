@@ -9,6 +9,7 @@ removed once it has been moved into the notebook metadata).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,12 +73,9 @@ def records_in_notebook(nb: dict[str, Any], *, where: str = "notebook") -> Noteb
             for record in read.records:
                 found.records[record.id] = record
                 found.in_metadata.add(record.id)
-    for index, cell in enumerate(nb.get("cells", [])):
-        for number, output in enumerate(cell.get("outputs", []) if isinstance(cell, dict) else []):
-            output_metadata = output.get("metadata") if isinstance(output, dict) else None
-            block = output_metadata.get(METADATA_KEY) if isinstance(output_metadata, dict) else None
-            if block is None:
-                continue
+    for index, number, output_metadata in _output_metadata(nb):
+        block = output_metadata.get(METADATA_KEY)
+        if block is not None:
             place = f"{where} cell {index + 1} output {number + 1}"
             try:
                 read = block_from_json(block, where=place)
@@ -89,6 +87,20 @@ def records_in_notebook(nb: dict[str, Any], *, where: str = "notebook") -> Noteb
                 found.records[record.id] = record
                 found.in_outputs.add(record.id)
     return found
+
+
+def _output_metadata(nb: dict[str, Any]) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """(cell index, output index, output metadata) of every output.
+
+    Whatever is not shaped as nbformat says is skipped: a damaged notebook is read as far as it can be.
+    """
+    cells = nb.get("cells")
+    for index, cell in enumerate(cells if isinstance(cells, list) else []):
+        outputs = cell.get("outputs") if isinstance(cell, dict) else None
+        for number, output in enumerate(outputs if isinstance(outputs, list) else []):
+            metadata = output.get("metadata") if isinstance(output, dict) else None
+            if isinstance(metadata, dict):
+                yield index, number, metadata
 
 
 def consolidate(nb: dict[str, Any]) -> int:
@@ -107,18 +119,16 @@ def consolidate(nb: dict[str, Any]) -> int:
                          "notebook's agl_notebook metadata first.")
     metadata = nb.setdefault("metadata", {})
     metadata[METADATA_KEY] = block_to_json(list(found.records.values()), found.unreadable)
-    for cell in nb.get("cells", []):
-        for output in cell.get("outputs", []) if isinstance(cell, dict) else []:
-            output_metadata = output.get("metadata") if isinstance(output, dict) else None
-            if isinstance(output_metadata, dict) and METADATA_KEY in output_metadata:
-                try:
-                    block_from_json(output_metadata[METADATA_KEY], where="output")
-                except InputError:
-                    continue  # unreadable: leave it for the person to see
-                del output_metadata[METADATA_KEY]
+    for _, _, output_metadata in _output_metadata(nb):
+        if METADATA_KEY not in output_metadata:
+            continue
+        try:
+            read = block_from_json(output_metadata[METADATA_KEY], where="output")
+        except InputError:
+            continue  # unreadable as a whole: leave it for the person to see
+        if read.unreadable:  # keep what this version cannot read (a newer format, say) where it was
+            output_metadata[METADATA_KEY] = block_to_json([], read.unreadable)
+        else:
+            del output_metadata[METADATA_KEY]
     return len(found.in_outputs)
 
-
-def write_records(nb: dict[str, Any], records: list[StepRecord], unreadable: list[JsonValue] | None = None) -> None:
-    """Set the notebook metadata's records block."""
-    nb.setdefault("metadata", {})[METADATA_KEY] = block_to_json(records, unreadable or [])

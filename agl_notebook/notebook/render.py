@@ -33,9 +33,6 @@ from ..events import (
 from ..payloads import JsonObject, JsonValue
 from ..replay.scrub import scrub_text, secrets_from_environment
 
-MIME_TYPE = "application/vnd.agl-notebook.step+json"
-"""An extra key of the final bundle holding the step's trace as JSON (a frontend may render it; others ignore it)."""
-
 
 @dataclass
 class CallTrace:
@@ -66,7 +63,9 @@ class StepTrace:
     role: str
     input: JsonValue = None
     backend: str = ""
-    items: list[str | CallTrace | QuestionTrace] = field(default_factory=list)
+    items: list[list[str] | CallTrace | QuestionTrace] = field(default_factory=list)
+    """Text (kept as its pieces, joined when drawn: appending to one string would copy it per delta), tool calls
+    and questions, in order."""
     roundtrips: int = 0
     max_roundtrips: int = 0
     result: JsonValue = None
@@ -80,10 +79,11 @@ class StepTrace:
     def apply(self, event: Event) -> None:
         """Fold one event into the trace."""
         if isinstance(event, OutputTextDelta):
-            if self.items and isinstance(self.items[-1], str):
-                self.items[-1] += event.delta
+            last = self.items[-1] if self.items else None
+            if isinstance(last, list):
+                last.append(event.delta)
             else:
-                self.items.append(event.delta)
+                self.items.append([event.delta])
         elif isinstance(event, ClientToolRequested):
             self.items.append(CallTrace(event.tool_call_id, event.name, event.args))
         elif isinstance(event, ClientToolExecuting):
@@ -134,9 +134,9 @@ _STATUS_WORDS = {"requested": "requested", "running": "running…", "ok": "ok", 
                  "rejected": "arguments rejected", "reported": "reported"}
 
 
-def render_text(trace: StepTrace) -> str:
-    """The deterministic ``text/plain`` summary of a step."""
-    secrets = secrets_from_environment()
+def render_text(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str:
+    """The deterministic ``text/plain`` summary of a step, scrubbed of ``secrets`` (default: the environment's)."""
+    secrets = secrets_from_environment() if secrets is None else secrets
     lines = [f"agl_notebook step: role {trace.role!r}, {_state_text(trace)}, recorded with {trace.backend}"]
     for item in trace.items:
         if isinstance(item, CallTrace):
@@ -151,9 +151,9 @@ def render_text(trace: StepTrace) -> str:
     return scrub_text("\n".join(lines), secrets)
 
 
-def render_html(trace: StepTrace) -> str:
+def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str:
     """The deterministic ``text/html`` view of a step: collapsible tool calls, the result as a table."""
-    secrets = secrets_from_environment()
+    secrets = secrets_from_environment() if secrets is None else secrets
 
     def esc(text: str) -> str:
         return html.escape(scrub_text(text, secrets), quote=True)
@@ -166,9 +166,10 @@ def render_html(trace: StepTrace) -> str:
         parts.append(f"<details><summary>Input</summary><pre style=\"{_PRE}\">{esc(_pretty(trace.input))}</pre>"
                      "</details>")
     for item in trace.items:
-        if isinstance(item, str):
-            if item.strip():
-                parts.append(f'<div style="{_TEXT}">{esc(item)}</div>')
+        if isinstance(item, list):
+            text = "".join(item)
+            if text.strip():
+                parts.append(f'<div style="{_TEXT}">{esc(text)}</div>')
         elif isinstance(item, CallTrace):
             parts.append(_call_html(item, esc))
         else:

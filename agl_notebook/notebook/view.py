@@ -21,6 +21,7 @@ from typing import Any
 from ..errors import InputError
 from ..events import Event, StepStarted
 from ..replay.records import StepRecord, block_to_json
+from ..replay.scrub import secrets_from_environment
 from ..roles import Role
 from ..screens import ChoiceInput, ConfirmInput, Input, NumberInput, Screen, TextInput
 from .nbfile import METADATA_KEY
@@ -37,6 +38,7 @@ class NotebookView:
     def __init__(self, role: Role[Any], *, display: Callable[..., Any] | None = None,
                  send_record: Callable[[StepRecord], None] | None = None) -> None:
         self.trace = StepTrace(role.name, result_descriptions=_descriptions(role))
+        self._secrets = secrets_from_environment()  # read once per step, not per redraw
         self._display = display or _ipython_display
         self._send_record = send_record
         self._handle: Any = None
@@ -120,14 +122,14 @@ class NotebookView:
             return
         self._dirty = False
         self._last_draw = time.monotonic()
-        self._html.value = render_html(self.trace)
+        self._html.value = render_html(self.trace, self._secrets)
         self.redraws += 1
 
     def _final(self, record: StepRecord | None) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        bundle = final_bundle(self.trace)
+        bundle = final_bundle(self.trace, self._secrets)
         metadata = {METADATA_KEY: block_to_json([record])} if record is not None else {}
         if self._handle is not None:
             self._handle.update(bundle, metadata=metadata, raw=True)
@@ -140,9 +142,9 @@ class NotebookView:
             self._box = self._html = self._questions = None
 
 
-def final_bundle(trace: StepTrace) -> dict[str, Any]:
+def final_bundle(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> dict[str, Any]:
     """The static bundle a finished (or failed) step leaves in the notebook."""
-    return {"text/plain": render_text(trace), "text/html": render_html(trace)}
+    return {"text/plain": render_text(trace, secrets), "text/html": render_html(trace, secrets)}
 
 
 def _descriptions(role: Role[Any]) -> dict[str, str]:

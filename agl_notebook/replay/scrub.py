@@ -26,9 +26,13 @@ _KEY_SHAPES = re.compile(
     r"|(?i:(?<=authorization: bearer )|(?<=authorization:bearer ))" + _HEADER_VALUE +
     r"|(?i:(?<=x-api-key: )|(?<=x-api-key:)|(?<=\"x-api-key\": \")|(?<='x-api-key': ')"
     r"|(?<=\\\"x-api-key\\\": \\\"))" + _HEADER_VALUE +  # the last lookbehind: as spelled inside a JSON string
-    r"|(?i:(?<=bearer ))[A-Za-z0-9._\-]{16,}"
+    r"|(?<=Bearer )[A-Za-z0-9._\-]{16,}"                               # a bearer token written out
 )
-_SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.IGNORECASE)
+# Whole name segments only: ANTHROPIC_API_KEY, MY_SERVICE_TOKEN, DB_PASSWORD; not GIT_AUTHOR_NAME or SSH_AUTH_SOCK.
+_SECRET_NAME = re.compile(
+    r"(?:^|_)(?:API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|SECRET(?:_?KEY)?|TOKEN|PASSWORD|PASSWD|CREDENTIALS?)(?:$|_)",
+    re.IGNORECASE,
+)
 _MIN_SECRET_LENGTH = 8  # shorter values ("1", "true") would redact ordinary words
 
 
