@@ -9,7 +9,8 @@ PYTHON ?= python3
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# The JupyterLab extension is built by the package's build hook (npm) when its sources changed.
+$(VENV)/.installed: pyproject.toml labextension/package.json labextension/package-lock.json $(wildcard labextension/src/*.ts)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'

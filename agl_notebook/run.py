@@ -204,6 +204,9 @@ class Run:
         token = current_scope.set(scope)
         kept: StepRecord | None = None
         try:
+            ready = getattr(self.store, "ready", None)  # a store that must hear from elsewhere first (the notebook's)
+            if ready is not None and step_mode in ("auto", "replay"):
+                await ready()
             record = self.store.get(record_id) if step_mode in ("auto", "replay") else None
             if view is not None:
                 view.begin(replaying=record is not None)
@@ -221,7 +224,7 @@ class Run:
                 if step_mode == "auto":
                     note_miss(Miss(resolved.name, plan.fingerprint, occurrence, tuple(self.store.records()),
                                    repr(self.store), self._cell_id()))
-                if modes.session.block_model_calls:
+                if modes.session.block_model_calls and getattr(model, "network", True):
                     raise ModelCallBlockedError(
                         f"A step of role {resolved.name!r} would call a model, and model calls are blocked here "
                         f"(under nbval, or {modes.BLOCK_VARIABLE}=1). Record it first: run the notebook with "
@@ -240,9 +243,12 @@ class Run:
         except BaseException as e:  # KeyboardInterrupt and cancellation wipe the step too
             scope.wipe()
             self._release_occurrence(plan.fingerprint.base, occurrence)
-            emit(StepFailed(resolved.name, type(e).__name__, str(e)))
-            if view is not None:
-                view.fail(e)
+            try:
+                emit(StepFailed(resolved.name, type(e).__name__, str(e)))
+                if view is not None:
+                    view.fail(e)
+            except Exception as reporting_error:  # a broken view must not hide why the step failed
+                e.add_note(f"(Drawing the failure failed too: {type(reporting_error).__name__}: {reporting_error})")
             raise
         finally:
             current_scope.reset(token)

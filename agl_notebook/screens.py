@@ -116,6 +116,8 @@ class ChoiceInput:
     def parse(self, raw: str) -> Any:
         """Accept an option's text or its number (1-based)."""
         text = raw.strip()
+        if text in self.options:  # an option's own text wins over a position ("1" among "3", "2", "1")
+            return text
         if text.isdigit() and 1 <= int(text) <= len(self.options):
             return self.options[int(text) - 1]
         return self.validate(text)

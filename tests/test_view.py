@@ -151,7 +151,7 @@ def test_the_text_view_is_deterministic_and_says_what_the_record_claims() -> Non
                   ClientToolResult("verdict", "t2", "Reported.", False)):
         trace.apply(event)
     assert render_text(trace) == (
-        "agl_notebook step: role 'judge', running, recorded with scripted:abc\n"
+        "agl_notebook step: role 'judge', running, with scripted:abc\n"
         "  tool look_up: ok\n"
         "  question 'Which one?': \"the first\"\n"
         "  tool verdict: reported\n"

@@ -19,8 +19,17 @@ __all__ = [
 ]
 
 
-def resolve_model(model_id: str) -> Model:
-    """The backend for a model id string: Anthropic's Claude (imported only now, as it costs about a second)."""
-    from .anthropic import AnthropicModel
+_resolved: dict[str, Model] = {}
 
-    return AnthropicModel.for_model(model_id)
+
+def resolve_model(model_id: str) -> Model:
+    """The backend for a model id string: Anthropic's Claude (imported only now, as it costs about a second).
+
+    One backend per model id, so its client and connections are reused by every step.
+    """
+    found = _resolved.get(model_id)
+    if found is None:
+        from .anthropic import AnthropicModel
+
+        found = _resolved[model_id] = AnthropicModel.for_model(model_id)
+    return found

@@ -89,6 +89,9 @@ class ScriptedModel:
         self.requests: deque[ModelRequest] = deque(maxlen=_KEPT_REQUESTS)
         """The latest requests, oldest first (the last 256, so a long-lived model does not grow without bound)."""
 
+    network = False
+    """A scripted model reaches no network, so it runs even where model calls are blocked (under nbval)."""
+
     def backend_id(self, model: str) -> str:
         """``scripted:<digest>``, whatever model id the role named."""
         return f"scripted:{self.digest}"

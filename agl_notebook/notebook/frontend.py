@@ -43,6 +43,7 @@ class FrontendLink:
         """Ids of records the frontend acknowledged."""
         # Set from the comm's handler, which may run on a subshell thread: a threading.Event, not an asyncio one.
         self._hello = threading.Event()
+        self._waited = False
 
     def open(self) -> None:
         """Open the comm (once) and greet the frontend."""
@@ -54,7 +55,13 @@ class FrontendLink:
         self._comm.on_msg(self._on_msg)
 
     async def wait_for_hello(self, seconds: float) -> bool:
-        """Wait up to ``seconds`` for the frontend's answer; True when it came."""
+        """Wait up to ``seconds`` for the frontend's answer, once per kernel; True when it came.
+
+        Without the extension (nbclient, VS Code) nobody answers: that costs ``seconds`` once, then nothing.
+        """
+        if self._waited:
+            return self.answered
+        self._waited = True
         self.open()
         deadline = time.monotonic() + seconds
         # The answer is set from another thread, so it is a threading.Event: poll it rather than block the loop.

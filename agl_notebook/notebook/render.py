@@ -137,7 +137,7 @@ _STATUS_WORDS = {"requested": "requested", "running": "running…", "ok": "ok", 
 def render_text(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str:
     """The deterministic ``text/plain`` summary of a step, scrubbed of ``secrets`` (default: the environment's)."""
     secrets = secrets_from_environment() if secrets is None else secrets
-    lines = [f"agl_notebook step: role {trace.role!r}, {_state_text(trace)}, recorded with {trace.backend}"]
+    lines = [f"agl_notebook step: role {trace.role!r}, {_state_text(trace)}, {_provenance(trace)}"]
     for item in trace.items:
         if isinstance(item, CallTrace):
             lines.append(f"  tool {item.name}: {_STATUS_WORDS[item.status]}")
@@ -160,7 +160,7 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
 
     parts = [f'<div class="agl-step agl-{trace.state}" style="{_BOX}">',
              f'<div style="{_HEAD}"><b>{esc(trace.role)}</b> · {esc(_state_text(trace))}'
-             f' · <span title="What the recording says it was made with">recorded with {esc(trace.backend)}</span>'
+             f' · <span title="What the recording says it was made with">{esc(_provenance(trace))}</span>'
              "</div>"]
     if trace.input is not None:
         parts.append(f"<details><summary>Input</summary><pre style=\"{_PRE}\">{esc(_pretty(trace.input))}</pre>"
@@ -205,12 +205,14 @@ def _result_html(trace: StepTrace, esc: _Escape) -> str:
     if isinstance(trace.result, dict):
         for name, value in trace.result.items():
             description = trace.result_descriptions.get(name, "")
-            rows.append(f"<tr><td><code>{esc(name)}</code></td><td><pre style=\"{_CELL}\">{esc(_pretty(value))}"
-                        f"</pre></td><td>{esc(description)}</td></tr>")
+            rows.append(f'<tr><td style="{_TD}"><code>{esc(name)}</code></td><td style="{_TD}"><pre style="{_CELL}">'
+                        f'{esc(_value_text(value))}</pre></td><td style="{_TD}">{esc(description)}</td></tr>')
     else:
-        rows.append(f"<tr><td></td><td><pre style=\"{_CELL}\">{esc(_pretty(trace.result))}</pre></td><td></td></tr>")
+        rows.append(f'<tr><td></td><td style="{_TD}"><pre style="{_CELL}">{esc(_value_text(trace.result))}</pre>'
+                    "</td><td></td></tr>")
     return (f'<div style="{_HEAD}">Result, reported with <code>{esc(trace.reported_by or "")}</code></div>'
-            f'<table style="{_TABLE}"><thead><tr><th>field</th><th>value</th><th>description</th></tr></thead>'
+            f'<table style="{_TABLE}"><thead><tr><th style="{_TD}">field</th><th style="{_TD}">value</th>'
+            f'<th style="{_TD}">description</th></tr></thead>'
             f"<tbody>{''.join(rows)}</tbody></table>")
 
 
@@ -221,6 +223,17 @@ def _state_text(trace: StepTrace) -> str:
         return "failed"
     requests = f"{trace.requests} model request{'s' if trace.requests != 1 else ''}"
     return f"finished ({requests}{', truncated' if trace.truncated else ''})"
+
+
+def _provenance(trace: StepTrace) -> str:
+    # What the recording claims (a record's backend is data from the notebook, not a verified fact).
+    return f"{'with' if trace.state == 'running' else 'recorded with'} {trace.backend}"
+
+
+def _value_text(value: JsonValue) -> str:
+    """A field's value: on one line when short, else indented."""
+    compact = _compact(value)
+    return compact if len(compact) <= 80 else _pretty(value)
 
 
 def _pretty(value: JsonValue) -> str:
@@ -238,7 +251,8 @@ def _shorten(text: str, limit: int = 60) -> str:
 _BOX = "border:1px solid #d0d7de;border-radius:6px;padding:6px 10px;margin:4px 0;font-size:13px"
 _HEAD = "margin:2px 0 6px 0"
 _PRE = "white-space:pre-wrap;margin:2px 0;font-size:12px"
-_CELL = "white-space:pre-wrap;margin:0;font-size:12px"
+_CELL = "white-space:pre-wrap;margin:0;font-size:12px;text-align:left"
+_TD = "text-align:left;vertical-align:top;padding:2px 8px"
 _TEXT = "white-space:pre-wrap;margin:4px 0"
 _CALL = "margin:2px 0"
 _QUESTION = "margin:4px 0;padding:4px;background:#f6f8fa"

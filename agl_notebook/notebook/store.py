@@ -19,6 +19,9 @@ from .frontend import link
 from .locate import notebook_path
 from .nbfile import NotebookRecords, read_notebook_json, records_in_notebook
 
+HELLO_SECONDS = 1.0
+"""How long the first step of a kernel waits for the frontend extension's answer (only once, only in a kernel)."""
+
 # What this kernel session recorded, by notebook path ("" when the notebook is unknown): shared by every Run in
 # the kernel, so a new Run in a later cell sees records that are not saved yet.
 _session: dict[str, dict[str, StepRecord]] = {}
@@ -46,6 +49,10 @@ class NotebookStore:
     def path(self) -> Path | None:
         """The notebook file, when it can be found."""
         return self._where()
+
+    async def ready(self) -> None:
+        """Before the first lookup: give the frontend extension a moment to hand over unsaved recordings."""
+        await link().wait_for_hello(HELLO_SECONDS)
 
     def get(self, record_id: str) -> StepRecord | None:
         """The record with this id: this session's first, then the saved file's."""

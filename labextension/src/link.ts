@@ -1,0 +1,255 @@
+/**
+ * One notebook document's end of the comm target `agl_notebook`, protocol version 1 (the kernel's end and the
+ * protocol are in agl_notebook/notebook/frontend.py):
+ *
+ * - kernel → frontend, on comm open: `{"op": "hello", "version": 1}`; the answer is
+ *   `{"op": "records", "path": <notebook path>, "block": <metadata["agl_notebook"] as the model holds it, or null>}`.
+ * - kernel → frontend: `{"op": "record", "cell_id": <id or null>, "record": <record>}`; the record goes into the
+ *   notebook metadata (replacing the one with the same id), its copy leaves the step's output metadata, the notebook
+ *   becomes dirty, and the answer is `{"op": "stored", "id": <record id>}`.
+ *
+ * Records are JSON data: nothing from a record is executed or rendered here.
+ */
+
+import type { ICodeCellModel } from '@jupyterlab/cells';
+import type { INotebookModel, NotebookPanel } from '@jupyterlab/notebook';
+import type { IOutputAreaModel } from '@jupyterlab/outputarea';
+import type { Kernel, KernelMessage } from '@jupyterlab/services';
+
+import {
+  isObject,
+  type JSONObject,
+  jsonEqual,
+  METADATA_KEY,
+  metadataWithoutRecord,
+  recordId,
+  upsertRecord
+} from './records.js';
+
+/** The comm target the kernel opens. */
+export const TARGET = 'agl_notebook';
+
+/** The protocol version this extension speaks. */
+export const PROTOCOL = 1;
+
+/**
+ * How long to keep watching a cell's outputs for the copy of a stored record. The kernel updates the step's display
+ * (which adds the copy) just before it sends the record, and the output model may be updated after the comm message
+ * has been handled.
+ */
+export const WATCH_MS = 15000;
+
+type Context = NotebookPanel['context'];
+
+/** The link between one notebook document and whichever kernel its session runs. */
+export class NotebookLink {
+  constructor(private readonly context: Context) {
+    this.onCommOpen = this.onCommOpen.bind(this);
+    const session = context.sessionContext;
+    session.kernelChanged.connect((_, change) => {
+      if (change.oldValue) {
+        this.unregister(change.oldValue);
+      }
+      this.register(change.newValue);
+    }, this);
+    this.register(session.session?.kernel ?? null);
+    session.ready.then(() => this.register(session.session?.kernel ?? null)).catch(() => undefined);
+    context.disposed.connect(() => this.dispose(), this);
+  }
+
+  /** Stop watching outputs and leave the kernel's comm target. */
+  dispose(): void {
+    if (this.disposed) {
+      return;
+    }
+    this.disposed = true;
+    for (const stop of [...this.watches]) {
+      stop();
+    }
+    const kernel = this.context.sessionContext.session?.kernel;
+    if (kernel) {
+      this.unregister(kernel);
+    }
+  }
+
+  /** Register the comm target on a kernel connection (once per connection; it survives restarts). */
+  private register(kernel: Kernel.IKernelConnection | null): void {
+    if (this.disposed || !kernel || kernel.isDisposed || this.registered.has(kernel)) {
+      return;
+    }
+    this.registered.add(kernel);
+    kernel.registerCommTarget(TARGET, this.onCommOpen);
+    kernel.iopubMessage.connect(this.onIOPub, this);
+  }
+
+  private unregister(kernel: Kernel.IKernelConnection): void {
+    kernel.iopubMessage.disconnect(this.onIOPub, this);
+    if (!kernel.isDisposed) {
+      kernel.removeCommTarget(TARGET, this.onCommOpen);
+    }
+    this.registered.delete(kernel);
+  }
+
+  /**
+   * Adopt a comm the kernel opened before this page connected to it (the page was reloaded, or opened in another
+   * tab, while the kernel kept running): its messages reach this page, but no comm of this page has their id, so the
+   * kernel connection drops them. A `record` message on such a comm is handled and answered on a comm of the same id.
+   */
+  private onIOPub(kernel: Kernel.IKernelConnection, msg: KernelMessage.IIOPubMessage): void {
+    if (this.disposed || msg.header.msg_type !== 'comm_msg' || !kernel.handleComms) {
+      return;
+    }
+    const content = (msg as KernelMessage.ICommMsgMsg<'iopub'>).content;
+    if (kernel.hasComm(content.comm_id) || !isRecordMessage(content.data)) {
+      return;
+    }
+    const comm = kernel.createComm(TARGET, content.comm_id);
+    comm.onMsg = (message: KernelMessage.ICommMsgMsg) => this.handle(comm, message.content.data);
+    this.handle(comm, content.data);
+  }
+
+  private onCommOpen(comm: Kernel.IComm, msg: KernelMessage.ICommOpenMsg): void {
+    comm.onMsg = (message: KernelMessage.ICommMsgMsg) => this.handle(comm, message.content.data);
+    this.handle(comm, msg.content.data);
+  }
+
+  private handle(comm: Kernel.IComm, data: unknown): void {
+    if (this.disposed || !isObject(data)) {
+      return;
+    }
+    if (data.op === 'hello') {
+      const block = this.model?.getMetadata(METADATA_KEY);
+      send(comm, { op: 'records', path: this.context.localPath, block: block === undefined ? null : block });
+    } else if (data.op === 'record') {
+      const id = this.store(data.record, typeof data.cell_id === 'string' ? data.cell_id : null);
+      if (id !== null) {
+        send(comm, { op: 'stored', id });
+      }
+    }
+  }
+
+  /** Put a record into the notebook metadata and remove its output copy; its id, or null when not stored. */
+  private store(record: unknown, cellId: string | null): string | null {
+    const model = this.model;
+    const id = recordId(record);
+    if (!model || id === null || !isObject(record)) {
+      console.warn('agl-notebook: ignored a record without an id, or a notebook without a model');
+      return null;
+    }
+    const current: unknown = model.getMetadata(METADATA_KEY);
+    const result = upsertRecord(current, record);
+    if (!result.ok) {
+      // The record stays in the step's output metadata, where the command line can move it later.
+      console.warn(`agl-notebook: record ${id} not stored: the notebook's ${METADATA_KEY} metadata is unusable ` +
+                   `(${result.problem}); fix or remove it. The record stays in the cell's output.`);
+      return null;
+    }
+    if (!jsonEqual(current, result.block)) {
+      model.setMetadata(METADATA_KEY, result.block); // makes the notebook dirty: the next save keeps the record
+    }
+    if (this.removeCopies(record, cellId) === 0) {
+      this.watch(record, cellId);
+    }
+    return id;
+  }
+
+  /** The code cells that may hold the record's output copy: the record's cell, or every code cell. */
+  private cells(cellId: string | null): ICodeCellModel[] {
+    const model = this.model;
+    if (!model) {
+      return [];
+    }
+    const code: ICodeCellModel[] = [];
+    for (const cell of model.cells) {
+      if (cell.type === 'code') {
+        if (cellId !== null && cell.id === cellId) {
+          return [cell as ICodeCellModel];
+        }
+        code.push(cell as ICodeCellModel);
+      }
+    }
+    return code;
+  }
+
+  /** Remove the copies of `record` from the outputs' metadata; how many outputs changed. */
+  private removeCopies(record: JSONObject, cellId: string | null): number {
+    let removed = 0;
+    for (const cell of this.cells(cellId)) {
+      removed += removeFromOutputs(cell.outputs, record);
+    }
+    return removed;
+  }
+
+  /** Watch the cells' outputs for a while and remove the record's copy once it arrives. */
+  private watch(record: JSONObject, cellId: string | null): void {
+    const outputs = this.cells(cellId).map(cell => cell.outputs);
+    let pending: ReturnType<typeof setTimeout> | null = null;
+    const retry = (): void => {
+      // Not inside the change notification: the output area is still handling the change that emitted it.
+      if (pending === null) {
+        pending = setTimeout(() => {
+          pending = null;
+          if (!this.disposed && this.removeCopies(record, cellId) > 0) {
+            stop();
+          }
+        }, 0);
+      }
+    };
+    const timer = setTimeout(() => stop(), WATCH_MS);
+    const stop = (): void => {
+      clearTimeout(timer);
+      if (pending !== null) {
+        clearTimeout(pending);
+      }
+      for (const area of outputs) {
+        area.changed.disconnect(retry);
+      }
+      this.watches.delete(stop);
+    };
+    for (const area of outputs) {
+      area.changed.connect(retry);
+    }
+    this.watches.add(stop);
+  }
+
+  private get model(): INotebookModel | null {
+    const model = this.context.model;
+    return model && !model.isDisposed ? model : null;
+  }
+
+  private disposed = false;
+  private readonly registered = new WeakSet<Kernel.IKernelConnection>();
+  private readonly watches = new Set<() => void>();
+}
+
+/** Replace each output that carries a copy of `record` with one whose metadata lacks it; how many were replaced. */
+export function removeFromOutputs(outputs: IOutputAreaModel, record: JSONObject): number {
+  let removed = 0;
+  for (let i = 0; i < outputs.length; i++) {
+    const output = outputs.get(i);
+    const metadata = metadataWithoutRecord(output.metadata, record);
+    if (metadata !== null) {
+      // Output models are immutable views of the shared model: set a new output in its place.
+      outputs.set(i, { ...output.toJSON(), metadata } as Parameters<IOutputAreaModel['set']>[1]);
+      removed++;
+    }
+  }
+  return removed;
+}
+
+/** Whether comm data is a protocol 1 `record` message (comm messages do not name their target). */
+function isRecordMessage(data: unknown): boolean {
+  return isObject(data) && data.op === 'record' && 'cell_id' in data && isObject(data.record) &&
+    data.record.kind === 'step' && recordId(data.record) !== null;
+}
+
+function send(comm: Kernel.IComm, data: JSONObject): void {
+  if (comm.isDisposed) {
+    return;
+  }
+  try {
+    comm.send(data);
+  } catch (e) {
+    console.warn('agl-notebook: could not answer the kernel', e);
+  }
+}

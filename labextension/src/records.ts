@@ -1,0 +1,125 @@
+/**
+ * The records block as plain JSON: `{"version": 1, "records": [record, ...]}` under the key `agl_notebook`, in the
+ * notebook metadata (the home of recordings) and in an output's metadata (the copy a finished step carries).
+ *
+ * Mirrors agl_notebook/notebook/nbfile.py and agl_notebook/replay/records.py. Records are data only: nothing here
+ * runs, renders or interprets their content beyond reading `id`.
+ */
+
+/** The key of the records block in notebook metadata and in output metadata. */
+export const METADATA_KEY = 'agl_notebook';
+
+/** The records block version this extension reads and writes. */
+export const BLOCK_VERSION = 1;
+
+export type JSONValue = null | boolean | number | string | JSONValue[] | JSONObject;
+export interface JSONObject {
+  [key: string]: JSONValue;
+}
+
+/** Whether `value` is a JSON object (not null, not a list). */
+export function isObject(value: unknown): value is JSONObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** A record's id, or null when it has none (a record without a string id is not one this extension can place). */
+export function recordId(record: unknown): string | null {
+  return isObject(record) && typeof record.id === 'string' && record.id !== '' ? record.id : null;
+}
+
+/** Why a block cannot be written to without losing what it holds, or null when it can. */
+export function blockProblem(block: unknown): string | null {
+  if (!isObject(block)) {
+    return 'expected an object with "version" and "records"';
+  }
+  if (block.version !== BLOCK_VERSION) {
+    return `this extension writes version ${BLOCK_VERSION}, found ${JSON.stringify(block.version) ?? 'none'}`;
+  }
+  if (!Array.isArray(block.records)) {
+    return '"records" is not a list';
+  }
+  return null;
+}
+
+/** The result of putting a record into a block. */
+export type Upsert = { ok: true; block: JSONObject } | { ok: false; problem: string };
+
+/**
+ * The block with `record` inserted, or in place of the record with the same id (later duplicates of that id are
+ * dropped: readers keep one record per id). Creates the block when it is absent; keeps every other record, readable
+ * or not, and every other key of the block. An unusable block is left alone: writing it would lose what it holds.
+ */
+export function upsertRecord(block: unknown, record: JSONObject): Upsert {
+  const id = recordId(record);
+  if (id === null) {
+    return { ok: false, problem: 'the record has no id' };
+  }
+  if (block === undefined || block === null) {
+    return { ok: true, block: { version: BLOCK_VERSION, records: [record] } };
+  }
+  const problem = blockProblem(block);
+  if (problem !== null) {
+    return { ok: false, problem };
+  }
+  const current = (block as JSONObject).records as JSONValue[];
+  const records: JSONValue[] = [];
+  let placed = false;
+  for (const item of current) {
+    if (recordId(item) !== id) {
+      records.push(item);
+    } else if (!placed) {
+      records.push(record);
+      placed = true;
+    }
+  }
+  if (!placed) {
+    records.push(record);
+  }
+  return { ok: true, block: { ...(block as JSONObject), records } };
+}
+
+/** Whether two JSON values are equal (object key order aside). */
+export function jsonEqual(a: unknown, b: unknown): boolean {
+  if (a === b) {
+    return true;
+  }
+  if (Array.isArray(a)) {
+    return Array.isArray(b) && a.length === b.length && a.every((item, i) => jsonEqual(item, b[i]));
+  }
+  if (isObject(a)) {
+    if (!isObject(b)) {
+      return false;
+    }
+    const keys = Object.keys(a);
+    return keys.length === Object.keys(b).length && keys.every(k => k in b && jsonEqual(a[k], b[k]));
+  }
+  return false;
+}
+
+/**
+ * An output's metadata without the copy of `record` (same id and same content), or null when it holds no such copy.
+ * Drops the block's key when no record remains in it; keeps everything else. Only a copy equal to the stored record
+ * is removed, so an output never loses a record the notebook metadata does not hold.
+ */
+export function metadataWithoutRecord(metadata: unknown, record: JSONObject): JSONObject | null {
+  const id = recordId(record);
+  if (id === null || !isObject(metadata)) {
+    return null;
+  }
+  const block = metadata[METADATA_KEY];
+  if (blockProblem(block) !== null) {
+    return null;
+  }
+  const records = (block as JSONObject).records as JSONValue[];
+  const kept = records.filter(item => !(recordId(item) === id && jsonEqual(item, record)));
+  if (kept.length === records.length) {
+    return null;
+  }
+  const next: JSONObject = { ...metadata };
+  if (kept.length === 0) {
+    delete next[METADATA_KEY];
+  } else {
+    next[METADATA_KEY] = { ...(block as JSONObject), records: kept };
+  }
+  return next;
+}

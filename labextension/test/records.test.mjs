@@ -1,0 +1,57 @@
+// Unit tests of the records block logic (lib/records.js, built by `npm run build:lib`). Run: npm test
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { jsonEqual, metadataWithoutRecord, upsertRecord } from '../lib/records.js';
+
+const rec = (id, result = 1) => ({ kind: 'step', format: 1, id, result });
+
+test('creates the block when absent', () => {
+  assert.deepEqual(upsertRecord(undefined, rec('a')), { ok: true, block: { version: 1, records: [rec('a')] } });
+  assert.deepEqual(upsertRecord(null, rec('a')).block, { version: 1, records: [rec('a')] });
+});
+
+test('replaces the record with the same id in place, keeps the rest and other keys', () => {
+  const block = { version: 1, extra: { x: 1 }, records: [{ bogus: true }, rec('a'), 'junk', rec('b'), rec('a', 9)] };
+  const result = upsertRecord(block, rec('a', 2));
+  assert.ok(result.ok);
+  assert.deepEqual(result.block, { version: 1, extra: { x: 1 }, records: [{ bogus: true }, rec('a', 2), 'junk', rec('b')] });
+  assert.equal(block.records.length, 5, 'the input block is not modified');
+});
+
+test('appends a new record', () => {
+  const result = upsertRecord({ version: 1, records: [rec('a')] }, rec('b'));
+  assert.deepEqual(result.block.records.map(r => r.id), ['a', 'b']);
+});
+
+test('leaves an unusable block alone', () => {
+  for (const block of ['text', [], { version: 2, records: [] }, { records: [] }, { version: 1, records: {} }]) {
+    assert.equal(upsertRecord(block, rec('a')).ok, false, JSON.stringify(block));
+  }
+  assert.equal(upsertRecord(undefined, { kind: 'step' }).ok, false, 'a record without an id');
+});
+
+test('removes the output copy equal to the stored record, and the key when it was the last', () => {
+  const metadata = { keep: 'me', agl_notebook: { version: 1, records: [rec('a')] } };
+  assert.deepEqual(metadataWithoutRecord(metadata, rec('a')), { keep: 'me' });
+  assert.deepEqual(metadata.agl_notebook.records.length, 1, 'the input metadata is not modified');
+});
+
+test('keeps the other records of an output', () => {
+  const metadata = { agl_notebook: { version: 1, records: [rec('b'), rec('a')], note: 1 } };
+  assert.deepEqual(metadataWithoutRecord(metadata, rec('a')), { agl_notebook: { version: 1, records: [rec('b')], note: 1 } });
+});
+
+test('never removes a copy that differs from the stored record, or from an unusable block', () => {
+  assert.equal(metadataWithoutRecord({ agl_notebook: { version: 1, records: [rec('a', 5)] } }, rec('a')), null);
+  assert.equal(metadataWithoutRecord({ agl_notebook: { version: 2, records: [rec('a')] } }, rec('a')), null);
+  assert.equal(metadataWithoutRecord({ other: 1 }, rec('a')), null);
+  assert.equal(metadataWithoutRecord(undefined, rec('a')), null);
+});
+
+test('compares JSON regardless of key order', () => {
+  assert.ok(jsonEqual({ a: 1, b: [1, { c: null }] }, { b: [1, { c: null }], a: 1 }));
+  assert.ok(!jsonEqual({ a: 1 }, { a: 1, b: undefined }));
+  assert.ok(!jsonEqual([1, 2], [2, 1]));
+  assert.ok(!jsonEqual({ a: [] }, { a: {} }));
+});
