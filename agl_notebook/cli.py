@@ -126,7 +126,8 @@ def _execute(path: Path, *, record: bool, mode: str | None, timeout: int | None,
         for problem in _metadata_block_problems(data, path):
             _warn(problem)
     # nbformat's reader, not the dict: it joins the lists of lines a saved notebook holds into strings.
-    nb = nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)  # type: ignore[no-untyped-call]
+    original_text = path.read_text(encoding="utf-8")
+    nb = nbformat.reads(original_text, as_version=4)  # type: ignore[no-untyped-call]
     if record:
         # Records the original left in outputs (path 2) are kept even if this execution does not display them again.
         consolidate(nb)
@@ -166,6 +167,10 @@ def _execute(path: Path, *, record: bool, mode: str | None, timeout: int | None,
                       f"Nothing was written; {path} is unchanged.") from None
 
     moved = consolidate(nb) if record else 0
+    if target == path and path.read_text(encoding="utf-8") != original_text:
+        # Someone saved the notebook (JupyterLab, say) while it ran: writing would lose their edits.
+        raise _Failed(f"{path} changed on disk while it was being executed; nothing was written, so those changes "
+                      "are kept. Run it again, or pass --output to write the executed copy elsewhere.")
     _write_atomically(target, _notebook_text(nb))
     found = records_in_notebook(nb)
     summary = f"executed {progress.total} code cell{_s(progress.total)} in {time.monotonic() - started:.1f} s"

@@ -182,7 +182,7 @@ class StepFinished:
     """The role's name."""
     result: JsonValue
     """The reported payload as JSON, or None for a role without a reporting tool."""
-    turns: int
+    requests: int
     """How many model requests the step made."""
     truncated: bool = False
     """True when the round-trip limit cut the step short."""

@@ -1,10 +1,11 @@
 """The tool loop: one step of one agent, from the first request to the report (or the last reply).
 
 It knows nothing of notebooks, records or roles' Python types: it is given the tools as `LoopTool`s (a spec and
-an async call) and, optionally, the reporting tool's validator, and it emits events as it goes. Roles (seed 000),
-client tools (seed 003) and JSON-function agents (seed 001) all run through it.
+an async call) and, optionally, the reporting tool's validator, and it emits events as it goes.
 
-The rules it keeps:
+Roles (seed 000) run through it; the client-tools API (seed 003) and JSON-function agents (seed 001) are meant to,
+which is why a handler's exception can become an error result (``handler_errors="result"``) and why every reply
+passes through `model_events`, the seam for the text-markup interceptor. The rules it keeps:
 
 - Every tool_use gets exactly one tool_result with its id, in the next user message, in call order: run, rejected
   (validation problems), not offered (the guard), skipped (after the report), or not run (round-trip limit).

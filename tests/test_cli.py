@@ -246,3 +246,14 @@ def test_the_installed_script() -> None:
     done = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0
     assert "consolidate" in done.stdout
+
+
+def test_execute_never_overwrites_a_notebook_saved_while_it_ran(tmp_path: Path) -> None:
+    notebook = make_notebook(tmp_path / "oracle.ipynb",
+                             "import json, pathlib\n"
+                             "p = pathlib.Path('oracle.ipynb')\n"
+                             "nb = json.loads(p.read_text())\n"
+                             "nb['metadata']['edited'] = 'by a person'\n"
+                             "p.write_text(json.dumps(nb))")
+    assert main(["execute", str(notebook)]) == 1
+    assert load(notebook)["metadata"]["edited"] == "by a person"

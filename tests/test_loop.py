@@ -470,7 +470,7 @@ VOCABULARY: list[tuple[type[Any], str, list[str]]] = [
     (ev.QuestionAsked, "question.asked", ["text", "inputs"]),
     (ev.QuestionAnswered, "question.answered", ["text", "answer"]),
     (ev.MarkupError, "markup.error", ["message", "text"]),
-    (ev.StepFinished, "step.finished", ["role", "result", "turns", "truncated"]),
+    (ev.StepFinished, "step.finished", ["role", "result", "requests", "truncated"]),
     (ev.StepFailed, "step.failed", ["role", "error", "message"]),
     (ev.StepReplayed, "step.replayed", ["role", "record_id", "backend"]),
 ]

@@ -688,3 +688,14 @@ async def test_a_failed_step_gives_its_occurrence_back_so_a_retry_is_the_same_st
     (record,) = run.store.records()
     assert record.occurrence == 0  # a fresh Run (a re-executed cell) replays it
     assert await Run(model=model, store=run.store, mode="replay").step(role, "retry me") == Query("done")
+
+
+async def test_two_stores_on_one_file_keep_each_others_records(tmp_path: Path) -> None:
+    path = tmp_path / "shared.json"
+    first, second = JsonFileStore(path), JsonFileStore(path)
+    first.records(), second.records()  # both have read the (missing) file
+    role = Role(name="echo", instructions="Echo.", tools=[reporting_tool("report", "Report.", Query)])
+    model = ScriptedModel([{"calls": [{"name": "report", "args": {"text": "done"}}]}])
+    await Run(model=model, store=first).step(role, "one")
+    await Run(model=model, store=second).step(role, "two")
+    assert sorted(str(r.input) for r in JsonFileStore(path).records()) == ["one", "two"]

@@ -113,7 +113,7 @@ class StepTrace:
         elif isinstance(event, StepStarted):
             self.role, self.input, self.backend = event.role, event.input, event.model
         elif isinstance(event, StepFinished):
-            self.state, self.requests, self.truncated = "finished", event.turns, event.truncated
+            self.state, self.requests, self.truncated = "finished", event.requests, event.truncated
         elif isinstance(event, StepFailed):
             self.state, self.error = "failed", (event.error, event.message)
 

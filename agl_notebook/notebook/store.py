@@ -15,6 +15,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..replay.records import StepRecord
 from ..replay.stores import RecordingWarning, scrubbed
+from . import _kernel
 from .frontend import link
 from .locate import notebook_path
 from .nbfile import NotebookRecords, read_notebook_json, records_in_notebook
@@ -35,14 +36,19 @@ class NotebookStore:
     def __init__(self, *, locate: Callable[[], Path | None] = notebook_path) -> None:
         self._locate = locate
         self._found: Path | None = None
+        self._looked_in: str | None = "never"
         link().open()  # greet the frontend extension now: its answer (unsaved recordings) arrives before long
         self._read: tuple[Path, int, dict[str, StepRecord]] | None = None
         self._warned: set[tuple[str, int]] = set()
 
     def _where(self) -> Path | None:
-        # Found once, then kept: locating may read every notebook in the folder (the nbclient fallback).
+        # Found once, then kept: locating may read every notebook in the folder (the nbclient fallback). While it
+        # is not found, it is looked for again only once per cell execution (a later cell's source may tell).
         if self._found is None:
-            self._found = self._locate()
+            execution = _kernel.execution_id()
+            if execution != self._looked_in:
+                self._looked_in = execution
+                self._found = self._locate()
         return self._found
 
     @property
@@ -59,14 +65,14 @@ class NotebookStore:
         if record_id in _forgotten:
             return None
         path = self._where()
-        found = _session.get(_key(path), {}).get(record_id)
+        found = self._session_records(path).get(record_id)
         return found if found is not None else self._from_file(path).get(record_id)
 
     def records(self) -> Sequence[StepRecord]:
         """Every readable record, the file's then this session's (which win on the same id)."""
         path = self._where()
         merged = dict(self._from_file(path))
-        merged.update(_session.get(_key(path), {}))
+        merged.update(self._session_records(path))
         return tuple(r for r in merged.values() if r.id not in _forgotten)
 
     def put(self, record: StepRecord) -> StepRecord:
@@ -75,6 +81,13 @@ class NotebookStore:
         _forgotten.discard(kept.id)
         _session.setdefault(_key(self._where()), {})[kept.id] = kept
         return kept
+
+    def _session_records(self, path: Path | None) -> dict[str, StepRecord]:
+        # Records kept before the notebook was found (under "") belong to it as well.
+        unplaced = _session.get("", {})
+        if path is None or not unplaced:
+            return _session.get(_key(path), {})
+        return {**unplaced, **_session.get(_key(path), {})}
 
     def _from_file(self, path: Path | None) -> dict[str, StepRecord]:
         found = self._saved(path)

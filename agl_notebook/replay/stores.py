@@ -95,6 +95,7 @@ class JsonFileStore(MemoryStore):
         self.problem: str | None = None
         """Why the file could not be used, if it could not; it is then never written."""
         self._loaded = False
+        self._read_at: int | None = None  # the file's mtime when last read
         self._unreadable: tuple[JsonValue, ...] = ()
 
     def get(self, record_id: str) -> StepRecord | None:
@@ -110,6 +111,13 @@ class JsonFileStore(MemoryStore):
     def put(self, record: StepRecord) -> StepRecord:
         """Keep the scrubbed record and rewrite the file (unless the file is corrupt)."""
         self._load()
+        if self.problem is None and self._changed_on_disk():
+            # Another process (a second Run, another kernel) wrote the file since it was read: take its records
+            # in first, so rewriting the file keeps them.
+            mine = dict(self._records)
+            self._loaded = False
+            self._load()
+            self._records.update(mine)
         kept = super().put(record)
         if self.problem is not None:
             warnings.warn(f"Not saved to {self.path}: {self.problem} The record is kept in memory for this "
@@ -117,12 +125,23 @@ class JsonFileStore(MemoryStore):
             return kept
         data = json.dumps(block_to_json(super().records(), self._unreadable), ensure_ascii=False, indent=1)
         _write_atomically(self.path, data + "\n")
+        self._read_at = self._mtime()
         return kept
+
+    def _mtime(self) -> int | None:
+        try:
+            return self.path.stat().st_mtime_ns
+        except OSError:
+            return None
+
+    def _changed_on_disk(self) -> bool:
+        return self._mtime() != self._read_at
 
     def _load(self) -> None:
         if self._loaded:
             return
         self._loaded = True
+        self._read_at = self._mtime()
         if not self.path.exists():
             return
         try:
