@@ -321,7 +321,9 @@ async def test_request_body_has_whole_history_system_and_tools_with_cache_marks(
         "model": "claude-opus-5-5",
         "max_tokens": 777,
         "stream": True,
-        "messages": messages_to_json(history),
+        "messages": [*messages_to_json(history[:2]), {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "Nothing found.", "is_error": True,
+             "cache_control": {"type": "ephemeral"}}]}],
         "system": [{"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}],
         "tools": [
             {"name": "look_up", "description": "Look a thing up.", "input_schema": LOOK_UP.input_schema},
@@ -517,5 +519,8 @@ async def test_run_step_end_to_end_over_the_sdk() -> None:
         {"type": "tool_use", "id": "toolu_1", "name": "look_up", "input": {"text": "retries"}},
     ]
     assert second["messages"][2]["content"] == [
-        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "Found 3 notes on retries."}]
-    assert second["messages"][:1] == first["messages"]
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "Found 3 notes on retries.",
+         "cache_control": {"type": "ephemeral"}}]
+    # The history is sent whole each turn; the cache mark moves to the newest block.
+    assert second["messages"][0]["content"] == [{"type": "text", "text": "What do we know about retries?"}]
+    assert first["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}

@@ -182,8 +182,9 @@ class AnthropicModel:
 def request_params(request: ModelRequest, model: str) -> dict[str, JsonValue]:
     """The Messages API parameters for ``request`` (without ``stream``), as JSON.
 
-    The system text becomes one text block and the last tool carries the prompt-caching mark
-    (``cache_control: {"type": "ephemeral"}``); an empty system text or tool list is left out.
+    The system text becomes one text block; the system text, the last tool and the last block of the conversation
+    carry the prompt-caching mark (``cache_control: {"type": "ephemeral"}``: three of the four the API allows); an
+    empty system text or tool list is left out.
 
     Args:
         request: The request to send.
@@ -192,10 +193,17 @@ def request_params(request: ModelRequest, model: str) -> dict[str, JsonValue]:
     Returns:
         ``model``, ``max_tokens``, ``messages`` and, when not empty, ``system`` and ``tools``.
     """
+    messages = messages_to_json(request.messages)
+    # The conversation only grows within a step: marking its last block caches everything before it, so each
+    # turn of a tool loop reads the earlier turns from the cache instead of paying for them again.
+    last = messages[-1] if messages else None
+    blocks = last.get("content") if isinstance(last, dict) else None
+    if isinstance(blocks, list) and blocks and isinstance(blocks[-1], dict):
+        blocks[-1] = {**blocks[-1], "cache_control": {"type": "ephemeral"}}
     params: dict[str, JsonValue] = {
         "model": model,
         "max_tokens": request.max_tokens,
-        "messages": messages_to_json(request.messages),
+        "messages": messages,
     }
     if request.system:
         params["system"] = [{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}]
