@@ -50,6 +50,12 @@ def parent_request() -> dict[str, Any]:
     return parent if isinstance(parent, dict) else {}
 
 
+def interactive() -> bool:
+    """True when a person's frontend sent the executing request (it allows stdin; nbclient and nbval do not)."""
+    content = parent_request().get("content") or {}
+    return content.get("allow_stdin") is not False
+
+
 def execution_id() -> str | None:
     """An id unique to this cell execution (the request's message id)."""
     header = parent_request().get("header") or {}

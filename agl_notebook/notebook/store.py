@@ -57,8 +57,12 @@ class NotebookStore:
         return self._where()
 
     async def ready(self) -> None:
-        """Before the first lookup: give the frontend extension a moment to hand over unsaved recordings."""
-        await link().wait_for_hello(HELLO_SECONDS)
+        """Before the first lookup: give the frontend extension a moment to hand over unsaved recordings.
+
+        Headless runs (nbclient, nbval: no stdin allowed) have no frontend extension to wait for.
+        """
+        if _kernel.interactive():
+            await link().wait_for_hello(HELLO_SECONDS)
 
     def get(self, record_id: str) -> StepRecord | None:
         """The record with this id: this session's first, then the saved file's."""

@@ -37,8 +37,7 @@ class WidgetTerminal(Terminal):
 
     async def ask(self, screen: Screen[T]) -> T:
         """Draw the screen in the step's view and wait for the submitted, validated answer."""
-        content = _kernel.parent_request().get("content") or {}
-        if content.get("allow_stdin") is False:
+        if not _kernel.interactive():
             raise NoAnswerError(
                 f"Nobody can answer {screen.text!r} here: this notebook runs headless (nbclient or nbval). Record "
                 "the step where a person can answer (JupyterLab), or pass answers with Run(answers=[...])."
