@@ -8,7 +8,7 @@ widgets, and are recorded in the notebook's metadata so that re-executing it rep
 from .errors import InputError, RoleIncompleteError, UpstreamUnexpected
 from .events import Event
 from .models.base import Model
-from .models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from .models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn, scripted_unless_credentials
 from .payloads import JsonValue, describe
 from .roles import Claude, Role, RoleFactory, prompt_file, role
 from .run import Run
@@ -51,6 +51,7 @@ __all__ = [
     "ScriptedCall",
     "ScriptedModel",
     "ScriptedTurn",
+    "scripted_unless_credentials",
     # Errors
     "InputError",
     "RoleIncompleteError",

@@ -198,3 +198,17 @@ sampler = Role(name="sampler", instructions="Sample.", tools=[reporting_tool("re
     again = kernel.execute(cell)  # a new execution of the cell: both replay, each its own recording, in place
     kernel.wait_reply(again)
     assert kernel.stream(again) == printed
+
+
+def test_a_headless_run_takes_the_answers_it_was_given(tmp_path: Path) -> None:
+    k = Kernel(cwd=tmp_path, env={"AGL_NOTEBOOK_ANSWERS": '["Tuesday"]'})
+    try:
+        k.run(SETUP)
+        msg_id = k.execute('run = Run(model=MODEL)\nprint(await run.step(planner, "Plan a meeting"))',
+                           allow_stdin=False)
+        assert k.wait_reply(msg_id)["content"]["status"] == "ok"
+        assert k.stream(msg_id) == "Plan(steps=['Meet on Tuesday'])\n"
+        record = step_display(k, msg_id)["metadata"]["agl_notebook"]["records"][0]  # type: ignore[index]
+        assert record["questions"][0]["answer"] == "Tuesday"
+    finally:
+        k.close()

@@ -348,3 +348,13 @@ def test_prompt_file_refuses_an_empty_file() -> None:
     with pytest.raises(InputError) as e:
         prompt_file("prompts/empty.md")
     assert str(e.value) == f"prompt_file: {HERE / 'prompts' / 'empty.md'} is empty; a role needs instructions."
+
+
+def test_scripted_unless_credentials_gives_way_to_a_configured_key() -> None:
+    from agl_notebook import ScriptedModel, scripted_unless_credentials
+
+    script = [{"text": "hi"}]
+    assert isinstance(scripted_unless_credentials(script, environ={}), ScriptedModel)
+    assert isinstance(scripted_unless_credentials(script, environ={"ANTHROPIC_API_KEY": "  "}), ScriptedModel)
+    assert scripted_unless_credentials(script, environ={"ANTHROPIC_API_KEY": "k-not-real"}) is None
+    assert scripted_unless_credentials(script, environ={"ANTHROPIC_AUTH_TOKEN": "t-not-real"}) is None

@@ -13,6 +13,7 @@ when the source cannot be read). Editing the script therefore makes its recordin
 from __future__ import annotations
 
 import inspect
+import os
 import re
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -175,3 +176,21 @@ def _source_of(function: Callable[..., Any]) -> str:
         return inspect.getsource(function)
     except (OSError, TypeError):
         return f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', repr(function))}"
+
+
+CREDENTIAL_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+
+
+def scripted_unless_credentials(script: Sequence[TurnLike] | Mapping[str, Sequence[TurnLike]] | ScriptFunction,
+                                *, environ: Mapping[str, str] | None = None) -> ScriptedModel | None:
+    """The scripted model for ``script``, unless Anthropic credentials are set; then None.
+
+    For notebooks that run anywhere: ``Run(model=scripted_unless_credentials(SCRIPT))`` replays the recordings made
+    with the script when no key is set, and runs every role live on its own Claude model when
+    ``ANTHROPIC_API_KEY`` (or ``ANTHROPIC_AUTH_TOKEN``) is set. Those recordings then miss, as they should: they
+    were made with another backend.
+    """
+    env = os.environ if environ is None else environ
+    if any(env.get(name, "").strip() for name in CREDENTIAL_VARIABLES):
+        return None
+    return ScriptedModel(script)

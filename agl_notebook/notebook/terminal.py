@@ -1,24 +1,29 @@
 """The notebook terminal: a tool's questions drawn as input widgets inside the running step's view.
 
 Where widgets cannot take the answer, it says so rather than hang: in a headless run (nbclient, nbval: no person,
-``allow_stdin`` false) a live question is a `NoAnswerError` naming it; on kernels older than ipykernel 7.4 an
-awaiting cell does not receive widget messages (FINDINGS), so the question is asked on the kernel's stdin instead
-(``input()``, which JupyterLab and Notebook 7 show as a prompt). ``AGL_NOTEBOOK_QUESTIONS=stdin`` chooses that path
-on any kernel.
+``allow_stdin`` false) a live question takes the next of the answers given in ``AGL_NOTEBOOK_ANSWERS`` (a JSON list,
+what ``agl-notebook execute --answers`` sets) and is a `NoAnswerError` naming it without them; on kernels older
+than ipykernel 7.4 an awaiting cell does not receive widget messages (FINDINGS), so the question is asked on the
+kernel's stdin instead (``input()``, which JupyterLab and Notebook 7 show as a prompt).
+``AGL_NOTEBOOK_QUESTIONS=stdin`` chooses that path on any kernel.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, TypeVar
 
 from .._scope import current_scope
-from ..errors import NoAnswerError
+from ..errors import InputError, NoAnswerError
 from ..screens import Screen
-from ..terminals import ConsoleTerminal, Terminal
+from ..terminals import ConsoleTerminal, ScriptedTerminal, Terminal
 from . import _kernel
 
 T = TypeVar("T")
+
+ANSWERS_VARIABLE = "AGL_NOTEBOOK_ANSWERS"
+"""A JSON list of answers for the questions of a headless run, used in order (``agl-notebook execute --answers``)."""
 
 QUESTIONS_VARIABLE = "AGL_NOTEBOOK_QUESTIONS"
 """``widgets`` or ``stdin``: how questions are asked in a kernel (default: widgets on ipykernel >= 7.4)."""
@@ -32,12 +37,36 @@ def questions_by_stdin() -> bool:
     return _kernel.ipykernel_version() < (7, 4)
 
 
+_scripted: ScriptedTerminal | None = None
+
+
+def _headless_answers() -> ScriptedTerminal | None:
+    """The answers given to a headless run, shared by every terminal of the kernel (used once each, in order)."""
+    global _scripted
+    if _scripted is None:
+        raw = os.environ.get(ANSWERS_VARIABLE, "").strip()
+        if not raw:
+            return None
+        try:
+            answers = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{ANSWERS_VARIABLE} must be a JSON list of answers: {e.msg} at column "
+                             f"{e.colno}.") from None
+        if not isinstance(answers, list):
+            raise InputError(f"{ANSWERS_VARIABLE} must be a JSON list of answers, not {type(answers).__name__}.")
+        _scripted = ScriptedTerminal(answers)
+    return _scripted
+
+
 class WidgetTerminal(Terminal):
     """Asks in input widgets inside the current step's view (see the module docstring for the fallbacks)."""
 
     async def ask(self, screen: Screen[T]) -> T:
         """Draw the screen in the step's view and wait for the submitted, validated answer."""
         if not _kernel.interactive():
+            scripted = _headless_answers()
+            if scripted is not None:
+                return await scripted.ask(screen)
             raise NoAnswerError(
                 f"Nobody can answer {screen.text!r} here: this notebook runs headless (nbclient or nbval). Record "
                 "the step where a person can answer (JupyterLab), or pass answers with Run(answers=[...])."
