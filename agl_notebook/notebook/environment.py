@@ -42,7 +42,9 @@ class NotebookEnvironment:
         from .view import NotebookView
 
         cell = _kernel.cell_id()
-        return NotebookView(role, send_record=lambda record: link().send_record(record, cell))
+        interactive = _kernel.interactive()  # headless runners have neither a person watching nor an extension
+        return NotebookView(role, send_record=(lambda record: link().send_record(record, cell)) if interactive
+                            else None, live=interactive)
 
     def execution_key(self) -> object:
         """Occurrence numbers count within one cell execution."""

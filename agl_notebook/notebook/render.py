@@ -237,11 +237,11 @@ def _value_text(value: JsonValue) -> str:
 
 
 def _pretty(value: JsonValue) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
 
 def _compact(value: JsonValue) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), sort_keys=True)
 
 
 def _shorten(text: str, limit: int = 60) -> str:

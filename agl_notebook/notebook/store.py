@@ -37,7 +37,8 @@ class NotebookStore:
         self._locate = locate
         self._found: Path | None = None
         self._looked_in: str | None = "never"
-        link().open()  # greet the frontend extension now: its answer (unsaved recordings) arrives before long
+        if _kernel.interactive():  # headless runners (nbclient, nbval) have no frontend extension to greet
+            link().open()  # greet it now: its answer (unsaved recordings) arrives before long
         self._read: tuple[Path, int, dict[str, StepRecord]] | None = None
         self._warned: set[tuple[str, int]] = set()
 

@@ -5,7 +5,8 @@ when a widget's model is gone, so an output that still refers to a widget shows 
 and nbval compares the first display of a re-execution with the saved output. So a live step displays one bundle
 (the widget view plus a placeholder text/plain and text/html) with a display id, updates it in place when the step
 ends to the final static bundle only (its record in the output metadata: path 2), and closes its widgets. A replay
-displays that final bundle directly, which is what the live run left in the saved notebook.
+displays that final bundle directly, which is what the live run left in the saved notebook. So does a live step in
+a headless run (nbclient, nbval), where nobody watches: its first display is then the final one, as nbval needs.
 
 Drawing is coalesced: the widget is redrawn at most `REDRAWS_PER_SECOND` times a second however many deltas and
 tool events arrive; whatever arrived since the last redraw is drawn within one interval, or by the final update.
@@ -36,11 +37,12 @@ class NotebookView:
     """Draws one step in the running cell."""
 
     def __init__(self, role: Role[Any], *, display: Callable[..., Any] | None = None,
-                 send_record: Callable[[StepRecord], None] | None = None) -> None:
+                 send_record: Callable[[StepRecord], None] | None = None, live: bool = True) -> None:
         self.trace = StepTrace(role.name, result_descriptions=_descriptions(role))
         self._secrets = secrets_from_environment()  # read once per step, not per redraw
         self._display = display or _ipython_display
         self._send_record = send_record
+        self._live = live
         self._handle: Any = None
         self._box: Any = None
         self._html: Any = None
@@ -56,9 +58,9 @@ class NotebookView:
     # StepView -----------------------------------------------------------------------------------------------
 
     def begin(self, *, replaying: bool) -> None:
-        """Show the live widget, unless the step replays (then only the final bundle is shown, at the end)."""
+        """Show the live widget, unless the step replays or nobody watches (then only the final bundle is shown)."""
         self._replaying = replaying
-        if replaying:
+        if replaying or not self._live:
             return
         import ipywidgets as widgets
 

@@ -1,0 +1,452 @@
+"""Write the example notebooks from the cells below, then record them: ``python notebooks/make_notebooks.py``.
+
+Each notebook is written fresh (no outputs), then executed headlessly with ``agl-notebook execute --record`` so
+every step's recording lands in its metadata, made with the scripted model the notebook names. The notebooks can
+just as well be edited in JupyterLab; this script only keeps them reproducible. Questions asked while recording are
+answered from ``ANSWERS`` (the person's part, written down).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import nbformat
+
+HERE = Path(__file__).parent
+
+def imports(*names: str, extra: str = "") -> str:
+    """The first code cell: the dataclass decorator and the agl_notebook names the notebook uses."""
+    ordered = sorted(names, key=lambda n: (n[0].islower(), n))  # isort's order: classes, then functions
+    line = f"from agl_notebook import {', '.join(ordered)}"
+    if len(line) > 120:
+        line = "from agl_notebook import (\n" + "".join(f"    {n},\n" for n in ordered) + ")"
+    return f"from dataclasses import dataclass\n\n{line}{extra}"
+
+FIRST_STEP = [
+    ("md", """\
+# 1. A first step
+
+A **role** is a model, instructions, and tools; its **reporting tool** is how the agent hands back its result.
+`Run.step` runs one role on one typed input until the agent reports, and returns the report as a dataclass.
+
+This notebook runs anywhere, without an API key: every step is **recorded in the notebook's metadata**, so running it
+again replays the recording (no model call). The recordings were made with a *scripted model* standing in for
+Claude, and each step's view says so (`recorded with scripted:…`). Set `ANTHROPIC_API_KEY` and the same cells run
+live against Claude instead."""),
+    ("code", imports("Claude", "Role", "Run", "describe", "reporting_tool", "role", "scripted_unless_credentials")),
+    ("md", """\
+Payloads are frozen dataclasses. `describe()` is the text the agent reads beside each field."""),
+    ("code", """\
+@dataclass(frozen=True)
+class Article:
+    text: str = describe("The article to summarise.")
+
+
+@dataclass(frozen=True)
+class Summary:
+    title: str = describe("A title of at most eight words.")
+    key_points: list[str] = describe("The article's main points, one sentence each.")"""),
+    ("md", """\
+`@role` names the model and the input types the role accepts. The function returns the `Role`."""),
+    ("code", """\
+@role(model=Claude.SONNET, accepts=(Article,))
+def summariser() -> Role[Summary]:
+    return Role(
+        name="summariser",
+        instructions="You summarise articles for busy engineers.",
+        tools=[reporting_tool("report_summary", "Report the summary.", Summary)],
+    )"""),
+    ("md", """\
+Without credentials the scripted model answers; its replies are written down here. With `ANTHROPIC_API_KEY` set,
+`scripted_unless_credentials` gives `None` and each role runs on its own Claude model."""),
+    ("code", """\
+SCRIPT = [{
+    "text": "Here is the summary.",
+    "calls": [{"name": "report_summary", "args": {
+        "title": "Retries make network calls dependable",
+        "key_points": ["Transient failures are common.", "Retry with exponential backoff, at most three times."],
+    }}],
+}]
+run = Run(model=scripted_unless_credentials(SCRIPT))"""),
+    ("code", """\
+article = Article(text="Network calls fail now and then. Retrying them with exponential backoff ...")
+summary = await run.step(summariser, article)
+summary"""),
+    ("md", """\
+The view above is what the step left in the cell: the streamed text, each tool call (click to open it), and the
+reported payload as a table with each field's description. The result is an ordinary dataclass:"""),
+    ("code", """\
+print(summary.title)
+for point in summary.key_points:
+    print("-", point)"""),
+]
+
+TOOLS = [
+    ("md", """\
+# 2. Tools, validation and retries
+
+A tool's arguments are checked against its payload dataclass **before** your handler runs. When they do not fit,
+the agent is sent the problems, each naming its field, and tries again. Here the scripted agent first sends a
+quantity as text, is told what is wrong, and fixes its call; the view shows the rejected call and the retry."""),
+    ("code", imports("Claude", "Role", "Run", "ToolResult", "describe", "reporting_tool", "role",
+                     "scripted_unless_credentials", "tool")),
+    ("code", """\
+PRICES = {"bolt": 0.25, "nut": 0.10, "washer": 0.05}
+
+
+@dataclass(frozen=True)
+class Item:
+    name: str = describe("The part's name, e.g. bolt.")
+    quantity: int = describe("How many, a whole number.")
+
+
+@dataclass(frozen=True)
+class Order:
+    parts: list[str] = describe("The parts needed.")
+
+
+@dataclass(frozen=True)
+class Quote:
+    total: float = describe("The total price in euros.")
+    lines: list[str] = describe("One line per part: name, quantity and price.")
+
+
+async def price(item: Item) -> ToolResult:
+    if item.name not in PRICES:
+        return ToolResult(text=f"No part called {item.name!r}.", rejected=True)
+    return ToolResult(text=f"{item.quantity} x {item.name} = {item.quantity * PRICES[item.name]:.2f} EUR")
+
+
+@role(model=Claude.SONNET, accepts=(Order,))
+def quoter() -> Role[Quote]:
+    return Role(
+        name="quoter",
+        instructions="Price every part of the order with the price tool, then report the quote.",
+        tools=[tool("price", "Price a quantity of one part.", Item, price),
+               reporting_tool("report_quote", "Report the quote.", Quote)],
+    )"""),
+    ("code", """\
+SCRIPT = [
+    {"text": "I will price the bolts first.",
+     "calls": [{"name": "price", "args": {"name": "bolt", "quantity": "three"}}]},
+    {"text": "The quantity must be a number.",
+     "calls": [{"name": "price", "args": {"name": "bolt", "quantity": 3}}]},
+    {"calls": [{"name": "report_quote", "args": {"total": 0.75, "lines": ["3 x bolt = 0.75 EUR"]}}]},
+]
+run = Run(model=scripted_unless_credentials(SCRIPT))
+quote = await run.step(quoter, Order(parts=["3 bolts"]))
+quote"""),
+    ("md", """\
+The transcript kept for the step shows exactly what the agent read back. Every tool call is answered with a
+result paired by its id: the first was rejected with the field that did not fit."""),
+    ("code", """\
+for message in run.outcomes[-1].transcript:
+    for block in message.content:
+        if block.type == "tool_result":
+            print(("ERROR " if block.is_error else "") + block.content)
+            print()"""),
+    ("md", """\
+A tool the role does not offer never runs: the agent gets `Tool not offered this turn: <name>`. And if a handler
+raises, the step stops, its work is wiped, and `Run.step` raises the same exception."""),
+]
+
+QUESTIONS = [
+    ("md", """\
+# 3. Asking the person
+
+A tool can ask a question while the agent waits in the same step: its handler calls
+`await run.terminal.show(screen_fn, **kwargs)`. In JupyterLab the screen is drawn as **input widgets inside the
+running cell**; the answer is checked in place and sent when you press *Submit*. To reach the terminal, the role's
+function takes the `Run` as an argument.
+
+When this notebook replays, nothing is asked again: the recording holds the answers."""),
+    ("code", imports("ChoiceInput", "Claude", "ConfirmInput", "Role", "Run", "Screen", "TextInput", "ToolResult",
+                     "describe", "reporting_tool", "role", "scripted_unless_credentials", "tool")),
+    ("code", """\
+@dataclass(frozen=True)
+class Request:
+    goal: str = describe("What the meeting is for.")
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str = describe("The question for the person.")
+
+
+@dataclass(frozen=True)
+class Plan:
+    day: str = describe("The day of the meeting.")
+    steps: list[str] = describe("What to do, in order.")
+
+
+def asking(text: str) -> Screen[str]:
+    return Screen(text, [TextInput("Answer", str)])
+
+
+@role(model=Claude.SONNET, accepts=(Request,))
+def planner(run: Run) -> Role[Plan]:
+    async def ask(question: Question) -> ToolResult:
+        answer = await run.terminal.show(asking, text=question.text)
+        return ToolResult(text=answer)
+
+    return Role(
+        name="planner",
+        instructions="Plan the meeting. Ask the person for anything you need to know.",
+        tools=[tool("ask", "Ask the person a question.", Question, ask),
+               reporting_tool("report_plan", "Report the plan.", Plan)],
+    )"""),
+    ("code", """\
+def script(request):
+    \"\"\"The scripted agent: it asks for a day, then plans around the answer it got.\"\"\"
+    if len(request.messages) == 1:
+        return {"text": "I need to know the day.",
+                "calls": [{"name": "ask", "args": {"text": "Which day suits you?"}}]}
+    day = request.messages[-1].content[0].content
+    steps = [f"Book a room for {day}", "Send the invites"]
+    return {"calls": [{"name": "report_plan", "args": {"day": day, "steps": steps}}]}
+
+
+run = Run(model=scripted_unless_credentials(script))
+plan = await run.step(planner, Request(goal="Review the release"))
+plan"""),
+    ("md", """\
+A screen can hold several inputs: text (one line or several), numbers with bounds, a choice, a yes/no. `show`
+returns one value per input, as a tuple. Each input validates the answer before it is accepted."""),
+    ("code", """\
+def booking(rooms: list[str]) -> Screen[tuple[str, bool]]:
+    return Screen("Which room, and shall I send the invites?",
+                  [ChoiceInput("Room", rooms), ConfirmInput("Send invites")])
+
+
+@dataclass(frozen=True)
+class Rooms:
+    names: list[str] = describe("The rooms that are free.")
+
+
+@dataclass(frozen=True)
+class Booking:
+    room: str = describe("The room booked.")
+    invites_sent: bool = describe("Whether the invites went out.")
+
+
+@role(model=Claude.SONNET, accepts=(Plan,))
+def booker(run: Run) -> Role[Booking]:
+    async def choose(rooms: Rooms) -> ToolResult:
+        room, send = await run.terminal.show(booking, rooms=rooms.names)
+        return ToolResult(text=f"room={room}, send_invites={send}")
+
+    return Role(name="booker", instructions="Book a room for the plan.",
+                tools=[tool("choose_room", "Let the person choose a room.", Rooms, choose),
+                       reporting_tool("report_booking", "Report the booking.", Booking)])
+
+
+def book(request):
+    if len(request.messages) == 1:
+        return {"calls": [{"name": "choose_room", "args": {"names": ["Aster", "Birch"]}}]}
+    answer = dict(part.split("=") for part in request.messages[-1].content[0].content.split(", "))
+    return {"calls": [{"name": "report_booking",
+                       "args": {"room": answer["room"], "invites_sent": answer["send_invites"] == "True"}}]}
+
+
+booking_run = Run(model=scripted_unless_credentials(book))
+await booking_run.step(booker, plan)"""),
+]
+
+REPLAY = [
+    ("md", """\
+# 4. Recordings and replay
+
+Every finished step is recorded under a **fingerprint** of everything the model sees (role, instructions, tools and
+their schemas, the input, the settings) and the backend used. Running a cell again replays its recording when the
+fingerprint matches. **Modes** decide what happens:
+
+| mode | recorded step | step not recorded |
+|---|---|---|
+| `auto` (default) | replays | runs live and records |
+| `replay` (default under `pytest --nbval`) | replays | error naming the nearest recording and what differs |
+| `refresh` | runs live and replaces the recording | runs live and records |
+| `off` | runs live, records nothing | runs live, records nothing |
+
+A step's `mode=` wins over the Run's, which wins over `%agl mode`, then `AGL_NOTEBOOK_MODE`, then the default."""),
+    ("code", imports("Claude", "Role", "Run", "describe", "reporting_tool", "role", "scripted_unless_credentials",
+                     extra="\nfrom agl_notebook.replay import ReplayMissError")),
+    ("code", """\
+@dataclass(frozen=True)
+class Claim:
+    text: str = describe("A claim to check.")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    holds: bool = describe("Whether the claim holds.")
+    reason: str = describe("Why, in one sentence.")
+
+
+@role(model=Claude.SONNET, accepts=(Claim,))
+def checker() -> Role[Verdict]:
+    return Role(name="checker", instructions="Check the claim.",
+                tools=[reporting_tool("report_verdict", "Report the verdict.", Verdict)])
+
+
+def script(request):
+    claim = request.messages[0].content[0].text
+    holds = "backoff" in claim
+    return {"calls": [{"name": "report_verdict", "args": {
+        "holds": holds, "reason": "Backoff spreads retries out." if holds else "Nothing supports it."}}]}
+
+
+run = Run(model=scripted_unless_credentials(script))
+await run.step(checker, Claim("Retries should use exponential backoff."))"""),
+    ("md", """\
+**A miss, explained.** In mode `replay` a step that was never recorded is an error, and the error names the nearest
+recording and which parts of the fingerprint differ. Here only the input changed:"""),
+    ("code", """\
+try:
+    await run.step(checker, Claim("Retries should be immediate."), mode="replay")
+except ReplayMissError as miss:
+    print(miss)
+    print("differs in:", miss.differing)"""),
+    ("md", """\
+**Refreshing one step.** Mode `refresh` runs the step live and replaces its recording; the other steps keep theirs.
+(Here the live run is the scripted model again, so nothing changes; with a key set, it asks Claude.)"""),
+    ("code", """\
+await run.step(checker, Claim("Retries should use exponential backoff."), mode="refresh")"""),
+    ("md", """\
+The `%agl` magic shows and sets the mode for the kernel, lists the notebook's recordings, explains why the latest
+live steps did not replay, and forgets recordings. Its output depends on where the notebook runs, so these cells are
+marked for nbval not to compare them (`# NBVAL_IGNORE_OUTPUT`)."""),
+    ("code", """\
+# NBVAL_IGNORE_OUTPUT
+%load_ext agl_notebook
+%agl"""),
+    ("code", """\
+# NBVAL_IGNORE_OUTPUT
+%agl list"""),
+    ("md", """\
+Where recordings live: each finished step's output carries its record (every frontend saves output metadata, and
+nbval ignores it). In JupyterLab and Notebook 7 the bundled extension moves it into the notebook's metadata
+(`metadata["agl_notebook"]`), which survives *Clear All Outputs*. Headless, `agl-notebook execute NOTEBOOK --record`
+does the same. Records are JSON only, and API keys and auth headers are scrubbed before anything is kept."""),
+]
+
+TESTING = [
+    ("md", """\
+# 5. Testing agents offline
+
+The scripted model is a public part of the library, so an agent's behaviour can be tested without a network or a
+key: script what the model says, run the step with `mode="off"` (live, nothing recorded), and assert on the result
+and on the events. A script can be a list of turns, a dict of such lists keyed by role name, or a function of the
+request (which sees the whole conversation)."""),
+    ("code", imports("Claude", "Role", "Run", "ScriptedModel", "ToolResult", "describe", "reporting_tool", "role",
+                     "tool")),
+    ("code", """\
+@dataclass(frozen=True)
+class Diff:
+    text: str = describe("The change, as a unified diff.")
+
+
+@dataclass(frozen=True)
+class Query:
+    text: str = describe("What to search the conventions for.")
+
+
+@dataclass(frozen=True)
+class Review:
+    issues: list[str] = describe("Every problem found, one sentence each.")
+
+
+CONVENTIONS = {"retry": "Network calls retry three times with exponential backoff."}
+
+
+async def look_up(query: Query) -> ToolResult:
+    found = [text for key, text in CONVENTIONS.items() if key in query.text]
+    return ToolResult(text="\\n".join(found) or "Nothing found.", rejected=not found)
+
+
+@role(model=Claude.SONNET, accepts=(Diff,))
+def reviewer() -> Role[Review]:
+    return Role(name="reviewer", instructions="Review the diff against the conventions.",
+                tools=[tool("look_up", "Search the conventions.", Query, look_up),
+                       reporting_tool("report_review", "Report the review.", Review)])"""),
+    ("md", """\
+A test: the script looks something up, then reports. The events say what happened, in order."""),
+    ("code", """\
+async def test_reviewer_cites_the_retry_convention():
+    model = ScriptedModel([
+        {"calls": [{"name": "look_up", "args": {"text": "retry"}}]},
+        {"calls": [{"name": "report_review", "args": {"issues": ["The new call does not retry."]}}]},
+    ])
+    events = []
+    run = Run(model=model, on_event=events.append, mode="off")
+    review = await run.step(reviewer, Diff("+ http.get(url)"))
+    assert review == Review(issues=["The new call does not retry."])
+    assert model.calls == 2
+    assert [e.type for e in events if e.type.startswith("client.tool")] == [
+        "client.tool.requested", "client.tool.executing", "client.tool.result", "client.tool.roundtrip",
+        "client.tool.requested", "client.tool.result"]
+    return events
+
+
+events = await test_reviewer_cites_the_retry_convention()
+print("passed;", len(events), "events")"""),
+    ("md", """\
+A test of a failure: an agent that never reports gets one framed reminder, then the step raises
+`RoleIncompleteError`, which carries the transcript."""),
+    ("code", """\
+from agl_notebook import RoleIncompleteError
+
+silent = ScriptedModel(lambda request: "I think it looks fine.")
+try:
+    await Run(model=silent, mode="off").step(reviewer, Diff("+ pass"))
+except RoleIncompleteError as error:
+    print(error)
+    print([m.role for m in error.transcript])"""),
+]
+
+NOTEBOOKS = {
+    "01_first_step.ipynb": FIRST_STEP,
+    "02_tools_and_retries.ipynb": TOOLS,
+    "03_asking_questions.ipynb": QUESTIONS,
+    "04_recordings_and_replay.ipynb": REPLAY,
+    "05_testing_offline.ipynb": TESTING,
+}
+
+ANSWERS = {"03_asking_questions.ipynb": ["Saturday", ["Birch", True]]}
+"""The person's answers to the questions asked while recording."""
+
+
+def write(name: str, cells: list[tuple[str, str]]) -> Path:
+    """Write one notebook, without outputs."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+    nb.cells = [nbformat.v4.new_markdown_cell(text) if kind == "md" else nbformat.v4.new_code_cell(text)
+                for kind, text in cells]
+    for index, cell in enumerate(nb.cells):  # stable ids keep diffs of regenerated notebooks small
+        cell["id"] = f"{Path(name).stem[:2]}-{index:02d}"
+    path = HERE / name
+    nbformat.write(nb, path)
+    return path
+
+
+def main() -> int:
+    """Write and record the notebooks named on the command line, or all of them."""
+    from agl_notebook.cli import main as agl_notebook
+    from agl_notebook.notebook.terminal import ANSWERS_VARIABLE
+
+    chosen = [n for n in NOTEBOOKS if not sys.argv[1:] or n in sys.argv[1:]]
+    for name in chosen:
+        path = write(name, NOTEBOOKS[name])
+        # The kernel inherits this environment: its questions take these answers, in order.
+        os.environ.pop(ANSWERS_VARIABLE, None)
+        if name in ANSWERS:
+            os.environ[ANSWERS_VARIABLE] = json.dumps(ANSWERS[name])
+        if agl_notebook(["execute", str(path), "--record"]) != 0:
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
