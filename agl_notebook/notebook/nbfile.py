@@ -8,6 +8,7 @@ removed once it has been moved into the notebook metadata).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -83,10 +84,21 @@ def records_in_notebook(nb: dict[str, Any], *, where: str = "notebook") -> Noteb
                 found.problems.append(str(e))
                 continue
             found.problems.extend(read.problems)
+            cell_id = _cell_id(nb, index)
             for record in read.records:
+                # A headless run sends no cell id; the output a record travels in names its cell.
+                if record.cell_id is None and cell_id is not None:
+                    record = dataclasses.replace(record, cell_id=cell_id)
                 found.records[record.id] = record
                 found.in_outputs.add(record.id)
     return found
+
+
+def _cell_id(nb: dict[str, Any], index: int) -> str | None:
+    cells = nb.get("cells")
+    cell = cells[index] if isinstance(cells, list) and index < len(cells) else None
+    value = cell.get("id") if isinstance(cell, dict) else None
+    return value if isinstance(value, str) and value else None
 
 
 def _output_metadata(nb: dict[str, Any]) -> Iterator[tuple[int, int, dict[str, Any]]]:

@@ -1,0 +1,305 @@
+"""What ``agl-notebook list``, ``clear`` and ``gc`` know about a notebook's recordings, on its JSON (no kernel).
+
+Whether a recording is used — some code cell of the notebook could produce it — is decided from where it is kept and
+the cell it names, never from its fingerprint (that needs the live role, which only running the cell gives; ``agl-
+notebook explain`` does that). In order:
+
+1. kept in the output of a code cell that has code: **used** by that cell (the cell displayed it);
+2. its ``cell_id`` names a code cell that has code: **used** by that cell (JupyterLab ran the step there);
+3. its ``cell_id`` names a cell that is empty or no longer a code cell, or no cell at all: **unused**; but when no
+   cell of the notebook carries an id (nbformat before 4.5) the cell cannot be looked for: **unknown**;
+4. no ``cell_id`` (nbclient and nbval do not send one): **unused** when no code cell has code, else **unknown**.
+
+"Used" means a cell that could run the step is still there, not that the step still replays: a cell edited since may
+ask something else (``explain`` tells).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .errors import InputError
+from .notebook.nbfile import METADATA_KEY
+from .payloads import JsonObject
+from .replay.records import StepRecord, block_from_json, record_from_json
+
+Status = Literal["used", "unused", "unknown"]
+
+SHORT_ID = 12
+"""The characters of a record id shown (and the fewest a prefix given to ``clear`` may have: `MIN_PREFIX`)."""
+MIN_PREFIX = 6
+
+
+@dataclass
+class Recording:
+    """One recording of the notebook (one id), wherever it is kept."""
+
+    record: StepRecord
+    """The record (an output's copy when there is one: it is the newer)."""
+    in_metadata: bool = False
+    """Kept in the notebook metadata."""
+    output_cells: list[int] = field(default_factory=list)
+    """Indices of the cells whose outputs keep it."""
+    status: Status = "unknown"
+    cell: int | None = None
+    """The 1-based number of the cell it is attributed to, when there is one."""
+    why: str = ""
+    """A short reason for the status (shown in the table)."""
+    reason: str = ""
+    """The reason in a sentence."""
+
+    @property
+    def kept(self) -> list[str]:
+        """Where it is kept: ``metadata``, ``output``, or both."""
+        return (["metadata"] if self.in_metadata else []) + (["output"] if self.output_cells else [])
+
+    def to_json(self, now: datetime.datetime) -> JsonObject:
+        """The recording as ``list --json`` gives it."""
+        r = self.record
+        return {"id": r.id, "short_id": r.id[:SHORT_ID], "role": r.role, "backend": r.backend,
+                "input_tokens": r.usage.input_tokens, "output_tokens": r.usage.output_tokens,
+                "tokens": tokens(r), "recorded_at": r.recorded_at or None, "age": age(r.recorded_at, now),
+                "kept": list(self.kept), "output_cells": [i + 1 for i in self.output_cells], "cell_id": r.cell_id,
+                "cell": self.cell, "occurrence": r.occurrence, "status": self.status, "reason": self.reason}
+
+
+@dataclass
+class Scan:
+    """Every recording of a notebook, judged."""
+
+    recordings: list[Recording]
+    """In the order they are found: the notebook metadata's, then each output's."""
+    unreadable: int
+    """Records (or whole output blocks) this version cannot read; left alone except by ``clear --all``."""
+    problems: list[str]
+    """What could not be read, and where."""
+
+    def counts(self) -> dict[str, int]:
+        """How many recordings are used, unused and unknown."""
+        counted = {"used": 0, "unused": 0, "unknown": 0}
+        for recording in self.recordings:
+            counted[recording.status] += 1
+        return counted
+
+
+def scan(nb: dict[str, Any], *, where: str) -> Scan:
+    """Read and judge every recording in ``nb`` (a notebook as JSON; its metadata block is known to be usable)."""
+    found: dict[str, Recording] = {}
+    unreadable = 0
+    problems: list[str] = []
+    metadata = nb.get("metadata")
+    block = metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None
+    if block is not None:
+        read = block_from_json(block, where=f"{where} metadata[{METADATA_KEY!r}]")
+        unreadable += len(read.unreadable)
+        problems.extend(read.problems)
+        for record in read.records:
+            found[record.id] = Recording(record, in_metadata=True)
+    for index, number, output_metadata in _output_metadata(nb):
+        if METADATA_KEY not in output_metadata:
+            continue
+        try:
+            read = block_from_json(output_metadata[METADATA_KEY], where=f"{where} cell {index + 1} output "
+                                                                       f"{number + 1}")
+        except InputError as e:
+            unreadable += 1
+            problems.append(str(e))
+            continue
+        unreadable += len(read.unreadable)
+        problems.extend(read.problems)
+        for record in read.records:
+            recording = found.get(record.id)
+            if recording is None:
+                recording = found[record.id] = Recording(record)
+            else:
+                recording.record = record  # the output's copy is the newer
+            if index not in recording.output_cells:
+                recording.output_cells.append(index)
+    cells = _Cells(nb)
+    for recording in found.values():
+        _judge(recording, cells)
+    return Scan(list(found.values()), unreadable, problems)
+
+
+class _Cells:
+    """The notebook's cells as the rule needs them."""
+
+    def __init__(self, nb: dict[str, Any]) -> None:
+        raw = nb.get("cells")
+        self.cells: list[Any] = raw if isinstance(raw, list) else []
+        self.by_id: dict[str, int] = {}
+        for index, cell in enumerate(self.cells):
+            cell_id = cell.get("id") if isinstance(cell, dict) else None
+            if isinstance(cell_id, str) and cell_id:
+                self.by_id.setdefault(cell_id, index)
+        self.any_code = any(self.has_code(i) for i in range(len(self.cells)))
+
+    def is_code(self, index: int) -> bool:
+        cell = self.cells[index]
+        return isinstance(cell, dict) and cell.get("cell_type") == "code"
+
+    def has_code(self, index: int) -> bool:
+        """A code cell whose source is not blank."""
+        if not self.is_code(index):
+            return False
+        source = self.cells[index].get("source", "")
+        if isinstance(source, list):
+            source = "".join(s for s in source if isinstance(s, str))
+        return isinstance(source, str) and bool(source.strip())
+
+
+def _judge(recording: Recording, cells: _Cells) -> None:
+    def decide(status: Status, why: str, reason: str, cell: int | None = None) -> None:
+        recording.status, recording.why, recording.reason, recording.cell = status, why, reason, cell
+
+    for index in recording.output_cells:
+        if cells.has_code(index):
+            return decide("used", f"cell {index + 1}", f"kept in the output of cell {index + 1}, which displayed "
+                                                        "it", index + 1)
+    cell_id = recording.record.cell_id
+    if cell_id is not None:
+        named = cells.by_id.get(cell_id)
+        if named is not None:
+            if cells.has_code(named):
+                return decide("used", f"cell {named + 1}", f"recorded in cell {named + 1} (id {cell_id})", named + 1)
+            if cells.is_code(named):
+                return decide("unused", "cell empty", f"its cell {named + 1} (id {cell_id}) has no code now",
+                              named + 1)
+            return decide("unused", "not code", f"its cell {named + 1} (id {cell_id}) is no longer a code cell",
+                          named + 1)
+        if cells.by_id:
+            return decide("unused", "cell deleted", f"its cell (id {cell_id}) is no longer in the notebook")
+        return decide("unknown", "no cell ids", f"recorded in the cell with id {cell_id}, but the notebook's cells "
+                                                "carry no ids (nbformat before 4.5) to look for it")
+    if not cells.any_code:
+        return decide("unused", "no code", "no code cell of the notebook has code to run a step")
+    return decide("unknown", "no cell id", "recorded without a cell id (headless runs, nbclient and nbval, do not "
+                                           "send one), so the cell that ran it cannot be told")
+
+
+def _output_metadata(nb: dict[str, Any]) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """(cell index, output index, output metadata) of every output shaped as nbformat says."""
+    cells = nb.get("cells")
+    for index, cell in enumerate(cells if isinstance(cells, list) else []):
+        outputs = cell.get("outputs") if isinstance(cell, dict) else None
+        for number, output in enumerate(outputs if isinstance(outputs, list) else []):
+            metadata = output.get("metadata") if isinstance(output, dict) else None
+            if isinstance(metadata, dict):
+                yield index, number, metadata
+
+
+# Removing ----------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Removed:
+    """What `remove` took out of a notebook."""
+
+    from_metadata: int = 0
+    """Records taken from the notebook metadata."""
+    from_outputs: int = 0
+    """Record copies taken from outputs' metadata."""
+    unreadable: int = 0
+    """Records (or whole output blocks) this version cannot read, taken out by ``clear --all``."""
+
+
+def remove(nb: dict[str, Any], ids: set[str], *, unreadable: bool = False) -> Removed:
+    """Take records out of the notebook metadata and outputs' metadata, in place.
+
+    Taken: the records with these ids and, with ``unreadable``, every record (or whole output block) this version
+    cannot read. Other records, and the outputs themselves, are kept as they are; a block left empty is removed.
+    """
+    removed = Removed()
+    metadata = nb.get("metadata")
+    if isinstance(metadata, dict) and _usable(metadata.get(METADATA_KEY)):  # an unusable one is refused before
+        taken, bad = _filter_block(metadata, ids, unreadable)
+        removed.from_metadata += taken
+        removed.unreadable += bad
+    for _, _, output_metadata in _output_metadata(nb):
+        if METADATA_KEY not in output_metadata:
+            continue
+        if not _usable(output_metadata[METADATA_KEY]):
+            if unreadable:
+                del output_metadata[METADATA_KEY]
+                removed.unreadable += 1
+            continue
+        taken, bad = _filter_block(output_metadata, ids, unreadable)
+        removed.from_outputs += taken
+        removed.unreadable += bad
+    return removed
+
+
+def _usable(block: Any) -> bool:
+    try:
+        block_from_json(block, where="block")
+    except InputError:
+        return False
+    return True
+
+
+def _filter_block(holder: dict[str, Any], ids: set[str], unreadable: bool) -> tuple[int, int]:
+    """Filter the records list of ``holder[METADATA_KEY]`` (a usable block); returns (records, unreadable) taken."""
+    block = holder[METADATA_KEY]
+    kept: list[Any] = []
+    taken = bad = 0
+    for item in block["records"]:
+        readable = _readable(item)
+        if readable is not None and readable.id in ids:
+            taken += 1
+        elif readable is None and unreadable:
+            bad += 1
+        else:
+            kept.append(item)
+    if taken or bad:
+        if kept:
+            block["records"] = kept
+        else:
+            del holder[METADATA_KEY]
+    return taken, bad
+
+
+def _readable(item: Any) -> StepRecord | None:
+    try:
+        return record_from_json(item)
+    except InputError:
+        return None
+
+
+# Showing -----------------------------------------------------------------------------------------------------------
+
+
+def tokens(record: StepRecord) -> int:
+    """Input plus output tokens the live run spent."""
+    return record.usage.input_tokens + record.usage.output_tokens
+
+
+def age(recorded_at: str, now: datetime.datetime) -> str:
+    """How long ago ``recorded_at`` (ISO 8601; UTC when it names no zone) was: ``3 days ago``, or ``unknown``."""
+    if not recorded_at:
+        return "unknown"
+    try:
+        when = datetime.datetime.fromisoformat(recorded_at)
+    except ValueError:
+        return "unknown"
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    seconds = (now - when).total_seconds()
+    if seconds < -60:
+        return "in the future"
+    if seconds < 60:
+        return "just now"
+    for unit, size in (("year", 365 * 86400), ("month", 30 * 86400), ("week", 7 * 86400), ("day", 86400),
+                       ("hour", 3600), ("minute", 60)):
+        if seconds >= size and (unit != "month" or seconds >= 60 * 86400):
+            n = int(seconds // size)
+            return f"{n} {unit}{'' if n == 1 else 's'} ago"
+    return "just now"  # unreachable: under a minute is handled above
+
+
+def table(rows: list[list[str]]) -> list[str]:
+    """Rows as left-aligned columns two spaces apart."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
