@@ -24,7 +24,7 @@ demo: setup
 	$(NBVAL)
 
 lint: setup
-	$(VENV)/bin/ruff check agl_notebook tests benchmarks examples notebooks
+	$(VENV)/bin/ruff check agl_notebook tests benchmarks examples notebooks docs
 	$(VENV)/bin/mypy
 
 test: lint

@@ -106,7 +106,7 @@ class NotebookView:
         """Draw the screen's inputs inside the step's widget and wait for a valid answer, sent once on submit."""
         if self._box is None:
             raise InputError("A question can only be drawn while the step's live view is shown.")
-        form = _Form(screen)
+        form = _Form(screen, title=False)  # the step's view already shows the question's text above the form
         self._questions.children = (*self._questions.children, form.box)
         try:
             return await form.answer()
@@ -178,7 +178,7 @@ def _ipython_display(*args: Any, **kwargs: Any) -> Any:
 class _Form:
     """A screen drawn as input widgets with a submit button; the answer is validated in place."""
 
-    def __init__(self, screen: Screen[Any]) -> None:
+    def __init__(self, screen: Screen[Any], *, title: bool = True) -> None:
         import ipywidgets as widgets
 
         self.screen = screen
@@ -188,7 +188,7 @@ class _Form:
         self.error = widgets.HTML(value="")
         self.submit = widgets.Button(description="Submit", button_style="primary")
         self.submit.on_click(self._on_submit)
-        self.title = widgets.HTML(value=f"<b>{_escape(screen.text)}</b>")
+        self.title = widgets.HTML(value=f"<b>{_escape(screen.text)}</b>" if title else "")
         self.box = widgets.VBox([self.title, *self.fields, self.error, self.submit])
 
     async def answer(self) -> list[object]:
