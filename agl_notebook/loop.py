@@ -5,7 +5,8 @@ an async call) and, optionally, the reporting tool's validator, and it emits eve
 
 Roles (seed 000) run through it; the client-tools API (seed 003) and JSON-function agents (seed 001) are meant to,
 which is why a handler's exception can become an error result (``handler_errors="result"``) and why every reply
-passes through `model_events`, the seam for the text-markup interceptor. The rules it keeps:
+passes through `model_events`, where tool calls written as text markup become ordinary calls
+(`agl_notebook.models.markup`). The rules it keeps:
 
 - Every tool_use gets exactly one tool_result with its id, in the next user message, in call order: run, rejected
   (validation problems), not offered (the guard), skipped (after the report), or not run (round-trip limit).
@@ -22,6 +23,7 @@ passes through `model_events`, the seam for the text-markup interceptor. The rul
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -44,6 +46,7 @@ from .events import (
     StepReported,
 )
 from .models.base import Model, ModelEvent, ModelRequest, StopReason, TextDelta, ToolCall, ToolSpec, TurnEnd, Usage
+from .models.markup import MarkupDropped, intercept
 from .payloads import JsonObject, JsonValue
 from .transcript import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
 
@@ -56,6 +59,9 @@ CallTool = Callable[[Any, str], Awaitable[tuple[str, bool]]]
 """Runs one call: given the built payload (or the raw arguments) and the call id, returns (content, is_error)."""
 Validate = Callable[[JsonObject], tuple[Any, tuple[str, ...]]]
 """Builds a payload from the model's arguments, or returns the problems (each naming its field path)."""
+
+current_tool_call_id: ContextVar[str | None] = ContextVar("agl_notebook_tool_call_id", default=None)
+"""The id of the tool call whose `LoopTool.call` is running, for code inside it that is not handed the id."""
 
 
 @dataclass(frozen=True)
@@ -246,12 +252,21 @@ async def _run_tool(tool: LoopTool, call: ToolUseBlock, emit: Callable[[Event], 
             emit(PayloadRejected(call.name, call.id, call.input, problems))
             return _problems_text(call.name, problems), True
     emit(ClientToolExecuting(call.name, call.id))
+    token = current_tool_call_id.set(call.id)
     try:
         return await tool.call(payload, call.id)
     except Exception as e:
         if handler_errors == "raise":
             raise
-        return (f"{type(e).__name__}: {e}" if str(e) else type(e).__name__), True
+        return error_text(e), True
+    finally:
+        current_tool_call_id.reset(token)
+
+
+def error_text(error: BaseException) -> str:
+    """What the model reads for a handler's exception: its type and message (the type alone if it has none)."""
+    message = str(error)
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
 async def _one_reply(model: Model, request: ModelRequest, emit: Callable[[Event], None]
@@ -270,6 +285,11 @@ async def _one_reply(model: Model, request: ModelRequest, emit: Callable[[Event]
                 blocks.append(TextBlock("".join(text)))
                 text.clear()
             blocks.append(ToolUseBlock(event.id, event.name, event.args))
+        elif isinstance(event, MarkupDropped):
+            # The consumer never sees the span; the transcript keeps what the model wrote, so a replay drops it again.
+            emit(event.error)
+            if event.raw:
+                text.append(event.raw)
         else:
             end = event
     if text:
@@ -279,9 +299,16 @@ async def _one_reply(model: Model, request: ModelRequest, emit: Callable[[Event]
     return tuple(blocks), end.stop_reason, end.usage
 
 
-def model_events(model: Model, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-    """The events of one reply. The seam where the text-markup interceptor joins every streaming path."""
-    return model.stream(request)
+def model_events(model: Model, request: ModelRequest) -> AsyncIterator[ModelEvent | MarkupDropped]:
+    """The events of one reply, with tool calls written as text markup turned into `ToolCall`s.
+
+    Every reply of every model passes through here, so every streaming path gets the interceptor; a model may opt
+    out with a false ``intercept_markup`` attribute. A span that cannot be read comes as a `MarkupDropped`: the loop
+    emits its `MarkupError` and keeps its raw text in the transcript only.
+    """
+    if not getattr(model, "intercept_markup", True):
+        return model.stream(request)
+    return intercept(model.stream(request), request)
 
 
 def _reminder(report_tool: str) -> str:

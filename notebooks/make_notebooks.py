@@ -406,15 +406,194 @@ except RoleIncompleteError as error:
     print([m.role for m in error.transcript])"""),
 ]
 
+CLIENT_TOOLS = [
+("md", """\
+# 6. Client tools
+
+The second API (`agl_notebook.client_tools`) has no roles and no payload types: an agent is a name and
+instructions, tools are declared with a JSON Schema, and **handlers** are plain async functions of the arguments.
+`stream()` yields events as the agent works; `run()` returns them all with the final text. It is the same tool loop
+as `Run.step`, so the runs below draw the same view in the cell, and are recorded in this notebook and replayed
+when it runs again (no model call, no handler).
+
+As in the other notebooks, a scripted model stands in for Claude when no `ANTHROPIC_API_KEY` is set."""),
+("code", """\
+import json
+
+from agl_notebook import Screen, TextInput, scripted_unless_credentials
+from agl_notebook.client_tools import DSML_TOOL_CALL_CLOSE, DSML_TOOL_CALL_OPEN, Runner, ToolResult, run, stream"""),
+("md", """\
+Declare the tools so the model knows they exist (`parameters` is the JSON Schema it is shown), and register a
+handler for each. A handler gets the arguments as a dict and a context holding the call's id."""),
+("code", """\
+AGENT = {"name": "assistant", "instructions": "Use the available tools to answer questions."}
+
+client_tools = [
+    {"name": "get_weather", "description": "Get current weather for a city",
+     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
+    {"name": "calculate", "description": "Multiply two whole numbers",
+     "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}},
+]
+
+
+async def get_weather(args, ctx):
+    city = args.get("city", "unknown")
+    return ToolResult(content=json.dumps({"city": city, "temp": 22, "condition": "sunny"}))
+
+
+async def calculate(args, ctx):
+    try:
+        return ToolResult(content=str(int(args["a"]) * int(args["b"])))
+    except (KeyError, TypeError, ValueError):
+        return ToolResult(content="Give a and b as whole numbers.", is_error=True)
+
+
+tool_handlers = {"get_weather": get_weather, "calculate": calculate}"""),
+("md", """\
+`stream()` yields typed events; match on `event.type` (or on the classes). The view above the printed lines is
+drawn from the same events."""),
+("code", """\
+WEATHER_AND_SUM = [
+    {"text": "Let me look both up.", "calls": [{"name": "get_weather", "args": {"city": "Sydney"}},
+                                                {"name": "calculate", "args": {"a": 15, "b": 23}}]},
+    "It is 22 °C and sunny in Sydney, and 15 * 23 = 345.",
+]
+
+async for event in stream(AGENT, "What is the weather in Sydney, and what is 15 * 23?",
+                          tool_handlers=tool_handlers, client_tools=client_tools,
+                          model=scripted_unless_credentials(WEATHER_AND_SUM)):
+    if event.type == "client.tool.requested":
+        print(f"\\n→ Agent requested: {event.name}({json.dumps(event.args)})")
+    if event.type == "client.tool.executing":
+        print(f"⚙ Executing: {event.name}")
+    if event.type == "client.tool.result":
+        suffix = " (error)" if event.is_error else ""
+        print(f"← Result: {event.result}{suffix}")
+    if event.type == "client.tool.roundtrip":
+        print(f"  Roundtrip {event.turn}/{event.max_turns}")
+    if event.type == "response.output_text.delta":
+        print(event.delta, end="", flush=True)"""),
+("md", """\
+`run()` runs to the end and returns the events, the final text, the structured transcript (every `tool_use`
+answered by a `tool_result` with its id) and whether the run was cut short."""),
+("code", """\
+result = await run(AGENT, "What is the weather in Sydney, and what is 15 * 23?",
+                   tool_handlers=tool_handlers, client_tools=client_tools,
+                   model=scripted_unless_credentials(WEATHER_AND_SUM))
+roundtrips = [e for e in result.events if e.type == "client.tool.roundtrip"]
+print(result.text)
+print(f"Roundtrips used: {len(roundtrips)}; requests: {result.requests}; truncated: {result.truncated}")"""),
+("md", """\
+## The round-trip limit
+
+`max_tool_roundtrips=N` (25 by default) allows N round trips, so at most N+1 model requests. When the last reply
+still asks for tools, those calls are answered "not run" (so the transcript can be continued), a `run.truncated`
+event is emitted and `result.truncated` is true. This scripted agent never stops searching:"""),
+("code", """\
+def keeps_searching(request):
+    return {"text": "Searching again.", "calls": [{"name": "search", "args": {"query": "more"}}]}
+
+
+async def search(args, ctx):
+    return ToolResult(content=f"Nothing new for {args['query']!r}.")
+
+
+result = await run({"name": "searcher", "instructions": "Search until you know."}, "Find everything.",
+                   tool_handlers={"search": search}, max_tool_roundtrips=2,
+                   client_tools=[{"name": "search", "description": "Search", "parameters": {"type": "object"}}],
+                   model=scripted_unless_credentials(keeps_searching))
+print(f"requests: {result.requests}, truncated: {result.truncated}")
+print([e.type for e in result.events if e.type in ("client.tool.roundtrip", "run.truncated")])
+print(result.transcript[-1].content[0].content)"""),
+("md", """\
+## Untrusted calls and failing handlers
+
+Only the tools listed in `client_tools` for this turn can run: a call to any other tool gets the error result
+`Tool not offered this turn: <name>` and no handler runs, even when `tool_handlers` has one (and also when no tool
+is listed at all). A handler that raises, or returns something other than a `ToolResult`, gives the model an error
+result with the exception's type and message, and the run goes on."""),
+("code", """\
+async def delete_files(args, ctx):
+    raise AssertionError("never runs: delete_files is not offered")
+
+
+async def flaky_weather(args, ctx):
+    raise TimeoutError(f"the weather service did not answer for {args['city']}")
+
+
+UNTRUSTED = [
+    {"calls": [{"name": "delete_files", "args": {"path": "/"}}, {"name": "get_weather", "args": {"city": "Oslo"}}]},
+    "I cannot delete files, and the weather service is down.",
+]
+result = await run(AGENT, "Clean up, then tell me the weather in Oslo.",
+                   tool_handlers={"delete_files": delete_files, "get_weather": flaky_weather},
+                   client_tools=client_tools[:1], model=scripted_unless_credentials(UNTRUSTED))
+for e in result.events:
+    if e.type == "client.tool.result":
+        print(f"{e.name}: {e.result} (is_error={e.is_error})")"""),
+("md", """\
+## Tool calls written as text
+
+Some models write a tool call as text, wrapped in DSML markup, instead of calling the tool natively. Every reply of
+every model passes through an interceptor that turns such spans into ordinary tool calls: the handler runs, the
+events show a `client.tool.requested`, and the text never shows the markup. A span that cannot be read is dropped
+alone, with a `markup.error` event."""),
+("code", """\
+print(DSML_TOOL_CALL_OPEN, DSML_TOOL_CALL_CLOSE)
+WRITTEN_AS_TEXT = [
+    "Checking. " + DSML_TOOL_CALL_OPEN + '{"name": "get_weather", "arguments": {"city": "Lima"}}'
+    + DSML_TOOL_CALL_CLOSE + DSML_TOOL_CALL_OPEN + "{not json" + DSML_TOOL_CALL_CLOSE + " One moment.",
+    "It is 22 °C in Lima.",
+]
+result = await run(AGENT, "Weather in Lima?", tool_handlers=tool_handlers, client_tools=client_tools,
+                   model=scripted_unless_credentials(WRITTEN_AS_TEXT))
+print("".join(e.delta for e in result.events if e.type == "response.output_text.delta"))
+print([(e.type, getattr(e, "name", "")) for e in result.events if e.type != "response.output_text.delta"])"""),
+("md", """\
+## A person in the loop
+
+A handler is just an async function, so it can wait for a person. Through a `Runner`, it can ask on the run's
+terminal: in JupyterLab the question is drawn as an input widget inside the running cell, and the answer is recorded
+with the run, so a replay asks nothing."""),
+("code", """\
+def question(text: str) -> Screen[str]:
+    return Screen(text, [TextInput("Answer", str)])
+
+
+def clarifier(request):
+    if len(request.messages) == 1:
+        return {"calls": [{"name": "ask_user", "args": {"question": "Where would you like to go?"}}]}
+    return f"Then let us plan a trip to {request.messages[-1].content[0].content}."
+
+
+runner = Runner(model=scripted_unless_credentials(clarifier))
+
+
+async def ask_user(args, ctx):
+    answer = await runner.terminal.show(question, text=args["question"])
+    return ToolResult(content=answer.strip())
+
+
+result = await runner.run(
+    {"name": "clarifier", "instructions": "Ask the user for clarification when needed."},
+    "Help me plan a trip",
+    tool_handlers={"ask_user": ask_user},
+    client_tools=[{"name": "ask_user", "description": "Ask the user a question", "parameters": {"type": "object"}}],
+)
+result.text"""),
+]
+
+
 NOTEBOOKS = {
     "01_first_step.ipynb": FIRST_STEP,
     "02_tools_and_retries.ipynb": TOOLS,
     "03_asking_questions.ipynb": QUESTIONS,
     "04_recordings_and_replay.ipynb": REPLAY,
     "05_testing_offline.ipynb": TESTING,
+    "06_client_tools.ipynb": CLIENT_TOOLS,
 }
 
-ANSWERS = {"03_asking_questions.ipynb": ["Saturday", ["Birch", True]]}
+ANSWERS = {"03_asking_questions.ipynb": ["Saturday", ["Birch", True]], "06_client_tools.ipynb": ["Lisbon"]}
 """The person's answers to the questions asked while recording."""
 
 

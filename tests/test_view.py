@@ -182,3 +182,12 @@ def test_step_failed_event_marks_the_trace_failed() -> None:
     trace.apply(StepFailed("judge", "KeyboardInterrupt", ""))
     assert trace.state == "failed"
     assert "failed" in render_text(trace)
+
+
+def test_a_dropped_markup_span_is_shown() -> None:
+    from agl_notebook.events import MarkupError
+
+    trace = StepTrace("agent")
+    trace.apply(MarkupError("not valid JSON", "{not json"))
+    assert "  markup error: not valid JSON" in render_text(trace)
+    assert "A tool call written as text was dropped: not valid JSON" in render_html(trace)

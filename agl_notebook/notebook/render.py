@@ -20,6 +20,7 @@ from ..events import (
     ClientToolResult,
     ClientToolRoundtrip,
     Event,
+    MarkupError,
     OutputTextDelta,
     PayloadRejected,
     QuestionAnswered,
@@ -57,13 +58,20 @@ class QuestionTrace:
 
 
 @dataclass
+class MarkupNote:
+    """A tool call written as text markup that could not be read (its span was dropped)."""
+
+    message: str
+
+
+@dataclass
 class StepTrace:
     """Everything a view shows about one step, folded from its events."""
 
     role: str
     input: JsonValue = None
     backend: str = ""
-    items: list[list[str] | CallTrace | QuestionTrace] = field(default_factory=list)
+    items: list[list[str] | CallTrace | QuestionTrace | MarkupNote] = field(default_factory=list)
     """Text (kept as its pieces, joined when drawn: appending to one string would copy it per delta), tool calls
     and questions, in order."""
     roundtrips: int = 0
@@ -108,6 +116,8 @@ class StepTrace:
                 if isinstance(item, QuestionTrace) and not item.answered:
                     item.answer, item.answered = event.answer, True
                     break
+        elif isinstance(event, MarkupError):
+            self.items.append(MarkupNote(event.message))
         elif isinstance(event, RunTruncated):
             self.truncated = True
         elif isinstance(event, StepStarted):
@@ -141,6 +151,8 @@ def render_text(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
     for item in trace.items:
         if isinstance(item, CallTrace):
             lines.append(f"  tool {item.name}: {_STATUS_WORDS[item.status]}")
+        elif isinstance(item, MarkupNote):
+            lines.append(f"  markup error: {item.message}")
         elif isinstance(item, QuestionTrace):
             answer = _compact(item.answer) if item.answered else "(waiting)"
             lines.append(f"  question {_shorten(item.text)!r}: {answer}")
@@ -172,6 +184,8 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
                 parts.append(f'<div style="{_TEXT}">{esc(text)}</div>')
         elif isinstance(item, CallTrace):
             parts.append(_call_html(item, esc))
+        elif isinstance(item, MarkupNote):
+            parts.append(f'<div style="{_ERROR}">A tool call written as text was dropped: {esc(item.message)}</div>')
         else:
             answer = esc(_compact(item.answer)) if item.answered else "<i>waiting for an answer…</i>"
             parts.append(f'<div style="{_QUESTION}"><b>Question:</b> {esc(item.text)}<br><b>Answer:</b> {answer}'
