@@ -22,6 +22,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -340,8 +341,12 @@ class NotebookPage:
     # Opening ----------------------------------------------------------------------------------------------------
 
     def open(self) -> NotebookPage:
-        route = f"/lab/tree/{self.name}" if self.ui == "lab" else f"/notebooks/{self.name}"
-        self.page.goto(self.server.url(urllib.parse.quote(route)), timeout=PAGE_LOAD * 1000)
+        # JupyterLab reopens the notebooks a workspace had open: each page gets a workspace of its own, reset, so
+        # the only notebook in it is this one (a kept workspace also hid another notebook's cells in this page).
+        workspace = f"agl-{uuid.uuid4().hex[:8]}"
+        route = (f"/lab/workspaces/{workspace}/tree/{self.name}" if self.ui == "lab" else f"/notebooks/{self.name}")
+        url = urllib.parse.quote(route) + ("?reset" if self.ui == "lab" else "")
+        self.page.goto(self.server.url(url), timeout=PAGE_LOAD * 1000)
         self.wait_visible(self.page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").first,
                           "the notebook's cells to be drawn", PAGE_LOAD)
         self.wait_js("() => !!window.jupyterapp?.shell?.currentWidget?.sessionContext",
