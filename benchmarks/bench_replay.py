@@ -164,7 +164,7 @@ class FakeAPI:
 
 API = FakeAPI()
 CLIENT = anthropic.AsyncAnthropic(
-    api_key="sk-ant-bench-not-a-real-key",
+    api_key="bench-key-not-real",
     base_url="http://anthropic.test",
     http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(API.handle)),
     max_retries=0,

@@ -558,7 +558,7 @@ async def test_an_auth_header_in_a_tool_result_is_scrubbed_and_the_record_stays_
     path = tmp_path / "recordings.json"
     model = ScriptedModel(SCRIPT)
     run = Run(model=model, answers=answering([]), store=JsonFileStore(path))
-    header = 'curl -H "Authorization: Bearer abcdefghijklmnop1234" -d \'{"x-api-key": "zzzzzzzzzzzz"}\''
+    header = 'curl -H "Authorization: Bearer abcdefghijklmnop1234" -d \'{"x-api-key": "zzzz-fake"}\''
     assert await run.step(researcher(run, [], result_text=header), Request("retries")) == RESULT
     record = only(JsonFileStore(path))
     assert record.transcript[2].content[0] == ToolResultBlock(
