@@ -11,42 +11,11 @@ import nbclient
 import nbformat
 import pytest
 
+from tests.browser.notebooks import SETUP as PLANNER_SETUP
 from tests.kernel_harness import Kernel
 
-SETUP = '''
-from dataclasses import dataclass
-from agl_notebook import Role, Run, Screen, ScriptedModel, TextInput, ToolResult, describe, reporting_tool, role, tool
-
-CALLS = []
-
-@dataclass(frozen=True)
-class Question:
-    text: str = describe("What to ask the person.")
-
-@dataclass(frozen=True)
-class Plan:
-    steps: list[str] = describe("The plan's steps, in order.")
-
-def asking(text: str) -> Screen[str]:
-    return Screen(text, [TextInput("Answer", str)])
-
-@role(accepts=(str,))
-def planner(run: Run) -> Role[Plan]:
-    async def ask(question: Question) -> ToolResult:
-        CALLS.append(question)
-        return ToolResult(text=await run.terminal.show(asking, text=question.text))
-    return Role(name="planner", instructions="Plan the meeting.",
-                tools=[tool("ask", "Ask the person a question.", Question, ask),
-                       reporting_tool("report_plan", "Report the plan.", Plan)])
-
-def script(request):
-    if len(request.messages) == 1:
-        return {"text": "I need a day.", "calls": [{"name": "ask", "args": {"text": "Which day suits you?"}}]}
-    answer = request.messages[-1].content[0].content
-    return {"calls": [{"name": "report_plan", "args": {"steps": [f"Meet on {answer}"]}}]}
-
-MODEL = ScriptedModel(script)
-'''
+# The planner role and its scripted model: the same notebook code the browser tests run.
+SETUP = PLANNER_SETUP
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
