@@ -1,0 +1,159 @@
+"""The tape: every effect of one top-level call, in the order it happened, so the call can replay without them.
+
+A call is deterministic given its effects: the model's replies, the API responses and the person's answers. Live,
+each effect is appended to the tape as JSON (its ``key``, a digest of what was asked, and what came back, or the
+error that came instead); replaying, the interpreter runs again and each effect is taken from the tape in order,
+after checking that the same thing is being asked. So a replayed call emits the same events and returns the same
+result, and reaches no model, no server and no person. Nothing secret is ever put on a tape: API requests are keyed
+by their public part, and responses are scrubbed of the profile's secrets before they are kept.
+
+The tape is what `Run.unit` records for a unit of work (see `agl_notebook.functions.interpreter`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from .._canonical import digest
+from ..models.base import Model, ModelEvent, ModelRequest, TextDelta, ToolCall, TurnEnd, Usage
+from ..payloads import JsonObject, JsonValue
+from ..replay.explain import ReplayMissError
+from ..transcript import messages_to_json
+
+
+class ReplayedError(Exception):
+    """An error that happened when the call was recorded, raised again as it replays."""
+
+    def __init__(self, type_name: str, message: str) -> None:
+        super().__init__(message)
+        self.type_name = type_name
+        """The recorded error's type name."""
+
+
+class Tape:
+    """The effects of one call: recording (``recorded`` is None) or replaying ``recorded``."""
+
+    def __init__(self, recorded: Sequence[JsonValue] | None = None) -> None:
+        self.replaying = recorded is not None
+        """True when effects come from a recording."""
+        self.entries: list[JsonValue] = list(recorded) if recorded is not None else []
+        """The entries, in order."""
+        self._position = 0
+
+    def record(self, entry: JsonObject) -> None:
+        """Append an effect (live)."""
+        self.entries.append(entry)
+
+    def take(self, kind: str, key: str, what: str) -> JsonObject:
+        """The next recorded effect, which must be of ``kind`` and for ``key`` (replaying)."""
+        position = self._position
+        if position >= len(self.entries):
+            raise ReplayMissError(f"The recording of this call ends before {what}: the agent now does more than "
+                                  "when it was recorded. Run the call in mode 'refresh' to record it again.",
+                                  nearest=None, differing=())
+        entry = self.entries[position]
+        if not isinstance(entry, dict) or entry.get("kind") != kind or entry.get("key") != key:
+            found = entry.get("kind") if isinstance(entry, dict) else type(entry).__name__
+            raise ReplayMissError(f"The recording of this call diverges at effect {position + 1}: it expected "
+                                  f"{what}, and the recording has a different {found} there. Run the call in "
+                                  "mode 'refresh' to record it again.", nearest=None, differing=())
+        self._position += 1
+        return entry
+
+    def finish(self) -> None:
+        """Check that a replay used every recorded effect."""
+        if self.replaying and self._position != len(self.entries):
+            raise ReplayMissError(f"The call replayed using {self._position} of the {len(self.entries)} effects of "
+                                  "its recording: it is damaged or the agent changed. Run the call in mode "
+                                  "'refresh' to record it again.", nearest=None, differing=())
+
+
+def error_entry(error: BaseException) -> JsonObject:
+    """An error as a tape keeps it."""
+    name = error.type_name if isinstance(error, ReplayedError) else type(error).__name__
+    entry: JsonObject = {"type": name, "message": str(error)}
+    status = getattr(error, "status", None)
+    if isinstance(status, int):
+        entry["status"] = status
+    return entry
+
+
+def request_key(request: ModelRequest) -> str:
+    """A digest of everything a model request asks."""
+    return digest({
+        "model": request.model,
+        "system": request.system,
+        "messages": messages_to_json(request.messages),
+        "tools": [{"name": t.name, "description": t.description, "input_schema": t.input_schema}
+                  for t in request.tools],
+        "max_tokens": request.max_tokens,
+    })[:24]
+
+
+class TapeModel:
+    """A model that records the replies of ``inner`` on the tape, or replays them from it."""
+
+    def __init__(self, inner: Model | None, backend: str, tape: Tape) -> None:
+        self._inner = inner
+        self._backend = backend
+        self._tape = tape
+
+    @property
+    def intercept_markup(self) -> bool:
+        """As the inner model says (tool calls written as markup are turned into calls for every model)."""
+        return bool(getattr(self._inner, "intercept_markup", True))
+
+    def backend_id(self, model: str) -> str:
+        """The backend the call's fingerprint names."""
+        return self._backend
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Stream the inner model's reply, keeping it on the tape; or replay it from the tape."""
+        key = request_key(request)
+        if self._tape.replaying:
+            entry = self._tape.take("model", key, "a model reply")
+            for event in _events(entry.get("events")):
+                yield event
+            error = entry.get("error")
+            if isinstance(error, dict):
+                raise ReplayedError(str(error.get("type")), str(error.get("message")))
+            return
+        assert self._inner is not None, "a live call has a model"
+        kept: list[JsonValue] = []
+        try:
+            async for event in self._inner.stream(request):
+                kept.append(_event_json(event))
+                yield event
+        except Exception as e:
+            self._tape.record({"kind": "model", "key": key, "events": kept, "error": error_entry(e)})
+            raise
+        self._tape.record({"kind": "model", "key": key, "events": kept})
+
+
+def _event_json(event: ModelEvent) -> JsonValue:
+    if isinstance(event, TextDelta):
+        return {"text": event.text}
+    if isinstance(event, ToolCall):
+        return {"call": {"id": event.id, "name": event.name, "args": event.args}}
+    usage = event.usage
+    return {"end": event.stop_reason, "usage": [usage.input_tokens, usage.output_tokens,
+                                                usage.cache_creation_input_tokens, usage.cache_read_input_tokens]}
+
+
+def _events(data: Any) -> list[ModelEvent]:
+    events: list[ModelEvent] = []
+    for item in data if isinstance(data, list) else []:
+        if not isinstance(item, dict):
+            continue
+        if "text" in item:
+            events.append(TextDelta(str(item["text"])))
+        elif "call" in item and isinstance(item["call"], dict):
+            call = item["call"]
+            args = call.get("args")
+            events.append(ToolCall(str(call.get("id")), str(call.get("name")), args if isinstance(args, dict) else {}))
+        elif "end" in item:
+            counts = item.get("usage")
+            usage = Usage(*counts) if isinstance(counts, list) and len(counts) == 4 else Usage()
+            events.append(TurnEnd(item["end"], usage))
+    return events
