@@ -38,6 +38,7 @@ bench: setup
 	$(PY) benchmarks/bench_replay.py
 	$(PY) benchmarks/bench_notebook.py
 	$(PY) benchmarks/bench_client_tools.py
+	$(PY) benchmarks/bench_functions.py
 
 # Rewrite and re-record the example notebooks (after changing notebooks/make_notebooks.py).
 notebooks: setup
