@@ -6,8 +6,8 @@ import dataclasses
 import datetime
 import functools
 import inspect
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, Protocol, TypeVar, overload, runtime_checkable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload, runtime_checkable
 
 from ._scope import StepScope, current_scope
 from .errors import InputError, MissingCredentialsError, ModelCallBlockedError
@@ -27,7 +27,11 @@ from .terminals import ConsoleTerminal, ScriptedTerminal, Terminal
 from .tools import ReportingTool, Tool, ToolResult
 from .transcript import Message, TextBlock, ToolResultBlock, ToolUseBlock, user_text
 
+if TYPE_CHECKING:
+    from .functions.interpreter import UnitOutcome, Work
+
 T = TypeVar("T")
+Out = TypeVar("Out")
 
 EventSink = Callable[[Event], None]
 """Anything that takes events: a view, a printer, a list's ``append``."""
@@ -199,52 +203,115 @@ class Run:
         emit = self._emit if view is None else _emit_to(view, self._emit)
         scope = StepScope(resolved.name, emit, view=view)
         plan = _StepPlan.build(resolved, input, model, model_id, scope)
-        occurrence = self._next_occurrence(plan.fingerprint.base)
-        record_id = plan.fingerprint.with_occurrence(occurrence)
+
+        def finished(outcome: LoopOutcome) -> Event:
+            self.outcomes.append(outcome)
+            return StepFinished(resolved.name, outcome.result_json, outcome.requests, outcome.truncated)
+
+        outcome = await self._recorded(
+            name=resolved.name, input_json=plan.input_json, backend=plan.backend, fp=plan.fingerprint,
+            mode=step_mode, view=view, scope=scope, network=getattr(model, "network", True),
+            blocked=f"A step of role {resolved.name!r} would call a model", live=lambda: plan.run_live(emit),
+            replay=plan.replay, record=lambda record_id, occurrence, outcome: plan.record(
+                record_id, occurrence, outcome, self._cell_id()),
+            finished=finished)
+        result: T = outcome.result
+        return result
+
+    async def unit(self, name: str, input: JsonValue, *, parts: Mapping[str, JsonValue], backend: str,
+                   network: bool, work: Work, mode: Mode | None = None) -> UnitOutcome:
+        """Run (or replay) one unit of work other than a step: a top-level call of an agent's function.
+
+        What `agl_notebook.functions.UnitRunner` asks: the unit is fingerprinted from ``name`` (as the role),
+        ``backend``, ``input`` and each of ``parts``, numbered, recorded and replayed like a step (same modes,
+        events, views and store). A replay runs ``work(record.tape)`` and must give the recorded result; a live run
+        is ``work(None)``, its tape kept in the record.
+
+        Raises:
+            ReplayMissError: Mode ``replay`` and no recording matches (the message names the differing parts), or
+                the recording does not replay to its own result.
+            ModelCallBlockedError: A ``network`` unit would run live where model calls are blocked.
+        """
+        # As in `step`, everything up to the first await runs when the unit starts (the occurrence number).
+        unit_mode = resolve_mode(step=mode, run=self.mode)
+        fp = fingerprint(role=name, backend=backend, system="", tools=(), reporting=None, input_type="arguments",
+                         input=input, settings={}, extra=parts)
+        view = self._view_factory(_unit_role(name)) if self._view_factory is not None else None
+        scope = StepScope(name, self._emit if view is None else _emit_to(view, self._emit), view=view)
+
+        async def replay(record: StepRecord) -> UnitOutcome:
+            outcome = await work(record.tape)
+            if outcome.result != record.result:
+                raise ReplayMissError(f"The recording {record.id} of {name!r} does not replay to its own result: "
+                                      "it is damaged. Run the call in mode 'refresh' to record it again.",
+                                      nearest=record, differing=())
+            return dataclasses.replace(outcome, usage=record.usage)
+
+        def record(record_id: str, occurrence: int, outcome: UnitOutcome) -> StepRecord:
+            return StepRecord(id=record_id, parts=fp.parts, occurrence=occurrence, role=name, backend=backend,
+                              input=input, result=outcome.result, transcript=(), usage=outcome.usage,
+                              cell_id=self._cell_id(), recorded_at=_now(), tape=outcome.tape)
+
+        return await self._recorded(
+            name=name, input_json=input, backend=backend, fp=fp, mode=unit_mode, view=view, scope=scope,
+            network=network, blocked=f"A call of {name!r} would reach a model or a server", live=lambda: work(None),
+            replay=replay, record=record,
+            finished=lambda outcome: StepFinished(name, outcome.result, outcome.requests))
+
+    async def _recorded(self, *, name: str, input_json: JsonValue, backend: str, fp: Fingerprint, mode: Mode,
+                        view: StepView | None, scope: StepScope, network: bool, blocked: str,
+                        live: Callable[[], Awaitable[Out]], replay: Callable[[StepRecord], Awaitable[Out]],
+                        record: Callable[[str, int, Out], StepRecord], finished: Callable[[Out], Event]) -> Out:
+        """What a step and a unit share: number it, replay its record or run it live and keep one, tell the view.
+
+        Everything before the first await runs as soon as this is awaited (the occurrence number is taken there).
+        """
+        emit = scope.emit
+        occurrence = self._next_occurrence(fp.base)
+        record_id = fp.with_occurrence(occurrence)
         token = current_scope.set(scope)
         kept: StepRecord | None = None
         try:
             ready = getattr(self.store, "ready", None)  # a store that must hear from elsewhere first (the notebook's)
-            if ready is not None and step_mode in ("auto", "replay"):
+            if ready is not None and mode in ("auto", "replay"):
                 await ready()
-            record = self.store.get(record_id) if step_mode in ("auto", "replay") else None
+            found = self.store.get(record_id) if mode in ("auto", "replay") else None
             if view is not None:
-                view.begin(replaying=record is not None)
-            emit(StepStarted(resolved.name, plan.input_json, plan.backend))
-            if record is not None:
-                emit(StepReplayed(resolved.name, record.id, record.backend))
-                outcome = await plan.replay(record)
-                kept = record
-            elif step_mode == "replay":
-                message, nearest, differing = explain_miss(resolved.name, plan.fingerprint, occurrence,
-                                                           self.store.records(), where=repr(self.store))
+                view.begin(replaying=found is not None)
+            emit(StepStarted(name, input_json, backend))
+            if found is not None:
+                emit(StepReplayed(name, found.id, found.backend))
+                outcome = await replay(found)
+                kept = found
+            elif mode == "replay":
+                message, nearest, differing = explain_miss(name, fp, occurrence, self.store.records(),
+                                                           where=repr(self.store))
                 raise ReplayMissError(f"{message} Mode 'replay' never calls a model: run it in mode 'auto' or "
                                       "'refresh' to record it.", nearest=nearest, differing=differing)
             else:
-                if step_mode == "auto":
-                    note_miss(Miss(resolved.name, plan.fingerprint, occurrence, tuple(self.store.records()),
-                                   repr(self.store), self._cell_id()))
-                if modes.session.block_model_calls and getattr(model, "network", True):
+                if mode == "auto":
+                    note_miss(Miss(name, fp, occurrence, tuple(self.store.records()), repr(self.store),
+                                   self._cell_id()))
+                if modes.session.block_model_calls and network:
                     raise ModelCallBlockedError(
-                        f"A step of role {resolved.name!r} would call a model, and model calls are blocked here "
+                        f"{blocked}, and model calls are blocked here "
                         f"(under nbval, or {modes.BLOCK_VARIABLE}=1). Record it first: run the notebook with "
                         "`agl-notebook execute --record`, or run the cell in JupyterLab and save.")
                 try:
-                    outcome = await plan.run_live(emit)
+                    outcome = await live()
                 except MissingCredentialsError as e:
-                    if step_mode != "auto":
+                    if mode != "auto":
                         raise
-                    message, _, _ = explain_miss(resolved.name, plan.fingerprint, occurrence, self.store.records(),
-                                                 where=repr(self.store))
+                    message, _, _ = explain_miss(name, fp, occurrence, self.store.records(), where=repr(self.store))
                     raise MissingCredentialsError(f"This step is not recorded, so it must run live. {message}\n\n"
                                                   f"{e}") from None
-                if step_mode != "off":
-                    kept = self.store.put(plan.record(record_id, occurrence, outcome, self._cell_id()))
+                if mode != "off":
+                    kept = self.store.put(record(record_id, occurrence, outcome))
         except BaseException as e:  # KeyboardInterrupt and cancellation wipe the step too
             scope.wipe()
-            self._release_occurrence(plan.fingerprint.base, occurrence)
+            self._release_occurrence(fp.base, occurrence)
             try:
-                emit(StepFailed(resolved.name, type(e).__name__, str(e)))
+                emit(StepFailed(name, type(e).__name__, str(e)))
                 if view is not None:
                     view.fail(e)
             except Exception as reporting_error:  # a broken view must not hide why the step failed
@@ -252,12 +319,10 @@ class Run:
             raise
         finally:
             current_scope.reset(token)
-        self.outcomes.append(outcome)
-        emit(StepFinished(resolved.name, outcome.result_json, outcome.requests, outcome.truncated))
+        emit(finished(outcome))
         if view is not None:
             view.finish(kept)
-        result: T = outcome.result
-        return result
+        return outcome
 
     def step_sync(self, role: Role[T] | RoleFactory[..., T], input: object, *, mode: Mode | None = None) -> T:
         """`step`, for code that cannot await (a synchronous cell or script).
@@ -312,6 +377,16 @@ class Run:
             return chosen, model_id
         raise InputError(f"Role {role.name!r} has no model: give it one with @role(model=Claude.OPUS), or run "
                          "it with Run(model=ScriptedModel(...)).")
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+@functools.cache
+def _unit_role(name: str) -> Role[None]:
+    """What a unit's view is made for: a role of the unit's name, with no tools (so no result descriptions)."""
+    return Role(name, instructions=f"Runs {name} (a unit of work, not a model's role).")
 
 
 @functools.cache
@@ -419,7 +494,7 @@ class _StepPlan:
             questions=tuple(self.questions),
             usage=outcome.usage,
             cell_id=cell_id,
-            recorded_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            recorded_at=_now(),
         )
 
     async def _loop(self, model: Model, tools: list[LoopTool], emit: EventSink) -> LoopOutcome:

@@ -584,6 +584,71 @@ result.text"""),
 ]
 
 
+FUNCTIONS = [
+("md", """\
+# 7. JSON functions
+
+An agent can also be written as **JSON**: named functions of commands (`set`, `if`, `loop`, `func`, `log`, `ask`,
+`api`, `llm` ...), with values written as sandboxed `{ expressions }`. `load_agent` validates it before anything
+runs, and `Agent.call` runs one function. A call made with a `Run` is recorded and replayed like a step: running
+this notebook again replays it (no model call, no request, no question).
+
+As in the other notebooks, a scripted model stands in for Claude when no `ANTHROPIC_API_KEY` is set."""),
+("code", """\
+from agl_notebook import Run, scripted_unless_credentials
+from agl_notebook.functions import AgentInvalidError, load_agent"""),
+("md", """\
+A function with a `description` and described arguments is a **tool function**: an `llm` command may offer it to
+the model. `quote` runs the tool loop, and its `output` is the typed result the model hands back."""),
+("code", """\
+AGENT = {
+    "name": "shop",
+    "model": "claude-sonnet-5-5",
+    "functions": {
+        "price": {
+            "description": "The price of one item, in euros.",
+            "args": {"item": {"type": "str", "description": "The item's name: bolt, nut or washer."}},
+            "commands": [
+                {"log": "{ f'pricing {item}' }"},
+                {"return": "{ {'bolt': 0.25, 'nut': 0.10, 'washer': 0.05}.get(item) }"},
+            ],
+        },
+        "quote": {
+            "args": {"request": {"type": "str"}},
+            "commands": [
+                {"llm": {"prompt": "{ request }", "tools": ["price"],
+                         "output": {"total": {"type": "float", "description": "The total in euros."}}}},
+                {"return": "{ {'total': result['total']} }"},
+            ],
+        },
+    },
+}
+agent = load_agent(AGENT)
+agent"""),
+("md", """\
+A broken agent never runs: every problem is listed at once, each with its JSON path."""),
+("code", """\
+broken = {"name": "broken", "functions": {"f": {"commands": [{"set": {"x": "{ 1 + }"}},
+                                                           {"func": {"name": "missing"}}]}}}
+try:
+    load_agent(broken)
+except AgentInvalidError as error:
+    for problem in error.problems:
+        print(problem)"""),
+("md", """\
+Call `quote`: the model calls the `price` tool function twice, then reports the total. The cell shows the calls,
+the log lines and the result; the recording lands in this notebook."""),
+("code", """\
+SCRIPT = [
+    {"text": "Pricing the items.", "calls": [{"name": "price", "args": {"item": "bolt"}},
+                                            {"name": "price", "args": {"item": "nut"}}]},
+    {"calls": [{"name": "report_result", "args": {"total": 0.35}}]},
+]
+run = Run(model=scripted_unless_credentials(SCRIPT))
+await agent.call("quote", {"request": "One bolt and one nut, please."}, run=run)"""),
+]
+
+
 NOTEBOOKS = {
     "01_first_step.ipynb": FIRST_STEP,
     "02_tools_and_retries.ipynb": TOOLS,
@@ -591,6 +656,7 @@ NOTEBOOKS = {
     "04_recordings_and_replay.ipynb": REPLAY,
     "05_testing_offline.ipynb": TESTING,
     "06_client_tools.ipynb": CLIENT_TOOLS,
+    "07_json_functions.ipynb": FUNCTIONS,
 }
 
 ANSWERS = {"03_asking_questions.ipynb": ["Saturday", ["Birch", True]], "06_client_tools.ipynb": ["Lisbon"]}

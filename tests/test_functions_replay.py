@@ -199,7 +199,9 @@ async def test_a_tape_that_diverges_fails_loudly_and_no_handler_hides_it(server:
         await agent.replay("lookupOrder", {"orderId": "ORD-1"}, [*outcome.tape, outcome.tape[0]])
 
 
-async def test_without_the_hook_a_call_runs_live_and_its_events_reach_the_run(server: OrdersServer) -> None:
+async def test_without_the_hook_a_call_runs_live_and_its_events_reach_the_run(
+        server: OrdersServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(Run, "unit")  # a Run offering no ``unit`` (tests/test_functions_run.py covers the hook)
     events: list[Any] = []
     run = Run(on_event=events.append)
     assert not hasattr(run, "unit") or isinstance(run, UnitRun)

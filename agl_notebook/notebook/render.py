@@ -31,6 +31,7 @@ from ..events import (
     StepReported,
     StepStarted,
 )
+from ..functions.events import ApiResponded, ErrorHandled, FunctionCalled, FunctionEvent, FunctionReturned, Logged
 from ..payloads import JsonObject, JsonValue
 from ..replay.scrub import scrub_text, secrets_from_environment
 
@@ -65,13 +66,24 @@ class MarkupNote:
 
 
 @dataclass
+class FunctionNote:
+    """A line of a running agent function: a call, its return, a log message, an API response, a handled error."""
+
+    kind: Literal["call", "return", "log", "api", "error"]
+    depth: int
+    """How deep the function that the line belongs to is nested (0: the top-level call)."""
+    text: str
+    failed: bool = False
+
+
+@dataclass
 class StepTrace:
     """Everything a view shows about one step, folded from its events."""
 
     role: str
     input: JsonValue = None
     backend: str = ""
-    items: list[list[str] | CallTrace | QuestionTrace | MarkupNote] = field(default_factory=list)
+    items: list[list[str] | CallTrace | QuestionTrace | MarkupNote | FunctionNote] = field(default_factory=list)
     """Text (kept as its pieces, joined when drawn: appending to one string would copy it per delta), tool calls
     and questions, in order."""
     roundtrips: int = 0
@@ -83,10 +95,14 @@ class StepTrace:
     state: Literal["running", "finished", "failed"] = "running"
     error: tuple[str, str] | None = None
     result_descriptions: dict[str, str] = field(default_factory=dict)
+    _depth: int = field(default=0, init=False, repr=False, compare=False)
+    """The depth of the agent function running now (what a log or an API response belongs to)."""
 
-    def apply(self, event: Event) -> None:
+    def apply(self, event: Event | FunctionEvent) -> None:
         """Fold one event into the trace."""
-        if isinstance(event, OutputTextDelta):
+        if isinstance(event, FunctionCalled | FunctionReturned | Logged | ApiResponded | ErrorHandled):
+            self._function(event)
+        elif isinstance(event, OutputTextDelta):
             last = self.items[-1] if self.items else None
             if isinstance(last, list):
                 last.append(event.delta)
@@ -127,6 +143,23 @@ class StepTrace:
         elif isinstance(event, StepFailed):
             self.state, self.error = "failed", (event.error, event.message)
 
+    def _function(self, event: FunctionCalled | FunctionReturned | Logged | ApiResponded | ErrorHandled) -> None:
+        depth = self._depth
+        if isinstance(event, FunctionCalled):
+            self._depth = event.depth
+            self.items.append(FunctionNote("call", event.depth, f"{event.function} {_compact(event.args)}"))
+        elif isinstance(event, FunctionReturned):
+            self._depth = max(event.depth - 1, 0)
+            self.items.append(FunctionNote("return", event.depth, f"{event.function}: {_compact(event.result)}"))
+        elif isinstance(event, Logged):
+            self.items.append(FunctionNote("log", depth, f"{event.function}: {event.message}"))
+        elif isinstance(event, ApiResponded):
+            status = str(event.status) if event.status is not None else "no response"
+            self.items.append(FunctionNote("api", depth, f"{event.method} {event.url}: {status}", event.is_error))
+        else:
+            self.items.append(FunctionNote("error", depth, f"{event.error} in {event.function}: {event.message}",
+                                           True))
+
     def _call(self, call_id: str) -> CallTrace:
         for item in reversed(self.items):
             if isinstance(item, CallTrace) and item.id == call_id:
@@ -140,6 +173,7 @@ class StepTrace:
 
 
 _Escape = Callable[[str], str]
+_FUNCTION_WORDS = {"call": "call", "return": "returned", "log": "log", "api": "api", "error": "handled"}
 _STATUS_WORDS = {"requested": "requested", "running": "running…", "ok": "ok", "failed": "failed",
                  "rejected": "arguments rejected", "reported": "reported"}
 
@@ -153,6 +187,8 @@ def render_text(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
             lines.append(f"  tool {item.name}: {_STATUS_WORDS[item.status]}")
         elif isinstance(item, MarkupNote):
             lines.append(f"  markup error: {item.message}")
+        elif isinstance(item, FunctionNote):
+            lines.append(f"  {'  ' * item.depth}{_FUNCTION_WORDS[item.kind]} {_shorten(item.text, 100)}")
         elif isinstance(item, QuestionTrace):
             answer = _compact(item.answer) if item.answered else "(waiting)"
             lines.append(f"  question {_shorten(item.text)!r}: {answer}")
@@ -186,6 +222,10 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
             parts.append(_call_html(item, esc))
         elif isinstance(item, MarkupNote):
             parts.append(f'<div style="{_ERROR}">A tool call written as text was dropped: {esc(item.message)}</div>')
+        elif isinstance(item, FunctionNote):
+            colour = "#b42318" if item.failed else "#555"
+            parts.append(f'<div style="{_FUNCTION}padding-left:{12 * item.depth}px;color:{colour}">'
+                         f"<b>{esc(_FUNCTION_WORDS[item.kind])}</b> <code>{esc(item.text)}</code></div>")
         else:
             answer = esc(_compact(item.answer)) if item.answered else "<i>waiting for an answer…</i>"
             parts.append(f'<div style="{_QUESTION}"><b>Question:</b> {esc(item.text)}<br><b>Answer:</b> {answer}'
@@ -269,6 +309,7 @@ _CELL = "white-space:pre-wrap;margin:0;font-size:12px;text-align:left"
 _TD = "text-align:left;vertical-align:top;padding:2px 8px"
 _TEXT = "white-space:pre-wrap;margin:4px 0"
 _CALL = "margin:2px 0"
+_FUNCTION = "margin:2px 0;white-space:pre-wrap;"
 _QUESTION = "margin:4px 0;padding:4px;background:#f6f8fa"
 _NOTE = "color:#555;margin:4px 0"
 _ERROR = "color:#b42318;margin:4px 0"

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import UpstreamUnexpected
-from .fingerprint import PARTS, Fingerprint
+from .fingerprint import Fingerprint, part_names
 from .records import StepRecord
 
 
@@ -28,13 +28,13 @@ def nearest_record(fp: Fingerprint, occurrence: int, records: Sequence[StepRecor
     best: StepRecord | None = None
     best_key: tuple[int, int, int] = (-1, -1, -1)
     for record in records:
-        same = sum(1 for p in PARTS if record.parts.get(p) == fp.parts[p])
+        same = sum(1 for p in part_names(fp.parts, record.parts) if record.parts.get(p) == fp.parts.get(p))
         key = (int(record.parts.get("role") == fp.parts["role"]), same, -abs(record.occurrence - occurrence))
         if key > best_key:
             best, best_key = record, key
     if best is None:
         return None, ()
-    differing = tuple(p for p in PARTS if best.parts.get(p) != fp.parts[p])
+    differing = tuple(p for p in part_names(fp.parts, best.parts) if best.parts.get(p) != fp.parts.get(p))
     if not differing and best.occurrence != occurrence:
         differing = ("occurrence",)
     return best, differing

@@ -8,7 +8,7 @@ await, so `asyncio.gather` of identical steps replays them in order.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .._canonical import canonical_json, digest
@@ -17,7 +17,15 @@ from ..payloads import JsonValue
 from .records import FORMAT
 
 PARTS = ("role", "backend", "instructions", "tools", "reporting", "input", "settings", "format")
-"""The parts of a fingerprint, in the order a miss explanation lists them."""
+"""The parts of a fingerprint, in the order a miss explanation lists them (extra parts follow, by name)."""
+
+
+def part_names(*parts: Mapping[str, str]) -> tuple[str, ...]:
+    """`PARTS`, then every extra part any of ``parts`` (a fingerprint's, a record's) has, in the order first seen."""
+    names = list(PARTS)
+    for digests in parts:
+        names.extend(name for name in digests if name not in names)
+    return tuple(names)
 
 _PART_DIGITS = 16
 _ID_DIGITS = 32
@@ -47,8 +55,13 @@ def fingerprint(
     input_type: str,
     input: JsonValue,
     settings: dict[str, JsonValue],
+    extra: Mapping[str, JsonValue] | None = None,
 ) -> Fingerprint:
-    """Fingerprint one step from everything the model sees and the backend that answers."""
+    """Fingerprint one step from everything the model sees and the backend that answers.
+
+    ``extra`` adds named parts (a unit of work's agent and function, say), each digested like the others and
+    listed after `PARTS` when a miss is explained; a name may not be one of `PARTS`.
+    """
     parts = {
         "role": _cached("role", role, lambda: role),
         "backend": _cached("backend", backend, lambda: backend),
@@ -60,6 +73,10 @@ def fingerprint(
         "settings": digest(settings)[:_PART_DIGITS],
         "format": _FORMAT_DIGEST,
     }
+    for name, value in (extra or {}).items():
+        if name in parts:
+            raise ValueError(f"The extra fingerprint part {name!r} would replace a standard part.")
+        parts[name] = digest(value)[:_PART_DIGITS]
     return Fingerprint(parts, digest(parts)[:_ID_DIGITS])  # type: ignore[arg-type]
 
 

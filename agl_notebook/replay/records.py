@@ -6,7 +6,8 @@ The format (SPEC E), version `FORMAT`::
 
     record = {"kind": "step", "format": 1, "id": ..., "parts": {part: digest}, "occurrence": n, "cell_id": ...,
               "role": ..., "backend": ..., "input": ..., "result": ..., "transcript": [...],
-              "questions": [{"tool_call_id", "text", "inputs", "answer"}], "usage": {...}, "recorded_at": ...}
+              "questions": [{"tool_call_id", "text", "inputs", "answer"}], "usage": {...},
+              "tape": [...], "recorded_at": ...}
 
 Reading never executes anything: it is `json` plus checks of each field's type. A record that fails the checks is
 reported with its position and kept aside untouched, so writing the block back loses nothing.
@@ -68,6 +69,9 @@ class StepRecord:
     """The notebook cell that ran the step, when known."""
     recorded_at: str = ""
     """When it was recorded (ISO 8601, UTC); shown by the command line, never in a view."""
+    tape: tuple[JsonValue, ...] = ()
+    """A unit of work's effects in order (model replies, API responses, answers), which replay it; empty for a
+    step, whose transcript replays it."""
     kind: str = field(default="step", init=False)
     format: int = field(default=FORMAT, init=False)
 
@@ -100,6 +104,8 @@ class StepRecord:
                              if getattr(self.usage, name)}
         if usage:
             data["usage"] = usage
+        if self.tape:
+            data["tape"] = list(self.tape)
         data["recorded_at"] = self.recorded_at
         return data
 
@@ -125,6 +131,9 @@ def record_from_json(data: JsonValue, *, where: str = "record") -> StepRecord:
     usage = data.get("usage", {})
     if not isinstance(usage, dict) or not all(isinstance(v, int) for v in usage.values()):
         raise InputError(f"{where}.usage: expected an object of token counts.")
+    tape = data.get("tape", [])
+    if not isinstance(tape, list):
+        raise InputError(f"{where}.tape: expected a list of effects.")
     cell_id = data.get("cell_id")
     occurrence = data.get("occurrence")
     if not isinstance(occurrence, int) or isinstance(occurrence, bool) or occurrence < 0:
@@ -142,6 +151,7 @@ def record_from_json(data: JsonValue, *, where: str = "record") -> StepRecord:
         usage=Usage(**{k: int(v) for k, v in usage.items() if k in _USAGE_FIELDS}),  # type: ignore[arg-type]
         cell_id=cell_id if isinstance(cell_id, str) else None,
         recorded_at=str(data.get("recorded_at", "")),
+        tape=tuple(tape),
     )
 
 
