@@ -3,10 +3,10 @@
 It knows nothing of notebooks, records or roles' Python types: it is given the tools as `LoopTool`s (a spec and
 an async call) and, optionally, the reporting tool's validator, and it emits events as it goes.
 
-Roles (seed 000) run through it; the client-tools API (seed 003) and JSON-function agents (seed 001) are meant to,
-which is why a handler's exception can become an error result (``handler_errors="result"``) and why every reply
-passes through `model_events`, where tool calls written as text markup become ordinary calls
-(`agl_notebook.models.markup`). The rules it keeps:
+Roles (seed 000), client tools (seed 003) and the ``llm`` command of JSON-function agents (seed 001) all run through
+it. A tool's exception propagates (roles re-raise it); an API whose handler errors become error results (client
+tools) wraps its handlers. Every reply passes through `model_events`, where tool calls written as text markup become
+ordinary calls (`agl_notebook.models.markup`). The rules it keeps:
 
 - Every tool_use gets exactly one tool_result with its id, in the next user message, in call order: run, rejected
   (validation problems), not offered (the guard), skipped (after the report), or not run (round-trip limit).
@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from .errors import (
     ContextWindowExceededError,
@@ -71,7 +71,7 @@ class LoopTool:
     spec: ToolSpec
     """What the model is shown."""
     call: CallTool
-    """Runs a call. It may raise: the loop's ``handler_errors`` decides what that means."""
+    """Runs a call. What it raises stops the loop and propagates unchanged."""
     validate: Validate | None = None
     """Checks the arguments before the call; None passes them on as they came."""
 
@@ -132,14 +132,13 @@ async def run_loop(
     reminders: int = 1,
     max_tokens: int = 4096,
     role: str = "",
-    handler_errors: Literal["raise", "result"] = "raise",
 ) -> LoopOutcome:
     """Run the loop until the agent reports, stops calling tools, or the round-trip limit is reached.
 
     Raises:
         RoleIncompleteError: ``reporting`` is set and the agent never reported (after its reminders).
         ModelRefusedError: The model refused.
-        Exception: With ``handler_errors="raise"``, whatever a tool's call raised, unchanged.
+        Exception: Whatever a tool's call raised, unchanged.
     """
     transcript = list(messages)
     by_name = {t.spec.name: t for t in tools}
@@ -217,7 +216,7 @@ async def run_loop(
                 text, is_error = (f"Not run: the limit of {max_tool_roundtrips} tool round trips was reached.",
                                   True)
             else:
-                text, is_error = await _run_tool(by_name[call.name], call, emit, handler_errors)
+                text, is_error = await _run_tool(by_name[call.name], call, emit)
             results.append(ToolResultBlock(call.id, text, is_error))
             emit(ClientToolResult(call.name, call.id, text, is_error))
         transcript.append(Message("user", tuple(results)))
@@ -243,8 +242,7 @@ def _holds_valid_report(calls: Sequence[ToolUseBlock], reporting: Reporting | No
     return any(c.name == reporting.spec.name and not reporting.validate(c.input)[1] for c in calls)
 
 
-async def _run_tool(tool: LoopTool, call: ToolUseBlock, emit: Callable[[Event], None],
-                    handler_errors: Literal["raise", "result"]) -> tuple[str, bool]:
+async def _run_tool(tool: LoopTool, call: ToolUseBlock, emit: Callable[[Event], None]) -> tuple[str, bool]:
     payload: Any = call.input
     if tool.validate is not None:
         payload, problems = tool.validate(call.input)
@@ -255,10 +253,6 @@ async def _run_tool(tool: LoopTool, call: ToolUseBlock, emit: Callable[[Event], 
     token = current_tool_call_id.set(call.id)
     try:
         return await tool.call(payload, call.id)
-    except Exception as e:
-        if handler_errors == "raise":
-            raise
-        return error_text(e), True
     finally:
         current_tool_call_id.reset(token)
 

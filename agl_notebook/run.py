@@ -510,7 +510,6 @@ class _StepPlan:
             reminders=self.role.reminders,
             max_tokens=self.role.max_tokens,
             role=self.role.name,
-            handler_errors="raise",
         )
 
     def _live_tool(self, t: Tool[Any]) -> LoopTool:

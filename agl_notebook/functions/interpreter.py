@@ -681,7 +681,6 @@ class _Call:
             max_tool_roundtrips=args.max_tool_roundtrips,
             max_tokens=args.max_tokens,
             role=frame.fn.name,
-            handler_errors="raise",
         )
         self.usage += outcome.usage
         self.requests += outcome.requests
