@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import weakref
 from collections.abc import AsyncIterator
@@ -39,6 +40,7 @@ from typing import TYPE_CHECKING, Any, cast, get_args
 
 from ..errors import InputError, MissingCredentialsError, ModelOutputTruncatedError, UpstreamUnexpected
 from ..payloads import JsonObject, JsonValue
+from ..replay.scrub import scrub_text, secrets_from_environment
 from ..transcript import messages_to_json
 from .base import ModelEvent, ModelRequest, StopReason, TextDelta, ToolCall, ToolSpec, TurnEnd, Usage
 
@@ -158,6 +160,7 @@ class AnthropicModel:
             raise InputError("AnthropicModel was given no model id: name one with @role(model=Claude.OPUS) or "
                              "AnthropicModel(model=...).")
         params = request_params(request, model)
+        _scrub_sdk_logs()
         async with AsyncExitStack() as stack:
             client = self._client or await self._environment_client()
             events = await client.messages.create(
@@ -170,9 +173,12 @@ class AnthropicModel:
             )
             stack.push_async_callback(events.close)
             reply = _Reply(request.max_tokens)
-            async for event in events:
-                for out in reply.feed(event):
-                    yield out
+            try:
+                async for event in events:
+                    for out in reply.feed(event):
+                        yield out
+            except (ValueError, _transport_errors()) as e:  # JSON and Unicode decoding errors are ValueErrors
+                raise UpstreamUnexpected(f"The Anthropic stream broke off: {type(e).__name__}: {e}") from e
             yield reply.finish()
 
     def __repr__(self) -> str:
@@ -223,6 +229,33 @@ def _omit() -> Any:
     import anthropic
 
     return anthropic.omit
+
+
+def _transport_errors() -> type[Exception]:
+    import httpx2
+
+    return httpx2.TransportError
+
+
+class _ScrubLogs(logging.Filter):
+    """The SDK logs request bodies at DEBUG: scrub secrets from them (as every record and view is scrubbed)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        clean = scrub_text(message, secrets_from_environment())
+        if clean != message:
+            record.msg, record.args = clean, ()
+        return True
+
+
+_SCRUB_LOGS = _ScrubLogs()
+
+
+def _scrub_sdk_logs() -> None:
+    for name in ("anthropic", "anthropic._base_client", "httpx2"):
+        logger = logging.getLogger(name)
+        if _SCRUB_LOGS not in logger.filters:
+            logger.addFilter(_SCRUB_LOGS)
 
 
 async def _client_from_environment(max_retries: int | None) -> AsyncAnthropic:

@@ -28,6 +28,7 @@ from ..events import (
     RunTruncated,
     StepFailed,
     StepFinished,
+    StepReplayed,
     StepReported,
     StepStarted,
 )
@@ -138,6 +139,8 @@ class StepTrace:
             self.truncated = True
         elif isinstance(event, StepStarted):
             self.role, self.input, self.backend = event.role, event.input, event.model
+        elif isinstance(event, StepReplayed):
+            self.backend = event.backend  # what the record claims it was made with
         elif isinstance(event, StepFinished):
             self.state, self.requests, self.truncated = "finished", event.requests, event.truncated
         elif isinstance(event, StepFailed):
