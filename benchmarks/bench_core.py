@@ -31,61 +31,18 @@ import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
+from _step import ANSWER_ARGS, EXPECTED, INSTRUCTIONS, PROMPT, ROLE, Answer, Lookup, scripted_model
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelResponse
 from pydantic_ai.models.test import TestModel
 
-from agl_notebook import Event, Role, Run, ScriptedCall, ScriptedModel, ScriptedTurn, ToolResult, reporting_tool, tool
+from agl_notebook import Event, Run
 
-PROMPT = "Look up retries and report how many you found."
-INSTRUCTIONS = "You look things up and report what you found."
 TARGET_RATIO = 10.0
 
-
-@dataclass(frozen=True)
-class Lookup:
-    """What to look up."""
-
-    topic: str
-    limit: int
-
-
-@dataclass(frozen=True)
-class Answer:
-    """What was found."""
-
-    summary: str
-    count: int
-
-
-# The arguments both models send: TestModel generates {"topic": "a", "limit": 0} from the schema, so the script does
-# the same; the reported answer is fixed for both.
-TOOL_ARGS = {"topic": "a", "limit": 0}
-ANSWER_ARGS = {"summary": "done", "count": 1}
-EXPECTED = Answer("done", 1)
-
-
-# --- agl_notebook -------------------------------------------------------------------------------------------------
-
-
-async def agl_look_up(payload: Lookup) -> ToolResult:
-    return ToolResult(f"{payload.topic}:{payload.limit}")
-
-
-AGL_ROLE: Role[Answer] = Role(
-    name="looker",
-    instructions=INSTRUCTIONS,
-    tools=[
-        tool("look_up", "Look a topic up.", Lookup, agl_look_up),
-        reporting_tool("report_answer", "Report what you found.", Answer),
-    ],
-)
-AGL_MODEL = ScriptedModel([
-    ScriptedTurn(calls=[ScriptedCall("look_up", TOOL_ARGS)]),
-    ScriptedTurn(calls=[ScriptedCall("report_answer", ANSWER_ARGS)]),
-])
+AGL_ROLE = ROLE
+AGL_MODEL = scripted_model()
 
 
 async def agl_run() -> int:

@@ -49,57 +49,18 @@ from typing import Any
 
 import anthropic
 import httpx2
+from _step import EXPECTED, PROMPT, ROLE, Answer, Lookup, look_up, scripted_model
 
-from agl_notebook import Claude, Role, Run, ScriptedCall, ScriptedModel, ScriptedTurn, ToolResult, reporting_tool, tool
+from agl_notebook import Claude, Run
 from agl_notebook.models.anthropic import AnthropicModel
 from agl_notebook.replay import MemoryStore
 from agl_notebook.run import system_text
 
-PROMPT = "Look up retries and report how many you found."
-INSTRUCTIONS = "You look things up and report what you found."
 REPLAY_TARGET_US = 100.0
-
-
-@dataclass(frozen=True)
-class Lookup:
-    """What to look up."""
-
-    topic: str
-    limit: int
-
-
-@dataclass(frozen=True)
-class Answer:
-    """What was found."""
-
-    summary: str
-    count: int
-
-
-TOOL_ARGS = {"topic": "a", "limit": 0}
-ANSWER_ARGS = {"summary": "done", "count": 1}
-EXPECTED = Answer("done", 1)
-
-
-async def look_up(payload: Lookup) -> ToolResult:
-    return ToolResult(f"{payload.topic}:{payload.limit}")
-
-
-ROLE: Role[Answer] = Role(
-    name="looker",
-    instructions=INSTRUCTIONS,
-    tools=[
-        tool("look_up", "Look a topic up.", Lookup, look_up),
-        reporting_tool("report_answer", "Report what you found.", Answer),
-    ],
-)
 
 # --- Part 1: replay on the scripted model --------------------------------------------------------------------------
 
-SCRIPTED = ScriptedModel([
-    ScriptedTurn(calls=[ScriptedCall("look_up", TOOL_ARGS)]),
-    ScriptedTurn(calls=[ScriptedCall("report_answer", ANSWER_ARGS)]),
-])
+SCRIPTED = scripted_model()
 STORE = MemoryStore()
 
 
