@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from .reliability_report import NOTES_KEY, ReliabilityNotes, ReliabilityReport
+
 
 class NetworkBlockedError(RuntimeError):
     """A test tried to reach the network. Serve the request in-process (e.g. ``httpx2.MockTransport``)."""
@@ -71,3 +73,37 @@ def _no_anthropic_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("ANTHROPIC_"):  # API key, auth token, base URL, profile, federation, custom headers
             monkeypatch.delenv(name)
+
+
+# --- the reliability report (tests/reliability_report.py): docs/reliability.md, written by the suite itself ---
+
+_reliability = ReliabilityReport()
+
+
+@pytest.fixture
+def reliability(request: pytest.FixtureRequest) -> ReliabilityNotes:
+    """Note what a reliability test tried and the outcome it checked; the report lists it if the test passes."""
+    notes = ReliabilityNotes(request.node.nodeid)
+    request.node.stash[NOTES_KEY] = notes
+    return notes
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    _reliability.deselected(items)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    _reliability.collected(session.items)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    report: pytest.TestReport = yield
+    _reliability.finished_test(item, report)
+    return report
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    written = _reliability.write_if_whole()
+    if written is not None:
+        session.config.get_terminal_writer().line(f"reliability report written: {written}")

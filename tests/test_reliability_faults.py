@@ -22,6 +22,7 @@ from agl_notebook.errors import UpstreamUnexpected
 from agl_notebook.models.anthropic import AnthropicModel
 from agl_notebook.notebook.view import NotebookView
 
+from .reliability_report import ReliabilityNotes
 from .test_anthropic_backend import FakeAPI, Responder, api, fail, reply, sse, stream_response, text, use
 from .test_view import FakeDisplay
 
@@ -134,7 +135,7 @@ RETRIED: dict[str, Callable[[], Responder]] = {
 
 
 @pytest.mark.parametrize("fault", list(RETRIED))
-async def test_retryable_faults_are_retried_and_the_step_succeeds(fault: str) -> None:
+async def test_retryable_faults_are_retried_and_the_step_succeeds(fault: str, reliability: ReliabilityNotes) -> None:
     h = Harness(api(RETRIED[fault](), report("made it"), report("next works")))
     started = time.monotonic()
     answer = await h.run.step(ROLE, "What do we know?")
@@ -147,6 +148,8 @@ async def test_retryable_faults_are_retried_and_the_step_succeeds(fault: str) ->
         # retry-after: 0.01 s is honoured (the SDK's own backoff would wait at least 0.375 s).
         assert time.monotonic() - started < 0.35
     await assert_next_step_works(h, 2)
+    reliability.note("Model faults", fault, "retried by the SDK (2 requests); the step succeeds, recorded once; "
+                     "the next step works", requests_retried=1, records_lost=0)
 
 
 # --- Not retried (or retries exhausted): the step fails clearly ----------------------------------------------------
@@ -182,7 +185,9 @@ FAILURES: dict[str, Callable[[], Failure]] = {
 
 
 @pytest.mark.parametrize("fault", list(FAILURES))
-async def test_a_fault_fails_the_step_clearly_records_nothing_shows_it_and_the_next_step_works(fault: str) -> None:
+async def test_a_fault_fails_the_step_clearly_records_nothing_shows_it_and_the_next_step_works(
+    fault: str, reliability: ReliabilityNotes,
+) -> None:
     case = FAILURES[fault]()
     h = Harness(api(*case.responders, report("next works")), max_retries=1)
     with pytest.raises(case.error) as raised:
@@ -197,9 +202,16 @@ async def test_a_fault_fails_the_step_clearly_records_nothing_shows_it_and_the_n
     assert case.fragment.replace("'", "&#x27;") in bundle["text/html"]
     assert "agl-failed" in bundle["text/html"]
     await assert_next_step_works(h, case.requests)
+    retried = "retried once, then " if case.requests > 1 else ""
+    reliability.note("Model faults", fault,
+                     f"{retried}the step fails with {case.error.__name__} (\"{case.fragment}\"); nothing recorded; "
+                     "the view shows the failure; the next step works",
+                     requests_retried=case.requests - 1, records_lost=0)
 
 
-async def test_a_fault_after_a_tool_ran_loses_the_whole_step_and_a_retry_is_the_same_step() -> None:
+async def test_a_fault_after_a_tool_ran_loses_the_whole_step_and_a_retry_is_the_same_step(
+    reliability: ReliabilityNotes,
+) -> None:
     h = Harness(api(reply(text("Looking."), use("toolu_1", "look_up", '{"text": "x"}'), stop_reason="tool_use"),
                     reset_mid_stream,
                     reply(use("toolu_1", "look_up", '{"text": "x"}'), stop_reason="tool_use"),
@@ -212,13 +224,19 @@ async def test_a_fault_after_a_tool_ran_loses_the_whole_step_and_a_retry_is_the_
     assert await h.run.step(ROLE, "And the next thing?") == Answer("next works")
     (record,) = h.run.store.records()
     assert record.occurrence == 0
+    reliability.note("Model faults", "a connection reset after a tool already ran",
+                     "the whole step fails, nothing recorded; retrying the same input is the same step "
+                     "(occurrence 0), recorded once", records_lost=0)
 
 
 # --- A stream that breaks while being read says so, whatever broke it ---------------------------------------------
 
 
 @pytest.mark.parametrize("responder", [reset_mid_stream, malformed_sse], ids=["reset", "malformed"])
-async def test_a_broken_stream_is_reported_as_upstream_unexpected(responder: Responder) -> None:
+async def test_a_broken_stream_is_reported_as_upstream_unexpected(responder: Responder,
+                                                                  reliability: ReliabilityNotes) -> None:
     h = Harness(api(responder), max_retries=0)
     with pytest.raises(UpstreamUnexpected, match="Anthropic"):
         await h.run.step(ROLE, "What do we know?")
+    reliability.note("Model faults", f"{responder.__name__.replace('_', ' ')} with SDK retries off",
+                     "UpstreamUnexpected naming the Anthropic stream, never a raw httpx or JSON error")

@@ -19,8 +19,12 @@ from hypothesis import strategies as st
 from agl_notebook import describe
 from agl_notebook.payloads import dump, payload_spec
 
+from .reliability_report import ReliabilityNotes
+
 Shape = tuple[Any, ...]
-SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# The `reliability` fixture is function-scoped on purpose: it gathers every example's note into one.
+SETTINGS = settings(max_examples=200, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 UNKNOWN = "not_a_field"
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -145,8 +149,9 @@ def same(a: Any, b: Any) -> bool:
 
 
 @SETTINGS
-@given(st.data())
-def test_valid_json_for_any_shape_builds_the_class_and_dumps_back(data: st.DataObject) -> None:
+@given(data=st.data())
+def test_valid_json_for_any_shape_builds_the_class_and_dumps_back(data: st.DataObject,
+                                                                  reliability: ReliabilityNotes) -> None:
     shape = data.draw(ROOTS, label="shape")
     cls = python_type(shape)
     value, expected = data.draw(valid(shape), label="json")
@@ -154,6 +159,8 @@ def test_valid_json_for_any_shape_builds_the_class_and_dumps_back(data: st.DataO
     assert problems == ()
     assert type(payload) is cls
     assert same(dump(payload), expected), (dump(payload), expected)
+    reliability.example("Fuzzing", "valid JSON for random dataclass shapes (nested dataclasses, lists, tuples, "
+                        "optionals, defaults)", "always builds the class, no problems, and dumps back equal")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -242,8 +249,9 @@ def mutate(shape: Shape, value: Any, path: str, target: tuple[str, str, Any], wr
 
 
 @SETTINGS
-@given(st.data())
-def test_invalid_json_names_the_path_of_the_problem_and_never_raises(data: st.DataObject) -> None:
+@given(data=st.data())
+def test_invalid_json_names_the_path_of_the_problem_and_never_raises(data: st.DataObject,
+                                                                     reliability: ReliabilityNotes) -> None:
     shape = data.draw(ROOTS, label="shape")
     cls = python_type(shape)
     value, _ = data.draw(valid(shape), label="valid json")
@@ -254,6 +262,8 @@ def test_invalid_json_names_the_path_of_the_problem_and_never_raises(data: st.Da
     assert payload is None
     named = target[1] or "arguments"
     assert any(p.startswith(f"{named}: ") for p in problems), (named, problems)
+    reliability.example("Fuzzing", "valid JSON with one mutation (a wrong type, a missing or an unknown field) "
+                        "at a random path", "never builds, never raises; a problem names the mutated path")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -281,16 +291,22 @@ def check_outcome(cls: Any, value: Any) -> None:
 
 
 @SETTINGS
-@given(ROOTS, JSON)
-def test_arbitrary_json_against_any_shape_only_returns_a_payload_or_problems(shape: Shape, value: Any) -> None:
+@given(shape=ROOTS, value=JSON)
+def test_arbitrary_json_against_any_shape_only_returns_a_payload_or_problems(shape: Shape, value: Any,
+                                                                             reliability: ReliabilityNotes) -> None:
     check_outcome(python_type(shape), value)
+    reliability.example("Fuzzing", "arbitrary JSON against a random shape",
+                        "only ever a payload of the class or a list of problems, nothing raised")
 
 
 @SETTINGS
-@given(st.data())
-def test_arbitrary_json_inside_a_valid_object_only_returns_a_payload_or_problems(data: st.DataObject) -> None:
+@given(data=st.data())
+def test_arbitrary_json_inside_a_valid_object_only_returns_a_payload_or_problems(data: st.DataObject,
+                                                                                 reliability: ReliabilityNotes) -> None:
     shape = data.draw(ROOTS, label="shape")
     value, _ = data.draw(valid(shape), label="valid json")
     field = data.draw(st.sampled_from([f"f{i}" for i in range(len(shape[1]))] + [UNKNOWN]), label="field")
     value[field] = data.draw(JSON, label="replacement")
     check_outcome(python_type(shape), value)
+    reliability.example("Fuzzing", "arbitrary JSON in one field of a valid object",
+                        "only ever a payload of the class or a list of problems, nothing raised")

@@ -27,6 +27,7 @@ from agl_notebook.models.anthropic import AnthropicModel
 from agl_notebook.notebook.view import NotebookView
 from agl_notebook.replay import REDACTED, JsonFileStore
 
+from .reliability_report import ReliabilityNotes
 from .test_anthropic_backend import BASE_URL, FakeAPI, api, error_response, reply, text, use
 from .test_view import FakeDisplay
 
@@ -60,6 +61,7 @@ class Planted:
     folder: Path
     fake: FakeAPI | None = None
     displays: list[FakeDisplay] | None = None
+    searched: int = 0  # places searched so far
 
     @property
     def both(self) -> str:
@@ -115,12 +117,22 @@ class Planted:
             yield "log text", caplog.text
 
     def assert_nowhere(self, caplog: pytest.LogCaptureFixture, *, sdk_logs: bool = False) -> int:
+        """Search every place; fail naming each leak. Returns how many places were searched."""
         searched = 0
+        leaks: list[str] = []
         for where, found in self.places(caplog, sdk_logs=sdk_logs):
             searched += 1
-            assert self.key not in found, f"the API key leaked into {where}"
-            assert self.token not in found, f"the secret token leaked into {where}"
+            leaks += [f"the {name} leaked into {where}" for name, secret in (("API key", self.key),
+                                                                               ("secret token", self.token))
+                      if secret in found]
+        assert not leaks, leaks
+        self.searched += searched
         return searched
+
+    def note(self, reliability: ReliabilityNotes, tried: str) -> None:
+        reliability.note("Secrets", tried, f"the key and a secret-named variable's value appear in none of the "
+                         f"{self.searched} places searched (store file, records, view bundles and metadata, logs)",
+                         secrets_found=0, places_searched=self.searched)
 
 
 @pytest.fixture
@@ -136,7 +148,8 @@ def tool_turn() -> list[Any]:
     return reply(text("Let me look."), use("toolu_1", "look_up", '{"text": "credentials"}'), stop_reason="tool_use")
 
 
-async def test_a_successful_step_leaks_no_secret(planted: Planted, caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_successful_step_leaks_no_secret(planted: Planted, caplog: pytest.LogCaptureFixture,
+    reliability: ReliabilityNotes) -> None:
     k = planted
     fake = api(tool_turn(),
                reply(text(f"I see {k.both}."),
@@ -152,10 +165,13 @@ async def test_a_successful_step_leaks_no_secret(planted: Planted, caplog: pytes
     assert REDACTED in k.displays[0].shown[0][0]["text/html"]  # type: ignore[index]
     assert any(e.name.startswith(("anthropic", "httpx")) for e in caplog.records), "no DEBUG logs were captured"
     assert k.assert_nowhere(caplog) >= 5  # the file, its record, and the view's three parts
+    k.note(reliability, "a key in the environment (as the SDK's key) and in a secret-named variable, both also in "
+           "the input, the model's text, a tool's result, the answer to a question and the reported payload")
 
 
 async def test_a_tool_error_carrying_a_secret_is_drawn_scrubbed(planted: Planted,
-                                                                 caplog: pytest.LogCaptureFixture) -> None:
+                                                                 caplog: pytest.LogCaptureFixture,
+    reliability: ReliabilityNotes) -> None:
     k = planted
     run = k.run(api(tool_turn(), tool_turn()))
     with pytest.raises(PermissionError) as raised:
@@ -176,6 +192,7 @@ async def test_a_tool_error_carrying_a_secret_is_drawn_scrubbed(planted: Planted
     fake.responses.append(lambda: _report(f"ok {k.both}"))
     assert await run.step(k.role(run), "again") == Answer(f"ok {k.both}")
     k.assert_nowhere(caplog)
+    k.note(reliability, "both secrets in a tool's exception message, then a next step")
 
 
 def _report(summary: str) -> httpx2.Response:
@@ -185,7 +202,8 @@ def _report(summary: str) -> httpx2.Response:
 
 
 async def test_an_api_error_echoing_the_key_is_drawn_and_logged_scrubbed(planted: Planted,
-                                                                        caplog: pytest.LogCaptureFixture) -> None:
+                                                                        caplog: pytest.LogCaptureFixture,
+    reliability: ReliabilityNotes) -> None:
     k = planted
     run = k.run(api(lambda: error_response(401, "authentication_error", f"invalid x-api-key: {k.key} ({k.token})")))
     with pytest.raises(anthropic.AuthenticationError) as raised:
@@ -198,6 +216,7 @@ async def test_an_api_error_echoing_the_key_is_drawn_and_logged_scrubbed(planted
     assert "error: AuthenticationError: " in bundle["text/plain"]
     assert REDACTED in bundle["text/plain"]
     k.assert_nowhere(caplog)
+    k.note(reliability, "a 401 whose message echoes the key and the token")
 
 
 def test_the_key_is_never_spelled_in_this_file() -> None:
@@ -205,23 +224,28 @@ def test_the_key_is_never_spelled_in_this_file() -> None:
     assert ("sk-ant-" + "api03-") not in source
 
 
-async def test_the_sdks_debug_logs_leak_no_secret(planted: Planted, caplog: pytest.LogCaptureFixture) -> None:
+async def test_the_sdks_debug_logs_leak_no_secret(planted: Planted, caplog: pytest.LogCaptureFixture,
+    reliability: ReliabilityNotes) -> None:
     k = planted
     run = k.run(api(lambda: _report("done")))
     await run.step(k.role(run), f"Use {k.both}.")
     k.assert_nowhere(caplog, sdk_logs=True)
+    k.note(reliability, "the SDK's DEBUG request logs of a step whose input holds both secrets")
 
 
-async def test_the_sdk_logs_no_auth_header(planted: Planted, caplog: pytest.LogCaptureFixture) -> None:
+async def test_the_sdk_logs_no_auth_header(planted: Planted, caplog: pytest.LogCaptureFixture,
+    reliability: ReliabilityNotes) -> None:
     # The key as the auth header (not as content the person typed) never reaches any log line, the SDK's included.
     k = planted
     run = k.run(api(lambda: _report("done")))
     await run.step(k.role(run), "Nothing secret in here.")
     assert any(e.name.startswith("anthropic") for e in caplog.records)
     k.assert_nowhere(caplog, sdk_logs=True)
+    k.note(reliability, "the key as the x-api-key/authorization header, in every log line at DEBUG")
 
 
 async def test_the_live_widget_messages_leak_no_secret(planted: Planted, caplog: pytest.LogCaptureFixture,
+                                                       reliability: ReliabilityNotes,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     # The live (widget) view too: every comm message sent while the step runs and asks its question is searched.
     import comm
@@ -242,3 +266,4 @@ async def test_the_live_widget_messages_leak_no_secret(planted: Planted, caplog:
     assert k.token not in wire
     assert k.displays and k.displays[0].updates, "the live view was never replaced by its final bundle"
     k.assert_nowhere(caplog)
+    k.note(reliability, "both secrets through a live widget view: every comm message sent while the step runs and asks")

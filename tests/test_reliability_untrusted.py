@@ -31,6 +31,7 @@ from agl_notebook.replay import JsonFileStore, StepRecord
 from agl_notebook.replay.records import block_to_json
 from agl_notebook.replay.stores import MemoryStore
 
+from .reliability_report import ReliabilityNotes
 from .test_view import FakeDisplay
 
 SCRIPT_TAG = "<script>alert(1)</script>"
@@ -213,7 +214,8 @@ async def replay_and_check(store: Any, folder: Path, opened: list[str]) -> None:
     assert metadata[METADATA_KEY]["records"][0]["backend"] == CLAIMED_BACKEND
 
 
-async def test_a_crafted_record_in_notebook_metadata_replays_as_data_only(tmp_path: Path) -> None:
+async def test_a_crafted_record_in_notebook_metadata_replays_as_data_only(tmp_path: Path,
+                                                                          reliability: ReliabilityNotes) -> None:
     data, folder = await recorded(tmp_path)
     opened: list[str] = []
     with guarded(folder, opened):
@@ -224,18 +226,25 @@ async def test_a_crafted_record_in_notebook_metadata_replays_as_data_only(tmp_pa
     assert found.records[data["id"]].cell_id == PASSWD  # a string, never used as a path
     await replay_and_check(MemoryStore(list(found.records.values())), folder, opened)
     assert opened == [str((folder / "hostile.ipynb").resolve())]  # replay itself opened nothing
+    reliability.note("Untrusted notebooks", "a crafted record in notebook metadata: script tags, event handlers, "
+                     "javascript: URLs, template syntax, Python source and paths outside the folder in every string",
+                     "replayed as data: no code run (os.system, subprocess, eval, exec guarded), no file opened "
+                     "but the notebook, the strings come back untouched, the HTML holds no live markup")
 
 
-async def test_a_crafted_record_in_a_json_file_store_replays_as_data_only(tmp_path: Path) -> None:
+async def test_a_crafted_record_in_a_json_file_store_replays_as_data_only(tmp_path: Path,
+                                                                          reliability: ReliabilityNotes) -> None:
     _, folder = await recorded(tmp_path)
     opened: list[str] = []
     store = JsonFileStore(folder / "records.json")
     await replay_and_check(store, folder, opened)
     assert set(opened) == {str((folder / "records.json").resolve())}
     assert store.problem is None
+    reliability.note("Untrusted notebooks", "the same crafted record in a JSON recordings file",
+                     "replayed as data; only the recordings file is opened")
 
 
-async def test_the_hand_written_record_draws_inert_html(tmp_path: Path) -> None:
+async def test_the_hand_written_record_draws_inert_html(tmp_path: Path, reliability: ReliabilityNotes) -> None:
     from agl_notebook.events import StepReplayed, StepStarted
     from agl_notebook.notebook.render import StepTrace
     from agl_notebook.notebook.view import final_bundle
@@ -250,9 +259,12 @@ async def test_the_hand_written_record_draws_inert_html(tmp_path: Path) -> None:
     assert_html_is_inert(bundle["text/html"])
     assert f"recorded with file://{PASSWD}" in bundle["text/plain"]
     assert html.escape(SCRIPT_TAG) in bundle["text/html"]
+    reliability.note("Untrusted notebooks", "a hand-written record whose role is a script tag and whose backend "
+                     "claims a file:// path", "drawn escaped; the claim shown as \"recorded with ...\", never used")
 
 
-async def test_a_replayed_view_states_the_backend_the_record_claims(tmp_path: Path) -> None:
+async def test_a_replayed_view_states_the_backend_the_record_claims(tmp_path: Path,
+                                                                    reliability: ReliabilityNotes) -> None:
     _, folder = await recorded(tmp_path)
     displays: list[FakeDisplay] = []
     run = replay_run(JsonFileStore(folder / "records.json"), displays)
@@ -261,6 +273,8 @@ async def test_a_replayed_view_states_the_backend_the_record_claims(tmp_path: Pa
     assert f"recorded with {CLAIMED_BACKEND}" in bundle["text/plain"]
     assert html.escape(f"recorded with {CLAIMED_BACKEND}", quote=True) in bundle["text/html"]
     assert_html_is_inert(bundle["text/html"])
+    reliability.note("Untrusted notebooks", "a record claiming a backend other than the one running",
+                     "the view states provenance as the record's claim (\"recorded with ...\"), not as fact")
 
 
 def test_the_guard_itself_trips(tmp_path: Path) -> None:
@@ -273,9 +287,11 @@ def test_the_guard_itself_trips(tmp_path: Path) -> None:
     assert opened == [str(Path("/etc/hostname").resolve())]
 
 
-def test_the_block_written_back_keeps_the_hostile_strings_verbatim_as_json() -> None:
+def test_the_block_written_back_keeps_the_hostile_strings_verbatim_as_json(reliability: ReliabilityNotes) -> None:
     # Writing a record back is JSON serialisation only: nothing is interpreted on the way out either.
     record = StepRecord(id="x", parts={}, occurrence=0, role=SCRIPT_TAG, backend=CLAIMED_BACKEND, input=PY,
                         result={TEMPLATE: IMG}, transcript=())
     text = json.dumps(block_to_json([record]))
     assert json.loads(text)["records"][0]["result"] == {TEMPLATE: IMG}
+    reliability.note("Untrusted notebooks", "writing a record of hostile strings back to a notebook",
+                     "JSON serialisation only: the strings round-trip verbatim, nothing interpreted")

@@ -1,0 +1,173 @@
+"""The reliability report (issue 9): the suite writes ``docs/reliability.md`` from what its tests tried.
+
+A reliability test takes the ``reliability`` fixture and notes each fault or bad input it tried, the outcome it
+checked, and any figures it measured::
+
+    def test_reset_mid_stream(reliability):
+        ...  # provoke the fault, assert the outcome
+        reliability.note("Model faults", "a connection reset mid-stream",
+                         "the step fails with UpstreamUnexpected; nothing recorded; the next step works",
+                         requests_retried=0, records_lost=0)
+
+Notes count only for a test that passed; a failed test is listed as failed. When every test of the
+``test_reliability_*.py`` files ran (no selection), the report is written at the end of the session. The figures
+add up across notes under the same name (``requests_retried``, ``records_lost``, ``secrets_found``), except the
+measured ones given with ``measured=...``, which are reported as they are.
+"""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPORT_PATH = Path(__file__).resolve().parent.parent / "docs" / "reliability.md"
+
+AREAS = ("Model faults", "Kernel faults", "Bad recordings", "Untrusted notebooks", "Secrets", "Load", "Fuzzing")
+"""The issue's sections, in its order; a note must name one."""
+
+COUNTED = {
+    "requests_retried": "Requests retried by the SDK",
+    "records_lost": "Records lost",
+    "secrets_found": "Secrets found in stores, views, widget messages and logs",
+    "notebooks_corrupted": "Notebooks corrupted or overwritten",
+    "places_searched": "Places searched for a planted secret",
+}
+"""Figures that add up across notes, with their headings in the report."""
+
+
+@dataclass(frozen=True)
+class Trial:
+    area: str
+    tried: str
+    outcome: str
+    test: str
+    counts: dict[str, int] = field(default_factory=dict)
+    measured: dict[str, str] = field(default_factory=dict)
+
+
+class ReliabilityNotes:
+    """What one test tried (the ``reliability`` fixture)."""
+
+    def __init__(self, test: str) -> None:
+        self.test = test
+        self.trials: list[Trial] = []
+        self.examples = 0
+        """Examples run so far, for a property-based test (it counts them itself: see `example`)."""
+
+    def note(self, area: str, tried: str, outcome: str, *, measured: dict[str, str] | None = None,
+             **counts: int) -> None:
+        """Record one fault or bad input this test tried, and the outcome it asserted."""
+        if area not in AREAS:
+            raise ValueError(f"unknown area {area!r}; one of {AREAS}")
+        unknown = set(counts) - set(COUNTED)
+        if unknown:
+            raise ValueError(f"unknown counts {sorted(unknown)}; one of {sorted(COUNTED)} (or measured=...)")
+        trial = Trial(area, tried, outcome, self.test, dict(counts), dict(measured or {}))
+        # A note made again with the same area and trial replaces the earlier one (a property-based test notes
+        # once per example, the last note counting them all).
+        self.trials = [t for t in self.trials if (t.area, t.tried) != (area, tried)] + [trial]
+
+    def example(self, area: str, tried: str, outcome: str) -> None:
+        """Note one example of a property-based test: the report says how many held."""
+        self.examples += 1
+        self.note(area, tried, f"{outcome}: held for {self.examples} random examples")
+
+
+class ReliabilityReport:
+    """Collects the notes of every reliability test in a session and writes the report when the suite ran whole."""
+
+    def __init__(self) -> None:
+        self.passed: list[Trial] = []
+        self.failed: list[str] = []
+        self.selected: set[str] = set()
+        self.finished: set[str] = set()
+        self.everything = True  # until a reliability test file is left out or a test deselected
+
+    # --- pytest hooks (registered by conftest.py) ---
+
+    def collected(self, items: list[pytest.Item]) -> None:
+        self.selected = {item.nodeid for item in items if _is_reliability(item)}
+        files = {item.path.name for item in items if _is_reliability(item)}
+        every_file = {p.name for p in Path(__file__).parent.glob("test_reliability_*.py")}
+        self.everything = self.everything and files == every_file
+
+    def deselected(self, items: list[pytest.Item]) -> None:
+        if any(_is_reliability(item) for item in items):
+            self.everything = False
+
+    def finished_test(self, item: pytest.Item, report: pytest.TestReport) -> None:
+        if not _is_reliability(item):
+            return
+        notes: ReliabilityNotes | None = item.stash.get(NOTES_KEY, None)
+        if report.when == "call" or (report.when == "setup" and not report.passed):
+            self.finished.add(item.nodeid)
+            if report.passed and notes is not None:
+                self.passed.extend(notes.trials)
+            elif not report.passed:
+                self.failed.append(item.nodeid)
+
+    def write_if_whole(self) -> Path | None:
+        if not self.selected or not self.everything or self.finished != self.selected:
+            return None
+        REPORT_PATH.parent.mkdir(parents=True, exist_ok=True)
+        REPORT_PATH.write_text(self.render(), encoding="utf-8")
+        return REPORT_PATH
+
+    # --- the document ---
+
+    def render(self) -> str:
+        import anthropic
+
+        lines = [
+            "# Reliability",
+            "",
+            "<!-- Generated by the test suite (tests/reliability_report.py) whenever every test in",
+            "     tests/test_reliability_*.py runs, e.g. with `make test`. Do not edit by hand. -->",
+            "",
+            "What the reliability suite tried against agl_notebook, and what it checked happened. Every row is a "
+            "test that passed in the run that wrote this page; a test that failed is listed under *Failed*.",
+            "",
+            f"Run on Python {platform.python_version()}, anthropic {anthropic.__version__}, {platform.system()} "
+            f"{platform.machine()}.",
+            "",
+            "## Figures",
+            "",
+            "| Figure | Value |",
+            "|---|---|",
+        ]
+        for key, heading in COUNTED.items():
+            lines.append(f"| {heading} | {sum(t.counts.get(key, 0) for t in self.passed)} |")
+        for trial in self.passed:
+            for name, value in trial.measured.items():
+                lines.append(f"| {_cell(name)} | {_cell(value)} |")
+        lines += ["", f"{len(self.passed)} faults and bad inputs tried, in {len({t.test for t in self.passed})} "
+                      f"tests; {len(self.failed)} failed.", ""]
+        for area in AREAS:
+            trials = [t for t in self.passed if t.area == area]
+            if not trials:
+                continue
+            lines += [f"## {area}", "", "| Tried | Outcome | Test |", "|---|---|---|"]
+            for t in trials:
+                lines.append(f"| {_cell(t.tried)} | {_cell(t.outcome)} | `{_cell(_short(t.test))}` |")
+            lines.append("")
+        if self.failed:
+            lines += ["## Failed", ""] + [f"- `{_short(f)}`" for f in self.failed] + [""]
+        return "\n".join(lines)
+
+
+NOTES_KEY = pytest.StashKey[ReliabilityNotes]()
+
+
+def _is_reliability(item: pytest.Item) -> bool:
+    return item.path.name.startswith("test_reliability_")
+
+
+def _short(nodeid: str) -> str:
+    return nodeid.removeprefix("tests/")
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
