@@ -403,9 +403,7 @@ class _Compiler:
             try:
                 return fn(*args)
             except ExpressionError as e:
-                if e.line is None:
-                    e.source, e.line, e.column = source, line, column
-                raise
+                raise _runtime(e, source, line, column) from None
 
         return at
 
@@ -465,11 +463,7 @@ class _Compiler:
                 elif tr is not float and tr is not bool:
                     measure(result, st.limits)
                 return result
-            except ExpressionError as e:
-                if e.line is None:
-                    e.source, e.line, e.column = source, line, column
-                raise
-            except Exception as e:
+            except Exception as e:  # an ExpressionError gets its location, others become one
                 raise _runtime(e, source, line, column) from None
 
         return binop
@@ -611,11 +605,7 @@ class _Compiler:
                         out.update(value)
                     else:
                         out[k(env, st)] = v(env, st)
-            except ExpressionError as e:
-                if e.line is None:
-                    e.source, e.line, e.column = source, line, column
-                raise
-            except Exception as e:
+            except Exception as e:  # an ExpressionError gets its location, others become one
                 raise _runtime(e, source, line, column) from None
             measure(out, st.limits)
             return out
@@ -721,11 +711,7 @@ class _Compiler:
                     result = builtin(st.limits, *positional, **kwargs)
                     measure(result, st.limits)
                     return result
-                except ExpressionError as e:
-                    if e.line is None:
-                        e.source, e.line, e.column = source, line, column
-                    raise
-                except Exception as e:
+                except Exception as e:  # an ExpressionError gets its location, others become one
                     raise _runtime(e, source, line, column) from None
 
             return call_builtin
@@ -754,11 +740,7 @@ class _Compiler:
                     result = impl(st.limits, target, *positional, **kwargs)
                     measure(result, st.limits)
                     return result
-                except ExpressionError as e:
-                    if e.line is None:
-                        e.source, e.line, e.column = source, line, column
-                    raise
-                except Exception as e:
+                except Exception as e:  # an ExpressionError gets its location, others become one
                     raise _runtime(e, source, line, column) from None
 
             return call_method
@@ -824,9 +806,7 @@ class _Compiler:
             try:
                 level(0)
             except ExpressionError as e:
-                if e.line is None:
-                    e.source, e.line, e.column = source, line, column
-                raise
+                raise _runtime(e, source, line, column) from None
             return out
 
         return run
@@ -887,11 +867,7 @@ class _Compiler:
                 elif conversion == 115:  # !s
                     v = to_text(v, st.limits)
                 text = format_value(v, "" if spec is None else spec(env, st), st.limits)
-            except ExpressionError as e:
-                if e.line is None:
-                    e.source, e.line, e.column = source, line, column
-                raise
-            except Exception as e:
+            except Exception as e:  # an ExpressionError gets its location, others become one
                 raise _runtime(e, source, line, column) from None
             measure(text, st.limits)
             return text
@@ -939,6 +915,11 @@ def _iterable(value: Any, source: str, what: str) -> Any:
 
 
 def _runtime(error: Exception, source: str, line: int | None, column: int | None) -> ExpressionError:
+    """The error to raise for ``error`` caught at this place.
+
+    An ExpressionError is given this location if it has none yet (the innermost place wins); anything else becomes
+    the ExpressionError that says what went wrong here.
+    """
     if isinstance(error, ExpressionError):
         if error.line is None:
             error.source, error.line, error.column = source, line, column
