@@ -1,7 +1,7 @@
 """The reliability report (issue 9): the suite writes ``docs/reliability.md`` from what its tests tried.
 
-A reliability test takes the ``reliability`` fixture and notes each fault or bad input it tried, the outcome it
-checked, and any figures it measured::
+A reliability test (in a ``test_reliability_*.py`` file anywhere under tests/) takes the ``reliability`` fixture
+and notes each fault or bad input it tried, the outcome it checked, and any figures it measured::
 
     def test_reset_mid_stream(reliability):
         ...  # provoke the fault, assert the outcome
@@ -90,8 +90,8 @@ class ReliabilityReport:
 
     def collected(self, items: list[pytest.Item]) -> None:
         self.selected = {item.nodeid for item in items if _is_reliability(item)}
-        files = {item.path.name for item in items if _is_reliability(item)}
-        every_file = {p.name for p in Path(__file__).parent.glob("test_reliability_*.py")}
+        files = {item.path for item in items if _is_reliability(item)}
+        every_file = set(Path(__file__).parent.rglob("test_reliability_*.py"))
         self.everything = self.everything and files == every_file
 
     def deselected(self, items: list[pytest.Item]) -> None:

@@ -79,8 +79,10 @@ USER_SETTINGS = {
 class JupyterServer:
     """One ``jupyter lab`` server on 127.0.0.1 (it also serves Notebook 7), in its own config and runtime dirs."""
 
-    def __init__(self, base: Path, log_path: Path) -> None:
+    def __init__(self, base: Path, log_path: Path, *, disabled_extensions: Sequence[str] = ()) -> None:
         self.base = base
+        self.disabled_extensions = tuple(disabled_extensions)
+        """Lab extensions disabled in this server's page config (what ``jupyter labextension disable`` writes)."""
         self.root = base / "root"
         self.log_path = log_path
         self.port = _free_port()
@@ -127,6 +129,11 @@ class JupyterServer:
             path = self.base / "user-settings" / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(values), encoding="utf-8")
+        if self.disabled_extensions:
+            page_config = self.base / "config" / "labconfig" / "page_config.json"
+            page_config.parent.mkdir(parents=True, exist_ok=True)
+            page_config.write_text(json.dumps({"disabledExtensions": dict.fromkeys(self.disabled_extensions, True)}),
+                                   encoding="utf-8")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(self.command(), cwd=self.root, env=self.environment(), stdout=self._log,
