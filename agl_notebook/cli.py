@@ -696,11 +696,30 @@ def _print_traceback(traceback: str) -> None:
 
 
 def _notebook_text(nb: Any) -> str:
-    """The notebook in nbformat's own layout (indent 1, sorted keys, multi-line strings as lists of lines)."""
+    """The notebook in nbformat's own layout (indent 1, sorted keys, multi-line strings as lists of lines).
+
+    The notebook metadata's records block is written apart, in the same layout, and put in its place: nbformat
+    copies and converts the whole notebook twice before writing it, which for a notebook holding many recordings
+    (tens of MB) took seconds per MB and a gigabyte of memory. The block needs none of it (it is plain JSON).
+    """
+    import uuid
+
     import nbformat
 
+    metadata = nb.get("metadata")
+    block = metadata.get(METADATA_KEY) if isinstance(metadata, Mapping) else None
+    if block is not None:
+        marker = json.dumps(f"agl-notebook-records-{uuid.uuid4().hex}")
+        nb = {**nb, "metadata": {**metadata, METADATA_KEY: json.loads(marker)}}  # shallow: the caller's is kept
     text: str = nbformat.writes(nbformat.from_dict(nb))  # type: ignore[no-untyped-call]
-    return text if text.endswith("\n") else text + "\n"
+    text = text if text.endswith("\n") else text + "\n"
+    if block is None:
+        return text
+    at = text.index(marker)
+    line = text[text.rindex("\n", 0, at) + 1:at]
+    indent = line[:len(line) - len(line.lstrip(" "))]
+    encoded = json.dumps(block, indent=1, sort_keys=True, ensure_ascii=False, separators=(",", ": "))
+    return text[:at] + encoded.replace("\n", "\n" + indent) + text[at + len(marker):]
 
 
 def _write_atomically(path: Path, text: str) -> None:

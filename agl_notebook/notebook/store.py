@@ -37,7 +37,7 @@ class NotebookStore:
         self._locate = locate
         self._found: Path | None = None
         self._looked_in: str | None = "never"
-        if _kernel.interactive():  # headless runners (nbclient, nbval) have no frontend extension to greet
+        if _frontend_may_answer():  # headless runners (nbclient, nbval) have no frontend extension to greet
             link().open()  # greet it now: its answer (unsaved recordings) arrives before long
         self._read: tuple[Path, int, dict[str, StepRecord]] | None = None
         self._warned: set[tuple[str, int]] = set()
@@ -62,7 +62,7 @@ class NotebookStore:
 
         Headless runs (nbclient, nbval: no stdin allowed) have no frontend extension to wait for.
         """
-        if _kernel.interactive():
+        if _frontend_may_answer():
             await link().wait_for_hello(HELLO_SECONDS)
 
     def get(self, record_id: str) -> StepRecord | None:
@@ -127,6 +127,11 @@ class NotebookStore:
     def __repr__(self) -> str:
         path = self._where()
         return f"the notebook {path.name}" if path else "this kernel session (the notebook file was not found)"
+
+
+def _frontend_may_answer() -> bool:
+    """A person's frontend (which may run the extension) sent the executing request; never outside a kernel."""
+    return _kernel.in_kernel() and _kernel.interactive()
 
 
 def _key(path: Path | None) -> str:

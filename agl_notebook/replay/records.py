@@ -15,6 +15,7 @@ reported with its position and kept aside untouched, so writing the block back l
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -178,13 +179,16 @@ def block_from_json(data: JsonValue, *, where: str) -> RecordsBlock:
         InputError: The block itself is unusable (not an object, another version, no list of records).
     """
     if not isinstance(data, dict):
-        raise InputError(f"{where}: expected an object with 'version' and 'records'.")
-    if data.get("version") != FORMAT:
+        raise InputError(f"{where}: expected an object with 'version' and 'records'. Found {_shape(data)}.")
+    if "version" not in data:
+        raise InputError(f"{where}.version: missing; this version of agl_notebook reads version {FORMAT}.")
+    version = data["version"]
+    if version != FORMAT or isinstance(version, bool):
         raise InputError(f"{where}.version: this version of agl_notebook reads version {FORMAT}, found "
-                         f"{data.get('version')!r}.")
+                         f"{version!r}{' (a string)' if isinstance(version, str) else ''}.")
     raw = data.get("records")
     if not isinstance(raw, list):
-        raise InputError(f"{where}.records: expected a list.")
+        raise InputError(f"{where}.records: expected a list. Found {_shape(raw)}.")
     good: list[StepRecord] = []
     bad: list[JsonValue] = []
     problems: list[str] = []
@@ -201,6 +205,28 @@ def block_to_json(records: Sequence[StepRecord], unreadable: Sequence[JsonValue]
     """Write ``{"version": 1, "records": [...]}``, the unreadable records kept after the good ones."""
     written: list[JsonValue] = [r.to_json() for r in records]
     return {"version": FORMAT, "records": written + list(unreadable)}
+
+
+def _shape(value: JsonValue) -> str:
+    """What a value that should have been an object or a list is, in words, for a message."""
+    if isinstance(value, str):
+        size = f"a string of {len(value):,} characters"
+        if not value.lstrip().startswith(("{", "[")):
+            return size
+        try:
+            json.loads(value)
+        except json.JSONDecodeError as e:
+            return f"{size} holding JSON cut short or broken (line {e.lineno}, column {e.colno}: {e.msg})"
+        except RecursionError:
+            return f"{size} holding JSON nested too deeply to read"
+        return f"{size} holding JSON: the block was saved as text instead of as an object"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "a list" if isinstance(value, list) else "an object"
 
 
 def _string(data: dict[str, JsonValue], key: str, where: str) -> str:
