@@ -29,6 +29,7 @@ from .transcript import Message, TextBlock, ToolResultBlock, ToolUseBlock, user_
 
 if TYPE_CHECKING:
     from .functions.interpreter import UnitOutcome, Work
+    from .notebook._kernel import LoopWaker
 
 T = TypeVar("T")
 Out = TypeVar("Out")
@@ -99,6 +100,13 @@ def _notebook_environment() -> _Environment | None:
     from .notebook.environment import NotebookEnvironment
 
     return NotebookEnvironment()
+
+
+def _wake_for_interrupts() -> LoopWaker | None:
+    """In a kernel, keep the loop waking while a step runs, so an interrupt ends it at once (see `LoopWaker`)."""
+    from .notebook._kernel import wake_for_interrupts
+
+    return wake_for_interrupts()
 
 
 def _emit_to(view: StepView, rest: EventSink) -> EventSink:
@@ -270,6 +278,7 @@ class Run:
         occurrence = self._next_occurrence(fp.base)
         record_id = fp.with_occurrence(occurrence)
         token = current_scope.set(scope)
+        waker = _wake_for_interrupts() if self._environment is not None else None
         kept: StepRecord | None = None
         try:
             ready = getattr(self.store, "ready", None)  # a store that must hear from elsewhere first (the notebook's)
@@ -305,6 +314,8 @@ class Run:
                     message, _, _ = explain_miss(name, fp, occurrence, self.store.records(), where=repr(self.store))
                     raise MissingCredentialsError(f"This step is not recorded, so it must run live. {message}\n\n"
                                                   f"{e}") from None
+                if waker is not None and waker.interrupted:  # the interrupt came while nothing yielded
+                    raise KeyboardInterrupt
                 if mode != "off":
                     kept = self.store.put(record(record_id, occurrence, outcome))
         except BaseException as e:  # KeyboardInterrupt and cancellation wipe the step too
@@ -319,6 +330,8 @@ class Run:
             raise
         finally:
             current_scope.reset(token)
+            if waker is not None:
+                waker.cancel()
         emit(finished(outcome))
         if view is not None:
             view.finish(kept)

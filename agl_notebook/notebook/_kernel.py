@@ -86,3 +86,97 @@ def user_namespace() -> dict[str, Any]:
     shell = get_ipython()
     ns = getattr(shell, "user_ns", None)
     return ns if isinstance(ns, dict) else {}
+
+
+WAKE_SECONDS = 0.1
+"""How often a running step wakes the kernel's event loop (see `LoopWaker`)."""
+
+# SIGINTs seen while a step ran in an awaiting cell, and the handler they are passed on to (ipykernel's).
+_interrupts = 0
+_watching = 0
+_passed_on: Any = None
+
+
+class LoopWaker:
+    """While a step runs in an awaiting cell: wakes the loop, and notes every kernel interrupt.
+
+    ipykernel (7.4) turns SIGINT in an awaiting cell into a loop callback, added with ``call_soon`` from the signal
+    handler, that cancels the cell. That callback does not wake a loop asleep in ``select``, so a step awaiting a
+    slow model reply or a tool's ``asyncio.sleep`` would notice the interrupt only when something else woke the
+    loop: the waker wakes it every `WAKE_SECONDS`. And a step that does not yield to the loop after the interrupt
+    (a tool blocking in ``time.sleep``, then no real await) would finish before the callback runs, the interrupt
+    lost: `interrupted` tells the step, which then keeps nothing and raises KeyboardInterrupt.
+    """
+
+    def __init__(self, loop: Any) -> None:
+        self._loop = loop
+        self._seen = _interrupts
+        self._watching = _watch()
+        self._handle: Any = loop.call_later(WAKE_SECONDS, self._tick)
+
+    @property
+    def interrupted(self) -> bool:
+        """True when the kernel was interrupted since the step started."""
+        return _interrupts > self._seen
+
+    def _tick(self) -> None:
+        self._handle = self._loop.call_later(WAKE_SECONDS, self._tick)
+
+    def cancel(self) -> None:
+        """Stop waking the loop and watching for interrupts."""
+        self._handle.cancel()
+        if self._watching:
+            self._watching = False
+            _unwatch()
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    import signal
+
+    global _interrupts
+    _interrupts += 1
+    if callable(_passed_on):
+        _passed_on(signum, frame)
+    elif _passed_on != signal.SIG_IGN:  # SIG_DFL, or a handler not set from Python
+        raise KeyboardInterrupt
+
+
+def _watch() -> bool:
+    """Note SIGINTs (passing them on); only on the main thread, where signal handlers are set."""
+    global _watching, _passed_on
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    if _watching == 0:
+        current = signal.getsignal(signal.SIGINT)
+        if current is not _on_sigint:
+            _passed_on = current
+            signal.signal(signal.SIGINT, _on_sigint)
+    _watching += 1
+    return True
+
+
+def _unwatch() -> None:
+    global _watching, _passed_on
+    import signal
+
+    _watching -= 1
+    if _watching == 0:
+        # Put back what was there, unless the cell already put back its own handler (a step that outlived it).
+        if signal.getsignal(signal.SIGINT) is _on_sigint:
+            signal.signal(signal.SIGINT, _passed_on)
+        _passed_on = None
+
+
+def wake_for_interrupts() -> LoopWaker | None:
+    """In a kernel, a `LoopWaker` on the running loop; None elsewhere (plain Python needs none)."""
+    if not in_kernel():
+        return None
+    import asyncio
+
+    try:
+        return LoopWaker(asyncio.get_running_loop())
+    except RuntimeError:
+        return None

@@ -38,7 +38,7 @@ class FrontendLink:
         self.path: str | None = None
         """The notebook path the frontend reported."""
         self.unsaved: dict[str, StepRecord] = {}
-        """The records the frontend's notebook model held when it answered (saved or not)."""
+        """The records the frontends' notebook models held when they answered (saved or not)."""
         self.stored: set[str] = set()
         """Ids of records the frontend acknowledged."""
         # Set from the comm's handler, which may run on a subshell thread: a threading.Event, not an asyncio one.
@@ -88,7 +88,9 @@ class FrontendLink:
                 except Exception:  # a frontend's bad block must not break the kernel; the file is read anyway
                     read = None
                 if read is not None:
-                    self.unsaved = {r.id: r for r in read.records}
+                    # Several notebooks may share one kernel (JupyterLab: "use the kernel of another notebook"),
+                    # and each one's extension answers: keep every answer's records, not only the last one's.
+                    self.unsaved = {**self.unsaved, **{r.id: r for r in read.records}}
             self._hello.set()
         elif op == "stored" and isinstance(data.get("id"), str):
             self.answered = True

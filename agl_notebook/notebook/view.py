@@ -98,6 +98,9 @@ class NotebookView:
         """Show what failed and why, statically; nothing is recorded."""
         if self.trace.state != "failed":
             self.trace.state, self.trace.error = "failed", (type(error).__name__, str(error))
+        if isinstance(error, KeyboardInterrupt | asyncio.CancelledError) and not str(error):
+            # An interrupt (or a cancelled task) carries no message: say what happened to the step.
+            self.trace.error = (type(error).__name__, "the step was interrupted; nothing was recorded")
         self._final(None)
 
     # Questions ----------------------------------------------------------------------------------------------
