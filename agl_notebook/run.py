@@ -6,6 +6,7 @@ import dataclasses
 import datetime
 import functools
 import inspect
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload, runtime_checkable
 
@@ -20,7 +21,7 @@ from .replay.explain import Miss, ReplayMissError, explain_miss, note_miss
 from .replay.fingerprint import Fingerprint, fingerprint
 from .replay.modes import Mode, check_mode, resolve_mode
 from .replay.records import RecordedQuestion, StepRecord
-from .replay.stores import MemoryStore, Store
+from .replay.stores import MemoryStore, RecordingWarning, Store
 from .roles import Role, RoleFactory
 from .screens import Screen
 from .terminals import ConsoleTerminal, ScriptedTerminal, Terminal
@@ -222,7 +223,7 @@ class Run:
             blocked=f"A step of role {resolved.name!r} would call a model", live=lambda: plan.run_live(emit),
             replay=plan.replay, record=lambda record_id, occurrence, outcome: plan.record(
                 record_id, occurrence, outcome, self._cell_id()),
-            finished=finished)
+            finished=finished, unfit=plan.unfit)
         result: T = outcome.result
         return result
 
@@ -269,10 +270,13 @@ class Run:
     async def _recorded(self, *, name: str, input_json: JsonValue, backend: str, fp: Fingerprint, mode: Mode,
                         view: StepView | None, scope: StepScope, network: bool, blocked: str,
                         live: Callable[[], Awaitable[Out]], replay: Callable[[StepRecord], Awaitable[Out]],
-                        record: Callable[[str, int, Out], StepRecord], finished: Callable[[Out], Event]) -> Out:
+                        record: Callable[[str, int, Out], StepRecord], finished: Callable[[Out], Event],
+                        unfit: Callable[[StepRecord], Sequence[str]] = lambda record: ()) -> Out:
         """What a step and a unit share: number it, replay its record or run it live and keep one, tell the view.
 
         Everything before the first await runs as soon as this is awaited (the occurrence number is taken there).
+        ``unfit`` says why a found record can no longer be replayed (its result no longer builds the payload): such
+        a record runs live in mode ``auto``, with a warning, and is a `ReplayMissError` in mode ``replay``.
         """
         emit = scope.emit
         occurrence = self._next_occurrence(fp.base)
@@ -285,6 +289,9 @@ class Run:
             if ready is not None and mode in ("auto", "replay"):
                 await ready()
             found = self.store.get(record_id) if mode in ("auto", "replay") else None
+            if found is not None and (problems := unfit(found)):
+                _no_longer_fits(found, name, problems, mode, where=repr(self.store))  # raises in mode replay
+                found = None  # runs live
             if view is not None:
                 view.begin(replaying=found is not None)
             emit(StepStarted(name, input_json, backend))
@@ -442,6 +449,18 @@ def _check_input(role: Role[Any], value: object) -> None:
         payload_spec(type(value))  # it must be JSON-able to be shown to the model
 
 
+def _no_longer_fits(record: StepRecord, name: str, problems: Sequence[str], mode: Mode, *, where: str) -> None:
+    """Say that a matching recording's result no longer builds the payload: a warning (mode auto), else raise."""
+    cell = f" (recorded in cell {record.cell_id})" if record.cell_id else ""
+    message = (f"The recording {record.id} of {name!r}{cell} in {where} no longer fits: its reported result does "
+               f"not build the payload now: {'; '.join(problems)}. The recording is left as it is.")
+    if mode == "replay":
+        raise ReplayMissError(f"{message} Mode 'replay' never calls a model: run it in mode 'auto' or 'refresh' to "
+                              "record it again.", nearest=record, differing=())
+    warnings.warn(f"{message} The step runs live; its new record is kept in this session.", RecordingWarning,
+                  stacklevel=4)
+
+
 @dataclasses.dataclass
 class _StepPlan:
     """One step, resolved: what the model will be sent, its fingerprint, and how to run it live or replay it."""
@@ -482,6 +501,15 @@ class _StepPlan:
 
     async def run_live(self, emit: EventSink) -> LoopOutcome:
         return await self._loop(self.model, [self._live_tool(t) for t in self.tools], emit)
+
+    def unfit(self, record: StepRecord) -> Sequence[str]:
+        """Why the record's result no longer builds the role's payload (a field or a check changed since), if so."""
+        if self.reporting is None:
+            return ()
+        if not isinstance(record.result, dict):
+            return (f"the recorded result is {type(record.result).__name__}, not an object",)
+        _, problems = self.reporting.validate(record.result)
+        return problems
 
     async def replay(self, record: StepRecord) -> LoopOutcome:
         """Run the loop again on the recorded replies: validation and events as live, no model, no handler."""

@@ -36,7 +36,6 @@ import pytest
 
 from agl_notebook import Role, Run, ScriptedModel, describe, reporting_tool
 from agl_notebook.cli import main
-from agl_notebook.errors import RoleIncompleteError
 from agl_notebook.models.base import ModelRequest
 from agl_notebook.notebook.nbfile import METADATA_KEY
 from agl_notebook.notebook.store import NotebookStore
@@ -428,12 +427,6 @@ NO_LONGER_VALID = [
 ]
 
 
-@pytest.mark.xfail(raises=RoleIncompleteError, strict=True, reason=(
-    "run.py (not owned here): a recording whose fingerprint matches but whose recorded report no longer validates "
-    "(a validator added to the payload class, or a record edited by hand) replays the recorded replies, has the "
-    "report rejected, and ends in RoleIncompleteError ('stopped without calling its reporting tool') in every "
-    "mode, instead of running live in mode auto and failing with a message naming the record and field in mode "
-    "replay"))
 @pytest.mark.parametrize("mode", ["auto", "replay"])
 @pytest.mark.parametrize(("payload", "summary"), NO_LONGER_VALID)
 async def test_a_recording_that_matches_but_whose_report_no_longer_validates(
