@@ -6,7 +6,8 @@
  *   `{"op": "records", "path": <notebook path>, "block": <metadata["agl_notebook"] as the model holds it, or null>}`.
  * - kernel → frontend: `{"op": "record", "cell_id": <id or null>, "record": <record>}`; the record goes into the
  *   notebook metadata (replacing the one with the same id), its copy leaves the step's output metadata, the notebook
- *   becomes dirty, and the answer is `{"op": "stored", "id": <record id>}`.
+ *   becomes dirty, and the answer is `{"op": "stored", "id": <record id>}`. A notebook without that cell (another
+ *   notebook sharing the kernel ran it) ignores the message.
  *
  * Records are JSON data: nothing from a record is executed or rendered here.
  */
@@ -22,6 +23,7 @@ import {
   jsonEqual,
   METADATA_KEY,
   metadataWithoutRecord,
+  recordBelongsHere,
   recordId,
   upsertRecord
 } from './records.js';
@@ -136,6 +138,9 @@ export class NotebookLink {
       console.warn('agl-notebook: ignored a record without an id, or a notebook without a model');
       return null;
     }
+    if (!recordBelongsHere(cellId, cellIds(model))) {
+      return null; // another notebook sharing this kernel ran the step: its extension keeps the record
+    }
     const current: unknown = model.getMetadata(METADATA_KEY);
     const result = upsertRecord(current, record);
     if (!result.ok) {
@@ -235,6 +240,13 @@ export function removeFromOutputs(outputs: IOutputAreaModel, record: JSONObject)
     }
   }
   return removed;
+}
+
+/** The ids of a notebook's cells. */
+function* cellIds(model: INotebookModel): Iterable<string> {
+  for (const cell of model.cells) {
+    yield cell.id;
+  }
 }
 
 /** Whether comm data is a protocol 1 `record` message (comm messages do not name their target). */

@@ -123,3 +123,22 @@ export function metadataWithoutRecord(metadata: unknown, record: JSONObject): JS
   }
   return next;
 }
+
+/**
+ * Whether a record the kernel sent from cell `cellId` belongs to the notebook whose cell ids are `cellIds`.
+ *
+ * Several notebooks may share one kernel (JupyterLab: "use the kernel of another notebook"), and each one's
+ * extension hears every record the kernel sends: only the notebook holding the cell keeps it. A record whose cell
+ * is unknown (`null`: the kernel was not told) is kept, as before there was a cell id to tell.
+ */
+export function recordBelongsHere(cellId: string | null, cellIds: Iterable<string>): boolean {
+  if (cellId === null) {
+    return true;
+  }
+  for (const id of cellIds) {
+    if (id === cellId) {
+      return true;
+    }
+  }
+  return false;
+}

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { jsonEqual, metadataWithoutRecord, upsertRecord } from '../lib/records.js';
+import { jsonEqual, metadataWithoutRecord, recordBelongsHere, upsertRecord } from '../lib/records.js';
 
 const rec = (id, result = 1) => ({ kind: 'step', format: 1, id, result });
 
@@ -54,4 +54,12 @@ test('compares JSON regardless of key order', () => {
   assert.ok(!jsonEqual({ a: 1 }, { a: 1, b: undefined }));
   assert.ok(!jsonEqual([1, 2], [2, 1]));
   assert.ok(!jsonEqual({ a: [] }, { a: {} }));
+});
+
+test('a record belongs to the notebook holding its cell, or anywhere when its cell is unknown', () => {
+  assert.equal(recordBelongsHere('c2', ['c1', 'c2']), true);
+  assert.equal(recordBelongsHere('other-notebooks-cell', ['c1', 'c2']), false);
+  assert.equal(recordBelongsHere('c1', []), false);
+  assert.equal(recordBelongsHere(null, ['c1']), true);
+  assert.equal(recordBelongsHere(null, []), true);
 });
