@@ -10,8 +10,9 @@ The protocol, version 1 (the extension's ``labextension/src/index.ts`` is the ot
   in the step's output metadata, and marks the notebook dirty; the person's next save keeps it. It answers
   ``{"op": "stored", "id": <record id>}``.
 
-Without the extension (VS Code, classic Notebook, nbclient) the comm is simply not answered, and the record still
-travels in the output metadata (path 2). Writes never wait for an answer.
+Without the extension (VS Code, classic Notebook, nbclient) the comm is simply not answered, or closed at once by a
+frontend that knows no such target (JupyterLab with the extension disabled), and the record still travels in the
+output metadata (path 2). Writes never wait for an answer.
 """
 
 from __future__ import annotations
@@ -53,11 +54,13 @@ class FrontendLink:
 
         self._comm = create_comm(target_name=TARGET, data={"op": "hello", "version": PROTOCOL})
         self._comm.on_msg(self._on_msg)
+        self._comm.on_close(self._on_close)
 
     async def wait_for_hello(self, seconds: float) -> bool:
         """Wait up to ``seconds`` for the frontend's answer, once per kernel; True when it came.
 
-        Without the extension (nbclient, VS Code) nobody answers: that costs ``seconds`` once, then nothing.
+        Without the extension (nbclient, VS Code) nobody answers: that costs ``seconds`` once, then nothing. A
+        frontend that closes the comm (JupyterLab without the extension: no such target) ends the wait at once.
         """
         if self._waited:
             return self.answered
@@ -74,6 +77,12 @@ class FrontendLink:
         self.open()
         if self._comm is not None:
             self._comm.send({"op": "record", "cell_id": cell_id, "record": record.to_json()})
+
+    def _on_close(self, msg: dict[str, Any]) -> None:
+        # The frontend has no handler for the target: nobody will answer this comm. A later record opens a new one
+        # (an extension enabled since, after a page reload, would answer it).
+        self._comm = None
+        self._hello.set()
 
     def _on_msg(self, msg: dict[str, Any]) -> None:
         data = (msg.get("content") or {}).get("data") or {}
