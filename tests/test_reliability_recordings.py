@@ -242,7 +242,8 @@ def _words(block: Any) -> str:
     if isinstance(block, str):
         return "a string holding JSON cut short" if block != GOOD_BLOCK else "a string holding the JSON of a block"
     if not isinstance(block, dict):
-        return f"a {type(block).__name__} ({json.dumps(block)})"
+        kind = {list: "a list", int: "a number", float: "a number", bool: "a boolean"}.get(type(block), "null")
+        return f"{kind} ({json.dumps(block)})"
     return f"{json.dumps(block)}"
 
 
@@ -450,8 +451,10 @@ async def test_a_recording_that_matches_but_whose_report_no_longer_validates(
         assert any(old.id in w and "summary" in w for w in recording_warnings(given))
     assert path.read_bytes() == before
     reliability.note(AREA, f"a recording whose report no longer validates ({summary!r} for {payload.__name__}), "
-                     f"mode {mode}", "runs live in auto; a clear ReplayMissError naming the record and field in "
-                     "replay", records_lost=0, notebooks_corrupted=0)
+                     f"mode {mode}",
+                     "a ReplayMissError naming the record and the field, saying to record it again; no model call"
+                     if mode == "replay" else "a RecordingWarning naming the record and the field; the step runs "
+                     "live and returns the new payload", records_lost=0, notebooks_corrupted=0)
 
 
 # In a real kernel (agl-notebook execute: nbclient) -----------------------------------------------------------------
