@@ -289,23 +289,37 @@ class Run:
             if ready is not None and mode in ("auto", "replay"):
                 await ready()
             found = self.store.get(record_id) if mode in ("auto", "replay") else None
+            unfit_message: str | None = None
+            nearest_unfit: StepRecord | None = None
             if found is not None and (problems := unfit(found)):
-                _no_longer_fits(found, name, problems, mode, where=repr(self.store))  # raises in mode replay
-                found = None  # runs live
+                unfit_message = _no_longer_fits(found, name, problems, where=repr(self.store))
+                if mode == "auto":
+                    warnings.warn(f"{unfit_message} The step runs live; its new record is kept in this session.",
+                                  RecordingWarning, stacklevel=3)
+                nearest_unfit, found = found, None
             if view is not None:
                 view.begin(replaying=found is not None)
             emit(StepStarted(name, input_json, backend))
+            if waker is not None and waker.interrupted:
+                # This cell was interrupted before the step began (a step under asyncio.gather starting after
+                # another one noticed the interrupt): it does not run.
+                import asyncio
+
+                raise asyncio.CancelledError
             if found is not None:
                 emit(StepReplayed(name, found.id, found.backend))
                 outcome = await replay(found)
                 kept = found
+            elif mode == "replay" and unfit_message is not None:
+                raise ReplayMissError(f"{unfit_message} Mode 'replay' never calls a model: run it in mode 'auto' or "
+                                      "'refresh' to record it again.", nearest=nearest_unfit, differing=())
             elif mode == "replay":
                 message, nearest, differing = explain_miss(name, fp, occurrence, self.store.records(),
                                                            where=repr(self.store))
                 raise ReplayMissError(f"{message} Mode 'replay' never calls a model: run it in mode 'auto' or "
                                       "'refresh' to record it.", nearest=nearest, differing=differing)
             else:
-                if mode == "auto":
+                if mode == "auto" and unfit_message is None:  # a miss to explain (an unfit record was warned of)
                     note_miss(Miss(name, fp, occurrence, tuple(self.store.records()), repr(self.store),
                                    self._cell_id()))
                 if modes.session.block_model_calls and network:
@@ -321,8 +335,13 @@ class Run:
                     message, _, _ = explain_miss(name, fp, occurrence, self.store.records(), where=repr(self.store))
                     raise MissingCredentialsError(f"This step is not recorded, so it must run live. {message}\n\n"
                                                   f"{e}") from None
-                if waker is not None and waker.interrupted:  # the interrupt came while nothing yielded
-                    raise KeyboardInterrupt
+                if waker is not None and waker.interrupted:
+                    # The interrupt came while nothing yielded (a blocking tool): end as the cell's cancellation
+                    # would have. A CancelledError, not a KeyboardInterrupt: raised in a task of its own (a step
+                    # under asyncio.gather), a KeyboardInterrupt would escape the event loop and stop the kernel.
+                    import asyncio  # loaded already: a waker exists only on a running event loop
+
+                    raise asyncio.CancelledError
                 if mode != "off":
                     kept = self.store.put(record(record_id, occurrence, outcome))
         except BaseException as e:  # KeyboardInterrupt and cancellation wipe the step too
@@ -449,16 +468,11 @@ def _check_input(role: Role[Any], value: object) -> None:
         payload_spec(type(value))  # it must be JSON-able to be shown to the model
 
 
-def _no_longer_fits(record: StepRecord, name: str, problems: Sequence[str], mode: Mode, *, where: str) -> None:
-    """Say that a matching recording's result no longer builds the payload: a warning (mode auto), else raise."""
+def _no_longer_fits(record: StepRecord, name: str, problems: Sequence[str], *, where: str) -> str:
+    """What to say of a matching recording whose result no longer builds the payload."""
     cell = f" (recorded in cell {record.cell_id})" if record.cell_id else ""
-    message = (f"The recording {record.id} of {name!r}{cell} in {where} no longer fits: its reported result does "
-               f"not build the payload now: {'; '.join(problems)}. The recording is left as it is.")
-    if mode == "replay":
-        raise ReplayMissError(f"{message} Mode 'replay' never calls a model: run it in mode 'auto' or 'refresh' to "
-                              "record it again.", nearest=record, differing=())
-    warnings.warn(f"{message} The step runs live; its new record is kept in this session.", RecordingWarning,
-                  stacklevel=4)
+    return (f"The recording {record.id} of {name!r}{cell} in {where} no longer fits: its reported result does not "
+            f"build the payload now: {'; '.join(problems)}. The recording is left as it is.")
 
 
 @dataclasses.dataclass

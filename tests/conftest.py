@@ -93,7 +93,7 @@ def pytest_deselected(items: list[pytest.Item]) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    _reliability.collected(session.items)
+    _reliability.collected(session.items, list(session.config.args))
 
 
 @pytest.hookimpl(wrapper=True)

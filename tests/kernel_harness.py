@@ -26,7 +26,11 @@ class Kernel:
         self.km.start_kernel(cwd=str(cwd), env=full_env)
         self.kc = self.km.client()
         self.kc.start_channels()
-        self.kc.wait_for_ready(timeout=60)
+        try:
+            self.kc.wait_for_ready(timeout=60)
+        except BaseException:  # a kernel that never got ready is not left running
+            self.close()
+            raise
         self.iopub: list[dict[str, Any]] = []
         self.replies: dict[str, dict[str, Any]] = {}
         self.widgets: dict[str, dict[str, Any]] = {}  # comm id -> latest state

@@ -80,15 +80,22 @@ class ReliabilityReport:
     """Collects the notes of every reliability test in a session and writes the report when the suite ran whole."""
 
     def __init__(self) -> None:
-        self.passed: list[Trial] = []
+        self.trials: dict[str, list[Trial]] = {}  # test -> its notes, for tests that passed
         self.failed: list[str] = []
+        self.skipped: list[str] = []
         self.selected: set[str] = set()
         self.finished: set[str] = set()
         self.everything = True  # until a reliability test file is left out or a test deselected
 
     # --- pytest hooks (registered by conftest.py) ---
 
-    def collected(self, items: list[pytest.Item]) -> None:
+    @property
+    def passed(self) -> list[Trial]:
+        return [trial for trials in self.trials.values() for trial in trials]
+
+    def collected(self, items: list[pytest.Item], args: list[str]) -> None:
+        if any("::" in arg for arg in args):  # tests picked by node id: some of a file's tests may be left out
+            self.everything = False
         self.selected = {item.nodeid for item in items if _is_reliability(item)}
         files = {item.path for item in items if _is_reliability(item)}
         every_file = set(Path(__file__).parent.rglob("test_reliability_*.py"))
@@ -101,13 +108,18 @@ class ReliabilityReport:
     def finished_test(self, item: pytest.Item, report: pytest.TestReport) -> None:
         if not _is_reliability(item):
             return
-        notes: ReliabilityNotes | None = item.stash.get(NOTES_KEY, None)
-        if report.when == "call" or (report.when == "setup" and not report.passed):
-            self.finished.add(item.nodeid)
-            if report.passed and notes is not None:
-                self.passed.extend(notes.trials)
-            elif not report.passed:
-                self.failed.append(item.nodeid)
+        node = item.nodeid
+        if report.failed:  # in setup, the call or teardown: its notes do not count
+            self.trials.pop(node, None)
+            if node not in self.failed:
+                self.failed.append(node)
+        elif report.skipped:  # skipped, or an expected failure
+            self.skipped.append(node)
+        elif report.when == "call" and node not in self.failed:
+            notes: ReliabilityNotes | None = item.stash.get(NOTES_KEY, None)
+            self.trials[node] = notes.trials if notes is not None else []
+        if report.when == "teardown":
+            self.finished.add(node)
 
     def write_if_whole(self) -> Path | None:
         if not self.selected or not self.everything or self.finished != self.selected:
@@ -144,7 +156,7 @@ class ReliabilityReport:
             for name, value in trial.measured.items():
                 lines.append(f"| {_cell(name)} | {_cell(value)} |")
         lines += ["", f"{len(self.passed)} faults and bad inputs tried, in {len({t.test for t in self.passed})} "
-                      f"tests; {len(self.failed)} failed.", ""]
+                      f"tests; {len(self.failed)} failed, {len(self.skipped)} not run.", ""]
         for area in AREAS:
             trials = [t for t in self.passed if t.area == area]
             if not trials:
@@ -155,6 +167,9 @@ class ReliabilityReport:
             lines.append("")
         if self.failed:
             lines += ["## Failed", ""] + [f"- `{_short(f)}`" for f in self.failed] + [""]
+        if self.skipped:
+            lines += ["## Not run (skipped, or failed as expected)", ""] + [f"- `{_short(f)}`" for f in self.skipped]
+            lines.append("")
         return "\n".join(lines)
 
 

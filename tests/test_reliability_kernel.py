@@ -132,11 +132,8 @@ def wait_running(k: Kernel, msg_id: str, marker: str) -> None:
     k.wait_for(lambda: marker in k.stream(msg_id), timeout=30)
 
 
-def interrupted(k: Kernel, msg_id: str, *, within: float = 3) -> tuple[dict[str, Any], float]:
-    """Interrupt; the cell's reply comes within ``within`` seconds (long before LONG), and the step left nothing.
-
-    Returns the reply and the seconds from the interrupt to the reply.
-    """
+def interrupt(k: Kernel, msg_id: str, *, within: float) -> tuple[dict[str, Any], float]:
+    """Interrupt; the cell ends as interrupted within ``within`` seconds. The reply, and the seconds it took."""
     started = time.monotonic()
     k.km.interrupt_kernel()
     reply: dict[str, Any] = done(k, msg_id, timeout=LONG / 2)["content"]
@@ -144,6 +141,25 @@ def interrupted(k: Kernel, msg_id: str, *, within: float = 3) -> tuple[dict[str,
     assert took < within, f"the interrupt took {took:.1f} s to end the step"
     assert reply["status"] == "error"
     assert reply["ename"] in ("KeyboardInterrupt", "CancelledError"), reply
+    return reply, took
+
+
+def assert_failed_unrecorded(k: Kernel, msg_id: str, steps: int) -> None:
+    """The cell drew ``steps`` static views, each failed and carrying no record."""
+    views = [o for o in k.final_outputs(msg_id) if "data" in o and "text/html" in o["data"]]
+    assert len(views) == steps, views
+    for view in views:
+        assert WIDGET_MIME not in view["data"]
+        assert "failed" in view["data"]["text/plain"]
+        assert view["metadata"] == {}, "an interrupted step records nothing"
+
+
+def interrupted(k: Kernel, msg_id: str, *, within: float = 3) -> tuple[dict[str, Any], float]:
+    """Interrupt; the cell's reply comes within ``within`` seconds (long before LONG), and the step left nothing.
+
+    Returns the reply and the seconds from the interrupt to the reply.
+    """
+    reply, took = interrupt(k, msg_id, within=within)
     final = step_display(k, msg_id)
     assert WIDGET_MIME not in final["data"], "the live widget was replaced by the static view"
     assert "failed" in final["data"]["text/plain"]
@@ -267,6 +283,43 @@ def test_an_interrupt_during_a_tool_wipes_the_step_and_keeps_nothing(
                      f"{outcome}; the step's undo work ran and its scratch folder is gone; nothing is recorded; the "
                      "next step runs and records", records_lost=0, notebooks_corrupted=0,
                      measured={f"Interrupt during a tool ({how}): time to end the cell": f"{took:.2f} s"})
+
+
+def test_an_interrupt_during_gathered_steps_cancels_them_and_the_kernel_lives(
+        kernel: Kernel, reliability: ReliabilityNotes) -> None:
+    # Each gathered step is a task of its own: an interrupt noticed inside one must not escape the event loop.
+    run_ok(kernel, "SLOW['tool'] = 'blocking'")
+    msg_id = kernel.execute("r = await asyncio.gather(run.step(oracle(run), 'a'), run.step(oracle(run), 'b'))")
+    wait_running(kernel, msg_id, "tool running")
+    reply, took = interrupt(kernel, msg_id, within=2 * 2 + 3)
+    assert kernel.km.is_alive(), "the kernel died"
+    assert_failed_unrecorded(kernel, msg_id, steps=2)
+    assert printed(kernel, "print(state(run)[:2])") == "(0, 0)\n", "no record, no outcome"
+    the_next_step_runs(kernel)
+    reliability.note(AREA, "an interrupt during two steps run with asyncio.gather (each a task of its own), one "
+                     "in a blocking tool", f"the cell ends with {reply['ename']}; the kernel lives; neither step is "
+                     "recorded; the next step runs and records", records_lost=0, notebooks_corrupted=0,
+                     measured={"Interrupt during gathered steps: time to end the cell": f"{took:.2f} s"})
+
+
+def test_a_step_left_running_by_an_earlier_cell_does_not_hide_later_interrupts(
+        kernel: Kernel, reliability: ReliabilityNotes) -> None:
+    # A step started as a task outlives its cell; ipykernel puts its own SIGINT handler back when that cell ends.
+    run_ok(kernel, f"SLOW['model'] = {LONG}\nbg = asyncio.ensure_future(run.step(oracle(run), 'background'))\n"
+                   "await asyncio.sleep(0.3)")
+    try:
+        run_ok(kernel, "SLOW.update(model=0, tool='blocking')")
+        msg_id = kernel.execute(STEP)
+        wait_running(kernel, msg_id, "tool running")
+        reply, _ = interrupt(kernel, msg_id, within=2 + 3)
+        assert_failed_unrecorded(kernel, msg_id, steps=1)
+        assert printed(kernel, "print(state(run)[:2])") == "(0, 0)\n", "the interrupted step was not recorded"
+    finally:
+        run_ok(kernel, "bg.cancel()")
+    the_next_step_runs(kernel)
+    reliability.note(AREA, "an interrupt during a blocking tool while a step of an earlier cell still runs",
+                     f"the cell ends with {reply['ename']}; the interrupted step is not recorded",
+                     records_lost=0, notebooks_corrupted=0)
 
 
 def answer_question(k: Kernel, text: str) -> None:
@@ -472,7 +525,7 @@ def test_without_the_extension_a_step_waits_once_and_its_record_travels_in_the_o
         if extension == "missing":
             assert HELLO_SECONDS * 0.9 <= first - second <= HELLO_SECONDS + 1.5, timings
         else:  # the frontend's close ends the wait at once
-            assert first - second < HELLO_SECONDS * 0.6, timings
+            assert first - second < HELLO_SECONDS * 0.8, timings  # "missing" waits the whole second
         assert second < HELLO_SECONDS, "only the first step of the kernel waits"
         (record,) = records_of(step_display(k, msg_ids[0]))
         if extension == "missing":
@@ -511,8 +564,10 @@ def test_two_notebooks_in_one_folder_each_keep_only_their_own_records(
     paths = {name: tmp_path / f"{name}.ipynb" for name in steps}
     originals = {name: notebook(paths[name], SETUP, "run = Run(model=ORACLE_MODEL)", steps[name])
                  for name in steps}
-    kernels = {name: Kernel(cwd=tmp_path, env={"JPY_SESSION_NAME": str(paths[name])}) for name in steps}
-    try:
+    kernels: dict[str, Kernel] = {}
+    try:  # started inside the try: a kernel that fails to start leaves none running
+        for name in steps:
+            kernels[name] = Kernel(cwd=tmp_path, env={"JPY_SESSION_NAME": str(paths[name])})
         for k in kernels.values():
             run_ok(k, FAST_HELLO)
             run_ok(k, SETUP)
@@ -550,8 +605,10 @@ def test_two_notebooks_in_one_folder_each_keep_only_their_own_records(
 def test_one_notebook_open_in_two_kernels_gets_one_whole_record(tmp_path: Path, reliability: ReliabilityNotes) -> None:
     path = tmp_path / "demo.ipynb"
     original = notebook(path, SETUP, "run = Run(model=ORACLE_MODEL)", STEP)
-    kernels = [Kernel(cwd=tmp_path, env={"JPY_SESSION_NAME": str(path)}) for _ in range(2)]
-    try:
+    kernels: list[Kernel] = []
+    try:  # started inside the try: a kernel that fails to start leaves none running
+        for _ in range(2):
+            kernels.append(Kernel(cwd=tmp_path, env={"JPY_SESSION_NAME": str(path)}))
         for k in kernels:
             run_ok(k, FAST_HELLO)
             run_ok(k, SETUP)

@@ -252,6 +252,25 @@ async def test_a_json_file_store_round_trip_replays_in_a_fresh_run(tmp_path: Pat
     assert (model.calls, handled, asked) == (2, [], [])
 
 
+@pytest.mark.filterwarnings("ignore:A recording was skipped:agl_notebook.replay.stores.RecordingWarning")
+def test_a_json_file_store_writes_what_json_dumps_writes_whatever_the_strings_hold(tmp_path: Path) -> None:
+    # Line and paragraph separators (U+2028, U+2029, U+0085) stay raw in JSON written with ensure_ascii=False: the
+    # store's kept texts must not break lines inside such strings.
+    path = tmp_path / "recordings.json"
+    path.write_text(json.dumps({"version": 1, "records": [{"kind": "unknown", "text": "a\u2028b"}]}),
+                    encoding="utf-8")
+    store = JsonFileStore(path)
+    odd = "line\u2028separator\u2029paragraph\u0085next\nnewline \u00e9\u00e8 \U0001f600"
+    for n in range(3):
+        store.put(StepRecord(id=f"r{n}", parts={}, occurrence=n, role="r", backend="scripted:x", input=odd,
+                             result={"s": odd}, transcript=()))
+    text = path.read_text(encoding="utf-8")
+    data = json.loads(text)
+    assert text == json.dumps(data, ensure_ascii=False, indent=1) + "\n"
+    assert [r.input for r in JsonFileStore(path).records()] == [odd] * 3
+    assert data["records"][-1] == {"kind": "unknown", "text": "a\u2028b"}  # an unreadable record, kept
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Fingerprint parts: each one changed alone is a miss naming that part
 

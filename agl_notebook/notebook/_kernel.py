@@ -89,45 +89,78 @@ def user_namespace() -> dict[str, Any]:
 
 
 WAKE_SECONDS = 0.1
-"""How often a running step wakes the kernel's event loop (see `LoopWaker`)."""
+"""How often the kernel's event loop is woken while a step runs (see `LoopWaker`)."""
 
-# SIGINTs seen while a step ran in an awaiting cell, and the handler they are passed on to (ipykernel's).
+# SIGINTs seen while steps ran, and the handler each is passed on to (the running cell's, ipykernel's).
 _interrupts = 0
 _watching = 0
+# Cell executions (request ids) with a step running, how many; and those an interrupt reached (a few ids a session).
+_running: dict[str, int] = {}
+_interrupted_in: set[str] = set()
 _passed_on: Any = None
+# One ticker per event loop, shared by the steps running on it: [steps, the pending call_later handle].
+_tickers: dict[Any, list[Any]] = {}
 
 
 class LoopWaker:
-    """While a step runs in an awaiting cell: wakes the loop, and notes every kernel interrupt.
+    """While a step runs in a kernel: keeps the loop waking, and notes every kernel interrupt.
 
     ipykernel (7.4) turns SIGINT in an awaiting cell into a loop callback, added with ``call_soon`` from the signal
     handler, that cancels the cell. That callback does not wake a loop asleep in ``select``, so a step awaiting a
     slow model reply or a tool's ``asyncio.sleep`` would notice the interrupt only when something else woke the
-    loop: the waker wakes it every `WAKE_SECONDS`. And a step that does not yield to the loop after the interrupt
-    (a tool blocking in ``time.sleep``, then no real await) would finish before the callback runs, the interrupt
-    lost: `interrupted` tells the step, which then keeps nothing and raises KeyboardInterrupt.
+    loop: while steps run, one ticker per loop wakes it every `WAKE_SECONDS`. And a step that does not yield to the
+    loop after the interrupt (a tool blocking in ``time.sleep``, then no real await) would finish before the
+    callback runs, the interrupt lost: `interrupted` tells the step, which then keeps nothing and ends as cancelled.
     """
 
     def __init__(self, loop: Any) -> None:
         self._loop = loop
         self._seen = _interrupts
+        self._execution = execution_id()
+        if self._execution is not None:
+            _running[self._execution] = _running.get(self._execution, 0) + 1
         self._watching = _watch()
-        self._handle: Any = loop.call_later(WAKE_SECONDS, self._tick)
+        ticker = _tickers.get(loop)
+        if ticker is None:
+            ticker = _tickers[loop] = [0, None]
+            _tick(loop)
+        ticker[0] += 1
+        self._active = True
 
     @property
     def interrupted(self) -> bool:
-        """True when the kernel was interrupted since the step started."""
+        """True when the step's cell execution was interrupted, even before the step started.
+
+        When the execution is not known: when the kernel was interrupted since the step started.
+        """
+        if self._execution is not None:
+            return self._execution in _interrupted_in
         return _interrupts > self._seen
 
-    def _tick(self) -> None:
-        self._handle = self._loop.call_later(WAKE_SECONDS, self._tick)
-
     def cancel(self) -> None:
-        """Stop waking the loop and watching for interrupts."""
-        self._handle.cancel()
+        """Stop waking the loop (when no other step on it runs) and watching for interrupts."""
+        if not self._active:
+            return
+        self._active = False
+        if self._execution is not None:
+            _running[self._execution] -= 1
+            if not _running[self._execution]:
+                del _running[self._execution]
+        ticker = _tickers.get(self._loop)
+        if ticker is not None:
+            ticker[0] -= 1
+            if ticker[0] <= 0:
+                del _tickers[self._loop]
+                if ticker[1] is not None:
+                    ticker[1].cancel()
         if self._watching:
-            self._watching = False
             _unwatch()
+
+
+def _tick(loop: Any) -> None:
+    ticker = _tickers.get(loop)
+    if ticker is not None:
+        ticker[1] = loop.call_later(WAKE_SECONDS, _tick, loop)
 
 
 def _on_sigint(signum: int, frame: Any) -> None:
@@ -135,6 +168,10 @@ def _on_sigint(signum: int, frame: Any) -> None:
 
     global _interrupts
     _interrupts += 1
+    # The execution interrupted: the one whose step runs now (the signal comes in its task's context); when that is
+    # not known, every execution with a step running.
+    execution = execution_id()
+    _interrupted_in.update([execution] if execution in _running else _running)
     if callable(_passed_on):
         _passed_on(signum, frame)
     elif _passed_on != signal.SIG_IGN:  # SIG_DFL, or a handler not set from Python
@@ -149,11 +186,12 @@ def _watch() -> bool:
 
     if threading.current_thread() is not threading.main_thread():
         return False
-    if _watching == 0:
-        current = signal.getsignal(signal.SIGINT)
-        if current is not _on_sigint:
-            _passed_on = current
-            signal.signal(signal.SIGINT, _on_sigint)
+    # Installed whenever it is not the current handler, not only by the first step: ipykernel sets a handler of its
+    # own for each awaiting cell and puts the old one back after it, even while a step of an earlier cell still runs.
+    current = signal.getsignal(signal.SIGINT)
+    if current is not _on_sigint:
+        _passed_on = current
+        signal.signal(signal.SIGINT, _on_sigint)
     _watching += 1
     return True
 

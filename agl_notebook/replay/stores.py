@@ -194,7 +194,9 @@ def read_block_file(path: Path) -> RecordsBlock:
 
 def _item_text(item: JsonValue) -> str:
     """One item of the records list as ``json.dumps(..., indent=1)`` writes it inside the block (two levels in)."""
-    return "\n".join("  " + line for line in json.dumps(item, ensure_ascii=False, indent=1).splitlines())
+    # split("\n"), not splitlines(): that also splits inside strings, at U+2028, U+2029, U+0085 (kept raw by
+    # ensure_ascii=False), which would put a line break inside a JSON string.
+    return "\n".join("  " + line for line in json.dumps(item, ensure_ascii=False, indent=1).split("\n"))
 
 
 def _write_atomically(path: Path, text: str) -> None:
