@@ -8,6 +8,7 @@ valid notebook holding the record exactly once, and nbval passes on it.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -103,3 +104,47 @@ def test_with_the_extension_disabled_recordings_travel_in_outputs_and_replay(
                      "valid and holds the record once; nbval passes", records_lost=0, notebooks_corrupted=0,
                      measured={"Extension disabled: Run All, answer and finish in the browser":
                                f"{live_seconds:.1f} s"})
+
+
+BROKEN_BLOCK = '{"version": 1, "records": [{"kind": "step", "format": 1, "id": "0f3a'
+"""A records block saved as a string of JSON cut short (a bad merge, a hand edit)."""
+
+
+@pytest.mark.needs_labextension
+def test_a_damaged_records_block_is_left_alone_and_the_notebook_still_runs_and_replays(
+    jupyter: Jupyter, reliability: ReliabilityNotes,
+) -> None:
+    name = "damaged_block.ipynb"
+    path = jupyter.server.write_notebook(name, CELLS)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["metadata"]["agl_notebook"] = BROKEN_BLOCK
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+
+    nb = jupyter.open(name)
+    nb.run_all()
+    nb.answer("Monday", cell=STEP_CELL)
+    nb.wait_cells_done(what="Run All after the answer was submitted")
+    nb.shot("answered")
+    out = nb.output_text(STEP_CELL)
+    assert "could not be read" in out and "agl_notebook" in out, f"the cell warns about the block:\n{out}"
+    assert "Meet on Monday" in out
+    saved = nb.save()
+    assert saved["metadata"]["agl_notebook"] == BROKEN_BLOCK, "the damaged block is left as it was"
+    assert [cell for cell, _ in saved_output_records(saved)] == [STEP_CELL], "the record stays in the output"
+    assert any("not stored" in line and "unusable" in line for line in jupyter.console), \
+        "the extension says why it left the record in the output"
+
+    nb.restart_kernel()
+    nb.run_all()
+    nb.wait_cells_done_without_question(what="Run All after the restart (a replay from the output metadata)")
+    assert "Meet on Monday" in nb.output_text(STEP_CELL)
+    assert nb.output_text(CALLS_CELL).strip() == "0", "replayed with no model call"
+    saved = nb.save()
+    assert saved["metadata"]["agl_notebook"] == BROKEN_BLOCK
+    nbformat.validate(nbformat.reads(path.read_text(encoding="utf-8"), as_version=4))
+    reliability.note("Bad recordings", "a notebook whose records block is truncated JSON in a string, run in "
+                     "JupyterLab with the extension (real browser)",
+                     "the cell warns that the block could not be read; the step runs live and its question is "
+                     "answered; the extension leaves the block as it was (saying why in the console) and the record "
+                     "stays in the output; after a restart the step replays from the output with no model call",
+                     records_lost=0, notebooks_corrupted=0)
