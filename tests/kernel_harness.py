@@ -73,6 +73,15 @@ class Kernel:
         """What the widget frontend sends when a Button is clicked."""
         self.comm_msg(comm_id, {"method": "custom", "content": {"event": "click"}})
 
+    def answer_question(self, text: str) -> None:
+        """Wait for a question's Text input and Submit button, type ``text`` and click Submit (as a person would)."""
+        self.wait_for(lambda: bool(self.widget_ids("TextModel")) and any(
+            self.widgets[c].get("description") == "Submit" for c in self.widget_ids("ButtonModel")))
+        (text_id,) = self.widget_ids("TextModel")
+        (button_id,) = [c for c in self.widget_ids("ButtonModel") if self.widgets[c].get("description") == "Submit"]
+        self.type_into(text_id, text)
+        self.click(button_id)
+
     # Receiving ------------------------------------------------------------------------------------------------
 
     def pump(self, timeout: float = 0.05) -> None:

@@ -30,15 +30,6 @@ def kernel(tmp_path: Path) -> Iterator[Kernel]:
         k.close()
 
 
-def answer_question(k: Kernel, text: str) -> None:
-    k.wait_for(lambda: bool(k.widget_ids("TextModel")) and any(
-        k.widgets[c].get("description") == "Submit" for c in k.widget_ids("ButtonModel")))
-    (text_id,) = k.widget_ids("TextModel")
-    (button_id,) = [c for c in k.widget_ids("ButtonModel") if k.widgets[c].get("description") == "Submit"]
-    k.type_into(text_id, text)
-    k.click(button_id)
-
-
 def step_display(k: Kernel, msg_id: str) -> dict[str, object]:
     displays = [o for o in k.final_outputs(msg_id) if "data" in o and "text/html" in o["data"]]
     assert len(displays) == 1, displays
@@ -48,7 +39,7 @@ def step_display(k: Kernel, msg_id: str) -> dict[str, object]:
 def test_a_question_is_answered_through_the_widgets_in_the_same_cell(kernel: Kernel) -> None:
     msg_id = kernel.execute('run = Run(model=MODEL)\nplan = await run.step(planner, "Plan a meeting")\nprint(plan)',
                             cell_id="cell-1")
-    answer_question(kernel, "Saturday")
+    kernel.answer_question("Saturday")
     reply = kernel.wait_reply(msg_id)["content"]
     assert reply["status"] == "ok", reply
     assert kernel.stream(msg_id) == "Plan(steps=['Meet on Saturday'])\n"
@@ -64,7 +55,7 @@ def test_a_question_is_answered_through_the_widgets_in_the_same_cell(kernel: Ker
 
 def test_step_sync_answers_a_question_from_a_synchronous_cell(kernel: Kernel) -> None:
     msg_id = kernel.execute('run = Run(model=MODEL)\nplan = run.step_sync(planner, "Plan a meeting")\nprint(plan)')
-    answer_question(kernel, "Monday")
+    kernel.answer_question("Monday")
     reply = kernel.wait_reply(msg_id)["content"]
     assert reply["status"] == "ok", reply
     assert kernel.stream(msg_id) == "Plan(steps=['Meet on Monday'])\n"

@@ -322,15 +322,6 @@ def test_a_step_left_running_by_an_earlier_cell_does_not_hide_later_interrupts(
                      records_lost=0, notebooks_corrupted=0)
 
 
-def answer_question(k: Kernel, text: str) -> None:
-    k.wait_for(lambda: bool(k.widget_ids("TextModel")) and any(
-        k.widgets[c].get("description") == "Submit" for c in k.widget_ids("ButtonModel")))
-    (text_id,) = k.widget_ids("TextModel")
-    (button_id,) = [c for c in k.widget_ids("ButtonModel") if k.widgets[c].get("description") == "Submit"]
-    k.type_into(text_id, text)
-    k.click(button_id)
-
-
 @pytest.mark.parametrize("form", ["await", "sync"])
 def test_an_interrupt_while_waiting_for_an_answer_keeps_nothing(
         kernel: Kernel, form: str, reliability: ReliabilityNotes) -> None:
@@ -343,7 +334,7 @@ def test_an_interrupt_while_waiting_for_an_answer_keeps_nothing(
     assert printed(kernel, "print(len(run.store.records()), len(run.outcomes), len(CALLS))") == "0 0 1\n"
     # The same question, asked again, is answered and recorded.
     again = kernel.execute(f"print({call})")
-    answer_question(kernel, "Friday")
+    kernel.answer_question("Friday")
     assert done(kernel, again)["content"]["status"] == "ok"
     assert kernel.stream(again) == "Plan(steps=['Meet on Friday'])\n"
     (record,) = records_of(step_display(kernel, again))

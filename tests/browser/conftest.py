@@ -81,14 +81,19 @@ def browser() -> Iterator[Any]:
         playwright.stop()
 
 
-@pytest.fixture
-def jupyter(request: pytest.FixtureRequest, browser: Any, jupyter_server: JupyterServer) -> Iterator[Jupyter]:
-    """The server and browser for one test, with its artifacts folder (cleared first)."""
+def jupyter_for(request: pytest.FixtureRequest, browser: Any, server: JupyterServer) -> Iterator[Jupyter]:
+    """A test's `Jupyter` on ``server``, with its artifacts folder; closed (screenshots if it failed) after it."""
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", request.node.name).strip("-")
-    helper = Jupyter(jupyter_server, browser, Artifacts(ARTIFACTS / name))
+    helper = Jupyter(server, browser, Artifacts(ARTIFACTS / name))
     yield helper
     report = getattr(request.node, "rep_call", None)
     helper.close(failed=report is None or report.failed)
+
+
+@pytest.fixture
+def jupyter(request: pytest.FixtureRequest, browser: Any, jupyter_server: JupyterServer) -> Iterator[Jupyter]:
+    """The server and browser for one test, with its artifacts folder (cleared first)."""
+    yield from jupyter_for(request, browser, jupyter_server)
 
 
 @pytest.fixture

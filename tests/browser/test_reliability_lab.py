@@ -9,7 +9,6 @@ valid notebook holding the record exactly once, and nbval passes on it.
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -17,9 +16,9 @@ from typing import Any
 import nbformat
 import pytest
 
+from tests.browser.conftest import jupyter_for
 from tests.browser.harness import (
     ARTIFACTS,
-    Artifacts,
     Jupyter,
     JupyterServer,
     records_anywhere,
@@ -48,11 +47,7 @@ def server_without_extension(tmp_path_factory: pytest.TempPathFactory) -> Iterat
 @pytest.fixture
 def jupyter_without_extension(request: pytest.FixtureRequest, browser: Any,
                               server_without_extension: JupyterServer) -> Iterator[Jupyter]:
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", request.node.name).strip("-")
-    helper = Jupyter(server_without_extension, browser, Artifacts(ARTIFACTS / name))
-    yield helper
-    report = getattr(request.node, "rep_call", None)
-    helper.close(failed=report is None or report.failed)
+    yield from jupyter_for(request, browser, server_without_extension)
 
 
 def test_with_the_extension_disabled_recordings_travel_in_outputs_and_replay(
