@@ -17,12 +17,11 @@ ask something else (``explain`` tells).
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .errors import InputError
-from .notebook.nbfile import METADATA_KEY
+from .notebook.nbfile import METADATA_KEY, outputs_metadata
 from .payloads import JsonObject
 from .replay.records import StepRecord, block_from_json, record_from_json
 
@@ -98,7 +97,7 @@ def scan(nb: dict[str, Any], *, where: str) -> Scan:
         problems.extend(read.problems)
         for record in read.records:
             found[record.id] = Recording(record, in_metadata=True)
-    for index, number, output_metadata in _output_metadata(nb):
+    for index, number, output_metadata in outputs_metadata(nb):
         if METADATA_KEY not in output_metadata:
             continue
         try:
@@ -180,17 +179,6 @@ def _judge(recording: Recording, cells: _Cells) -> None:
                                            "send one), so the cell that ran it cannot be told")
 
 
-def _output_metadata(nb: dict[str, Any]) -> Iterator[tuple[int, int, dict[str, Any]]]:
-    """(cell index, output index, output metadata) of every output shaped as nbformat says."""
-    cells = nb.get("cells")
-    for index, cell in enumerate(cells if isinstance(cells, list) else []):
-        outputs = cell.get("outputs") if isinstance(cell, dict) else None
-        for number, output in enumerate(outputs if isinstance(outputs, list) else []):
-            metadata = output.get("metadata") if isinstance(output, dict) else None
-            if isinstance(metadata, dict):
-                yield index, number, metadata
-
-
 # Removing ----------------------------------------------------------------------------------------------------------
 
 
@@ -218,7 +206,7 @@ def remove(nb: dict[str, Any], ids: set[str], *, unreadable: bool = False) -> Re
         taken, bad = _filter_block(metadata, ids, unreadable)
         removed.from_metadata += taken
         removed.unreadable += bad
-    for _, _, output_metadata in _output_metadata(nb):
+    for _, _, output_metadata in outputs_metadata(nb):
         if METADATA_KEY not in output_metadata:
             continue
         if not _usable(output_metadata[METADATA_KEY]):

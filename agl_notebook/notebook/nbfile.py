@@ -74,7 +74,7 @@ def records_in_notebook(nb: dict[str, Any], *, where: str = "notebook") -> Noteb
             for record in read.records:
                 found.records[record.id] = record
                 found.in_metadata.add(record.id)
-    for index, number, output_metadata in _output_metadata(nb):
+    for index, number, output_metadata in outputs_metadata(nb):
         block = output_metadata.get(METADATA_KEY)
         if block is not None:
             place = f"{where} cell {index + 1} output {number + 1}"
@@ -101,7 +101,7 @@ def _cell_id(nb: dict[str, Any], index: int) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _output_metadata(nb: dict[str, Any]) -> Iterator[tuple[int, int, dict[str, Any]]]:
+def outputs_metadata(nb: dict[str, Any]) -> Iterator[tuple[int, int, dict[str, Any]]]:
     """(cell index, output index, output metadata) of every output.
 
     Whatever is not shaped as nbformat says is skipped: a damaged notebook is read as far as it can be.
@@ -131,7 +131,7 @@ def consolidate(nb: dict[str, Any]) -> int:
                          "notebook's agl_notebook metadata first.")
     metadata = nb.setdefault("metadata", {})
     metadata[METADATA_KEY] = block_to_json(list(found.records.values()), found.unreadable)
-    for _, _, output_metadata in _output_metadata(nb):
+    for _, _, output_metadata in outputs_metadata(nb):
         if METADATA_KEY not in output_metadata:
             continue
         try:
