@@ -23,7 +23,29 @@ class StepStarted:
     """The step's input, as JSON."""
     model: str
     """The backend: ``anthropic:<model id>`` or ``scripted:<digest>``."""
+    label: str = ""
+    """A short label telling this step from others of its role (``Run.step``'s ``label``, or drawn from the
+    input)."""
     type: Literal["step.started"] = field(default="step.started", init=False)
+
+
+def input_label(value: JsonValue) -> str:
+    """The default label of a step: its string input, or the input's first text (else number) field.
+
+    Whitespace is collapsed and the text kept to `LABEL_SOURCE_LENGTH` characters; views scrub secrets from it
+    before they shorten it further.
+    """
+    if isinstance(value, dict):
+        fields = list(value.values())
+        value = next((v for v in fields if isinstance(v, str) and v.strip()),
+                     next((v for v in fields if isinstance(v, int | float) and not isinstance(v, bool)), None))
+    if value is None or isinstance(value, list | dict):
+        return ""
+    return " ".join(str(value)[: LABEL_SOURCE_LENGTH * 2].split())[:LABEL_SOURCE_LENGTH]
+
+
+LABEL_SOURCE_LENGTH = 400
+"""How much of the input a default label keeps (views show less)."""
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,16 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload, runtime_chec
 
 from ._scope import StepScope, current_scope
 from .errors import InputError, MissingCredentialsError, ModelCallBlockedError
-from .events import Event, QuestionAnswered, QuestionAsked, StepFailed, StepFinished, StepReplayed, StepStarted
+from .events import (
+    Event,
+    QuestionAnswered,
+    QuestionAsked,
+    StepFailed,
+    StepFinished,
+    StepReplayed,
+    StepStarted,
+    input_label,
+)
 from .loop import LoopOutcome, LoopTool, Reporting, run_loop
 from .models.base import Model, ModelEvent, ModelRequest, TextDelta, ToolCall, ToolSpec, TurnEnd
 from .payloads import JsonValue, dump, payload_spec
@@ -186,11 +195,17 @@ class Run:
         self._sinks.append(sink)
 
     @overload
-    async def step(self, role: Role[T], input: object, *, mode: Mode | None = None) -> T: ...
+    async def step(self, role: Role[T], input: object, *, mode: Mode | None = None, label: str | None = None
+                   ) -> T: ...
     @overload
-    async def step(self, role: RoleFactory[..., T], input: object, *, mode: Mode | None = None) -> T: ...
-    async def step(self, role: Role[T] | RoleFactory[..., T], input: object, *, mode: Mode | None = None) -> T:
+    async def step(self, role: RoleFactory[..., T], input: object, *, mode: Mode | None = None,
+                   label: str | None = None) -> T: ...
+    async def step(self, role: Role[T] | RoleFactory[..., T], input: object, *, mode: Mode | None = None,
+                   label: str | None = None) -> T:
         """Run one step of ``role`` on ``input`` and return the reported payload (None without a reporting tool).
+
+        ``label`` is shown in the step's view beside the role, to tell it from other steps of the role (by default,
+        the input's first text field, shortened); it is not part of what the model sees.
 
         A recorded step replays (mode ``auto`` or ``replay``): no model call, no tool call, no question, the same
         events (plus ``step.replayed``) and the same result. Otherwise it runs live and, unless the mode is
@@ -218,7 +233,7 @@ class Run:
             return StepFinished(resolved.name, outcome.result_json, outcome.requests, outcome.truncated)
 
         outcome = await self._recorded(
-            name=resolved.name, input_json=plan.input_json, backend=plan.backend, fp=plan.fingerprint,
+            name=resolved.name, label=label, input_json=plan.input_json, backend=plan.backend, fp=plan.fingerprint,
             mode=step_mode, view=view, scope=scope, network=getattr(model, "network", True),
             blocked=f"A step of role {resolved.name!r} would call a model", live=lambda: plan.run_live(emit),
             replay=plan.replay, record=lambda record_id, occurrence, outcome: plan.record(
@@ -262,12 +277,13 @@ class Run:
                               cell_id=self._cell_id(), recorded_at=_now(), tape=outcome.tape)
 
         return await self._recorded(
-            name=name, input_json=input, backend=backend, fp=fp, mode=unit_mode, view=view, scope=scope,
+            name=name, label=None, input_json=input, backend=backend, fp=fp, mode=unit_mode, view=view, scope=scope,
             network=network, blocked=f"A call of {name!r} would reach a model or a server", live=lambda: work(None),
             replay=replay, record=record,
             finished=lambda outcome: StepFinished(name, outcome.result, outcome.requests))
 
-    async def _recorded(self, *, name: str, input_json: JsonValue, backend: str, fp: Fingerprint, mode: Mode,
+    async def _recorded(self, *, name: str, label: str | None, input_json: JsonValue, backend: str, fp: Fingerprint,
+                        mode: Mode,
                         view: StepView | None, scope: StepScope, network: bool, blocked: str,
                         live: Callable[[], Awaitable[Out]], replay: Callable[[StepRecord], Awaitable[Out]],
                         record: Callable[[str, int, Out], StepRecord], finished: Callable[[Out], Event],
@@ -285,6 +301,8 @@ class Run:
         waker = _wake_for_interrupts() if self._environment is not None else None
         kept: StepRecord | None = None
         try:
+            # Told before the first await, so views take their places in the order steps start.
+            emit(StepStarted(name, input_json, backend, input_label(input_json) if label is None else label))
             ready = getattr(self.store, "ready", None)  # a store that must hear from elsewhere first (the notebook's)
             if ready is not None and mode in ("auto", "replay"):
                 await ready()
@@ -299,7 +317,6 @@ class Run:
                 nearest_unfit, found = found, None
             if view is not None:
                 view.begin(replaying=found is not None)
-            emit(StepStarted(name, input_json, backend))
             if waker is not None and waker.interrupted:
                 # This cell was interrupted before the step began (a step under asyncio.gather starting after
                 # another one noticed the interrupt): it does not run.

@@ -583,7 +583,8 @@ async def test_the_runs_view_draws_the_run_like_a_step() -> None:
     result = await runner.run(AGENT, "1*2?", tool_handlers=HANDLERS, client_tools=[CALCULATE])
     (view,) = views
     assert view.role == "assistant"
-    assert view.calls == ["begin replaying=False", "step.started", *types(result.events), "step.finished",
+    # step.started comes first: it is told before the step's first await, so views take their places in start order.
+    assert view.calls == ["step.started", "begin replaying=False", *types(result.events), "step.finished",
                           "finish recorded=True"]
 
 

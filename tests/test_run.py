@@ -179,7 +179,7 @@ async def test_run_model_overrides_every_roles_model() -> None:
     run = Run(model=model, on_event=events.append)
     await run.step(Role("r", "Do it.", model=Claude.HAIKU), "go")
     assert model.requests[0].model == "claude-haiku-5-5"
-    assert events[0] == ev.StepStarted("r", "go", f"scripted:{model.digest}")
+    assert events[0] == ev.StepStarted("r", "go", f"scripted:{model.digest}", label="go")
 
 
 async def test_a_role_may_carry_its_own_model_backend() -> None:

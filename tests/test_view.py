@@ -57,8 +57,8 @@ class FakeDisplay:
         self.shown.append((bundle, metadata or {}))
         return self if display_id else None
 
-    def update(self, bundle: dict[str, Any], *, metadata: dict[str, Any], raw: bool) -> None:
-        self.updates.append((bundle, metadata))
+    def update(self, bundle: dict[str, Any], *, raw: bool, metadata: dict[str, Any] | None = None) -> None:
+        self.updates.append((bundle, metadata or {}))
 
 
 @dataclass(frozen=True)
@@ -120,11 +120,19 @@ async def test_live_and_replayed_steps_leave_the_same_final_bundle(sent: list[tu
     live = Run(model=model, view=lambda role: NotebookView(role, display=live_display))
     await live.step(ROLE, "Is it fine?")
     replay = Run(model=model, store=live.store, mode="replay",
-                 view=lambda role: NotebookView(role, display=replay_display))
+                 view=lambda role: NotebookView(role, display=replay_display, live=False))
     await replay.step(ROLE, "Is it fine?")
-    ((final, metadata),) = live_display.updates
-    ((replayed, replay_metadata),) = replay_display.shown  # displayed once, already final: no widget
-    assert final == replayed
+    watched_display = FakeDisplay()
+    watched = Run(model=model, store=live.store, mode="replay",
+                  view=lambda role: NotebookView(role, display=watched_display))
+    await watched.step(ROLE, "Is it fine?")
+    # Live: the header at once, then the widget, then the final bundle, each in place of the one before.
+    ((header, _),) = live_display.shown
+    assert "waiting for scripted:" in header["text/plain"]
+    (widget, _), (final, metadata) = live_display.updates
+    assert WIDGET_MIME in widget
+    ((replayed, replay_metadata),) = replay_display.shown  # headless: displayed once, already final: no widget
+    assert final == replayed == watched_display.updates[-1][0]
     assert WIDGET_MIME not in replayed
     assert metadata == replay_metadata
     assert metadata["agl_notebook"]["records"][0]["role"] == "judge"
@@ -134,7 +142,7 @@ async def test_everything_drawn_is_escaped(sent: list[tuple[str, Any]]) -> None:
     display = FakeDisplay()
     await Run(model=ScriptedModel(SCRIPT), view=lambda role: NotebookView(role, display=display)).step(
         ROLE, "<b>Is</b> it fine?")
-    html = display.updates[0][0]["text/html"]
+    html = display.updates[-1][0]["text/html"]
     for hostile in ("<script", "<img", "<i>check", "dandy </td>", "<b>Is"):
         assert hostile not in html
     assert "&lt;script&gt;alert(&#x27;&lt;img src=x&gt;&#x27;)&lt;/script&gt;" in html
@@ -155,7 +163,8 @@ def test_the_text_view_is_deterministic_and_says_what_the_record_claims() -> Non
         "  tool look_up: ok\n"
         "  question 'Which one?': \"the first\"\n"
         "  tool verdict: reported\n"
-        "  result (verdict): {\"summary\": \"ok\"}")
+        "  result (verdict):\n"
+        "    summary: \"ok\"")
     assert render_html(trace) == render_html(trace)
 
 
@@ -170,9 +179,12 @@ async def test_a_failed_step_shows_what_failed_and_records_nothing(sent: list[tu
     run = Run(model=ScriptedModel(SCRIPT), view=lambda r: NotebookView(r, display=display))
     with pytest.raises(ConnectionError):
         await run.step(role, "Is it fine?")
-    ((bundle, metadata),) = display.updates
+    bundle, metadata = display.updates[-1]
     assert metadata == {}
-    assert "error: ConnectionError: the docs server is down" in bundle["text/plain"]
+    text = bundle["text/plain"]
+    assert "error: ConnectionError in the handler of tool look_up: the docs server is down" in text
+    assert "failed, nothing was recorded, with scripted:" in text  # not "recorded with": nothing was
+    assert "tool look_up: raised an error" in text  # not left "running…"
     assert WIDGET_MIME not in bundle
     assert run.store.records() == ()
 

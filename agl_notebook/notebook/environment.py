@@ -10,6 +10,7 @@ from ..terminals import Terminal
 from . import _kernel
 
 _occurrences: Any = None
+_display_order: tuple[object, Any] = (None, None)
 
 
 class NotebookEnvironment:
@@ -39,12 +40,18 @@ class NotebookEnvironment:
     def view(self, role: Role[Any]) -> Any:
         """A live widget view of one step."""
         from .frontend import link
-        from .view import NotebookView
+        from .view import DisplayOrder, NotebookView
 
         cell = _kernel.cell_id()
         interactive = _kernel.interactive()  # headless runners have neither a person watching nor an extension
-        return NotebookView(role, send_record=(lambda record: link().send_record(record, cell)) if interactive
-                            else None, live=interactive)
+        if interactive:
+            return NotebookView(role, send_record=lambda record: link().send_record(record, cell))
+        # Headless, a cell's views are displayed when their steps end, held back to the order the steps started in.
+        global _display_order
+        execution = _kernel.execution_id()
+        if _display_order[0] != execution or _display_order[1] is None:
+            _display_order = (execution, DisplayOrder())
+        return NotebookView(role, live=False, order=_display_order[1])
 
     def execution_key(self) -> object:
         """Occurrence numbers count within one cell execution."""

@@ -3,7 +3,13 @@
 The same trace is drawn live (inside the widget, while the step runs) and final (the static bundle the display is
 updated to, which a saved notebook keeps). The final drawing depends only on what the events say, never on times,
 ids of widgets or whether the step was live or replayed, so a replay draws exactly what the live run left in the
-saved notebook and nbval compares them equal. Everything is escaped, and secrets are scrubbed before drawing.
+saved notebook and nbval compares them equal. Everything is escaped, and secrets are scrubbed before drawing
+(before anything is shortened, so a cut never keeps part of a secret).
+
+Colours read in every theme and every reader: text is never coloured (no colour reads at 4.5:1 on both a light and a
+dark background), it inherits the theme's; states are semi-transparent tinted backgrounds and borders, which blend
+with whatever is behind them. No ``var(--jp-*)``: JupyterLab's sanitizer strips them from untrusted notebooks, and
+GitHub defines none. Long blocks are capped in height and scroll, so a 200-line tool result stays a few lines tall.
 """
 
 from __future__ import annotations
@@ -36,6 +42,9 @@ from ..functions.events import ApiResponded, ErrorHandled, FunctionCalled, Funct
 from ..payloads import JsonObject, JsonValue
 from ..replay.scrub import scrub_text, secrets_from_environment
 
+INTERRUPTIONS = ("KeyboardInterrupt", "CancelledError")
+"""The errors that mean the person (or a cancelled task) stopped the step, rather than something going wrong."""
+
 
 @dataclass
 class CallTrace:
@@ -44,7 +53,8 @@ class CallTrace:
     id: str
     name: str
     args: JsonObject
-    status: Literal["requested", "running", "ok", "failed", "rejected", "reported"] = "requested"
+    status: Literal["requested", "running", "ok", "failed", "rejected", "reported", "raised", "interrupted",
+                    "not run"] = "requested"
     result: str | None = None
     problems: tuple[str, ...] = ()
 
@@ -83,6 +93,8 @@ class StepTrace:
 
     role: str
     input: JsonValue = None
+    label: str = ""
+    """A short label telling this step from others of the role (from the input, or `Run.step`'s ``label``)."""
     backend: str = ""
     items: list[list[str] | CallTrace | QuestionTrace | MarkupNote | FunctionNote] = field(default_factory=list)
     """Text (kept as its pieces, joined when drawn: appending to one string would copy it per delta), tool calls
@@ -94,6 +106,8 @@ class StepTrace:
     truncated: bool = False
     requests: int = 0
     state: Literal["running", "finished", "failed"] = "running"
+    waiting_for_model: bool = True
+    """Live only: a request is out and nothing of its reply has arrived yet."""
     error: tuple[str, str] | None = None
     result_descriptions: dict[str, str] = field(default_factory=dict)
     _depth: int = field(default=0, init=False, repr=False, compare=False)
@@ -104,12 +118,14 @@ class StepTrace:
         if isinstance(event, FunctionCalled | FunctionReturned | Logged | ApiResponded | ErrorHandled):
             self._function(event)
         elif isinstance(event, OutputTextDelta):
+            self.waiting_for_model = False
             last = self.items[-1] if self.items else None
             if isinstance(last, list):
                 last.append(event.delta)
             else:
                 self.items.append([event.delta])
         elif isinstance(event, ClientToolRequested):
+            self.waiting_for_model = False
             self.items.append(CallTrace(event.tool_call_id, event.name, event.args))
         elif isinstance(event, ClientToolExecuting):
             self._call(event.tool_call_id).status = "running"
@@ -126,6 +142,7 @@ class StepTrace:
                 call.status = "failed" if event.is_error else "ok"
         elif isinstance(event, ClientToolRoundtrip):
             self.roundtrips, self.max_roundtrips = event.turn, event.max_turns
+            self.waiting_for_model = True
         elif isinstance(event, QuestionAsked):
             self.items.append(QuestionTrace(event.text, event.inputs))
         elif isinstance(event, QuestionAnswered):
@@ -138,13 +155,29 @@ class StepTrace:
         elif isinstance(event, RunTruncated):
             self.truncated = True
         elif isinstance(event, StepStarted):
-            self.role, self.input, self.backend = event.role, event.input, event.model
+            self.role, self.input, self.backend, self.label = event.role, event.input, event.model, event.label
         elif isinstance(event, StepReplayed):
             self.backend = event.backend  # what the record claims it was made with
         elif isinstance(event, StepFinished):
             self.state, self.requests, self.truncated = "finished", event.requests, event.truncated
         elif isinstance(event, StepFailed):
-            self.state, self.error = "failed", (event.error, event.message)
+            self.end_failed(event.error, event.message)
+
+    def end_failed(self, error: str, message: str) -> None:
+        """The step failed: every row takes its final state, and the error names the tool whose handler raised."""
+        if self.state == "failed":
+            return
+        interrupted = error in INTERRUPTIONS
+        running = [item for item in self.items if isinstance(item, CallTrace) and item.status == "running"]
+        for item in self.items:
+            if isinstance(item, CallTrace) and item.status in ("requested", "running"):
+                item.status = ("interrupted" if interrupted else "raised" if item.status == "running"
+                               else "not run")
+        if interrupted:
+            message = message or "the step was interrupted"
+        elif len(running) == 1:
+            error = f"{error} in the handler of tool {running[0].name}"
+        self.state, self.error = "failed", (error, message)
 
     def _function(self, event: FunctionCalled | FunctionReturned | Logged | ApiResponded | ErrorHandled) -> None:
         depth = self._depth
@@ -178,25 +211,39 @@ class StepTrace:
 _Escape = Callable[[str], str]
 _FUNCTION_WORDS = {"call": "call", "return": "returned", "log": "log", "api": "api", "error": "handled"}
 _STATUS_WORDS = {"requested": "requested", "running": "running…", "ok": "ok", "failed": "failed",
-                 "rejected": "arguments rejected", "reported": "reported"}
+                 "rejected": "arguments rejected", "reported": "reported", "raised": "raised an error",
+                 "interrupted": "interrupted", "not run": "not run"}
+_STATUS_TINT = {"ok": "ok", "reported": "ok", "failed": "bad", "raised": "bad", "rejected": "warn",
+                "interrupted": "warn"}
+LABEL_LENGTH = 40
+"""How long a step's label may be, in characters."""
+TEXT_VALUE_LENGTH = 200
+"""How long a value may be in the ``text/plain`` summary (the HTML view shows it whole, in a capped block)."""
 
 
 def render_text(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str:
     """The deterministic ``text/plain`` summary of a step, scrubbed of ``secrets`` (default: the environment's)."""
     secrets = secrets_from_environment() if secrets is None else secrets
-    lines = [f"agl_notebook step: role {trace.role!r}, {_state_text(trace)}, {_provenance(trace)}"]
+
+    def clip(text: str, limit: int) -> str:  # scrub, then shorten: a cut must never keep part of a secret
+        return _shorten(scrub_text(text, secrets), limit)
+
+    label = f" on {clip(trace.label, LABEL_LENGTH)!r}" if trace.label else ""
+    lines = [f"agl_notebook step: role {trace.role!r}{label}, {_state_text(trace)}, {_provenance(trace)}"]
     for item in trace.items:
         if isinstance(item, CallTrace):
             lines.append(f"  tool {item.name}: {_STATUS_WORDS[item.status]}")
         elif isinstance(item, MarkupNote):
             lines.append(f"  markup error: {item.message}")
         elif isinstance(item, FunctionNote):
-            lines.append(f"  {'  ' * item.depth}{_FUNCTION_WORDS[item.kind]} {_shorten(item.text, 100)}")
+            lines.append(f"  {'  ' * item.depth}{_FUNCTION_WORDS[item.kind]} {clip(item.text, 100)}")
         elif isinstance(item, QuestionTrace):
-            answer = _compact(item.answer) if item.answered else "(waiting)"
-            lines.append(f"  question {_shorten(item.text)!r}: {answer}")
+            answer = clip(_compact(item.answer), 60) if item.answered else _unanswered(trace)
+            lines.append(f"  question {clip(item.text, 60)!r}: {answer}")
     if trace.reported_by is not None:
-        lines.append(f"  result ({trace.reported_by}): {_compact(trace.result)}")
+        lines.append(f"  result ({trace.reported_by}):")
+        fields = trace.result.items() if isinstance(trace.result, dict) else [("value", trace.result)]
+        lines.extend(f"    {name}: {clip(_compact(value), TEXT_VALUE_LENGTH)}" for name, value in fields)
     if trace.error is not None:
         lines.append(f"  error: {trace.error[0]}: {trace.error[1]}")
     return scrub_text("\n".join(lines), secrets)
@@ -209,13 +256,14 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
     def esc(text: str) -> str:
         return html.escape(scrub_text(text, secrets), quote=True)
 
+    shown_label = _shorten(scrub_text(trace.label, secrets), LABEL_LENGTH)
+    label = f' · <span title="The step\'s input">{html.escape(shown_label)}</span>' if trace.label else ""
     parts = [f'<div class="agl-step agl-{trace.state}" style="{_BOX}">',
-             f'<div style="{_HEAD}"><b>{esc(trace.role)}</b> · {esc(_state_text(trace))}'
+             f'<div style="{_HEAD}"><b>{esc(trace.role)}</b>{label} · {esc(_state_text(trace))}'
              f' · <span title="What the recording says it was made with">{esc(_provenance(trace))}</span>'
              "</div>"]
     if trace.input is not None:
-        parts.append(f"<details><summary>Input</summary><pre style=\"{_PRE}\">{esc(_pretty(trace.input))}</pre>"
-                     "</details>")
+        parts.append(f"<details><summary>Input</summary>{_value_html(trace.input, esc)}</details>")
     for item in trace.items:
         if isinstance(item, list):
             text = "".join(item)
@@ -226,13 +274,13 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
         elif isinstance(item, MarkupNote):
             parts.append(f'<div style="{_ERROR}">A tool call written as text was dropped: {esc(item.message)}</div>')
         elif isinstance(item, FunctionNote):
-            colour = "#b42318" if item.failed else "#555"
-            parts.append(f'<div style="{_FUNCTION}padding-left:{12 * item.depth}px;color:{colour}">'
+            tint = f"background:{_TINTS['bad']};" if item.failed else ""
+            parts.append(f'<div style="{_FUNCTION}padding-left:{12 * item.depth}px;{tint}">'
                          f"<b>{esc(_FUNCTION_WORDS[item.kind])}</b> <code>{esc(item.text)}</code></div>")
         else:
-            answer = esc(_compact(item.answer)) if item.answered else "<i>waiting for an answer…</i>"
-            parts.append(f'<div style="{_QUESTION}"><b>Question:</b> {esc(item.text)}<br><b>Answer:</b> {answer}'
-                         "</div>")
+            answer = _value_html(item.answer, esc) if item.answered else f"<i>{_unanswered(trace)}</i>"
+            parts.append(f'<div style="{_QUESTION}"><b>Question:</b> <span style="white-space:pre-wrap">'
+                         f"{esc(item.text)}</span><br><b>Answer:</b> {answer}</div>")
     if trace.roundtrips:
         parts.append(f'<div style="{_NOTE}">tool round trips: {trace.roundtrips} of at most '
                      f"{trace.max_roundtrips}{' (limit reached)' if trace.truncated else ''}</div>")
@@ -245,52 +293,77 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
 
 
 def _call_html(call: CallTrace, esc: _Escape) -> str:
-    colour = {"ok": "#1a7f37", "reported": "#1a7f37", "failed": "#b42318", "rejected": "#b54708"}.get(
-        call.status, "#555")
-    body = [f'<pre style="{_PRE}">{esc(_pretty(call.args))}</pre>']
+    body = [_value_html(call.args, esc)]
     if call.problems:
         body.append("<ul>" + "".join(f"<li>{esc(p)}</li>" for p in call.problems) + "</ul>")
     if call.result is not None:
-        body.append(f'<div><b>Result</b></div><pre style="{_PRE}">{esc(call.result)}</pre>')
+        body.append(f'<div><b>Result</b></div><div style="{_SCROLL}"><pre style="{_PRE}">{esc(call.result)}</pre>'
+                    "</div>")
     return (f'<details style="{_CALL}"><summary><code>{esc(call.name)}</code> · '
-            f'<span style="color:{colour}">{esc(_STATUS_WORDS[call.status])}</span></summary>{"".join(body)}'
-            "</details>")
+            f'{_chip(_STATUS_WORDS[call.status], _STATUS_TINT.get(call.status, "plain"))}</summary>'
+            f'{"".join(body)}</details>')
 
 
 def _result_html(trace: StepTrace, esc: _Escape) -> str:
     rows = []
-    if isinstance(trace.result, dict):
-        for name, value in trace.result.items():
-            description = trace.result_descriptions.get(name, "")
-            rows.append(f'<tr><td style="{_TD}"><code>{esc(name)}</code></td><td style="{_TD}"><pre style="{_CELL}">'
-                        f'{esc(_value_text(value))}</pre></td><td style="{_TD}">{esc(description)}</td></tr>')
-    else:
-        rows.append(f'<tr><td></td><td style="{_TD}"><pre style="{_CELL}">{esc(_value_text(trace.result))}</pre>'
-                    "</td><td></td></tr>")
+    fields = trace.result.items() if isinstance(trace.result, dict) else [("", trace.result)]
+    for name, value in fields:
+        description = trace.result_descriptions.get(name, "")
+        rows.append(f'<tr><td style="{_TD}"><code>{esc(name)}</code></td><td style="{_TD}">'
+                    f'{_value_html(value, esc)}</td><td style="{_TD}">{esc(description)}</td></tr>')
     return (f'<div style="{_HEAD}">Result, reported with <code>{esc(trace.reported_by or "")}</code></div>'
             f'<table style="{_TABLE}"><thead><tr><th style="{_TD}">field</th><th style="{_TD}">value</th>'
             f'<th style="{_TD}">description</th></tr></thead>'
             f"<tbody>{''.join(rows)}</tbody></table>")
 
 
+def _value_html(value: JsonValue, esc: _Escape, depth: int = 0) -> str:
+    """A value as a person reads it: text with its line breaks, a list as a list, an object as rows.
+
+    Long ones scroll inside a capped block.
+    """
+    if isinstance(value, str):
+        inner = f'<span style="white-space:pre-wrap;overflow-wrap:anywhere">{esc(value)}</span>'
+        return f'<div style="{_SCROLL}">{inner}</div>' if depth == 0 and _is_long(value) else inner
+    if isinstance(value, list) and value and depth < 2:
+        items = "".join(f"<li>{_value_html(v, esc, depth + 1)}</li>" for v in value)
+        inner = f'<ol style="{_LIST}">{items}</ol>'
+        return f'<div style="{_SCROLL}">{inner}</div>' if depth == 0 else inner
+    if isinstance(value, dict) and value and depth < 2:
+        rows = "".join(f'<tr><td style="{_TD}"><code>{esc(k)}</code></td><td style="{_TD}">'
+                       f"{_value_html(v, esc, depth + 1)}</td></tr>" for k, v in value.items())
+        inner = f'<table style="{_TABLE}">{rows}</table>'
+        return f'<div style="{_SCROLL}">{inner}</div>' if depth == 0 else inner
+    if isinstance(value, list | dict):
+        return f'<pre style="{_PRE}">{esc(_pretty(value))}</pre>'
+    return f"<code>{esc(_compact(value))}</code>"
+
+
+def _is_long(text: str) -> bool:
+    return len(text) > 600 or text.count("\n") > 12
+
+
+def _chip(text: str, tint: str) -> str:
+    return f'<span style="background:{_TINTS[tint]};padding:0 4px;border-radius:3px">{html.escape(text)}</span>'
+
+
 def _state_text(trace: StepTrace) -> str:
     if trace.state == "running":
-        return "running"
+        return f"waiting for {trace.backend}" if trace.waiting_for_model and trace.backend else "running"
     if trace.state == "failed":
-        return "failed"
+        return "failed, nothing was recorded"
     requests = f"{trace.requests} model request{'s' if trace.requests != 1 else ''}"
     return f"finished ({requests}{', truncated' if trace.truncated else ''})"
 
 
 def _provenance(trace: StepTrace) -> str:
-    # What the recording claims (a record's backend is data from the notebook, not a verified fact).
-    return f"{'with' if trace.state == 'running' else 'recorded with'} {trace.backend}"
+    # What the recording claims (a record's backend is data from the notebook, not a verified fact); a step that is
+    # running or failed has no recording.
+    return f"{'recorded with' if trace.state == 'finished' else 'with'} {trace.backend}"
 
 
-def _value_text(value: JsonValue) -> str:
-    """A field's value: on one line when short, else indented."""
-    compact = _compact(value)
-    return compact if len(compact) <= 80 else _pretty(value)
+def _unanswered(trace: StepTrace) -> str:
+    return "waiting for an answer…" if trace.state == "running" else "not answered"
 
 
 def _pretty(value: JsonValue) -> str:
@@ -305,15 +378,20 @@ def _shorten(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-_BOX = "border:1px solid #d0d7de;border-radius:6px;padding:6px 10px;margin:4px 0;font-size:13px"
+# Tints blend with the theme behind them (light or dark); text keeps the theme's colour.
+_TINTS = {"ok": "rgba(26,127,55,0.18)", "bad": "rgba(209,36,47,0.18)", "warn": "rgba(191,135,0,0.22)",
+          "plain": "rgba(127,127,127,0.16)"}
+_BOX = "border:1px solid rgba(127,127,127,0.45);border-radius:6px;padding:6px 10px;margin:4px 0;font-size:13px"
 _HEAD = "margin:2px 0 6px 0"
-_PRE = "white-space:pre-wrap;margin:2px 0;font-size:12px"
-_CELL = "white-space:pre-wrap;margin:0;font-size:12px;text-align:left"
+_PRE = "white-space:pre-wrap;overflow-wrap:anywhere;margin:2px 0;font-size:12px"
+_SCROLL = "max-height:24em;overflow:auto"
+_LIST = "margin:0;padding-left:2.2em"
 _TD = "text-align:left;vertical-align:top;padding:2px 8px"
-_TEXT = "white-space:pre-wrap;margin:4px 0"
+_TEXT = "white-space:pre-wrap;overflow-wrap:anywhere;margin:4px 0;max-height:24em;overflow:auto"
 _CALL = "margin:2px 0"
 _FUNCTION = "margin:2px 0;white-space:pre-wrap;"
-_QUESTION = "margin:4px 0;padding:4px;background:#f6f8fa"
-_NOTE = "color:#555;margin:4px 0"
-_ERROR = "color:#b42318;margin:4px 0"
+_QUESTION = ("margin:4px 0;padding:4px 6px;background:rgba(127,127,127,0.14);"
+             "border-left:3px solid rgba(127,127,127,0.5)")
+_NOTE = "opacity:0.8;margin:4px 0"
+_ERROR = f"margin:4px 0;padding:4px 6px;background:{_TINTS['bad']};border-left:3px solid rgba(209,36,47,0.7)"
 _TABLE = "border-collapse:collapse;margin:2px 0"

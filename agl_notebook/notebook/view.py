@@ -8,6 +8,12 @@ ends to the final static bundle only (its record in the output metadata: path 2)
 displays that final bundle directly, which is what the live run left in the saved notebook. So does a live step in
 a headless run (nbclient, nbval), where nobody watches: its first display is then the final one, as nbval needs.
 
+Order: a cell's views appear in the order its steps started, not the order they ended (steps run together under
+``asyncio.gather`` end in any order, and a replay must draw what the live run left). With a person watching, each
+step displays its header at once, when it starts ("waiting for <model>"), and later updates that display in place.
+Headless, nothing is displayed before the end, so a `DisplayOrder` holds back a finished step's bundle until every
+step of the cell that started before it has displayed its own.
+
 Drawing is coalesced: the widget is redrawn at most `REDRAWS_PER_SECOND` times a second however many deltas and
 tool events arrive; whatever arrived since the last redraw is drawn within one interval, or by the final update.
 """
@@ -37,8 +43,11 @@ class NotebookView:
     """Draws one step in the running cell."""
 
     def __init__(self, role: Role[Any], *, display: Callable[..., Any] | None = None,
-                 send_record: Callable[[StepRecord], None] | None = None, live: bool = True) -> None:
+                 send_record: Callable[[StepRecord], None] | None = None, live: bool = True,
+                 order: DisplayOrder | None = None) -> None:
         self.trace = StepTrace(role.name, result_descriptions=_descriptions(role))
+        self._order = order
+        self._ticket: int | None = None
         self._secrets = secrets_from_environment()  # read once per step, not per redraw
         self._display = display or _ipython_display
         self._send_record = send_record
@@ -64,7 +73,7 @@ class NotebookView:
             return
         import ipywidgets as widgets
 
-        self._html = widgets.HTML(value="")
+        self._html = widgets.HTML(value=render_html(self.trace, self._secrets))
         self._questions = widgets.VBox([])
         self._box = widgets.VBox([self._html, self._questions])
         bundle = {
@@ -72,7 +81,10 @@ class NotebookView:
             "text/plain": f"agl_notebook step: role {self.trace.role!r}, running",
             "text/html": f"<div>agl_notebook step <b>{_escape(self.trace.role)}</b>: running…</div>",
         }
-        self._handle = self._display(bundle, raw=True, display_id=True)
+        if self._handle is not None:
+            self._handle.update(bundle, raw=True)
+        else:
+            self._handle = self._display(bundle, raw=True, display_id=True)
         try:
             self._loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -81,7 +93,10 @@ class NotebookView:
     def event(self, event: Event) -> None:
         """Fold the event into the trace and redraw, at most `REDRAWS_PER_SECOND` times a second for text."""
         self.trace.apply(event)
-        if self._box is None or isinstance(event, StepStarted):
+        if isinstance(event, StepStarted):
+            self._started()
+            return
+        if self._box is None:
             return
         self._dirty = True
         if time.monotonic() - self._last_draw >= 1 / REDRAWS_PER_SECOND:
@@ -96,11 +111,7 @@ class NotebookView:
 
     def fail(self, error: BaseException) -> None:
         """Show what failed and why, statically; nothing is recorded."""
-        if self.trace.state != "failed":
-            self.trace.state, self.trace.error = "failed", (type(error).__name__, str(error))
-        if isinstance(error, KeyboardInterrupt | asyncio.CancelledError) and not str(error):
-            # An interrupt (or a cancelled task) carries no message: say what happened to the step.
-            self.trace.error = (type(error).__name__, "the step was interrupted; nothing was recorded")
+        self.trace.end_failed(type(error).__name__, str(error))
         self._final(None)
 
     # Questions ----------------------------------------------------------------------------------------------
@@ -118,6 +129,16 @@ class NotebookView:
             self._questions.children = tuple(c for c in self._questions.children if c is not form.box)
 
     # Drawing ------------------------------------------------------------------------------------------------
+
+    def _started(self) -> None:
+        """The step started (before its first await, so in start order): take its place in the cell."""
+        if self._live:
+            # The header at once ("waiting for <model>"), before the recordings are read or a reply arrives.
+            bundle = {"text/plain": render_text(self.trace, self._secrets),
+                      "text/html": render_html(self.trace, self._secrets)}
+            self._handle = self._display(bundle, raw=True, display_id=True)
+        elif self._order is not None:
+            self._ticket = self._order.ticket()
 
     def _draw(self) -> None:
         if self._timer is not None:
@@ -138,6 +159,8 @@ class NotebookView:
         metadata = {METADATA_KEY: block_to_json([record])} if record is not None else {}
         if self._handle is not None:
             self._handle.update(bundle, metadata=metadata, raw=True)
+        elif self._order is not None and self._ticket is not None:
+            self._order.show(self._ticket, lambda: self._display(bundle, metadata=metadata, raw=True))
         else:
             self._display(bundle, metadata=metadata, raw=True)
         if record is not None and self._send_record is not None:
@@ -145,6 +168,27 @@ class NotebookView:
         if self._box is not None:
             close_widgets(self._html, self._questions, self._box)
             self._box = self._html = self._questions = None
+
+
+class DisplayOrder:
+    """Displays the final bundles of one cell execution's headless steps in the order the steps started."""
+
+    def __init__(self) -> None:
+        self._issued = 0
+        self._shown = 0
+        self._held: dict[int, Callable[[], object]] = {}
+
+    def ticket(self) -> int:
+        """A place in the order, taken when a step starts."""
+        self._issued += 1
+        return self._issued - 1
+
+    def show(self, ticket: int, draw: Callable[[], object]) -> None:
+        """Draw the bundle of ``ticket`` now if every earlier one is drawn, else when they are."""
+        self._held[ticket] = draw
+        while self._shown in self._held:
+            self._held.pop(self._shown)()
+            self._shown += 1
 
 
 def final_bundle(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> dict[str, Any]:
