@@ -171,8 +171,8 @@ class StepTrace:
         running = [item for item in self.items if isinstance(item, CallTrace) and item.status == "running"]
         for item in self.items:
             if isinstance(item, CallTrace) and item.status in ("requested", "running"):
-                item.status = ("interrupted" if interrupted else "raised" if item.status == "running"
-                               else "not run")
+                item.status = ("not run" if item.status == "requested" else "interrupted" if interrupted
+                               else "raised")
         if interrupted:
             message = message or "the step was interrupted"
         elif len(running) == 1:
