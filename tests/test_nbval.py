@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from agl_notebook import pytest_plugin
 from agl_notebook.cli import main
@@ -56,3 +57,41 @@ def test_the_plugin_spells_the_variables_as_the_package_reads_them() -> None:
     assert pytest_plugin.NBVAL_VARIABLE == NBVAL_VARIABLE
     assert pytest_plugin.BLOCK_VARIABLE == BLOCK_VARIABLE
     assert pytest_plugin.PATH_VARIABLE == PATH_VARIABLE
+
+
+GATHERED_SETUP = '''import asyncio, hashlib
+from dataclasses import dataclass
+from agl_notebook import Role, Run, ScriptedModel, describe, reporting_tool
+
+@dataclass(frozen=True)
+class Answer:
+    text: str = describe("The answer.")
+
+async def reply(request):
+    # Each question waits its own, fixed time: the steps end in an order unlike the one they started in.
+    question = request.messages[0].text
+    await asyncio.sleep(hashlib.sha256(question.encode()).digest()[0] / 2000)
+    return {"calls": [{"name": "answer", "args": {"text": question.upper()}}]}
+
+MODEL = ScriptedModel(reply)
+role = Role(name="oracle", instructions="Answer.", tools=[reporting_tool("answer", "Give the answer.", Answer)])
+run = Run(model=MODEL)'''
+
+GATHERED = "results = await asyncio.gather(*(run.step(role, f'question {i}') for i in range(50)))"
+
+
+def test_fifty_steps_gathered_and_recorded_headlessly_pass_nbval(tmp_path: Path) -> None:
+    import nbformat
+
+    notebook = tmp_path / "gathered.ipynb"
+    v4: Any = nbformat.v4
+    nbformat.write(v4.new_notebook(cells=[v4.new_code_cell(GATHERED_SETUP), v4.new_code_cell(GATHERED),
+                                          v4.new_code_cell(NO_CALLS)]), notebook)
+    assert main(["execute", str(notebook), "--record"]) == 0
+    outputs = load(notebook)["cells"][1]["outputs"]
+    shown = ["".join(o["data"]["text/plain"]) for o in outputs if o["output_type"] == "display_data"]
+    # The views stand in the order the steps started, whatever order they ended in.
+    assert [text.split("'")[3] for text in shown] == [f"question {i}" for i in range(50)]
+    result = nbval(notebook)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "3 passed" in result.stdout
