@@ -9,6 +9,7 @@ It starts one JupyterLab server (the browser tests' harness, ``tests/browser/har
 * ``live_question.png``: notebook 03 with its recordings stripped, so its first step runs live; the planner asks
   "Which day suits you?" and "Saturday" is typed into the input widget, not yet submitted. Cropped to that cell.
 * ``answered.png``: the same cell after *Submit*: the step's final view with the answer and the plan.
+* ``live_question_dark.png`` and ``answered_dark.png``: the same two in JupyterLab's dark theme.
 
 Rerun it after changing what a step's view looks like (``agl_notebook/notebook``, the labextension, the question
 widgets) or after re-recording the example notebooks (``make notebooks``). Nothing outside ``docs/screenshots/`` is
@@ -49,6 +50,8 @@ LIVE_SOURCE = "03_asking_questions.ipynb"
 QUESTION_TEXT = "Which day suits you?"
 ANSWER = "Saturday"
 MAX_BYTES = 250_000
+
+LIGHT, DARK = "JupyterLab Light", "JupyterLab Dark"
 
 STEP = ".agl-step"
 FINISHED = ".agl-step.agl-finished"
@@ -143,10 +146,21 @@ def cell_shot(nb: NotebookPage, index: int, path: Path) -> None:
     save_png(path, lambda p: cell.screenshot(path=str(p), timeout=UI_ACTION * 1000))
 
 
-def live_shots(server: JupyterServer, browser: Any, artifacts: Artifacts, console: list[str]) -> None:
+def set_theme(nb: NotebookPage, theme: str) -> None:
+    """Switch JupyterLab's theme (a server-side setting: switch back before the next page)."""
+    nb.page.evaluate("(theme) => window.jupyterapp.commands.execute('apputils:change-theme', {theme})", theme)
+    light = "true" if theme == LIGHT else "false"
+    nb.wait_js(f"() => document.body.dataset.jpThemeLight === '{light}'", f"the {theme} theme", UI_ACTION)
+    nb.page.wait_for_timeout(500)
+
+
+def live_shots(server: JupyterServer, browser: Any, artifacts: Artifacts, console: list[str], *,
+               theme: str = "JupyterLab Light") -> None:
     """Notebook 03 without recordings: the question asked live, the answer typed, then submitted."""
+    suffix = "" if theme == LIGHT else "_dark"
     strip_recordings(NOTEBOOKS / LIVE_SOURCE, server.root / LIVE)
     nb = new_notebook_page(server, browser, artifacts, LIVE, console)
+    set_theme(nb, theme)
     cells = json.loads((server.root / LIVE).read_text(encoding="utf-8"))["cells"]
     step_cell = next(i for i, c in enumerate(cells) if "run.step(planner" in "".join(c["source"]))
     for index in [i for i, c in enumerate(cells[:step_cell]) if c["cell_type"] == "code"]:
@@ -165,13 +179,14 @@ def live_shots(server: JupyterServer, browser: Any, artifacts: Artifacts, consol
     field.evaluate("(input) => input.blur()")  # no caret or focus ring in the picture
     nb.wait_until(lambda: field.input_value() == ANSWER, f"the input to hold {ANSWER!r}", UI_ACTION)
     check_no_widget_errors(nb, "the live question")
-    cell_shot(nb, step_cell, OUT / "live_question.png")
+    cell_shot(nb, step_cell, OUT / f"live_question{suffix}.png")
 
     submit.click(timeout=UI_ACTION * 1000)
     nb.wait_cells_done([step_cell], what="the step to finish after the answer was submitted")
     nb.wait_visible(output.locator(FINISHED).filter(has_text=ANSWER), "the final view with the answer", UI_ACTION)
     check_no_widget_errors(nb, "the answered step")
-    cell_shot(nb, step_cell, OUT / "answered.png")
+    cell_shot(nb, step_cell, OUT / f"answered{suffix}.png")
+    set_theme(nb, LIGHT)
     nb.page.context.close()
 
 
@@ -205,6 +220,8 @@ def main() -> int:
                     notebook_shot(server, browser, artifacts, notebook.name, console)
                     server.shut_down_sessions(notebook.name)
                 live_shots(server, browser, artifacts, console)
+                server.shut_down_sessions(LIVE)
+                live_shots(server, browser, artifacts, console, theme=DARK)
             finally:
                 browser.close()
         except BrowserTestError as e:
