@@ -260,3 +260,21 @@ def test_a_secret_across_any_cut_is_never_kept_in_part(cut: int) -> None:
         for drawn in (render_text(trace, (SECRET,)), render_html(trace, (SECRET,))):
             for size in range(8, len(SECRET) + 1):
                 assert SECRET[:size] not in drawn, (cut, offset, size)
+
+
+@dataclass(frozen=True)
+class Quote:
+    total: float = describe("The total.")
+    lines: list[str] = describe("The lines.")
+
+
+async def test_arguments_given_out_of_order_draw_the_same_live_and_replayed() -> None:
+    # The model writes "total" before "lines"; the record keeps canonical JSON (sorted keys).
+    role = Role(name="quoter", instructions="Quote.", tools=[reporting_tool("report_quote", "Report.", Quote)])
+    script = [{"calls": [{"name": "report_quote", "args": {"total": 0.75, "lines": ["3 x bolt"]}}]}]
+    live, replayed = FakeDisplay(), FakeDisplay()
+    run = Run(model=ScriptedModel(script), view=lambda r: NotebookView(r, display=live, live=False))
+    await run.step(role, "three bolts")
+    await Run(model=ScriptedModel(script), store=run.store, mode="replay",
+              view=lambda r: NotebookView(r, display=replayed, live=False)).step(role, "three bolts")
+    assert live.shown == replayed.shown

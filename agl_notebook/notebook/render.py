@@ -330,8 +330,9 @@ def _value_html(value: JsonValue, esc: _Escape, depth: int = 0) -> str:
         inner = f'<ol style="{_LIST}">{items}</ol>'
         return f'<div style="{_SCROLL}">{inner}</div>' if depth == 0 else inner
     if isinstance(value, dict) and value and depth < 2:
+        # Sorted: a live call's arguments come in the model's order, a replayed one's in the record's (canonical).
         rows = "".join(f'<tr><td style="{_TD}"><code>{esc(k)}</code></td><td style="{_TD}">'
-                       f"{_value_html(v, esc, depth + 1)}</td></tr>" for k, v in value.items())
+                       f"{_value_html(v, esc, depth + 1)}</td></tr>" for k, v in sorted(value.items()))
         inner = f'<table style="{_TABLE}">{rows}</table>'
         return f'<div style="{_SCROLL}">{inner}</div>' if depth == 0 else inner
     if isinstance(value, list | dict):
