@@ -346,3 +346,12 @@ async def test_a_standalone_question_shows_its_title_and_leaves_the_static_answe
     assert final == {"text/plain": "Question: Which room?\nAnswer: B",
                      "text/html": "<pre>Question: Which room?\nAnswer: B</pre>"}
     assert widget.comm is None, "the form is closed"
+
+
+def test_text_fields_say_what_to_type() -> None:
+    assert form_module._field(TextInput("Notes", multiline=True)) == {"kind": "textarea", "label": "Notes"}
+    assert form_module._field(TextInput("Age", int)) == {"kind": "number", "label": "Age", "integer": True,
+                                                         "placeholder": "a whole number", "hint": ""}
+    assert form_module._field(NumberInput("Ratio", float)) == {"kind": "number", "label": "Ratio", "integer": False,
+                                                               "placeholder": "a number", "hint": ""}
+    assert form_module._read(TextInput("Notes", multiline=True), "  two\nlines ") == "  two\nlines "

@@ -127,8 +127,10 @@ def _field(item: Input) -> dict[str, Any]:
         # No preselected option: a default would reach the agent, and the record, as a choice nobody made.
         return {"kind": "choice", "label": item.label, "options": list(item.options), "placeholder": "Choose one\u2026"}
     if isinstance(item, NumberInput):
+        # The range stays in view as a hint once the placeholder is typed over.
+        bounds = item.range_text()
         return {"kind": "number", "label": item.label, "integer": item.type is int,
-                "placeholder": item.range_text() or item.expected(), "hint": item.expected()}
+                "placeholder": bounds or item.expected(), "hint": item.expected() if bounds else ""}
     if item.type is not str:
         return {"kind": "number", "label": item.label, "integer": item.type is int, "placeholder": item.expected(),
                 "hint": ""}
