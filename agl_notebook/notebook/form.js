@@ -103,9 +103,10 @@ function render({ model, el }) {
     event.preventDefault();
     send();
   };
-  // Keys typed into the form are the person's answer, not notebook shortcuts (a, b, d d, arrows, Shift+Enter).
+  // Keys typed into the form are the person's answer, not notebook shortcuts (a, b, d d, arrows, Shift+Enter);
+  // shortcuts with Ctrl, Alt or Meta (Ctrl+S to save) and Escape still reach the notebook.
   const onKeydown = (event) => {
-    if (event.key !== "Escape") event.stopPropagation();
+    if (!event.ctrlKey && !event.altKey && !event.metaKey && event.key !== "Escape") event.stopPropagation();
     if (event.key === "Enter" && event.target.type === "radio") {
       event.preventDefault();
       send();

@@ -75,6 +75,7 @@ def edit_and_submit(nb: NotebookPage, shots: str) -> None:
     assert attendees.get_attribute("aria-invalid") == "true"
     error = nb.form_error(STEP_CELL, "Attendees")
     contrast = nb.contrast(error)
+    nb.artifacts.write("error_contrast.json", json.dumps(contrast))
     assert contrast["ratio"] >= 4.5, f"the error colour reads on the form's background: {contrast}"
     nb.page.keyboard.press("Tab")  # no caret in the picture
     form.screenshot(path=str(nb.artifacts.folder / f"{shots}.png"))
