@@ -335,7 +335,7 @@ async def test_a_standalone_question_shows_its_title_and_leaves_the_static_answe
 
     display = StandaloneDisplay()
     monkeypatch.setattr(IPython.display, "display", display)
-    task = asyncio.create_task(form_module.standalone_ask(Screen("Which room?", [ChoiceInput("Room", ["A", "B"])])))
+    task = asyncio.create_task(view_module.standalone_ask(Screen("Which room?", [ChoiceInput("Room", ["A", "B"])])))
     await asyncio.sleep(0)
     ((bundle, _),) = display.shown
     widget = _instances[bundle[WIDGET_MIME]["model_id"]]

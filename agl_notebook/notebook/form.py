@@ -11,7 +11,6 @@ answer, the number of the submission it checked, and whether it was accepted. Th
 from __future__ import annotations
 
 import asyncio
-import html
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,6 @@ import traitlets
 from ..errors import InputError
 from ..screens import ChoiceInput, ConfirmInput, Input, NumberInput, Screen
 
-WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 _TICK = 0.1  # seconds between wake-ups while waiting for an answer
 _HERE = Path(__file__).parent
 
@@ -150,20 +148,3 @@ def _read(item: Input, value: object) -> object:
     if not isinstance(value, str):
         raise InputError(f"{item.label}: expected typed text, got {value!r:.40}.")
     return item.parse(value)
-
-
-async def standalone_ask(screen: Screen[Any]) -> list[object]:
-    """Ask outside a step: a form in its own display, replaced by the static question and answer when given."""
-    from IPython.display import display
-
-    form = _Form(screen)
-    handle = display({WIDGET_MIME: {"version_major": 2, "version_minor": 0, "model_id": form.box.model_id},
-                      "text/plain": f"Question: {screen.text}"}, raw=True, display_id=True)  # type: ignore[no-untyped-call]
-    try:
-        values = await form.answer()
-    finally:
-        form.close()
-    answer = screen.answer_json(screen.validate(values))
-    text = f"Question: {screen.text}\nAnswer: {answer}"
-    handle.update({"text/plain": text, "text/html": f"<pre>{html.escape(text, quote=True)}</pre>"}, raw=True)
-    return values

@@ -25,12 +25,12 @@ from ..replay.records import StepRecord, block_to_json
 from ..replay.scrub import secrets_from_environment
 from ..roles import Role
 from ..screens import Screen
-from .form import WIDGET_MIME, _Form, close_widgets
-from .form import standalone_ask as standalone_ask  # where the standalone question used to live
+from .form import _Form, close_widgets
 from .nbfile import METADATA_KEY
 from .render import StepTrace, render_html, render_text
 
 REDRAWS_PER_SECOND = 20
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
 class NotebookView:
@@ -176,3 +176,18 @@ def _ipython_display(*args: Any, **kwargs: Any) -> Any:
     from IPython.display import display
 
     return display(*args, **kwargs)  # type: ignore[no-untyped-call]
+
+
+async def standalone_ask(screen: Screen[Any]) -> list[object]:
+    """Ask outside a step: a form in its own display, replaced by the static question and answer when given."""
+    form = _Form(screen)
+    handle = _ipython_display({WIDGET_MIME: {"version_major": 2, "version_minor": 0, "model_id": form.box.model_id},
+                               "text/plain": f"Question: {screen.text}"}, raw=True, display_id=True)
+    try:
+        values = await form.answer()
+    finally:
+        form.close()
+    answer = screen.answer_json(screen.validate(values))
+    text = f"Question: {screen.text}\nAnswer: {answer}"
+    handle.update({"text/plain": text, "text/html": f"<pre>{_escape(text)}</pre>"}, raw=True)
+    return values
