@@ -325,6 +325,13 @@ async def test_a_submission_from_another_thread_resolves_the_answer_on_the_step_
     view.finish(None)
 
 
+async def test_a_submission_handled_before_the_form_is_awaited_is_kept(sent: list[tuple[str, Any]]) -> None:
+    form = form_module._Form(Screen("Sure?", [ConfirmInput("Sure")]), title=False)
+    submit(form.box, 1, [True])
+    assert await asyncio.wait_for(form.answer(), 5) == [True]
+    form.close()
+
+
 async def test_a_standalone_question_shows_its_title_and_leaves_the_static_answer(
         sent: list[tuple[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
     import IPython.display

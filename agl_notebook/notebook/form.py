@@ -11,6 +11,7 @@ answer, the number of the submission it checked, and whether it was accepted. Th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -50,13 +51,20 @@ class _Form:
         self.screen = screen
         self._future: asyncio.Future[list[object]] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        # The future exists as soon as the form does: a Submit handled on another thread before `answer` starts
+        # waiting is kept, not lost.
+        with contextlib.suppress(RuntimeError):
+            self._loop = asyncio.get_running_loop()
+            self._future = self._loop.create_future()
         self.box = QuestionForm(title=screen.text if title else "", fields=[_field(i) for i in screen.inputs],
                                 errors=[""] * len(screen.inputs))
         self.box.on_msg(self._on_message)
 
     async def answer(self) -> list[object]:
-        self._loop = asyncio.get_running_loop()
-        self._future = future = self._loop.create_future()
+        if self._future is None or self._loop is not asyncio.get_running_loop():
+            self._loop = asyncio.get_running_loop()
+            self._future = self._loop.create_future()
+        future = self._future
         # Wake the loop every tick while waiting: ipykernel 7.4 delivers a kernel interrupt to an awaiting cell
         # through a loop callback that a loop asleep on one future would only run when something else woke it.
         while not future.done():
