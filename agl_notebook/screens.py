@@ -42,10 +42,16 @@ class TextInput:
         text = raw if self.multiline else raw.strip()
         if self.type is str:
             return self.validate(text)
+        # Only the conversion is guarded: InputError is a ValueError, and validate's own message must get through.
         try:
-            return self.validate(self.type(text.strip()))
+            number = self.type(text.strip())
         except ValueError:
-            raise InputError(f"{self.label}: type {'a whole number' if self.type is int else 'a number'}.") from None
+            raise InputError(f"{self.label}: type {self.expected()}.") from None
+        return self.validate(number)
+
+    def expected(self) -> str:
+        """What to type, in words ("a whole number"); empty for text."""
+        return "" if self.type is str else _kind(self.type)
 
     def validate(self, value: object) -> Any:
         """Check an answer given as a value; return it (converted) or raise `InputError`."""
@@ -80,19 +86,46 @@ class NumberInput:
 
     def parse(self, raw: str) -> Any:
         """Convert typed text into the number."""
+        # Only the conversion is guarded: InputError is a ValueError, and a range error must say the range.
         try:
-            return self.validate(self.type(raw.strip()))
+            number = self.type(raw.strip())
         except ValueError:
-            raise InputError(f"{self.label}: type {'a whole number' if self.type is int else 'a number'}.") from None
+            raise InputError(f"{self.label}: type {self.expected()}.") from None
+        return self.validate(number)
 
     def validate(self, value: object) -> Any:
         """Check the number and its bounds."""
         number = _number(self.label, self.type, value)
         if self.min is not None and number < self.min:
-            raise InputError(f"{self.label}: {number} is below the minimum {_fmt(self.min)}.")
+            raise InputError(f"{self.label}: {number} is below the minimum {_fmt(self.min)}{self._range_hint()}.")
         if self.max is not None and number > self.max:
-            raise InputError(f"{self.label}: {number} is above the maximum {_fmt(self.max)}.")
+            raise InputError(f"{self.label}: {number} is above the maximum {_fmt(self.max)}{self._range_hint()}.")
         return number
+
+    def expected(self) -> str:
+        """What to type, in words with the bounds: "a whole number from 1 to 20"."""
+        kind = _kind(self.type)
+        if self.min is not None and self.max is not None:
+            return f"{kind} from {_fmt(self.min)} to {_fmt(self.max)}"
+        if self.min is not None:
+            return f"{kind} of at least {_fmt(self.min)}"
+        if self.max is not None:
+            return f"{kind} of at most {_fmt(self.max)}"
+        return kind
+
+    def range_text(self) -> str:
+        """The bounds in short, for a form's hint: "1–20", "≥ 1", "≤ 20", or empty without bounds."""
+        if self.min is not None and self.max is not None:
+            return f"{_fmt(self.min)}\u2013{_fmt(self.max)}"
+        if self.min is not None:
+            return f"\u2265 {_fmt(self.min)}"
+        if self.max is not None:
+            return f"\u2264 {_fmt(self.max)}"
+        return ""
+
+    def _range_hint(self) -> str:
+        # With both bounds, the message says the whole range, so the person sees where both ends are.
+        return f"; type {self.expected()}" if self.min is not None and self.max is not None else ""
 
 
 @dataclass(frozen=True)
@@ -212,6 +245,10 @@ def _number(label: str, kind: type[int] | type[float], value: object) -> int | f
             raise InputError(f"{label}: expected a whole number, got {value}.")
         return int(value)
     return float(value)
+
+
+def _kind(kind: type[Any]) -> str:
+    return "a whole number" if kind is int else "a number"
 
 
 def _fmt(number: float) -> str:

@@ -169,7 +169,7 @@ def live_shots(server: JupyterServer, browser: Any, artifacts: Artifacts, consol
 
     nb.run_cell(step_cell)
     output = nb.output(step_cell)
-    field = output.locator(".widget-text input")
+    field = output.locator(".agl-form input[type=text]")
     nb.wait_visible(field, "the planner's question (an input widget) in the step's cell", QUESTION)
     nb.wait_until(lambda: QUESTION_TEXT in nb.output_text(step_cell), f"the question {QUESTION_TEXT!r}", UI_ACTION)
     submit = output.locator("button", has_text="Submit")

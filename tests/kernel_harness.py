@@ -1,8 +1,8 @@
 """A minimal Jupyter frontend for tests: a real kernel driven through jupyter_client.
 
 It executes code (optionally with a JupyterLab-style ``cellId``), collects every iopub message, keeps the widget
-models the kernel opens (so a test can find the Text and Button of a question), and sends the comm messages a
-browser sends when a person types an answer and clicks Submit.
+models the kernel opens (so a test can find a question's form), and sends the comm messages a
+browser sends when a person types an answer and presses Submit.
 """
 
 from __future__ import annotations
@@ -73,14 +73,16 @@ class Kernel:
         """What the widget frontend sends when a Button is clicked."""
         self.comm_msg(comm_id, {"method": "custom", "content": {"event": "click"}})
 
+    def submit_form(self, comm_id: str, values: list[Any], attempt: int = 1) -> None:
+        """What the question form's frontend sends at Submit: every field's value in one custom message."""
+        self.comm_msg(comm_id, {"method": "custom", "content": {"kind": "submit", "attempt": attempt,
+                                                                "values": values}})
+
     def answer_question(self, text: str) -> None:
-        """Wait for a question's Text input and Submit button, type ``text`` and click Submit (as a person would)."""
-        self.wait_for(lambda: bool(self.widget_ids("TextModel")) and any(
-            self.widgets[c].get("description") == "Submit" for c in self.widget_ids("ButtonModel")))
-        (text_id,) = self.widget_ids("TextModel")
-        (button_id,) = [c for c in self.widget_ids("ButtonModel") if self.widgets[c].get("description") == "Submit"]
-        self.type_into(text_id, text)
-        self.click(button_id)
+        """Wait for a question's form, type ``text`` into its one field and submit it (as a person would)."""
+        self.wait_for(lambda: any("fields" in self.widgets[c] for c in self.widget_ids("AnyModel")))
+        (form_id,) = [c for c in self.widget_ids("AnyModel") if "fields" in self.widgets[c]]
+        self.submit_form(form_id, [text])
 
     # Receiving ------------------------------------------------------------------------------------------------
 

@@ -90,8 +90,8 @@ def test_number_input_validation() -> None:
     assert type(count.validate(4.0)) is int
     assert count.parse(" 7 ") == 7
     for value, message in [
-        (0, "Count: 0 is below the minimum 1."),
-        (11, "Count: 11 is above the maximum 10."),
+        (0, "Count: 0 is below the minimum 1; type a whole number from 1 to 10."),
+        (11, "Count: 11 is above the maximum 10; type a whole number from 1 to 10."),
         (2.5, "Count: expected a whole number, got 2.5."),
         (True, "Count: expected a number, got True."),
         ("3", "Count: expected a number, got '3'."),
@@ -102,16 +102,43 @@ def test_number_input_validation() -> None:
         assert str(e.value) == message
     with pytest.raises(InputError) as e:
         count.parse("2.5")
-    assert str(e.value) == "Count: type a whole number."
+    assert str(e.value) == "Count: type a whole number from 1 to 10."
     ratio = NumberInput("Ratio", float, min=0, max=1.5)
     assert ratio.validate(1) == 1.0
     assert type(ratio.validate(1)) is float
     with pytest.raises(InputError) as e:
         ratio.validate(2)
-    assert str(e.value) == "Ratio: 2.0 is above the maximum 1.5."
+    assert str(e.value) == "Ratio: 2.0 is above the maximum 1.5; type a number from 0 to 1.5."
     with pytest.raises(InputError) as e:
         NumberInput("Range", int, min=5, max=1)
     assert str(e.value) == "NumberInput 'Range': min 5 is above max 1."
+
+
+def test_a_typed_number_out_of_range_is_told_the_range_not_to_type_a_number() -> None:
+    attendees = NumberInput("Attendees", int, min=1, max=20)
+    for typed, message in [
+        ("50", "Attendees: 50 is above the maximum 20; type a whole number from 1 to 20."),
+        (" 0 ", "Attendees: 0 is below the minimum 1; type a whole number from 1 to 20."),
+        ("fifty", "Attendees: type a whole number from 1 to 20."),
+    ]:
+        with pytest.raises(InputError) as e:
+            attendees.parse(typed)
+        assert str(e.value) == message
+    assert attendees.parse("7") == 7
+    with pytest.raises(InputError) as e:
+        NumberInput("Budget", float, min=0).parse("-1")
+    assert str(e.value) == "Budget: -1.0 is below the minimum 0."
+    with pytest.raises(InputError) as e:
+        NumberInput("Budget", float, min=0).parse("much")
+    assert str(e.value) == "Budget: type a number of at least 0."
+    with pytest.raises(InputError) as e:
+        TextInput("Weight", float).parse("inf")
+    assert str(e.value) == "Weight: expected a finite number."
+    assert [NumberInput("N", min=1, max=20).range_text(), NumberInput("N", min=1).range_text(),
+            NumberInput("N", float, max=2.5).range_text(), NumberInput("N").range_text()] == [
+        "1\u201320", "\u2265 1", "\u2264 2.5", ""]
+    assert NumberInput("N", max=3).expected() == "a whole number of at most 3"
+    assert TextInput("T", int).expected() == "a whole number" and TextInput("T").expected() == ""
 
 
 def test_choice_input_validation() -> None:
@@ -207,7 +234,7 @@ async def test_scripted_answers_are_validated_like_typed_ones() -> None:
     run = Run(answers=[("box", 30, "red", True), ""])
     with pytest.raises(InputError) as e:
         await run.terminal.show(sizing, text="How?")
-    assert str(e.value) == "Count: 30 is above the maximum 10."
+    assert str(e.value) == "Count: 30 is above the maximum 10; type a whole number from 1 to 10."
     with pytest.raises(InputError) as e:
         await run.terminal.show(asking, text="Q?")
     assert str(e.value) == "Answer: the answer is empty."

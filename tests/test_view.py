@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
 import comm
 import pytest
 from comm.base_comm import BaseComm
+from ipywidgets.widgets.widget import _instances
 
-from agl_notebook import Role, Run, ScriptedModel, ToolResult, describe, reporting_tool, tool
+from agl_notebook import (
+    ChoiceInput,
+    ConfirmInput,
+    NumberInput,
+    Role,
+    Run,
+    Screen,
+    ScriptedModel,
+    TextInput,
+    ToolResult,
+    describe,
+    reporting_tool,
+    tool,
+)
 from agl_notebook.events import (
     ClientToolRequested,
     ClientToolResult,
@@ -20,6 +35,7 @@ from agl_notebook.events import (
     StepReported,
     StepStarted,
 )
+from agl_notebook.notebook import form as form_module
 from agl_notebook.notebook import view as view_module
 from agl_notebook.notebook.render import StepTrace, render_html, render_text
 from agl_notebook.notebook.view import WIDGET_MIME, NotebookView
@@ -203,3 +219,158 @@ def test_a_dropped_markup_span_is_shown() -> None:
     trace.apply(MarkupError("not valid JSON", "{not json"))
     assert "  markup error: not valid JSON" in render_text(trace)
     assert "A tool call written as text was dropped: not valid JSON" in render_html(trace)
+
+
+# The question form ---------------------------------------------------------------------------------------------
+
+MEETING = Screen("Book the room?", [TextInput("Title"), NumberInput("Attendees", int, min=1, max=20),
+                                    ChoiceInput("Room", ["Aster", "Birch", "Cedar"]), ConfirmInput("Send invites")])
+
+
+def from_browser(widget: Any, content: Any) -> None:
+    """What the form's frontend sends: a custom message on the widget's comm, as the kernel receives it."""
+    widget.comm.handle_msg({"content": {"comm_id": widget.comm.comm_id, "data": {"method": "custom",
+                                                                                 "content": content}},
+                            "buffers": []})
+
+
+def submit(widget: Any, attempt: int, values: list[object]) -> None:
+    from_browser(widget, {"kind": "submit", "attempt": attempt, "values": values})
+
+
+def form_state(sent: list[tuple[str, Any]], widget: Any) -> dict[str, Any]:
+    """The form's state as the browser knows it: its opening state with every update since applied."""
+    state: dict[str, Any] = {}
+    for kind, data in sent:
+        if kind == "comm_open" and data["state"].get("_model_name") == "AnyModel":
+            state = dict(data["state"])
+        elif kind == "comm_msg" and data.get("method") == "update" and state:
+            state.update(data["state"])
+    return state
+
+
+async def open_question(view: NotebookView, screen: Screen[Any]) -> tuple[asyncio.Task[list[object]], Any]:
+    task = asyncio.create_task(view.ask(screen))
+    await asyncio.sleep(0)  # the task runs until it awaits the answer: the form is drawn
+    (widget,) = view._questions.children
+    return task, widget
+
+
+async def test_the_form_sends_every_field_at_submit_and_the_tool_gets_the_last_values(
+        sent: list[tuple[str, Any]]) -> None:
+    view = NotebookView(ROLE, display=FakeDisplay())
+    view.begin(replaying=False)
+    task, widget = await open_question(view, MEETING)
+    opened = form_state(sent, widget)
+    assert opened["fields"] == [
+        {"kind": "text", "label": "Title"},
+        {"kind": "number", "label": "Attendees", "integer": True, "placeholder": "1\u201320",
+         "hint": "a whole number from 1 to 20"},
+        {"kind": "choice", "label": "Room", "options": ["Aster", "Birch", "Cedar"], "placeholder": "Choose one\u2026"},
+        {"kind": "confirm", "label": "Send invites"}]
+    assert opened["errors"] == ["", "", "", ""] and opened["title"] == ""  # the step's view shows the question
+    assert "render" in opened["_esm"] and ".agl-form" in opened["_css"]
+
+    # An invalid number, corrected twice; every field changed between submissions; the last submission wins.
+    submit(widget, 1, ["Planning", "50", "Aster", False])
+    state = form_state(sent, widget)
+    assert state["errors"] == ["", "Attendees: 50 is above the maximum 20; type a whole number from 1 to 20.", "", ""]
+    assert (state["checked"], state["accepted"]) == (1, False)
+    submit(widget, 2, ["Planning review", "0", None, None])
+    state = form_state(sent, widget)
+    assert state["errors"] == ["", "Attendees: 0 is below the minimum 1; type a whole number from 1 to 20.",
+                               "Room: choose one of Aster, Birch, Cedar.", "Send invites: choose Yes or No."]
+    assert (state["checked"], state["accepted"]) == (2, False)
+    await asyncio.sleep(0.05)
+    assert not task.done(), "an invalid answer leaves the form open"
+    submit(widget, 3, ["Quarterly review", "7", "Cedar", True])
+    assert await asyncio.wait_for(task, 5) == ["Quarterly review", 7, "Cedar", True]
+    state = form_state(sent, widget)
+    assert state["errors"] == ["", "", "", ""] and (state["checked"], state["accepted"]) == (3, True)
+    assert view._questions.children == ()
+    view.finish(None)
+    opened_ids = [d["state"].get("_model_name") for k, d in sent if k == "comm_open"]
+    assert opened_ids.count("AnyModel") == 1
+    assert len([k for k, _ in sent if k == "comm_open"]) == len([k for k, _ in sent if k == "comm_close"])
+
+
+async def test_each_submission_sends_one_update_and_a_late_or_malformed_one_changes_nothing(
+        sent: list[tuple[str, Any]]) -> None:
+    view = NotebookView(ROLE, display=FakeDisplay())
+    view.begin(replaying=False)
+    task, widget = await open_question(view, Screen("Name?", [TextInput("Name")]))
+    before = len(sent)
+    submit(widget, 1, ["   "])
+    updates = [d for k, d in sent[before:] if k == "comm_msg"]
+    assert updates == [{"method": "update", "state": {"errors": ["Name: the answer is empty."], "checked": 1},
+                        "buffer_paths": []}], "errors and the submission they answer arrive in one message"
+    submit(widget, 2, ["a", "b"])
+    assert form_state(sent, widget)["message"] == ("The form sent ['a', 'b'] instead of 1 value(s); please submit "
+                                                   "again.")
+    from_browser(widget, {"kind": "submit", "attempt": 3})
+    assert form_state(sent, widget)["message"] == "The form sent None instead of 1 value(s); please submit again."
+    submit(widget, 4, [7])
+    state = form_state(sent, widget)
+    assert state["errors"] == ["Name: expected typed text, got 7."] and state["message"] == ""
+    assert state["checked"] == 4
+    from_browser(widget, {"kind": "something else"})
+    from_browser(widget, "not a dict")
+    submit(widget, 5, ["Ada"])
+    after_answer = len(sent)
+    submit(widget, 6, ["Grace"])  # a second click before the form closed: the first valid answer stands
+    assert await asyncio.wait_for(task, 5) == ["Ada"]
+    assert not [d for k, d in sent[after_answer:] if k == "comm_msg" and "errors" in d.get("state", {})]
+    view.finish(None)
+
+
+async def test_a_submission_from_another_thread_resolves_the_answer_on_the_step_loop(
+        sent: list[tuple[str, Any]]) -> None:
+    import threading
+
+    view = NotebookView(ROLE, display=FakeDisplay())
+    view.begin(replaying=False)
+    task, widget = await open_question(view, Screen("Sure?", [ConfirmInput("Sure")]))
+    thread = threading.Thread(target=submit, args=(widget, 1, [False]))  # as a kernel subshell would
+    thread.start()
+    thread.join()
+    assert await asyncio.wait_for(task, 5) == [False]
+    view.finish(None)
+
+
+async def test_a_submission_handled_before_the_form_is_awaited_is_kept(sent: list[tuple[str, Any]]) -> None:
+    form = form_module._Form(Screen("Sure?", [ConfirmInput("Sure")]), title=False)
+    submit(form.box, 1, [True])
+    assert await asyncio.wait_for(form.answer(), 5) == [True]
+    form.close()
+
+
+async def test_a_standalone_question_shows_its_title_and_leaves_the_static_answer(
+        sent: list[tuple[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    import IPython.display
+
+    class StandaloneDisplay(FakeDisplay):
+        def update(self, bundle: dict[str, Any], *, metadata: dict[str, Any] | None = None, raw: bool) -> None:
+            self.updates.append((bundle, metadata or {}))
+
+    display = StandaloneDisplay()
+    monkeypatch.setattr(IPython.display, "display", display)
+    task = asyncio.create_task(view_module.standalone_ask(Screen("Which room?", [ChoiceInput("Room", ["A", "B"])])))
+    await asyncio.sleep(0)
+    ((bundle, _),) = display.shown
+    widget = _instances[bundle[WIDGET_MIME]["model_id"]]
+    assert widget.title == "Which room?"
+    submit(widget, 1, ["B"])
+    assert await asyncio.wait_for(task, 5) == ["B"]
+    ((final, _),) = display.updates
+    assert final == {"text/plain": "Question: Which room?\nAnswer: B",
+                     "text/html": "<pre>Question: Which room?\nAnswer: B</pre>"}
+    assert widget.comm is None, "the form is closed"
+
+
+def test_text_fields_say_what_to_type() -> None:
+    assert form_module._field(TextInput("Notes", multiline=True)) == {"kind": "textarea", "label": "Notes"}
+    assert form_module._field(TextInput("Age", int)) == {"kind": "number", "label": "Age", "integer": True,
+                                                         "placeholder": "a whole number", "hint": ""}
+    assert form_module._field(NumberInput("Ratio", float)) == {"kind": "number", "label": "Ratio", "integer": False,
+                                                               "placeholder": "a number", "hint": ""}
+    assert form_module._read(TextInput("Notes", multiline=True), "  two\nlines ") == "  two\nlines "

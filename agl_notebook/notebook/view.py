@@ -30,12 +30,12 @@ from ..events import Event, StepStarted
 from ..replay.records import StepRecord, block_to_json
 from ..replay.scrub import secrets_from_environment
 from ..roles import Role
-from ..screens import ChoiceInput, ConfirmInput, Input, NumberInput, Screen, TextInput
+from ..screens import Screen
+from .form import _Form, close_widgets
 from .nbfile import METADATA_KEY
 from .render import StepTrace, render_html, render_text
 
 REDRAWS_PER_SECOND = 20
-_TICK = 0.1  # seconds between wake-ups while waiting for an answer
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
@@ -220,89 +220,6 @@ def _ipython_display(*args: Any, **kwargs: Any) -> Any:
     from IPython.display import display
 
     return display(*args, **kwargs)  # type: ignore[no-untyped-call]
-
-
-class _Form:
-    """A screen drawn as input widgets with a submit button; the answer is validated in place."""
-
-    def __init__(self, screen: Screen[Any], *, title: bool = True) -> None:
-        import ipywidgets as widgets
-
-        self.screen = screen
-        self._future: asyncio.Future[list[object]] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self.fields = [_field(i) for i in screen.inputs]
-        self.error = widgets.HTML(value="")
-        self.submit = widgets.Button(description="Submit", button_style="primary")
-        self.submit.on_click(self._on_submit)
-        self.title = widgets.HTML(value=f"<b>{_escape(screen.text)}</b>" if title else "")
-        self.box = widgets.VBox([self.title, *self.fields, self.error, self.submit])
-
-    async def answer(self) -> list[object]:
-        self._loop = asyncio.get_running_loop()
-        self._future = future = self._loop.create_future()
-        # Wake the loop every tick while waiting: ipykernel 7.4 delivers a kernel interrupt to an awaiting cell
-        # through a loop callback that a loop asleep on one future would only run when something else woke it.
-        while not future.done():
-            await asyncio.wait((future,), timeout=_TICK)
-        values: list[object] = future.result()
-        return values
-
-    def _on_submit(self, _button: Any) -> None:
-        # Runs on the kernel's main thread, or a subshell's: hand the answer to the step's loop thread-safely.
-        try:
-            values = [_read(item, f) for item, f in zip(self.screen.inputs, self.fields, strict=True)]
-            self.screen.validate(values)
-        except InputError as e:
-            self.error.value = f'<span style="color:#b42318">{_escape(str(e))}</span>'
-            return
-        self.error.value = ""
-        future, loop = self._future, self._loop
-        if future is not None and loop is not None:
-            loop.call_soon_threadsafe(_resolve, future, values)
-
-    def close(self) -> None:
-        close_widgets(self.title, *self.fields, self.error, self.submit, self.box)
-
-
-def close_widgets(*items: Any) -> None:
-    """Close widgets with the layout and style models each one made, so no model outlives the step."""
-    for item in items:
-        for part in (getattr(item, "layout", None), getattr(item, "style", None), item):
-            if part is not None:
-                part.close()
-
-
-def _resolve(future: asyncio.Future[list[object]], values: list[object]) -> None:
-    if not future.done():
-        future.set_result(values)
-
-
-def _field(item: Input) -> Any:
-    import ipywidgets as widgets
-
-    # Values travel once, on submit: continuous text updates stall while a cell awaits (FINDINGS).
-    if isinstance(item, ConfirmInput):
-        return widgets.ToggleButtons(options=("Yes", "No"), value=None, description=item.label)
-    if isinstance(item, ChoiceInput):
-        return widgets.Dropdown(options=item.options, value=None, description=item.label)
-    if isinstance(item, TextInput) and item.multiline:
-        return widgets.Textarea(description=item.label, continuous_update=False)
-    placeholder = "a number" if isinstance(item, NumberInput) or item.type is not str else ""
-    return widgets.Text(description=item.label, continuous_update=False, placeholder=placeholder)
-
-
-def _read(item: Input, field: Any) -> object:
-    value = field.value
-    if isinstance(item, ConfirmInput):
-        if value is None:
-            raise InputError(f"{item.label}: choose Yes or No.")
-        return value == "Yes"
-    if isinstance(item, ChoiceInput):
-        if value is None:
-            raise InputError(f"{item.label}: choose one of {', '.join(item.options)}.")
-        return item.validate(value)
-    return item.parse(str(value))
 
 
 async def standalone_ask(screen: Screen[Any]) -> list[object]:

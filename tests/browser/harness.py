@@ -256,7 +256,11 @@ _JS_KERNEL_STATE = """() => {
 
 # A MutationObserver marks every code cell whose prompt shows "[*]" (queued or running) after it is installed, and
 # notes any input widget drawn in an output; a run is over when every marked cell shows a number again.
+QUESTION_SELECTOR = ".jp-OutputArea .agl-form, .jp-OutputArea .widget-text, .jp-OutputArea .widget-textarea"
+"""A question drawn in an output: agl_notebook's form (or, for older recordings' sake, an ipywidgets text box)."""
+
 _JS_WATCH = """() => {
+  const QUESTION_SELECTOR = '""" + QUESTION_SELECTOR + """';
   const nb = document.querySelector('.jp-Notebook');
   window.__aglRan = new WeakSet();
   window.__aglSawInput = false;
@@ -265,7 +269,7 @@ _JS_WATCH = """() => {
       const prompt = cell.querySelector('.jp-InputArea-prompt');
       if (prompt && prompt.textContent.includes('*')) window.__aglRan.add(cell);
     }
-    if (nb.querySelector('.jp-OutputArea .widget-text, .jp-OutputArea .widget-textarea')) window.__aglSawInput = true;
+    if (nb.querySelector(QUESTION_SELECTOR)) window.__aglSawInput = true;
   };
   if (window.__aglObserver) window.__aglObserver.disconnect();
   window.__aglObserver = new MutationObserver(look);
@@ -281,7 +285,24 @@ _JS_CELLS_DONE = """(indices) => {
   return chosen.length > 0 && chosen.every(c => window.__aglRan?.has(c) && numbered(c));
 }"""
 
-_JS_INPUT_SHOWN = "() => !!document.querySelector('.jp-Notebook .jp-OutputArea .widget-text input')"
+_JS_INPUT_SHOWN = f"() => !!document.querySelector('{QUESTION_SELECTOR}')"
+
+# The contrast ratio (WCAG 2) of an element's text colour on the first opaque background behind it.
+_JS_CONTRAST = """(node) => {
+  const rgb = (text) => (text.match(/[\\d.]+/g) ?? []).map(Number);
+  const luminance = ([r, g, b]) => {
+    const c = [r, g, b].map(v => v / 255).map(v => v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4);
+    return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2];
+  };
+  let back = [255, 255, 255];
+  for (let n = node; n; n = n.parentElement) {
+    const parts = rgb(getComputedStyle(n).backgroundColor);
+    if (parts.length === 3 || (parts.length === 4 && parts[3] === 1)) { back = parts.slice(0, 3); break; }
+  }
+  const fore = rgb(getComputedStyle(node).color);
+  const [hi, lo] = [luminance(fore.slice(0, 3)), luminance(back)].sort((a, b) => b - a);
+  return {ratio: (hi + 0.05) / (lo + 0.05), color: getComputedStyle(node).color, background: `rgb(${back})`};
+}"""
 
 ERROR_TEXTS = ("Error displaying widget", "model not found")
 
@@ -448,11 +469,52 @@ class NotebookPage:
 
     # Questions --------------------------------------------------------------------------------------------------
 
+    def question_form(self, cell: int, timeout: float = QUESTION) -> Any:
+        """Wait for the question form in ``cell``'s output; returns its locator."""
+        form = self.output(cell).locator(".agl-form")
+        self.wait_visible(form, f"the question form in cell {cell}", timeout)
+        return form
+
+    def form_field(self, cell: int, label: str) -> Any:
+        """The control of the form's field labelled ``label`` (found through its <label for> or aria-labelledby)."""
+        return self.output(cell).locator(".agl-form").get_by_label(label, exact=True)
+
+    def form_error(self, cell: int, label: str) -> Any:
+        """The error shown next to the field labelled ``label``."""
+        field_id = self.form_field(cell, label).get_attribute("id", timeout=UI_ACTION * 1000)
+        return self.output(cell).locator(f'[id="{field_id}-error"]')
+
+    def wait_form_error(self, cell: int, label: str, text: str, what: str) -> None:
+        """Wait until the field labelled ``label`` shows exactly ``text`` as its error."""
+        error = self.form_error(cell, label)
+        self.wait_until(lambda: error.inner_text(timeout=UI_ACTION * 1000).strip() == text,
+                        f"{what}: the error {text!r} next to {label!r} (shown: "
+                        f"{error.inner_text(timeout=UI_ACTION * 1000)!r})", QUESTION)
+
+    def choose(self, cell: int, label: str, answer: str) -> None:
+        """Choose ``answer`` in a confirm (Yes/No) field by clicking its button."""
+        group = self.form_field(cell, label)
+        group.locator("label", has_text=re.compile(f"^{re.escape(answer)}$")).click(timeout=UI_ACTION * 1000)
+
+    def submit_form(self, cell: int) -> None:
+        self.output(cell).locator(".agl-form .agl-form-submit").click(timeout=UI_ACTION * 1000)
+
+    def contrast(self, locator: Any) -> dict[str, Any]:
+        """The contrast ratio of an element's text on the background behind it, with the two colours."""
+        found: dict[str, Any] = locator.evaluate(_JS_CONTRAST)
+        return found
+
+    def set_theme(self, theme: str) -> None:
+        """Switch the page's theme (``JupyterLab Light`` or ``JupyterLab Dark``) and wait until it is applied."""
+        self.page.evaluate("(theme) => window.jupyterapp.commands.execute('apputils:change-theme', {theme})", theme)
+        self.wait_js("(theme) => document.body.dataset.jpThemeName === theme", f"the theme {theme!r}", UI_ACTION,
+                     arg=theme)
+
     def answer(self, text: str, *, cell: int, timeout: float = QUESTION) -> None:
-        """Type ``text`` into the question's Text widget in ``cell``'s output (key by key), then click Submit."""
-        field = self.output(cell).locator(".widget-text input")
-        self.wait_visible(field, f"the question's input widget in cell {cell}", timeout)
-        submit = self.output(cell).locator("button", has_text=re.compile(r"^\s*Submit\s*$"))
+        """Type ``text`` into the question's text field in ``cell``'s output (key by key), then click Submit."""
+        form = self.question_form(cell, timeout)
+        field = form.locator("input[type=text]").first
+        submit = form.locator("button", has_text=re.compile(r"^\s*Submit\s*$"))
         self.wait_visible(submit, f"the question's Submit button in cell {cell}", UI_ACTION)
         submit.scroll_into_view_if_needed(timeout=UI_ACTION * 1000)
         self.shot("question")
