@@ -201,7 +201,9 @@ class Run:
             RoleIncompleteError: The agent never reported; the step's work was wiped.
             ReplayMissError: Mode ``replay`` and no recording matches; the message names the nearest.
             Exception: A tool's handler raised: the step's work was wiped and the same exception is re-raised.
+            StepInterrupted: In a notebook, the kernel was interrupted: the step's work was wiped, nothing recorded.
         """
+        __tracebackhide__ = True  # IPython shows the person's frames, not these (unless %xmode --show)
         # Everything up to the first await runs as soon as the step starts, in the order steps are started:
         # that is what makes the occurrence number (and so replay under asyncio.gather) deterministic.
         resolved = self._resolve_role(role)
@@ -241,6 +243,7 @@ class Run:
                 the recording does not replay to its own result.
             ModelCallBlockedError: A ``network`` unit would run live where model calls are blocked.
         """
+        __tracebackhide__ = True
         # As in `step`, everything up to the first await runs when the unit starts (the occurrence number).
         unit_mode = resolve_mode(step=mode, run=self.mode)
         fp = fingerprint(role=name, backend=backend, system="", tools=(), reporting=None, input_type="arguments",
@@ -249,6 +252,7 @@ class Run:
         scope = StepScope(name, self._emit if view is None else _emit_to(view, self._emit), view=view)
 
         async def replay(record: StepRecord) -> UnitOutcome:
+            __tracebackhide__ = True
             outcome = await work(record.tape)
             if outcome.result != record.result:
                 raise ReplayMissError(f"The recording {record.id} of {name!r} does not replay to its own result: "
@@ -278,6 +282,7 @@ class Run:
         ``unfit`` says why a found record can no longer be replayed (its result no longer builds the payload): such
         a record runs live in mode ``auto``, with a warning, and is a `ReplayMissError` in mode ``replay``.
         """
+        __tracebackhide__ = True
         emit = scope.emit
         occurrence = self._next_occurrence(fp.base)
         record_id = fp.with_occurrence(occurrence)
@@ -353,6 +358,10 @@ class Run:
                     view.fail(e)
             except Exception as reporting_error:  # a broken view must not hide why the step failed
                 e.add_note(f"(Drawing the failure failed too: {type(reporting_error).__name__}: {reporting_error})")
+            if waker is not None and waker.interrupted and _is_interrupt(e):
+                from .interrupts import StepInterrupted, interrupted_message
+
+                raise StepInterrupted(interrupted_message(name)) from None
             raise
         finally:
             current_scope.reset(token)
@@ -367,11 +376,30 @@ class Run:
         """`step`, for code that cannot await (a synchronous cell or script).
 
         The step runs on a worker thread with its own event loop; in a notebook the cell's thread meanwhile
-        services widget messages, so questions are answered in the same cell. An interrupt cancels the step.
+        services widget messages, so questions are answered in the same cell. An interrupt cancels the step, which
+        then ends with a `StepInterrupted`.
         """
+        __tracebackhide__ = True
         from .notebook.sync import run_sync
 
-        return run_sync(lambda: self.step(role, input, mode=mode))
+        resolved = self._resolve_role(role)
+        finished = False
+
+        async def step() -> T:
+            __tracebackhide__ = True
+            nonlocal finished
+            result = await self.step(resolved, input, mode=mode)
+            finished = True
+            return result
+
+        try:
+            return run_sync(step)
+        except KeyboardInterrupt:
+            if finished:  # the interrupt came after the step had finished and kept its record
+                raise
+            from .interrupts import StepInterrupted, interrupted_message
+
+            raise StepInterrupted(interrupted_message(resolved.name)) from None
 
     def _next_occurrence(self, base: str) -> int:
         return self._occurrences.take(self._execution_key(), base)
@@ -416,6 +444,12 @@ class Run:
             return chosen, model_id
         raise InputError(f"Role {role.name!r} has no model: give it one with @role(model=Claude.OPUS), or run "
                          "it with Run(model=ScriptedModel(...)).")
+
+
+def _is_interrupt(error: BaseException) -> bool:
+    import asyncio  # loaded already: only a step on a running event loop asks
+
+    return isinstance(error, KeyboardInterrupt | asyncio.CancelledError)
 
 
 def _now() -> str:
@@ -514,6 +548,7 @@ class _StepPlan:
                    input_json, fp, scope)
 
     async def run_live(self, emit: EventSink) -> LoopOutcome:
+        __tracebackhide__ = True
         return await self._loop(self.model, [self._live_tool(t) for t in self.tools], emit)
 
     def unfit(self, record: StepRecord) -> Sequence[str]:
@@ -527,6 +562,7 @@ class _StepPlan:
 
     async def replay(self, record: StepRecord) -> LoopOutcome:
         """Run the loop again on the recorded replies: validation and events as live, no model, no handler."""
+        __tracebackhide__ = True
         results = {b.tool_use_id: b for m in record.transcript for b in m.content if isinstance(b, ToolResultBlock)}
         outcome = await self._loop(_RecordedModel(record), [self._replay_tool(t, record, results)
                                                              for t in self.tools], self.scope.emit)
@@ -553,6 +589,7 @@ class _StepPlan:
         )
 
     async def _loop(self, model: Model, tools: list[LoopTool], emit: EventSink) -> LoopOutcome:
+        __tracebackhide__ = True
         return await run_loop(
             model=model,
             model_id=self.model_id,
@@ -569,6 +606,7 @@ class _StepPlan:
 
     def _live_tool(self, t: Tool[Any]) -> LoopTool:
         async def call(payload: Any, call_id: str) -> tuple[str, bool]:
+            __tracebackhide__ = True
             asked = len(self.scope.questions)
             result = await t.handler(payload)
             if not isinstance(result, ToolResult):
@@ -582,6 +620,7 @@ class _StepPlan:
 
     def _replay_tool(self, t: Tool[Any], record: StepRecord, results: dict[str, ToolResultBlock]) -> LoopTool:
         async def call(payload: Any, call_id: str) -> tuple[str, bool]:
+            __tracebackhide__ = True
             for q in record.questions:
                 if q.tool_call_id == call_id:
                     self.scope.emit(QuestionAsked(q.text, q.inputs))

@@ -1,0 +1,110 @@
+"""What a person sees in a real kernel when a step fails or is interrupted: their own frames, not the library's, and
+one line for an interrupt."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.browser.notebooks import SETUP as PLANNER_SETUP
+from tests.kernel_harness import Kernel
+
+# A tool whose handler calls a helper that raises KeyError: two frames of the person's code below the step.
+FAILING = '''\
+from dataclasses import dataclass
+from agl_notebook import Role, Run, ScriptedModel, ToolResult, describe, reporting_tool, tool
+
+@dataclass(frozen=True)
+class Lookup:
+    key: str = describe("What to look up.")
+
+def lookup(key):
+    table = {}
+    return table[key]
+
+async def look(args: Lookup) -> ToolResult:
+    return ToolResult(text=lookup(args.key))
+
+looker = Role(name="looker", instructions="Look it up.", tools=[tool("look", "Look it up.", Lookup, look)])
+LOOKING = ScriptedModel(lambda request: {"calls": [{"name": "look", "args": {"key": "missing"}}]})
+'''
+FRAME = re.compile(r"^(Cell In\[\d+\], line \d+(, in .+)?|File \S+:\d+, in .+)$")
+INTERRUPTED = "StepInterrupted: The step of 'planner' was interrupted; nothing was recorded."
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kernel]:
+    k = Kernel(cwd=tmp_path_factory.mktemp("tracebacks"))
+    try:
+        k.run(PLANNER_SETUP)
+        k.run(FAILING)
+        k.run("import asyncio")
+        yield k
+    finally:
+        k.close()
+
+
+def error_lines(k: Kernel, msg_id: str) -> list[str]:
+    """The cell's error output as a person reads it (colours dropped), line by line."""
+    (error,) = k.messages(msg_id, "error")
+    text = "\n".join(error["content"]["traceback"])
+    return re.sub(r"\x1b\[[0-9;]*m", "", text).splitlines()
+
+
+def frames(lines: list[str]) -> list[str]:
+    """The header line of every frame IPython printed."""
+    return [line for line in lines if FRAME.match(line)]
+
+
+@pytest.mark.parametrize("call", ['await run.step(looker, "go")', 'run.step_sync(looker, "go")'])
+def test_a_failing_handler_shows_the_persons_frames_and_none_of_the_librarys(kernel: Kernel, call: str) -> None:
+    msg_id = kernel.execute(f"run = Run(model=LOOKING)\n{call}")
+    reply = kernel.wait_reply(msg_id)["content"]
+    assert reply["ename"] == "KeyError"
+    shown = frames(error_lines(kernel, msg_id))
+    library = [f for f in shown if "agl_notebook" in f or "asyncio" in f or "threading" in f]
+    assert library == [], f"library frames shown: {library}"
+    assert [re.sub(r"Cell In\[\d+\]", "Cell", f) for f in shown] == [
+        "Cell, line 2", "Cell, line 13, in look(args)", "Cell, line 10, in lookup(key)"]
+    assert error_lines(kernel, msg_id)[-1] == "KeyError: 'missing'"
+
+
+@pytest.mark.parametrize("call", ['await run.step(planner, "Plan a meeting")',
+                                  'run.step_sync(planner, "Plan a meeting")',
+                                  'await asyncio.gather(run.step(planner, "Plan a meeting"), '
+                                  'run.step(planner, "Plan another"))'],
+                         ids=["await", "sync", "gather"])
+def test_an_interrupted_step_ends_the_cell_with_one_line(kernel: Kernel, call: str) -> None:
+    msg_id = kernel.execute(f"run = Run(model=MODEL)\n{call}")
+    kernel.wait_for(lambda: bool(kernel.widget_ids("TextModel")))
+    kernel.km.interrupt_kernel()
+    reply: dict[str, Any] = kernel.wait_reply(msg_id)["content"]
+    assert (reply["ename"], reply["evalue"]) == ("StepInterrupted", INTERRUPTED.removeprefix("StepInterrupted: "))
+    assert error_lines(kernel, msg_id) == [INTERRUPTED]
+    kernel.wait_for(lambda: kernel.widgets == {})
+    check = kernel.execute("print(len(run.store.records()), len(run.outcomes))")
+    kernel.wait_reply(check)
+    assert kernel.stream(check) == "0 0\n", "nothing was recorded, and the kernel lives"
+
+
+def test_an_interrupt_is_still_a_cancellation_for_the_persons_code(kernel: Kernel) -> None:
+    msg_id = kernel.execute('run = Run(model=MODEL)\ntry:\n    await run.step(planner, "Plan a meeting")\n'
+                            'except asyncio.CancelledError as e:\n    print("cancelled:", type(e).__name__)')
+    kernel.wait_for(lambda: bool(kernel.widget_ids("TextModel")))
+    kernel.km.interrupt_kernel()
+    kernel.wait_reply(msg_id)
+    assert kernel.stream(msg_id) == "cancelled: StepInterrupted\n"
+
+
+def test_importing_agl_notebook_does_not_load_asyncio(tmp_path: Path) -> None:
+    # StepInterrupted is an asyncio.CancelledError: its module loads asyncio, which `import agl_notebook` must not.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", "import sys, agl_notebook; print('asyncio' in sys.modules)"],
+                          capture_output=True, text=True, timeout=60, check=True, cwd=tmp_path)
+    assert done.stdout == "False\n"
