@@ -6,12 +6,11 @@ import dataclasses
 import datetime
 import functools
 import inspect
-import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload, runtime_checkable
 
 from ._scope import StepScope, current_scope
-from .errors import InputError, MissingCredentialsError, ModelCallBlockedError
+from .errors import InputError, MissingCredentialsError, ModelCallBlockedError, at_call_site, warn
 from .events import Event, QuestionAnswered, QuestionAsked, StepFailed, StepFinished, StepReplayed, StepStarted
 from .loop import LoopOutcome, LoopTool, Reporting, run_loop
 from .models.base import Model, ModelEvent, ModelRequest, TextDelta, ToolCall, ToolSpec, TurnEnd
@@ -299,8 +298,8 @@ class Run:
             if found is not None and (problems := unfit(found)):
                 unfit_message = _no_longer_fits(found, name, problems, where=repr(self.store))
                 if mode == "auto":
-                    warnings.warn(f"{unfit_message} The step runs live; its new record is kept in this session.",
-                                  RecordingWarning, stacklevel=3)
+                    warn(f"{unfit_message} The step runs live; its new record is kept in this session.",
+                         RecordingWarning)
                 nearest_unfit, found = found, None
             if view is not None:
                 view.begin(replaying=found is not None)
@@ -393,7 +392,8 @@ class Run:
             return result
 
         try:
-            return run_sync(step)
+            # The step runs on a worker thread, where the person's line is not on the stack for a warning to point at.
+            return at_call_site(run_sync, step)
         except KeyboardInterrupt:
             if finished:  # the interrupt came after the step had finished and kept its record
                 raise

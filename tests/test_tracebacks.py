@@ -3,13 +3,20 @@ one line for an interrupt."""
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import re
+import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agl_notebook import Role, Run, ScriptedModel, describe, reporting_tool
+from agl_notebook.replay import JsonFileStore, MemoryStore, RecordingWarning
 from tests.browser.notebooks import SETUP as PLANNER_SETUP
 from tests.kernel_harness import Kernel
 
@@ -108,3 +115,88 @@ def test_importing_agl_notebook_does_not_load_asyncio(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", "import sys, agl_notebook; print('asyncio' in sys.modules)"],
                           capture_output=True, text=True, timeout=60, check=True, cwd=tmp_path)
     assert done.stdout == "False\n"
+
+
+# Warnings point at the person's line ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str = describe("The answer.")
+
+
+ORACLE = Role(name="oracle", instructions="Answer.", tools=[reporting_tool("answer", "Give the answer.", Answer)])
+
+
+def answering() -> ScriptedModel:
+    return ScriptedModel(lambda request: {"calls": [{"name": "answer", "args": {"text": "forty-two"}}]})
+
+
+def next_line() -> int:
+    """The number of the line after the caller's."""
+    caller = inspect.currentframe()
+    assert caller is not None and caller.f_back is not None
+    return caller.f_back.f_lineno + 1
+
+
+@contextmanager
+def caught() -> Iterator[list[warnings.WarningMessage]]:
+    with warnings.catch_warnings(record=True) as given:
+        warnings.simplefilter("always")
+        yield given
+
+
+def broken_store(tmp_path: Path) -> JsonFileStore:
+    path = tmp_path / "records.json"
+    path.write_text("{", encoding="utf-8")
+    return JsonFileStore(path)
+
+
+async def test_a_stores_warnings_point_at_the_line_that_ran_the_step(tmp_path: Path) -> None:
+    run = Run(model=answering(), store=broken_store(tmp_path))
+    with caught() as given:
+        line = next_line()
+        await run.step(ORACLE, "q")
+    shown = [(w.category, w.filename, w.lineno) for w in given]
+    assert shown == [(RecordingWarning, __file__, line)] * 2  # "Recordings not read", then "Not saved"
+
+
+def test_a_stores_warnings_point_at_the_line_that_ran_a_synchronous_step(tmp_path: Path) -> None:
+    run = Run(model=answering(), store=broken_store(tmp_path))
+    with caught() as given:
+        line = next_line()
+        run.step_sync(ORACLE, "q")
+    assert [(w.category, w.filename, w.lineno) for w in given] == [(RecordingWarning, __file__, line)] * 2
+
+
+def test_a_recording_that_no_longer_fits_is_warned_of_at_the_line_that_ran_the_step() -> None:
+    store = MemoryStore()
+    Run(model=answering(), store=store).step_sync(ORACLE, "q")
+    (record,) = store.records()
+    run = Run(model=answering(), store=MemoryStore([dataclasses.replace(record, result={"text": 42})]))
+    with caught() as given:
+        line = next_line()
+        run.step_sync(ORACLE, "q")
+    assert [(w.category, w.filename, w.lineno) for w in given] == [(RecordingWarning, __file__, line)]
+    assert "no longer fits" in str(given[0].message)
+
+
+# A step of a role with no reporting tool, on a model that calls no tool: it finishes at once, warned of twice.
+WARNING_CELL = """\
+run = Run(model=ScriptedModel([{{"text": "Nothing to look up."}}]), store=JsonFileStore("broken.json"))
+{call}
+"""
+CELL_LINE_2 = re.compile(r"^\S+/ipykernel_\d+/\d+\.py:2: RecordingWarning: ")  # IPython's file for a cell
+
+
+@pytest.mark.parametrize("call", ['await run.step(looker, "go")', 'run.step_sync(looker, "go")'])
+def test_a_warning_in_a_cell_points_at_the_cells_line(kernel: Kernel, call: str) -> None:
+    kernel.run('from agl_notebook.replay import JsonFileStore\nopen("broken.json", "w").write("{")')
+    msg_id = kernel.execute(WARNING_CELL.format(call=call))
+    assert kernel.wait_reply(msg_id)["content"]["status"] == "ok"
+    lines = kernel.stream(msg_id).splitlines()
+    assert len(lines) == 4, lines  # two warnings, each with the line it points at
+    for warning, source in (lines[0:2], lines[2:4]):
+        assert CELL_LINE_2.match(warning), warning
+        assert source == f"  {call}"
+    assert "Recordings not read" in lines[0] and "Not saved" in lines[2]
