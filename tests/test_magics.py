@@ -38,7 +38,7 @@ def kernel(tmp_path: Path) -> Iterator[Kernel]:
 def output(k: Kernel, code: str) -> str:
     msg_id = k.execute(code)
     reply = k.wait_reply(msg_id)["content"]
-    if reply["status"] != "ok":
+    if reply["status"] != "ok" and reply["ename"] != "UsageError":
         return f"{reply['ename']}: {reply['evalue']}"
     return k.stream(msg_id)
 
@@ -49,8 +49,30 @@ def test_mode_is_shown_set_and_dropped(kernel: Kernel) -> None:
     miss = output(kernel, STEP)
     assert miss.startswith("ReplayMissError: No recording of a step of role 'oracle' exists in this kernel session")
     assert output(kernel, "%agl mode default") == "mode auto (the default; a Run's or a step's own mode wins)\n"
-    assert output(kernel, "%agl mode sideways").startswith("InputError: %agl mode: unknown mode 'sideways'")
-    assert output(kernel, "%agl frobnicate") == USAGE + "\n"
+    assert output(kernel, "%agl mode sideways").startswith("UsageError: %agl mode: unknown mode 'sideways'")
+    assert output(kernel, "%agl") == "mode auto (the default; a Run's or a step's own mode wins)\n", "unchanged"
+
+
+USAGE_ERRORS = {
+    "%agl mode sometimes": "%agl mode: unknown mode 'sometimes'; the modes are auto, replay, refresh, off, and default "
+                           "drops the one set here.",
+    "%agl mode auto off": "%agl mode takes one mode, not 2: 'auto off'.",
+    "%agl frobnicate": "%agl has no command 'frobnicate'.",
+    "%agl list everything": "%agl list takes nothing after it, not 'everything'.",
+    "%agl explain why": "%agl explain takes nothing after it, not 'why'.",
+    "%agl forget": "%agl forget takes one id, role or all.",
+    "%agl forget oracle all": "%agl forget takes one id, role or all, not 2: 'oracle all'.",
+    '%agl forget "oracle': '%agl forget "oracle: No closing quotation.',
+}
+
+
+def test_every_usage_error_is_one_line_with_no_traceback(kernel: Kernel) -> None:
+    for line, problem in USAGE_ERRORS.items():
+        msg_id = kernel.execute(line)
+        kernel.wait_reply(msg_id)
+        shown = [(m["header"]["msg_type"], m["content"].get("name"), m["content"].get("text"))
+                 for m in kernel.messages(msg_id, "stream", "error", "display_data", "execute_result")]
+        assert shown == [("stream", "stderr", f"UsageError: {problem} {USAGE}\n")], line
 
 
 def test_list_explain_and_forget(kernel: Kernel) -> None:

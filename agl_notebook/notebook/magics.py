@@ -8,6 +8,9 @@
   differ);
 - ``%agl forget ID|ROLE|all``: forget recordings, so those steps run live next time and their new recordings
   replace the old ones in the notebook.
+
+A command the magic does not take is IPython's `UsageError`: one line saying what is wrong, with the usage, and no
+traceback.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from __future__ import annotations
 import os
 import shlex
 from typing import Any
+
+from IPython.core.error import UsageError
 
 from ..replay import modes
 from ..replay.explain import recent_misses
@@ -24,11 +29,11 @@ USAGE = """usage: %agl [mode [auto|replay|refresh|off|default] | list | explain 
 
 
 def agl(line: str) -> str:
-    """Run one ``%agl`` command and return what it prints."""
+    """Run one ``%agl`` command and return what it prints; a `UsageError` for a command it does not take."""
     try:
         words = shlex.split(line)
     except ValueError as e:
-        return f"{e}\n{USAGE}"
+        raise _usage_error(f"%agl {line.strip()}: {e}.") from None
     command, rest = (words[0], words[1:]) if words else ("mode", [])
     if command == "mode":
         return _mode(rest)
@@ -38,17 +43,30 @@ def agl(line: str) -> str:
         return _explain()
     if command == "forget" and len(rest) == 1:
         return _forget(rest[0])
-    return USAGE
+    if command in ("list", "explain"):
+        raise _usage_error(f"%agl {command} takes nothing after it, not {' '.join(rest)!r}.")
+    if command == "forget":
+        raise _usage_error("%agl forget takes one id, role or all" +
+                           (f", not {len(rest)}: {' '.join(rest)!r}." if rest else "."))
+    raise _usage_error(f"%agl has no command {command!r}.")
+
+
+def _usage_error(problem: str) -> UsageError:
+    """IPython shows a `UsageError` as its one line, with no traceback."""
+    return UsageError(f"{problem} {USAGE}")
 
 
 def _mode(rest: list[str]) -> str:
     if rest:
+        if len(rest) > 1:
+            raise _usage_error(f"%agl mode takes one mode, not {len(rest)}: {' '.join(rest)!r}.")
         if rest[0] == "default":
             modes.session.magic_mode = None
-        elif len(rest) == 1:
+        elif rest[0] in modes.MODES:
             modes.session.magic_mode = modes.check_mode(rest[0], where="%agl mode")
         else:
-            return USAGE
+            raise _usage_error(f"%agl mode: unknown mode {rest[0]!r}; the modes are {', '.join(modes.MODES)}, and "
+                               "default drops the one set here.")
     mode = modes.resolve_mode()
     if modes.session.magic_mode is not None:
         source = "set by %agl mode"
