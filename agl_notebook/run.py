@@ -16,7 +16,7 @@ from .loop import LoopOutcome, LoopTool, Reporting, run_loop
 from .models.base import Model, ModelEvent, ModelRequest, TextDelta, ToolCall, ToolSpec, TurnEnd
 from .payloads import JsonValue, dump, payload_spec
 from .replay import modes
-from .replay.explain import Miss, ReplayMissError, explain_miss, note_miss
+from .replay.explain import Miss, ReplayMissError, explain_miss, note_miss, note_used
 from .replay.fingerprint import Fingerprint, fingerprint
 from .replay.modes import Mode, check_mode, resolve_mode
 from .replay.records import RecordedQuestion, StepRecord
@@ -314,6 +314,7 @@ class Run:
                 emit(StepReplayed(name, found.id, found.backend))
                 outcome = await replay(found)
                 kept = found
+                note_used(self._cell_id(), self._execution_key(), found.id)
             elif mode == "replay" and unfit_message is not None:
                 raise ReplayMissError(f"{unfit_message} Mode 'replay' never calls a model: run it in mode 'auto' or "
                                       "'refresh' to record it again.", nearest=nearest_unfit, differing=())
@@ -348,6 +349,7 @@ class Run:
                     raise asyncio.CancelledError
                 if mode != "off":
                     kept = self.store.put(record(record_id, occurrence, outcome))
+                    note_used(self._cell_id(), self._execution_key(), kept.id)
         except BaseException as e:  # KeyboardInterrupt and cancellation wipe the step too
             scope.wipe()
             self._release_occurrence(fp.base, occurrence)
