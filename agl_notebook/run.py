@@ -111,6 +111,7 @@ def _wake_for_interrupts() -> LoopWaker | None:
 
 def _emit_to(view: StepView, rest: EventSink) -> EventSink:
     def emit(event: Event) -> None:
+        __tracebackhide__ = True
         view.event(event)
         rest(event)
 
@@ -418,6 +419,7 @@ class Run:
         return self._environment.cell_id() if self._environment is not None else None
 
     def _emit(self, event: Event) -> None:
+        __tracebackhide__ = True  # a sink is the person's: its frame shows, not this one
         for sink in self._sinks:
             sink(event)
 

@@ -3,6 +3,7 @@ one line for an interrupt."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import inspect
 import re
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from agl_notebook import Role, Run, ScriptedModel, describe, reporting_tool
+from agl_notebook import Role, Run, Screen, ScriptedModel, TextInput, ToolResult, describe, reporting_tool, tool
 from agl_notebook.replay import JsonFileStore, MemoryStore, RecordingWarning
 from tests.browser.notebooks import SETUP as PLANNER_SETUP
 from tests.kernel_harness import Kernel
@@ -115,6 +116,68 @@ def test_importing_agl_notebook_does_not_load_asyncio(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", "import sys, agl_notebook; print('asyncio' in sys.modules)"],
                           capture_output=True, text=True, timeout=60, check=True, cwd=tmp_path)
     assert done.stdout == "False\n"
+
+
+# Every way the person's code is called from a step: the library frames between are all hidden from IPython.
+
+
+def person_fails(*args: object, **kwargs: object) -> Any:
+    raise KeyError("the person's code")
+
+
+async def person_fails_later(*args: object) -> Any:
+    person_fails()
+
+
+@dataclass(frozen=True)
+class Key:
+    key: str = describe("A key.")
+
+
+def calling(name: str, handler: Any) -> Role[None]:
+    return Role(name=name, instructions="Call it.", tools=[tool(name, "Call it.", Key, handler)])
+
+
+def calls(name: str) -> ScriptedModel:
+    return ScriptedModel([{"calls": [{"name": name, "args": {"key": "k"}}]}])
+
+
+async def ask(args: Key) -> ToolResult:
+    return ToolResult(text=await CURRENT_RUN[0].terminal.show(lambda: Screen("Which?", [TextInput("Key", str)])))
+
+
+CURRENT_RUN: list[Run] = []
+FAILURES = {
+    "a tool's handler": lambda: (Run(model=calls("look")), calling("look", person_fails_later)),
+    "a script function": lambda: (Run(model=ScriptedModel(person_fails)), ORACLE),
+    "an async script function": lambda: (Run(model=ScriptedModel(person_fails_later)), ORACLE),
+    "an event sink": lambda: (Run(model=ScriptedModel([{"text": "Hello."}]), on_event=person_fails), ORACLE),
+    "an answers function": lambda: (Run(model=calls("ask"), answers=person_fails), calling("ask", ask)),
+}
+
+
+def visible_library_frames(error: BaseException) -> list[str]:
+    """The frames of agl_notebook IPython would show: not hidden, and not the last (where the error was raised)."""
+    shown, tb = [], error.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if ("/agl_notebook/" in frame.f_code.co_filename and not frame.f_locals.get("__tracebackhide__")
+                and tb.tb_next is not None):
+            shown.append(f"{frame.f_code.co_filename}:{tb.tb_lineno} in {frame.f_code.co_name}")
+        tb = tb.tb_next
+    return shown
+
+
+@pytest.mark.parametrize("form", ["await", "sync"])
+@pytest.mark.parametrize("where", list(FAILURES))
+def test_between_the_persons_call_and_their_failing_code_every_library_frame_is_hidden(where: str, form: str) -> None:
+    run, role = FAILURES[where]()
+    CURRENT_RUN[:] = [run]
+    step = (lambda: asyncio.run(run.step(role, "go"))) if form == "await" else (lambda: run.step_sync(role, "go"))
+    with pytest.raises(KeyError) as raised:
+        step()
+    assert visible_library_frames(raised.value) == []
+
 
 
 # Warnings point at the person's line ---------------------------------------------------------------------------
