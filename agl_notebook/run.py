@@ -379,7 +379,7 @@ class Run:
 
         The step runs on a worker thread with its own event loop; in a notebook the cell's thread meanwhile
         services widget messages, so questions are answered in the same cell. An interrupt cancels the step, which
-        then ends with a `StepInterrupted`.
+        then ends with a `StepInterrupted` in a notebook (a `KeyboardInterrupt` elsewhere).
         """
         __tracebackhide__ = True
         from .notebook.sync import run_sync
@@ -398,7 +398,9 @@ class Run:
             # The step runs on a worker thread, where the person's line is not on the stack for a warning to point at.
             return at_call_site(run_sync, step)
         except KeyboardInterrupt:
-            if finished:  # the interrupt came after the step had finished and kept its record
+            # Outside a kernel Ctrl-C stays a KeyboardInterrupt; so does one that came after the step had finished
+            # and kept its record.
+            if finished or self._environment is None:
                 raise
             from .interrupts import StepInterrupted, interrupted_message
 

@@ -117,7 +117,8 @@ def stale_reasons(records: Sequence[StepRecord], *, cells: Mapping[str, int] | N
         noted = _used.get(record.cell_id)
         if noted is not None:
             used = [by_id[i] for i in noted[1] if i in by_id]
-            nearest, differing = nearest_record(Fingerprint(dict(record.parts), ""), record.occurrence, used)
+            nearest, differing = nearest_record(Fingerprint({"role": "", **record.parts}, ""), record.occurrence,
+                                                 used)
             if nearest is None or nearest.role != record.role:
                 reasons[record.id] = f"stale: its cell's latest run here ran no step of role {record.role!r}"
             elif differing == ("occurrence",):
