@@ -52,12 +52,14 @@ def warn(message: str, category: type[Warning]) -> None:
     """Issue a warning pointing at the person's line: the nearest frame outside agl_notebook.
 
     What ``warnings.warn(..., skip_file_prefixes=...)`` does from Python 3.12, for 3.11 as well. Where the nearest
-    such frame is an event loop's or a thread's (a step run by `Run.step_sync` on a worker thread), the person's
-    line noted by `at_call_site` stands in for it.
+    such frame is an event loop's or a thread's, the person's line stands in for it: the one noted by `at_call_site`
+    (a step run by `Run.step_sync` on a worker thread), or in a kernel the line where the cell awaits (a step under
+    ``asyncio.gather`` runs in a task of its own).
     """
     frame, out = _outside_package(sys._getframe(0))
-    site = _call_site.get()
-    if site is not None and (frame is None or frame.f_code.co_filename.startswith(_MACHINERY)):
+    machinery = frame is None or frame.f_code.co_filename.startswith(_MACHINERY)
+    site = (_call_site.get() or _awaiting_cell()) if machinery else None
+    if site is not None:
         filename, lineno, module_globals = site
         warnings.warn_explicit(message, category, filename, lineno, module=module_globals.get("__name__"),
                                registry=module_globals.setdefault("__warningregistry__", {}),
@@ -65,6 +67,31 @@ def warn(message: str, category: type[Warning]) -> None:
         return
     # stacklevel 1 is this function's own line; `out` frames further is the person's.
     warnings.warn(message, category, stacklevel=out + 1 if frame is not None else 1)
+
+
+def _awaiting_cell() -> tuple[str, int, dict[str, Any]] | None:
+    """In a kernel, the executing cell's frame, found among the event loop's tasks: its file, line and globals."""
+    from .notebook import _kernel  # imports nothing unless a kernel runs
+
+    kernel = _kernel.kernel()
+    if kernel is None:
+        return None
+    import asyncio  # loaded already in a kernel
+
+    code = _kernel.executing_code()
+    try:
+        filename = kernel.shell.compile.get_code_name(code, code, kernel.shell.execution_count)
+        tasks = asyncio.all_tasks()
+    except Exception:  # an IPython or a loop that does not tell: the warning points where it can
+        return None
+    for task in tasks:
+        awaiting: Any = task.get_coro()
+        while awaiting is not None:  # the chain of coroutines the task awaits through, down to the cell's
+            frame = getattr(awaiting, "cr_frame", None) or getattr(awaiting, "gi_frame", None)
+            if frame is not None and frame.f_code.co_filename == filename:
+                return filename, frame.f_lineno or 0, frame.f_globals
+            awaiting = getattr(awaiting, "cr_await", None) or getattr(awaiting, "gi_yieldfrom", None)
+    return None
 
 
 def at_call_site(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:

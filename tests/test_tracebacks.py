@@ -252,13 +252,15 @@ run = Run(model=ScriptedModel([{{"text": "Nothing to look up."}}]), store=JsonFi
 CELL_LINE_2 = re.compile(r"^\S+/ipykernel_\d+/\d+\.py:2: RecordingWarning: ")  # IPython's file for a cell
 
 
-@pytest.mark.parametrize("call", ['await run.step(looker, "go")', 'run.step_sync(looker, "go")'])
+@pytest.mark.parametrize("call", ['await run.step(looker, "go")', 'run.step_sync(looker, "go")',
+                                  'await asyncio.gather(run.step(looker, "go"), run.step(looker, "again"))'],
+                         ids=["await", "sync", "gather"])
 def test_a_warning_in_a_cell_points_at_the_cells_line(kernel: Kernel, call: str) -> None:
     kernel.run('from agl_notebook.replay import JsonFileStore\nopen("broken.json", "w").write("{")')
     msg_id = kernel.execute(WARNING_CELL.format(call=call))
     assert kernel.wait_reply(msg_id)["content"]["status"] == "ok"
     lines = kernel.stream(msg_id).splitlines()
-    assert len(lines) == 4, lines  # two warnings, each with the line it points at
+    assert len(lines) == 4, lines  # two warnings (the same one twice is shown once), each with the line it points at
     for warning, source in (lines[0:2], lines[2:4]):
         assert CELL_LINE_2.match(warning), warning
         assert source == f"  {call}"
