@@ -1,5 +1,5 @@
-"""What a person sees in a real kernel when a step fails or is interrupted: their own frames, not the library's, and
-one line for an interrupt."""
+"""What a person sees when a step fails, is interrupted or warns (in a real kernel, and in plain Python): the frames
+and lines of their own code, not the library's, and one line for an interrupt."""
 
 from __future__ import annotations
 
