@@ -7,15 +7,106 @@ Two families, by whose move it was:
   is built rather than when the model first touches it.
 - `UpstreamUnexpected`: the model, or something else upstream, did something the step cannot go on from (it never
   reported, it refused, its output was cut off inside a tool call).
+
+A step stopped by the kernel's interrupt ends with `agl_notebook.interrupts.StepInterrupted`. Warnings are issued
+with `warn`, so they point at the person's line, not the library's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+import os
+import sys
+import warnings
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 if TYPE_CHECKING:
+    from types import FrameType
+
     from .transcript import Message
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+# The package's folder, as a frame's file name may spell it (absolute, or as the import path had it).
+_PACKAGE = tuple(dict.fromkeys(os.path.join(folder, "") for folder in (
+    os.path.dirname(os.path.abspath(__file__)), os.path.dirname(__file__))))
+_STDLIB = os.path.dirname(os.path.abspath(os.__file__))
+# What runs a step's code without being the person's: an event loop's callbacks, a worker thread's start.
+_MACHINERY = (os.path.join(_STDLIB, "asyncio", ""), os.path.join(_STDLIB, "concurrent", ""),
+              os.path.join(_STDLIB, "threading.py"))
+
+_call_site: ContextVar[tuple[str, int, dict[str, Any]] | None] = ContextVar("agl_notebook_call_site", default=None)
+
+
+def _outside_package(frame: FrameType | None) -> tuple[FrameType | None, int]:
+    """The nearest frame from ``frame`` outwards that is not the package's, and how many frames out it is."""
+    out = 0
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, out = frame.f_back, out + 1
+    return frame, out
+
+
+def warn(message: str, category: type[Warning]) -> None:
+    """Issue a warning pointing at the person's line: the nearest frame outside agl_notebook.
+
+    What ``warnings.warn(..., skip_file_prefixes=...)`` does from Python 3.12, for 3.11 as well. Where the nearest
+    such frame is an event loop's or a thread's, the person's line stands in for it: the one noted by `at_call_site`
+    (a step run by `Run.step_sync` on a worker thread), or in a kernel the line where the cell awaits (a step under
+    ``asyncio.gather`` runs in a task of its own).
+    """
+    frame, out = _outside_package(sys._getframe(0))
+    machinery = frame is None or frame.f_code.co_filename.startswith(_MACHINERY)
+    site = (_call_site.get() or _awaiting_cell()) if machinery else None
+    if site is not None:
+        filename, lineno, module_globals = site
+        warnings.warn_explicit(message, category, filename, lineno, module=module_globals.get("__name__"),
+                               registry=module_globals.setdefault("__warningregistry__", {}),
+                               module_globals=module_globals)
+        return
+    # stacklevel 1 is this function's own line; `out` frames further is the person's.
+    warnings.warn(message, category, stacklevel=out + 1 if frame is not None else 1)
+
+
+def _awaiting_cell() -> tuple[str, int, dict[str, Any]] | None:
+    """In a kernel, the executing cell's frame, found among the event loop's tasks: its file, line and globals."""
+    from .notebook import _kernel  # imports nothing unless a kernel runs
+
+    kernel = _kernel.kernel()
+    if kernel is None:
+        return None
+    import asyncio  # loaded already in a kernel
+
+    code = _kernel.executing_code()
+    try:
+        filename = kernel.shell.compile.get_code_name(code, code, kernel.shell.execution_count)
+        tasks = asyncio.all_tasks()
+    except Exception:  # an IPython or a loop that does not tell: the warning points where it can
+        return None
+    for task in tasks:
+        awaiting: Any = task.get_coro()
+        while awaiting is not None:  # the chain of coroutines the task awaits through, down to the cell's
+            frame = getattr(awaiting, "cr_frame", None) or getattr(awaiting, "gi_frame", None)
+            if frame is not None and frame.f_code.co_filename == filename:
+                return filename, frame.f_lineno or 0, frame.f_globals
+            awaiting = getattr(awaiting, "cr_await", None) or getattr(awaiting, "gi_yieldfrom", None)
+    return None
+
+
+def at_call_site(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """``function(*args, **kwargs)``, with the person's line that called into the library noted for `warn`.
+
+    Seen on a worker thread too, when the thread runs in a copy of this context.
+    """
+    __tracebackhide__ = True
+    frame, _ = _outside_package(sys._getframe(0))
+    token = _call_site.set((frame.f_code.co_filename, frame.f_lineno or 0, frame.f_globals)
+                           if frame is not None else None)
+    try:
+        return function(*args, **kwargs)
+    finally:
+        _call_site.reset(token)
 
 
 class InputError(ValueError):

@@ -140,6 +140,7 @@ async def run_loop(
         ModelRefusedError: The model refused.
         Exception: Whatever a tool's call raised, unchanged.
     """
+    __tracebackhide__ = True  # IPython shows the person's frames (a handler's, a model's), not the loop's
     transcript = list(messages)
     by_name = {t.spec.name: t for t in tools}
     specs = tuple(t.spec for t in tools) + ((reporting.spec,) if reporting else ())
@@ -243,6 +244,7 @@ def _holds_valid_report(calls: Sequence[ToolUseBlock], reporting: Reporting | No
 
 
 async def _run_tool(tool: LoopTool, call: ToolUseBlock, emit: Callable[[Event], None]) -> tuple[str, bool]:
+    __tracebackhide__ = True
     payload: Any = call.input
     if tool.validate is not None:
         payload, problems = tool.validate(call.input)
@@ -266,6 +268,7 @@ def error_text(error: BaseException) -> str:
 async def _one_reply(model: Model, request: ModelRequest, emit: Callable[[Event], None]
                      ) -> tuple[tuple[Block, ...], StopReason, Usage]:
     """Stream one reply, emitting text deltas, and assemble its blocks in order."""
+    __tracebackhide__ = True
     blocks: list[Block] = []
     text: list[str] = []
     end: TurnEnd | None = None

@@ -6,12 +6,11 @@ import dataclasses
 import datetime
 import functools
 import inspect
-import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload, runtime_checkable
 
 from ._scope import StepScope, current_scope
-from .errors import InputError, MissingCredentialsError, ModelCallBlockedError
+from .errors import InputError, MissingCredentialsError, ModelCallBlockedError, at_call_site, warn
 from .events import (
     Event,
     QuestionAnswered,
@@ -26,7 +25,7 @@ from .loop import LoopOutcome, LoopTool, Reporting, run_loop
 from .models.base import Model, ModelEvent, ModelRequest, TextDelta, ToolCall, ToolSpec, TurnEnd
 from .payloads import JsonValue, dump, payload_spec
 from .replay import modes
-from .replay.explain import Miss, ReplayMissError, explain_miss, note_miss
+from .replay.explain import Miss, ReplayMissError, explain_miss, note_miss, note_used
 from .replay.fingerprint import Fingerprint, fingerprint
 from .replay.modes import Mode, check_mode, resolve_mode
 from .replay.records import RecordedQuestion, StepRecord
@@ -121,6 +120,7 @@ def _wake_for_interrupts() -> LoopWaker | None:
 
 def _emit_to(view: StepView, rest: EventSink) -> EventSink:
     def emit(event: Event) -> None:
+        __tracebackhide__ = True
         view.event(event)
         rest(event)
 
@@ -216,7 +216,9 @@ class Run:
             RoleIncompleteError: The agent never reported; the step's work was wiped.
             ReplayMissError: Mode ``replay`` and no recording matches; the message names the nearest.
             Exception: A tool's handler raised: the step's work was wiped and the same exception is re-raised.
+            StepInterrupted: In a notebook, the kernel was interrupted: the step's work was wiped, nothing recorded.
         """
+        __tracebackhide__ = True  # IPython shows the person's frames, not these (unless %xmode --show)
         # Everything up to the first await runs as soon as the step starts, in the order steps are started:
         # that is what makes the occurrence number (and so replay under asyncio.gather) deterministic.
         resolved = self._resolve_role(role)
@@ -256,6 +258,7 @@ class Run:
                 the recording does not replay to its own result.
             ModelCallBlockedError: A ``network`` unit would run live where model calls are blocked.
         """
+        __tracebackhide__ = True
         # As in `step`, everything up to the first await runs when the unit starts (the occurrence number).
         unit_mode = resolve_mode(step=mode, run=self.mode)
         fp = fingerprint(role=name, backend=backend, system="", tools=(), reporting=None, input_type="arguments",
@@ -264,6 +267,7 @@ class Run:
         scope = StepScope(name, self._emit if view is None else _emit_to(view, self._emit), view=view)
 
         async def replay(record: StepRecord) -> UnitOutcome:
+            __tracebackhide__ = True
             outcome = await work(record.tape)
             if outcome.result != record.result:
                 raise ReplayMissError(f"The recording {record.id} of {name!r} does not replay to its own result: "
@@ -294,6 +298,7 @@ class Run:
         ``unfit`` says why a found record can no longer be replayed (its result no longer builds the payload): such
         a record runs live in mode ``auto``, with a warning, and is a `ReplayMissError` in mode ``replay``.
         """
+        __tracebackhide__ = True
         emit = scope.emit
         occurrence = self._next_occurrence(fp.base)
         record_id = fp.with_occurrence(occurrence)
@@ -312,8 +317,8 @@ class Run:
             if found is not None and (problems := unfit(found)):
                 unfit_message = _no_longer_fits(found, name, problems, where=repr(self.store))
                 if mode == "auto":
-                    warnings.warn(f"{unfit_message} The step runs live; its new record is kept in this session.",
-                                  RecordingWarning, stacklevel=3)
+                    warn(f"{unfit_message} The step runs live; its new record is kept in this session.",
+                         RecordingWarning)
                 nearest_unfit, found = found, None
             if view is not None:
                 view.begin(replaying=found is not None)
@@ -327,6 +332,7 @@ class Run:
                 emit(StepReplayed(name, found.id, found.backend))
                 outcome = await replay(found)
                 kept = found
+                note_used(self._cell_id(), self._execution_key(), found.id)
             elif mode == "replay" and unfit_message is not None:
                 raise ReplayMissError(f"{unfit_message} Mode 'replay' never calls a model: run it in mode 'auto' or "
                                       "'refresh' to record it again.", nearest=nearest_unfit, differing=())
@@ -361,6 +367,7 @@ class Run:
                     raise asyncio.CancelledError
                 if mode != "off":
                     kept = self.store.put(record(record_id, occurrence, outcome))
+                    note_used(self._cell_id(), self._execution_key(), kept.id)
         except BaseException as e:  # KeyboardInterrupt and cancellation wipe the step too
             scope.wipe()
             self._release_occurrence(fp.base, occurrence)
@@ -370,6 +377,10 @@ class Run:
                     view.fail(e)
             except Exception as reporting_error:  # a broken view must not hide why the step failed
                 e.add_note(f"(Drawing the failure failed too: {type(reporting_error).__name__}: {reporting_error})")
+            if waker is not None and waker.interrupted and _is_interrupt(e):
+                from .interrupts import StepInterrupted, interrupted_message
+
+                raise StepInterrupted(interrupted_message(name)) from None
             raise
         finally:
             current_scope.reset(token)
@@ -384,11 +395,33 @@ class Run:
         """`step`, for code that cannot await (a synchronous cell or script).
 
         The step runs on a worker thread with its own event loop; in a notebook the cell's thread meanwhile
-        services widget messages, so questions are answered in the same cell. An interrupt cancels the step.
+        services widget messages, so questions are answered in the same cell. An interrupt cancels the step, which
+        then ends with a `StepInterrupted` in a notebook (a `KeyboardInterrupt` elsewhere).
         """
+        __tracebackhide__ = True
         from .notebook.sync import run_sync
 
-        return run_sync(lambda: self.step(role, input, mode=mode))
+        resolved = self._resolve_role(role)
+        finished = False
+
+        async def step() -> T:
+            __tracebackhide__ = True
+            nonlocal finished
+            result = await self.step(resolved, input, mode=mode)
+            finished = True
+            return result
+
+        try:
+            # The step runs on a worker thread, where the person's line is not on the stack for a warning to point at.
+            return at_call_site(run_sync, step)
+        except KeyboardInterrupt:
+            # Outside a kernel Ctrl-C stays a KeyboardInterrupt; so does one that came after the step had finished
+            # and kept its record.
+            if finished or self._environment is None:
+                raise
+            from .interrupts import StepInterrupted, interrupted_message
+
+            raise StepInterrupted(interrupted_message(resolved.name)) from None
 
     def _next_occurrence(self, base: str) -> int:
         return self._occurrences.take(self._execution_key(), base)
@@ -405,6 +438,7 @@ class Run:
         return self._environment.cell_id() if self._environment is not None else None
 
     def _emit(self, event: Event) -> None:
+        __tracebackhide__ = True  # a sink is the person's: its frame shows, not this one
         for sink in self._sinks:
             sink(event)
 
@@ -433,6 +467,12 @@ class Run:
             return chosen, model_id
         raise InputError(f"Role {role.name!r} has no model: give it one with @role(model=Claude.OPUS), or run "
                          "it with Run(model=ScriptedModel(...)).")
+
+
+def _is_interrupt(error: BaseException) -> bool:
+    import asyncio  # loaded already: only a step on a running event loop asks
+
+    return isinstance(error, KeyboardInterrupt | asyncio.CancelledError)
 
 
 def _now() -> str:
@@ -531,6 +571,7 @@ class _StepPlan:
                    input_json, fp, scope)
 
     async def run_live(self, emit: EventSink) -> LoopOutcome:
+        __tracebackhide__ = True
         return await self._loop(self.model, [self._live_tool(t) for t in self.tools], emit)
 
     def unfit(self, record: StepRecord) -> Sequence[str]:
@@ -544,6 +585,7 @@ class _StepPlan:
 
     async def replay(self, record: StepRecord) -> LoopOutcome:
         """Run the loop again on the recorded replies: validation and events as live, no model, no handler."""
+        __tracebackhide__ = True
         results = {b.tool_use_id: b for m in record.transcript for b in m.content if isinstance(b, ToolResultBlock)}
         outcome = await self._loop(_RecordedModel(record), [self._replay_tool(t, record, results)
                                                              for t in self.tools], self.scope.emit)
@@ -570,6 +612,7 @@ class _StepPlan:
         )
 
     async def _loop(self, model: Model, tools: list[LoopTool], emit: EventSink) -> LoopOutcome:
+        __tracebackhide__ = True
         return await run_loop(
             model=model,
             model_id=self.model_id,
@@ -586,6 +629,7 @@ class _StepPlan:
 
     def _live_tool(self, t: Tool[Any]) -> LoopTool:
         async def call(payload: Any, call_id: str) -> tuple[str, bool]:
+            __tracebackhide__ = True
             asked = len(self.scope.questions)
             result = await t.handler(payload)
             if not isinstance(result, ToolResult):
@@ -599,6 +643,7 @@ class _StepPlan:
 
     def _replay_tool(self, t: Tool[Any], record: StepRecord, results: dict[str, ToolResultBlock]) -> LoopTool:
         async def call(payload: Any, call_id: str) -> tuple[str, bool]:
+            __tracebackhide__ = True
             for q in record.questions:
                 if q.tool_call_id == call_id:
                     self.scope.emit(QuestionAsked(q.text, q.inputs))

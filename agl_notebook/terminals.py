@@ -34,6 +34,7 @@ class Terminal:
 
     async def show(self, screen_fn: Callable[..., Screen[T]], /, **kwargs: Any) -> T:
         """Show the screen ``screen_fn(**kwargs)`` and return the answer (a tuple for several inputs)."""
+        __tracebackhide__ = True  # IPython shows the screen function's and the answering code's frames, not these
         screen = screen_fn(**kwargs)
         if not isinstance(screen, Screen):
             raise InputError(f"{getattr(screen_fn, '__qualname__', screen_fn)!r} must return a Screen, not "
@@ -97,6 +98,7 @@ class ScriptedTerminal(Terminal):
 
     async def ask(self, screen: Screen[T]) -> T:
         """Take the next scripted answer and validate it like a typed one."""
+        __tracebackhide__ = True  # IPython shows an answers function's frames, not these
         if callable(self._answers):
             answer = self._answers(screen)
         elif self._used < len(self._answers):

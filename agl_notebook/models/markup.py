@@ -261,6 +261,7 @@ async def intercept(events: AsyncIterator[ModelEvent], request: ModelRequest
     left open by it is dropped. A reply whose only calls were written as text and that stopped with ``end_turn``
     ends with ``tool_use``, as it would have with native calls (and as its recording replays).
     """
+    __tracebackhide__ = True  # IPython shows a script function's frames, not these
     parser: MarkupParser | None = None
     async for event in events:
         if isinstance(event, TextDelta):

@@ -99,6 +99,7 @@ class ScriptedModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Stream the scripted reply for ``request``."""
+        __tracebackhide__ = True  # IPython shows the script function's frames, not these
         self.calls += 1
         self.requests.append(request)
         position = sum(1 for m in request.messages if m.role == "assistant")
@@ -115,6 +116,7 @@ class ScriptedModel:
         yield TurnEnd(stop, usage)
 
     async def _turn(self, request: ModelRequest, position: int) -> ScriptedTurn:
+        __tracebackhide__ = True
         if self._function is not None:
             produced = self._function(request)
             if inspect.isawaitable(produced):

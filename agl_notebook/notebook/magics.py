@@ -3,32 +3,42 @@
 - ``%agl`` or ``%agl mode``: the mode in force and where it comes from;
 - ``%agl mode auto|replay|refresh|off``: set the mode for this kernel (below a Run's and a step's own);
   ``%agl mode default`` drops it;
-- ``%agl list``: the notebook's recordings (role, backend, tokens, cell, where they are kept);
+- ``%agl list``: the notebook's recordings (role, backend, tokens, cell, occurrence), and which are stale and why:
+  not used by the latest run of their cell in this kernel (and how they differ from the one it used), or of a cell
+  the saved notebook no longer has;
 - ``%agl explain``: why the latest steps that ran live did not replay (the nearest recording, the parts that
   differ);
 - ``%agl forget ID|ROLE|all``: forget recordings, so those steps run live next time and their new recordings
   replace the old ones in the notebook.
+
+A command the magic does not take is IPython's `UsageError`: one line saying what is wrong, with the usage, and no
+traceback.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
+from pathlib import Path
 from typing import Any
 
+from IPython.core.error import UsageError
+
+from ..errors import InputError
 from ..replay import modes
-from ..replay.explain import recent_misses
+from ..replay.explain import recent_misses, stale_reasons
+from .nbfile import read_notebook_json
 from .store import NotebookStore, forget
 
 USAGE = """usage: %agl [mode [auto|replay|refresh|off|default] | list | explain | forget ID|ROLE|all]"""
 
 
 def agl(line: str) -> str:
-    """Run one ``%agl`` command and return what it prints."""
+    """Run one ``%agl`` command and return what it prints; a `UsageError` for a command it does not take."""
     try:
         words = shlex.split(line)
     except ValueError as e:
-        return f"{e}\n{USAGE}"
+        raise _usage_error(f"%agl {line.strip()}: {e}.") from None
     command, rest = (words[0], words[1:]) if words else ("mode", [])
     if command == "mode":
         return _mode(rest)
@@ -38,17 +48,30 @@ def agl(line: str) -> str:
         return _explain()
     if command == "forget" and len(rest) == 1:
         return _forget(rest[0])
-    return USAGE
+    if command in ("list", "explain"):
+        raise _usage_error(f"%agl {command} takes nothing after it, not {' '.join(rest)!r}.")
+    if command == "forget":
+        raise _usage_error("%agl forget takes one id, role or all" +
+                           (f", not {len(rest)}: {' '.join(rest)!r}." if rest else "."))
+    raise _usage_error(f"%agl has no command {command!r}.")
+
+
+def _usage_error(problem: str) -> UsageError:
+    """IPython shows a `UsageError` as its one line, with no traceback."""
+    return UsageError(f"{problem} {USAGE}")
 
 
 def _mode(rest: list[str]) -> str:
     if rest:
+        if len(rest) > 1:
+            raise _usage_error(f"%agl mode takes one mode, not {len(rest)}: {' '.join(rest)!r}.")
         if rest[0] == "default":
             modes.session.magic_mode = None
-        elif len(rest) == 1:
+        elif rest[0] in modes.MODES:
             modes.session.magic_mode = modes.check_mode(rest[0], where="%agl mode")
         else:
-            return USAGE
+            raise _usage_error(f"%agl mode: unknown mode {rest[0]!r}; the modes are {', '.join(modes.MODES)}, and "
+                               "default drops the one set here.")
     mode = modes.resolve_mode()
     if modes.session.magic_mode is not None:
         source = "set by %agl mode"
@@ -64,13 +87,33 @@ def _list() -> str:
     records = store.records()
     if not records:
         return f"No recordings in {store!r}."
+    cells = _saved_cells(store.path)
+    stale = stale_reasons(records, cells=cells)
     lines = [f"{len(records)} recording(s) in {store!r}:"]
     for r in records:
         tokens = r.usage.input_tokens + r.usage.output_tokens
-        cell = f"cell {r.cell_id}" if r.cell_id else "cell unknown"
+        number = cells.get(r.cell_id) if cells is not None and r.cell_id else None
+        cell = f"cell {number}" if number else f"cell id {r.cell_id}" if r.cell_id else "cell unknown"
         lines.append(f"  {r.id[:12]}  role {r.role!r}  {r.backend}  {tokens} tokens  {cell}  "
                      f"occurrence {r.occurrence + 1}")
+        if r.id in stale:
+            lines.append(f"      {stale[r.id]}")
+    if stale:
+        lines.append(f"{len(stale)} stale: `%agl forget ID` forgets one, so it is neither replayed nor saved again.")
     return "\n".join(lines)
+
+
+def _saved_cells(path: Path | None) -> dict[str, int] | None:
+    """The saved notebook's cell ids and their numbers (from 1); None when it cannot be read or has no ids."""
+    if path is None:
+        return None
+    try:
+        cells = read_notebook_json(path)["cells"]
+    except InputError:  # the store has warned of it already
+        return None
+    numbers = {cell["id"]: n for n, cell in enumerate(cells, start=1)
+               if isinstance(cell, dict) and isinstance(cell.get("id"), str) and cell["id"]}
+    return numbers or None
 
 
 def _explain() -> str:

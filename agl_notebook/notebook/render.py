@@ -42,7 +42,7 @@ from ..functions.events import ApiResponded, ErrorHandled, FunctionCalled, Funct
 from ..payloads import JsonObject, JsonValue
 from ..replay.scrub import scrub_text, secrets_from_environment
 
-INTERRUPTIONS = ("KeyboardInterrupt", "CancelledError")
+INTERRUPTIONS = ("KeyboardInterrupt", "CancelledError", "StepInterrupted")
 """The errors that mean the person (or a cancelled task) stopped the step, rather than something going wrong."""
 
 

@@ -8,11 +8,10 @@ final display (its output metadata), and through the frontend extension where it
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from ..errors import InputError
+from ..errors import InputError, warn
 from ..replay.records import StepRecord
 from ..replay.stores import RecordingWarning, scrubbed
 from . import _kernel
@@ -120,8 +119,8 @@ class NotebookStore:
         if found.problems and (str(path), mtime) not in self._warned:
             self._warned.add((str(path), mtime))
             listed = "\n".join(f"- {p}" for p in found.problems)
-            warnings.warn(f"Some recordings in {path.name} could not be read; those steps run live where they can, "
-                          f"and nothing in the notebook is changed:\n{listed}", RecordingWarning, stacklevel=4)
+            warn(f"Some recordings in {path.name} could not be read; those steps run live where they can, and "
+                 f"nothing in the notebook is changed:\n{listed}", RecordingWarning)
         return found
 
     def __repr__(self) -> str:

@@ -32,18 +32,22 @@ def run_sync(make: Callable[[], Coroutine[Any, Any, T]], *, poll_interval: float
 
     A KeyboardInterrupt (the kernel's interrupt) cancels the step, waits for it to wipe its work, and re-raises.
     """
+    __tracebackhide__ = True  # IPython shows the step's frames and the person's, not these (unless %xmode --show)
     context = contextvars.copy_context()
     box: dict[str, Any] = {}
     started = threading.Event()
 
     def work() -> None:
+        __tracebackhide__ = True
         loop = asyncio.new_event_loop()
         box["loop"] = loop
         try:
             task = loop.create_task(make())
             box["task"] = task
             started.set()
-            box["result"] = loop.run_until_complete(task)
+            # Waited for, then asked: what the step raised comes without asyncio's frames in its traceback.
+            loop.run_until_complete(asyncio.wait((task,)))
+            box["result"] = task.result()
         except BaseException as e:  # handed to the calling thread as it is
             box["error"] = e
         finally:

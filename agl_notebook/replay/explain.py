@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import UpstreamUnexpected
@@ -82,3 +82,51 @@ def note_miss(miss: Miss) -> None:
 def recent_misses() -> list[Miss]:
     """The latest misses, oldest first."""
     return list(_recent)
+
+
+# Which records each cell's latest execution used, for saying which records are stale ------------------------------
+
+# cell id -> (the execution key of its latest execution that kept or replayed a record, those records' ids in order)
+_used: dict[str, tuple[object, dict[str, None]]] = {}
+
+
+def note_used(cell_id: str | None, execution: object, record_id: str) -> None:
+    """Remember that a step of the cell's current execution replayed or kept this record."""
+    if cell_id is None:
+        return
+    noted = _used.get(cell_id)
+    if noted is None or noted[0] != execution:
+        noted = _used[cell_id] = (execution, {})
+    noted[1][record_id] = None
+
+
+def stale_reasons(records: Sequence[StepRecord], *, cells: Mapping[str, int] | None = None) -> dict[str, str]:
+    """Why each stale record (by id) is stale; records not known to be stale are left out.
+
+    A record is stale when the latest run of its cell in this kernel replayed or kept other records and not this
+    one (what differs from the nearest of those is said), or when ``cells`` (the saved notebook's cell ids and
+    numbers) holds no cell with its id. A record with no cell id, or of a cell that has not run here, cannot be told;
+    one that the latest run of any cell used (an identical step in another cell replays it) is not stale.
+    """
+    by_id = {r.id: r for r in records}
+    used_anywhere = {record_id for _, ids in _used.values() for record_id in ids}
+    reasons: dict[str, str] = {}
+    for record in records:
+        if record.cell_id is None or record.id in used_anywhere:
+            continue
+        noted = _used.get(record.cell_id)
+        if noted is not None:
+            used = [by_id[i] for i in noted[1] if i in by_id]
+            nearest, differing = nearest_record(Fingerprint({"role": "", **record.parts}, ""), record.occurrence,
+                                                 used)
+            if nearest is None or nearest.role != record.role:
+                reasons[record.id] = f"stale: its cell's latest run here ran no step of role {record.role!r}"
+            elif differing == ("occurrence",):
+                reasons[record.id] = (f"stale: its cell's latest run here ran this step fewer times (it used "
+                                      f"{nearest.id[:12]}, occurrence {nearest.occurrence + 1})")
+            else:
+                reasons[record.id] = (f"stale: its cell's latest run here used {nearest.id[:12]} instead, which "
+                                      f"differs in: {', '.join(differing)}")
+        elif cells is not None and record.cell_id not in cells:
+            reasons[record.id] = "stale: no cell of the saved notebook has its cell id (deleted, or not saved yet)"
+    return reasons

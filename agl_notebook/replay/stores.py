@@ -10,12 +10,11 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from ..errors import InputError
+from ..errors import InputError, warn
 from ..payloads import JsonValue
 from .records import RecordsBlock, StepRecord, block_from_json, block_to_json, record_from_json
 from .scrub import scrub, scrub_json_text, secrets_from_environment
@@ -124,8 +123,8 @@ class JsonFileStore(MemoryStore):
             self._records.update(mine)
         kept = super().put(record)
         if self.problem is not None:
-            warnings.warn(f"Not saved to {self.path}: {self.problem} The record is kept in memory for this "
-                          "session; fix or move the file to save recordings again.", RecordingWarning, stacklevel=2)
+            warn(f"Not saved to {self.path}: {self.problem} The record is kept in memory for this session; fix or "
+                 "move the file to save recordings again.", RecordingWarning)
             return kept
         _write_atomically(self.path, self._file_text())
         self._read_at = self._mtime()
@@ -167,11 +166,10 @@ class JsonFileStore(MemoryStore):
             block = read_block_file(self.path)
         except InputError as e:
             self.problem = str(e)
-            warnings.warn(f"Recordings not read: {e}", RecordingWarning, stacklevel=3)
+            warn(f"Recordings not read: {e}", RecordingWarning)
             return
         for message in block.problems:
-            warnings.warn(f"A recording was skipped (kept in the file as it is): {message}", RecordingWarning,
-                          stacklevel=3)
+            warn(f"A recording was skipped (kept in the file as it is): {message}", RecordingWarning)
         self._unreadable = block.unreadable
         self._records.update((r.id, r) for r in block.records)
 
