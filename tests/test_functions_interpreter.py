@@ -118,6 +118,20 @@ def test_required_only_tells_the_model() -> None:
                                              "description": "At most this many."}
 
 
+async def test_a_tool_call_without_a_required_argument_runs_with_it_none() -> None:
+    agent = agent_of(
+        find={"description": "Finds things.", "args": {
+            "q": {"type": "str", "description": "The query."},
+            "limit": {"type": "int", "description": "At most this many.", "required": False}},
+            "commands": {"return": "{ {'q': q, 'limit': limit} }"}},
+        main={"commands": {"llm": {"prompt": "Find.", "tools": ["find"]}, "return": "{ result }"}})
+    model = ScriptedModel([ScriptedTurn("", [ScriptedCall("find", {"limit": 3})]), "Done."])
+    result, events = await call(agent, "main", model=model)
+    assert result == "Done."
+    assert [(e.name, e.result, e.is_error) for e in events if isinstance(e, ev.ClientToolResult)] == [
+        ("find", '{"q": null, "limit": 3}', False)]
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # B3 and the llm command: tool functions offered to a model through the one loop
 

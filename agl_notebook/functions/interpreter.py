@@ -666,7 +666,8 @@ class _Call:
             name = REPORT_TOOL if REPORT_TOOL not in names else f"{REPORT_TOOL}_"
             reporting = Reporting(ToolSpec(name, "Hand back the result of this task. Calling it ends your work.",
                                            input_schema(args.output)),
-                                  _validator(args.output, self.limits), lambda payload: to_json(payload))
+                                  _validator(args.output, self.limits, enforce_required=True),
+                                  lambda payload: to_json(payload))
             system = (f"{system.rstrip()}\n\n" if system.strip() else "") + (
                 f"When you have the result, hand it back by calling the `{name}` tool. Calling it ends your work.")
         model, model_id, backend = self._model_for(args.model, command)
@@ -748,7 +749,10 @@ def _tool_spec(fn: Function) -> ToolSpec:
     return ToolSpec(fn.name, to_text(description), input_schema(fn.args))
 
 
-def _validator(args: Sequence[Arg], limits: Limits) -> Callable[[JsonObject], tuple[Any, tuple[str, ...]]]:
+def _validator(args: Sequence[Arg], limits: Limits, *, enforce_required: bool = False
+               ) -> Callable[[JsonObject], tuple[Any, tuple[str, ...]]]:
+    """Checks what a model passes. A tool argument's ``required`` only tells the model (an omitted argument is
+    None, as for ``func``); an ``llm`` output's is enforced, so the model is asked again for a field it left out."""
     names = [a.name for a in args]
 
     def validate(data: JsonObject) -> tuple[Any, tuple[str, ...]]:
@@ -763,7 +767,7 @@ def _validator(args: Sequence[Arg], limits: Limits) -> Callable[[JsonObject], tu
                     if len(problems) == before:
                         value = a.type.convert(value)
                 out[a.name] = value
-            elif a.required:
+            elif a.required and enforce_required:
                 problems.append(f"{a.name}: this required argument is missing.")
         for key in data:
             if key not in names:
