@@ -38,8 +38,9 @@ import operator
 import re
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any, NoReturn
 
 # --------------------------------------------------------------------------------------------------------------
@@ -169,18 +170,26 @@ class ErrorInfo:
 _ERROR_FIELDS = frozenset({"type", "message", "status", "body", "command"})
 
 
-def measure(value: object, limits: Limits = DEFAULT_LIMITS) -> int:
+def measure(value: object, limits: Limits = DEFAULT_LIMITS, *, depth: int = 0, budget: int | None = None) -> int:
     """The weight of ``value``.
 
-    Raises `SandboxError` for a type the sandbox does not hold, `ExpressionLimitError` past a bound. Iterative, so a
-    deep value cannot exhaust the Python stack.
+    Args:
+        value: What to measure.
+        limits: The bounds it must keep.
+        depth: How deep it sits in a value being built (its own nesting adds to this).
+        budget: The most weight it may have (the room left in a value being built); ``limits.max_weight`` if None.
+
+    Raises `SandboxError` for a type the sandbox does not hold, `ExpressionLimitError` past a bound. Iterative, with
+    one iterator per level of nesting (not an entry per item), and flat lists of one kind of scalar are weighed in
+    C, so measuring a large value costs little memory and time.
     """
+    allowed = limits.max_weight if budget is None else budget
     t = type(value)
     if t is str:
-        n = len(value)  # type: ignore[arg-type]
-        if n >= limits.max_weight:
-            _too_big(n + 1, limits)
-        return n + 1
+        n = len(value) + 1  # type: ignore[arg-type]
+        if n > allowed:
+            _too_big(n, limits)
+        return n
     if t is int:
         bits: int = value.bit_length()  # type: ignore[attr-defined]
         if bits > limits.max_int_bits:
@@ -188,39 +197,70 @@ def measure(value: object, limits: Limits = DEFAULT_LIMITS) -> int:
         return 1 + (bits >> 6)
     if t is float or t is bool or value is None:
         return 1
+    max_depth, max_bits = limits.max_value_depth, limits.max_int_bits
     total = 0
-    stack: list[tuple[object, int]] = [(value, 0)]
-    max_weight, max_depth, max_bits = limits.max_weight, limits.max_value_depth, limits.max_int_bits
+    stack: list[Iterator[Any]] = [iter((value,))]
     while stack:
-        v, depth = stack.pop()
-        t = type(v)
-        if t is str:
-            total += 1 + len(v)  # type: ignore[arg-type]
-        elif t is int:
-            bits = v.bit_length()  # type: ignore[attr-defined]
-            if bits > max_bits:
-                _int_too_big(bits, limits)
-            total += 1 + (bits >> 6)
-        elif t is float or t is bool or v is None or t is ErrorInfo:
-            total += 1
-        elif t is list or t is tuple:
-            if depth >= max_depth:
-                _too_deep(limits)
-            total += 1 + len(v)  # type: ignore[arg-type]
-            stack.extend((x, depth + 1) for x in v)  # type: ignore[attr-defined]
-        elif t is dict:
-            if depth >= max_depth:
-                _too_deep(limits)
-            total += 1 + len(v)  # type: ignore[arg-type]
-            for k, x in v.items():  # type: ignore[attr-defined]
-                stack.append((k, depth + 1))
-                stack.append((x, depth + 1))
+        level = depth + len(stack) - 1  # the depth of the items the innermost iterator gives
+        for v in stack[-1]:
+            t = type(v)
+            if t is str:
+                total += 1 + len(v)
+            elif t is int:
+                bits = v.bit_length()
+                if bits > max_bits:
+                    _int_too_big(bits, limits)
+                total += 1 + (bits >> 6)
+            elif t is float or t is bool or v is None or t is ErrorInfo:
+                total += 1
+            elif t is list or t is tuple or t is dict:
+                if level >= max_depth:
+                    _too_deep(limits)
+                n = len(v)
+                total += 1 + n
+                if total > allowed:
+                    _too_big(total, limits)
+                if not n:
+                    continue
+                if t is dict:
+                    stack.append(chain.from_iterable(v.items()))  # keys and values, one level deeper
+                    break
+                flat = _flat_weight(v, limits) if n >= 8 else None
+                if flat is None:
+                    stack.append(iter(v))
+                    break
+                total += flat
+            else:
+                raise SandboxError(f"{_type_phrase(v)} values are not supported in expressions; values are None, "
+                                   "booleans, numbers, strings, lists, tuples and dicts.")
+            if total > allowed:
+                _too_big(total, limits)
         else:
-            raise SandboxError(f"{_type_phrase(v)} values are not supported in expressions; values are None, "
-                               "booleans, numbers, strings, lists, tuples and dicts.")
-        if total > max_weight:
-            _too_big(total, limits)
+            stack.pop()
     return total
+
+
+_UNIT_TYPES = frozenset({float, bool, type(None)})
+_INT_TYPES = frozenset({int, bool})
+
+
+def _flat_weight(items: list[Any] | tuple[Any, ...], limits: Limits) -> int | None:
+    """The weight of a list's items when they are all strings, all integers or all unit scalars, else None.
+
+    Computed in C, without a Python step per item; the caller walks any other list.
+    """
+    kinds = set(map(type, items))
+    n = len(items)  # each item weighs 1, plus its characters or its integer's extra words
+    if kinds <= _UNIT_TYPES:
+        return n
+    if kinds == {str}:
+        return n + sum(map(len, items))
+    if kinds <= _INT_TYPES:
+        widest = max(map(int.bit_length, items))
+        if widest > limits.max_int_bits:
+            _int_too_big(widest, limits)
+        return n if widest < 64 else n + sum(map((64).__rfloordiv__, map(int.bit_length, items)))
+    return None
 
 
 def _too_big(weight: int, limits: Limits) -> NoReturn:

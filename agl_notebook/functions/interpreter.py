@@ -751,8 +751,11 @@ def _tool_spec(fn: Function) -> ToolSpec:
 
 def _validator(args: Sequence[Arg], limits: Limits, *, enforce_required: bool = False
                ) -> Callable[[JsonObject], tuple[Any, tuple[str, ...]]]:
-    """Checks what a model passes. A tool argument's ``required`` only tells the model (an omitted argument is
-    None, as for ``func``); an ``llm`` output's is enforced, so the model is asked again for a field it left out."""
+    """Checks what a model passes.
+
+    A tool argument's ``required`` only tells the model (an omitted argument is None, as for ``func``); an ``llm``
+    output field's is enforced, so the model is asked again for a field it left out.
+    """
     names = [a.name for a in args]
 
     def validate(data: JsonObject) -> tuple[Any, tuple[str, ...]]:
