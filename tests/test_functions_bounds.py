@@ -51,3 +51,46 @@ def test_flat_and_walked_lists_weigh_the_same() -> None:
         assert measure(items) == walked, items
     with pytest.raises(ExpressionLimitError, match="bits"):
         measure([1] * 10 + [2**5000])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Displays and calls are weighed as they are built
+
+BIG = "'😀'.ljust(3999990)"  # a new 16-MB string (4 bytes a character) just under the size bound, each time
+
+
+@pytest.mark.parametrize("template", [
+    "[{items}]",
+    "({items},)",
+    "max({items})",
+    "[*[{first}], {rest}]",
+    "{{{pairs}}}",
+    "dict({keywords})",
+])
+def test_a_display_or_call_of_many_large_items_is_refused_at_the_second(template: str) -> None:
+    count = 10  # all built first: 160 MB before the refusal
+    source = template.format(items=", ".join([BIG] * count), first=BIG, rest=", ".join([BIG] * (count - 1)),
+                             pairs=", ".join(f"{i}: {BIG}" for i in range(count)),
+                             keywords=", ".join(f"k{i}={BIG}" for i in range(count)))
+    with pytest.raises(ExpressionLimitError, match="too large"):
+        evaluate(source)
+    assert peak_bytes(lambda: evaluate(source)) < 50 * MB
+
+
+def test_displays_and_calls_within_the_bound_still_work() -> None:
+    assert evaluate("[*xs, 4, *'ab', *{'k': 1}]", {"xs": [1, 2, 3]}) == [1, 2, 3, 4, "a", "b", "k"]
+    assert evaluate("max(*xs, 7)", {"xs": [1, 9]}) == 9
+    assert evaluate("dict(a=1, **d)", {"d": {"b": [1]}}) == {"a": 1, "b": [1]}
+    assert evaluate("{**d, 'c': 2}", {"d": {"b": [1]}}) == {"b": [1], "c": 2}
+    half = "x" * 1_900_000
+    assert len(evaluate("[s, s]", {"s": half})) == 2
+    with pytest.raises(ExpressionLimitError, match="too large"):
+        evaluate("[s, s, 1]", {"s": half + "x" * 99_999})
+    deep: list[Any] = []
+    for _ in range(99):
+        deep = [deep]  # 100 levels: as deep as a value may be
+    assert evaluate("[*v]", {"v": deep}) == deep
+    with pytest.raises(ExpressionLimitError, match="nested more than"):
+        evaluate("[v]", {"v": deep})
+    with pytest.raises(ExpressionLimitError, match="nested more than"):
+        evaluate("{'k': v}", {"v": deep})

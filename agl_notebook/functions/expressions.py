@@ -194,8 +194,13 @@ def measure(value: object, limits: Limits = DEFAULT_LIMITS, *, depth: int = 0, b
         bits: int = value.bit_length()  # type: ignore[attr-defined]
         if bits > limits.max_int_bits:
             _int_too_big(bits, limits)
-        return 1 + (bits >> 6)
+        weight = 1 + (bits >> 6)
+        if weight > allowed:
+            _too_big(weight, limits)
+        return weight
     if t is float or t is bool or value is None:
+        if allowed < 1:
+            _too_big(1, limits)
         return 1
     max_depth, max_bits = limits.max_value_depth, limits.max_int_bits
     total = 0
@@ -261,6 +266,16 @@ def _flat_weight(items: list[Any] | tuple[Any, ...], limits: Limits) -> int | No
             _int_too_big(widest, limits)
         return n if widest < 64 else n + sum(map((64).__rfloordiv__, map(int.bit_length, items)))
     return None
+
+
+def _spread_weight(items: Any, limits: Limits, room: int) -> int:
+    """What ``*items`` adds to a list being built (its items, each one and its weight), at most ``room``."""
+    if type(items) is str:
+        weight = 3 * len(items)  # each character is an item of weight 2
+        if weight > room:
+            _too_big(weight, limits)
+        return weight
+    return measure(items if type(items) is not dict else list(items), limits, budget=room + 1) - 1
 
 
 def _too_big(weight: int, limits: Limits) -> NoReturn:
@@ -579,7 +594,12 @@ class _Compiler:
 
     # Containers -----------------------------------------------------------------------------------------------
 
-    def _items(self, elements: Sequence[ast.expr], depth: int) -> Callable[[Env, _State], list[Any]]:
+    def _items(self, elements: Sequence[ast.expr], depth: int) -> Callable[[Env, _State], tuple[list[Any], int]]:
+        """Builds the items of a display or a call's positional arguments, with their weight as a list.
+
+        Each item is weighed as soon as it is built, against the room the items before it left, so many large
+        items are refused at the first that does not fit rather than after all of them exist.
+        """
         parts: list[tuple[bool, _Fn]] = []
         for e in elements:
             if isinstance(e, ast.Starred):
@@ -588,37 +608,30 @@ class _Compiler:
                 parts.append((False, self.node(e, depth)))
         source = self.source
 
-        def items(env: Env, st: _State) -> list[Any]:
+        def items(env: Env, st: _State) -> tuple[list[Any], int]:
+            limits = st.limits
             out: list[Any] = []
+            total = 1  # the list itself
             for starred, fn in parts:
                 value = fn(env, st)
                 if starred:
-                    out.extend(_iterable(value, source, "*"))
+                    spread = _iterable(value, source, "*")
+                    total += _spread_weight(spread, limits, limits.max_weight - total)
+                    out.extend(spread)
                 else:
+                    total += 1 + measure(value, limits, depth=1, budget=limits.max_weight - total - 1)
                     out.append(value)
-            return out
+            return out, total
 
         return items
 
     def n_List(self, node: ast.List, depth: int) -> _Fn:
         items = self._items(node.elts, depth)
-
-        def make(env: Env, st: _State) -> Any:
-            value = items(env, st)
-            measure(value, st.limits)
-            return value
-
-        return self.located(node, make)
+        return self.located(node, lambda env, st: items(env, st)[0])
 
     def n_Tuple(self, node: ast.Tuple, depth: int) -> _Fn:
         items = self._items(node.elts, depth)
-
-        def make(env: Env, st: _State) -> Any:
-            value = tuple(items(env, st))
-            measure(value, st.limits)
-            return value
-
-        return self.located(node, make)
+        return self.located(node, lambda env, st: tuple(items(env, st)[0]))
 
     def n_Set(self, node: ast.Set, depth: int) -> _Fn:
         self.refuse(node, "sets are not supported (their order changes from run to run, which breaks replay); "
@@ -634,7 +647,9 @@ class _Compiler:
         source, line, column = self.source, node.lineno, node.col_offset
 
         def make(env: Env, st: _State) -> Any:
+            limits = st.limits
             out: dict[Any, Any] = {}
+            total = 1  # weighed as it is built, as a list display is (a repeated key is counted each time)
             try:
                 for k, v in parts:
                     if k is None:
@@ -642,12 +657,16 @@ class _Compiler:
                         if type(value) is not dict:
                             raise ExpressionRuntimeError(f"** needs a dict, not {_type_name(value)}.",
                                                          python_type="TypeError")
+                        total += measure(value, limits, budget=limits.max_weight - total + 1) - 1
                         out.update(value)
                     else:
-                        out[k(env, st)] = v(env, st)
+                        key = k(env, st)
+                        total += 1 + measure(key, limits, depth=1, budget=limits.max_weight - total - 1)
+                        item = v(env, st)
+                        total += measure(item, limits, depth=1, budget=limits.max_weight - total)
+                        out[key] = item
             except Exception as e:  # an ExpressionError gets its location, others become one
                 raise _runtime(e, source, line, column) from None
-            measure(out, st.limits)
             return out
 
         return self.located(node, make)
@@ -719,6 +738,9 @@ class _Compiler:
         source, line, column = self.source, node.lineno, node.col_offset
 
         def gather(env: Env, st: _State) -> tuple[list[Any], dict[str, Any]]:
+            # The arguments are weighed as they are built, all together, like a list display's items.
+            limits = st.limits
+            positional, total = args(env, st)
             kwargs: dict[str, Any] = {}
             for name, fn in keywords:
                 value = fn(env, st)
@@ -726,10 +748,12 @@ class _Compiler:
                     if type(value) is not dict or not all(type(k) is str for k in value):
                         raise ExpressionRuntimeError("** in a call needs a dict with string keys.", source=source,
                                                      line=line, column=column, python_type="TypeError")
+                    total += measure(value, limits, budget=limits.max_weight - total + 1) - 1
                     kwargs.update(value)
                 else:
+                    total += 1 + measure(value, limits, depth=1, budget=limits.max_weight - total - 1)
                     kwargs[name] = value
-            return args(env, st), kwargs
+            return positional, kwargs
 
         func = node.func
         if isinstance(func, ast.Name):
@@ -746,8 +770,8 @@ class _Compiler:
                 if name in env:
                     raise SandboxError(f"{name!r} is a variable here, so it cannot be called; the built-in "
                                        f"{name}() is hidden by it.", source=source, line=line, column=column)
-                positional, kwargs = gather(env, st)
                 try:
+                    positional, kwargs = gather(env, st)
                     result = builtin(st.limits, *positional, **kwargs)
                     measure(result, st.limits)
                     return result
@@ -775,8 +799,8 @@ class _Compiler:
                 if impl is None:
                     raise ExpressionRuntimeError(f"{_type_name(target)} has no method {method}().", source=source,
                                                  line=line, column=column, python_type="AttributeError")
-                positional, kwargs = gather(env, st)
                 try:
+                    positional, kwargs = gather(env, st)
                     result = impl(st.limits, target, *positional, **kwargs)
                     measure(result, st.limits)
                     return result
