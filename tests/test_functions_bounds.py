@@ -8,7 +8,15 @@ from typing import Any
 
 import pytest
 
-from agl_notebook.functions import ExpressionError, ExpressionLimitError, evaluate
+from agl_notebook import Run
+from agl_notebook.functions import (
+    ExpressionError,
+    ExpressionLimitError,
+    FunctionCallError,
+    LoopBoundError,
+    evaluate,
+    load_agent,
+)
 from agl_notebook.functions.expressions import measure
 
 MB = 1_000_000
@@ -94,3 +102,37 @@ def test_displays_and_calls_within_the_bound_still_work() -> None:
         evaluate("[v]", {"v": deep})
     with pytest.raises(ExpressionLimitError, match="nested more than"):
         evaluate("{'k': v}", {"v": deep})
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A loop's result
+
+
+async def test_a_loop_whose_collected_values_outgrow_the_size_bound_stops_with_its_path() -> None:
+    agent = load_agent({"functions": {"main": {"commands": [
+        {"loop": {"over": "{ range(20) }", "do": [{"set": {"big": f"{{ {BIG} }}"}}]}},
+        {"return": "{ len(result) }"},
+    ]}}})
+    tracemalloc.start()
+    try:
+        with pytest.raises(FunctionCallError) as e:
+            await agent.call("main", run=Run())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert isinstance(e.value.__cause__, LoopBoundError)
+    message = str(e.value)
+    assert "the loop at functions.main.commands[0].loop" in message
+    assert "stopped at item 2 of 20" in message
+    assert peak < 60 * MB  # every iteration's 16-MB value was kept: 320 MB here
+
+
+async def test_a_loop_result_within_the_bound_is_kept_and_errors_can_be_handled() -> None:
+    agent = load_agent({"functions": {"main": {"commands": [
+        {"loop": {"over": "{ range(3) }", "as": "i", "do": {"set": {"s": "{ 'ab' * 1000 }"}}}},
+        {"set": {"lengths": "{ [len(s) for s in result] }"}},
+        {"loop": {"over": "{ range(3) }", "do": {"set": {"s": "{ 'x' * 1999000 }"}},
+                  "onError": {"return": "{ [lengths, exc.type, exc.command] }"}}},
+    ]}}})
+    assert await agent.call("main", run=Run()) == [[2000, 2000, 2000], "LoopBoundError",
+                                                   "functions.main.commands[2].loop"]

@@ -51,6 +51,7 @@ from .expressions import (
     DEFAULT_LIMITS,
     ErrorInfo,
     ExpressionError,
+    ExpressionLimitError,
     ExpressionRuntimeError,
     Limits,
     measure,
@@ -572,11 +573,21 @@ class _Call:
                                  "max or give it fewer items (nothing is skipped silently).")
         values: list[Any] = []
         variables = frame.vars
+        max_weight = self.limits.max_weight
+        weight = 1  # the result is a list of every iteration's value, weighed as it grows like any sandbox value
         for i, item in enumerate(over):
             variables[args.item] = item
             if args.index is not None:
                 variables[args.index] = i
-            values.append(await self.block(frame, args.do))
+            value = await self.block(frame, args.do)
+            try:
+                weight += 1 + measure(value, self.limits, depth=1, budget=max_weight - weight - 1)
+            except ExpressionLimitError as e:
+                raise LoopBoundError(
+                    f"the loop at {command.path} stopped at item {i + 1:,} of {len(over):,}: its result, the list of "
+                    f"each item's last value, would be too large ({e.message}). End the body with a command whose "
+                    "value is small, such as a set of only what you need.") from None
+            values.append(value)
         return values
 
     async def c_ask(self, frame: _Frame, args: AskArgs, command: Command) -> Any:
