@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import tracemalloc
 from collections.abc import Callable
 from typing import Any
@@ -136,3 +137,34 @@ async def test_a_loop_result_within_the_bound_is_kept_and_errors_can_be_handled(
     ]}}})
     assert await agent.call("main", run=Run()) == [[2000, 2000, 2000], "LoopBoundError",
                                                    "functions.main.commands[2].loop"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Dicts whose keys hash alike
+
+P = 2305843009213693951  # 2**61 - 1: every multiple of it hashes to 0, so a dict of them takes quadratic time
+
+
+@pytest.mark.parametrize("source", [
+    f"{{i * {P}: 0 for i in range(55000)}}",
+    f"dict([[i * {P}, 0] for i in range(20000)])",
+    f"{{(i * {P}, 'id'): 0 for i in range(55000)}}",
+    f"{{**{{i * {P}: 0 for i in range(40)}}, **{{i * {P}: 0 for i in range(40, 80)}}}}",
+    "{**d, **e}",
+])
+def test_a_dict_of_keys_that_hash_alike_is_refused_within_the_deadline(source: str) -> None:
+    # Keys can come from data (ids in an API response): a display, a comprehension or dict() over them.
+    variables = {"d": {i * P: 0 for i in range(40)}, "e": {i * P: 0 for i in range(40, 80)}}
+    started = time.monotonic()
+    with pytest.raises(ExpressionLimitError, match="same hash"):
+        evaluate(source, variables)
+    assert time.monotonic() - started < 1.5  # building it took 21 s in one C call, past the 1 s deadline
+
+
+def test_ordinary_keys_still_make_dicts() -> None:
+    assert len(evaluate("{i: i for i in range(20000)}")) == 20_000
+    assert evaluate("{**{1: 'a', -1: 'b'}, -2: 'c', 1.0: 'd', True: 'e'}") == {1: "e", -1: "b", -2: "c"}
+    assert evaluate(f"{{i * {P}: 0 for i in range(30)}}") == {i * P: 0 for i in range(30)}
+    assert evaluate("dict([[(1, 2), 'x'], [(2, 1), 'y']])") == {(1, 2): "x", (2, 1): "y"}
+    with pytest.raises(ExpressionError, match="unhashable"):
+        evaluate("{[1]: 2}")

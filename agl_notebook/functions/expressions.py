@@ -278,6 +278,45 @@ def _spread_weight(items: Any, limits: Limits, room: int) -> int:
     return measure(items if type(items) is not dict else list(items), limits, budget=room + 1) - 1
 
 
+SAME_HASH_LIMIT = 32
+"""The most keys of one dict that may share a hash.
+
+Strings hash randomly per process, but integers, floats and tuples of them hash predictably: ``i * (2**61 - 1)``
+hashes to 0 for every ``i``, and a dict of 55,000 such keys takes 21 s to build, inside C calls no deadline can
+interrupt, and as long again to compare. Refusing more than a few keys of one hash keeps every dict operation
+linear, whoever chose the keys (ids in an API response can).
+"""
+
+
+class _DictBuilder:
+    """Builds a dict key by key, refusing more than `SAME_HASH_LIMIT` keys of one hash."""
+
+    __slots__ = ("hashes", "out")
+
+    def __init__(self) -> None:
+        self.out: dict[Any, Any] = {}
+        self.hashes: dict[int, int] = {}
+
+    def put(self, key: Any, value: Any) -> None:
+        out = self.out
+        if type(key) is not str and key not in out:  # a TypeError for an unhashable key is wanted here
+            h = hash(key)
+            count = self.hashes.get(h, 0) + 1
+            if count > SAME_HASH_LIMIT:
+                raise ExpressionLimitError(f"a dict would have more than {SAME_HASH_LIMIT} keys with the same hash "
+                                           f"(such as {_short_repr(key)}), which makes every use of it slow; "
+                                           "such keys are refused.")
+            self.hashes[h] = count
+        out[key] = value
+
+    def merge(self, other: dict[Any, Any]) -> None:
+        if not self.out and not any(type(k) is not str for k in other):
+            self.out.update(other)  # string keys hash randomly: nothing to count
+            return
+        for key, value in other.items():
+            self.put(key, value)
+
+
 def _too_big(weight: int, limits: Limits) -> NoReturn:
     raise ExpressionLimitError(f"a value would be too large (size over {limits.max_weight:,}; strings count their "
                                "characters, lists and dicts their items).")
@@ -648,7 +687,7 @@ class _Compiler:
 
         def make(env: Env, st: _State) -> Any:
             limits = st.limits
-            out: dict[Any, Any] = {}
+            out = _DictBuilder()
             total = 1  # weighed as it is built, as a list display is (a repeated key is counted each time)
             try:
                 for k, v in parts:
@@ -658,16 +697,16 @@ class _Compiler:
                             raise ExpressionRuntimeError(f"** needs a dict, not {_type_name(value)}.",
                                                          python_type="TypeError")
                         total += measure(value, limits, budget=limits.max_weight - total + 1) - 1
-                        out.update(value)
+                        out.merge(value)
                     else:
                         key = k(env, st)
                         total += 1 + measure(key, limits, depth=1, budget=limits.max_weight - total - 1)
                         item = v(env, st)
                         total += measure(item, limits, depth=1, budget=limits.max_weight - total)
-                        out[key] = item
+                        out.put(key, item)
             except Exception as e:  # an ExpressionError gets its location, others become one
                 raise _runtime(e, source, line, column) from None
-            return out
+            return out.out
 
         return self.located(node, make)
 
@@ -823,7 +862,9 @@ class _Compiler:
         return self.refuse(target, "a comprehension's variables must be names (for k, v in ...).")
 
     def _comprehension(self, node: ast.ListComp | ast.GeneratorExp | ast.DictComp, depth: int,
-                       elements: Callable[[], list[_Fn]]) -> Callable[[Env, _State], list[list[Any]]]:
+                       elements: Callable[[], list[_Fn]]
+                       ) -> Callable[[Env, _State, Callable[[list[Any]], None]], None]:
+        """Compiles the loops; the result runs them and hands each iteration's values to ``emit`` as they come."""
         loops: list[tuple[ast.expr, _Fn, list[_Fn]]] = []
         scope: set[str] = set()
         pushed = False
@@ -845,9 +886,8 @@ class _Compiler:
         source, line, column = self.source, node.lineno, node.col_offset
         binders = [_binder(target, source) for target, _, _ in loops]
 
-        def run(env: Env, st: _State) -> list[list[Any]]:
+        def run(env: Env, st: _State, emit: Callable[[list[Any]], None]) -> None:
             local = dict(env)
-            out: list[list[Any]] = []
             weight = 0
 
             def level(i: int) -> None:
@@ -865,33 +905,34 @@ class _Compiler:
                             weight += sum(measure(v, st.limits) for v in values)
                             if weight > st.limits.max_weight:
                                 _too_big(weight, st.limits)
-                            out.append(values)
+                            emit(values)
 
             try:
                 level(0)
-            except ExpressionError as e:
+            except Exception as e:  # an ExpressionError gets its location, others become one
                 raise _runtime(e, source, line, column) from None
-            return out
 
         return run
 
     def n_ListComp(self, node: ast.ListComp, depth: int) -> _Fn:
         run = self._comprehension(node, depth, lambda: [self.node(node.elt, depth)])
-        return lambda env, st: [values[0] for values in run(env, st)]
 
-    def n_GeneratorExp(self, node: ast.GeneratorExp, depth: int) -> _Fn:
-        run = self._comprehension(node, depth, lambda: [self.node(node.elt, depth)])
-        return lambda env, st: [values[0] for values in run(env, st)]
+        def make(env: Env, st: _State) -> list[Any]:
+            out: list[Any] = []
+            run(env, st, lambda values: out.append(values[0]))
+            return out
+
+        return make
+
+    n_GeneratorExp = n_ListComp  # evaluated eagerly, into a list
 
     def n_DictComp(self, node: ast.DictComp, depth: int) -> _Fn:
         run = self._comprehension(node, depth, lambda: [self.node(node.key, depth), self.node(node.value, depth)])
-        source, line, column = self.source, node.lineno, node.col_offset
 
         def make(env: Env, st: _State) -> Any:
-            try:
-                return {k: v for k, v in run(env, st)}  # noqa: C416 (a TypeError for a list key is wanted here)
-            except TypeError as e:
-                raise _runtime(e, source, line, column) from None
+            out = _DictBuilder()  # filled as the loop goes, so its deadline and bounds hold for every key
+            run(env, st, lambda values: out.put(values[0], values[1]))
+            return out.out
 
         return make
 
@@ -1197,14 +1238,14 @@ def _n_dict(limits: Limits, value: Any = None, **kwargs: Any) -> dict[Any, Any]:
     if type(value) is dict:
         return dict(value, **kwargs)
     pairs = _iterable(value, "", "dict()")
-    out: dict[Any, Any] = {}
+    out = _DictBuilder()
     for pair in pairs:
         if type(pair) not in (list, tuple) or len(pair) != 2:
             raise ExpressionRuntimeError("dict() takes a dict or a list of [key, value] pairs.",
                                          python_type="TypeError")
-        out[pair[0]] = pair[1]
-    out.update(kwargs)
-    return out
+        out.put(pair[0], pair[1])
+    out.out.update(kwargs)  # string keys
+    return out.out
 
 
 def _n_range(limits: Limits, *args: Any) -> list[int]:
