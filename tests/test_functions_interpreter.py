@@ -84,6 +84,16 @@ async def test_an_omitted_argument_is_none_for_func_and_for_a_top_level_call() -
     assert (await call(agent, "show", {"b": "x"}))[0] == [None, "x"]
 
 
+async def test_an_argument_named_like_a_builtin_leaves_the_builtin_usable() -> None:
+    agent = agent_of(
+        stats={"description": "Sums up numbers.", "args": {
+            "len": {"type": "int", "description": "How many to keep."},
+            "max": {"type": "int", "description": "The largest allowed."}},
+            "commands": {"return": "{ [min(n, max) for n in range(len(range(len)))] + [max(1, 2)] }"}},
+        main={"commands": {"func": {"name": "stats", "args": {"len": 3, "max": 1}}, "return": "{ result }"}})
+    assert (await call(agent, "main"))[0] == [0, 1, 1, 2]
+
+
 async def test_a_call_with_an_undeclared_argument_or_function_is_refused() -> None:
     agent = agent_of(show={"args": {"a": {}}, "commands": {"return": 1}})
     from agl_notebook import InputError

@@ -376,7 +376,8 @@ class Expression:
     names: frozenset[str]
     """The variables it reads (comprehension variables excluded; built-ins called by name excluded)."""
     calls: frozenset[str]
-    """The built-in functions it calls by name (a variable of the same name would shadow one at run time)."""
+    """The built-in functions it calls by name (a variable of the same name does not hide them: a call of a name
+    always calls the built-in, and reading the name reads the variable)."""
     limits: Limits = field(repr=False)
     _fn: _Fn = field(repr=False)
 
@@ -806,9 +807,8 @@ class _Compiler:
             self.calls.add(name)
 
             def call_builtin(env: Env, st: _State) -> Any:
-                if name in env:
-                    raise SandboxError(f"{name!r} is a variable here, so it cannot be called; the built-in "
-                                       f"{name}() is hidden by it.", source=source, line=line, column=column)
+                # A variable of the same name does not hide the built-in: values are data, never functions, so a
+                # call can only mean the built-in, and an argument may be named max, len or range.
                 try:
                     positional, kwargs = gather(env, st)
                     result = builtin(st.limits, *positional, **kwargs)
