@@ -168,3 +168,12 @@ def test_ordinary_keys_still_make_dicts() -> None:
     assert evaluate("dict([[(1, 2), 'x'], [(2, 1), 'y']])") == {(1, 2): "x", (2, 1): "y"}
     with pytest.raises(ExpressionError, match="unhashable"):
         evaluate("{[1]: 2}")
+
+
+def test_a_list_too_long_for_the_bound_is_refused_without_walking_it() -> None:
+    # Every item weighs at least 1, so the length alone settles it: no pass over the items.
+    items = [[1, 2]] * 2_000_001  # walking would visit 6 million values
+    started = time.monotonic()
+    with pytest.raises(ExpressionLimitError, match="too large"):
+        measure(items)
+    assert time.monotonic() - started < 0.05

@@ -223,7 +223,9 @@ def measure(value: object, limits: Limits = DEFAULT_LIMITS, *, depth: int = 0, b
                     _too_deep(limits)
                 n = len(v)
                 total += 1 + n
-                if total > allowed:
+                # Every item (every key and value) weighs at least 1: a value too large by its length alone is
+                # refused without walking it.
+                if total + (2 * n if t is dict else n) > allowed:
                     _too_big(total, limits)
                 if not n:
                     continue
