@@ -18,12 +18,14 @@ What is allowed: literals (no bytes, no sets: their order changes between runs, 
 variables, arithmetic, comparisons, ``and``/``or``/``not``, ``x if c else y``, subscripts and slices, list, tuple and
 dict displays with ``*``/``**`` unpacking, list/dict comprehensions and generator expressions (evaluated eagerly),
 f-strings, calls to `BUILTINS`, and the methods in `METHODS` of str, list, tuple and dict (none that mutates).
-Attributes are read only on ``exc`` (`ErrorInfo`); no name or attribute may start with ``__``/``_``.
+Attributes are read only on ``exc`` (`ErrorInfo`); no name or attribute may start with ``__``/``_``. A call of a
+name always calls the built-in: a variable of the same name (an argument called ``max``) is read, never called.
 
 What is bounded (`Limits`): the source's length and nesting, every value's size (its *weight*: characters plus
 items plus a word per 64 bits of an integer, shared parts counted each time they appear, since that is what
 printing or sending it costs) and depth, integer sizes, f-string widths, the work of comprehensions (steps) and,
-as a backstop, the wall-clock time of one evaluation.
+as a backstop, the wall-clock time of one evaluation. Sizes are checked as a value is built (each item of a display,
+each argument of a call, each comprehension value), and a dict holds at most `SAME_HASH_LIMIT` keys of one hash.
 
 Every error is an `ExpressionError`: `ExpressionSyntaxError`, `SandboxError` (refused; `ExpressionLimitError` when a
 bound was hit) or `ExpressionRuntimeError` (the expression failed the ordinary way: a missing key, a division by
