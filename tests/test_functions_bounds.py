@@ -177,3 +177,8 @@ def test_a_list_too_long_for_the_bound_is_refused_without_walking_it() -> None:
     with pytest.raises(ExpressionLimitError, match="too large"):
         measure(items)
     assert time.monotonic() - started < 0.05
+
+
+def test_one_argument_may_be_as_large_as_any_value() -> None:
+    assert evaluate("len(range(1999999))") == 1_999_999  # the list weighs 3,999,999 of the 4,000,000
+    assert evaluate("len(s)", {"s": "x" * 3_999_990}) == 3_999_990

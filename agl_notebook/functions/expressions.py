@@ -638,11 +638,14 @@ class _Compiler:
 
     # Containers -----------------------------------------------------------------------------------------------
 
-    def _items(self, elements: Sequence[ast.expr], depth: int) -> Callable[[Env, _State], tuple[list[Any], int]]:
-        """Builds the items of a display or a call's positional arguments, with their weight as a list.
+    def _items(self, elements: Sequence[ast.expr], depth: int, *, display: bool = True
+               ) -> Callable[[Env, _State], tuple[list[Any], int]]:
+        """Builds the items of a display (or a call's positional arguments), with their weight.
 
         Each item is weighed as soon as it is built, against the room the items before it left, so many large
-        items are refused at the first that does not fit rather than after all of them exist.
+        items are refused at the first that does not fit rather than after all of them exist. A display's weight
+        counts the list and each item as a list does; a call's arguments count only themselves, so one argument
+        may be as large as any value.
         """
         parts: list[tuple[bool, _Fn]] = []
         for e in elements:
@@ -655,7 +658,7 @@ class _Compiler:
         def items(env: Env, st: _State) -> tuple[list[Any], int]:
             limits = st.limits
             out: list[Any] = []
-            total = 1  # the list itself
+            total = each = 1 if display else 0  # the list itself, and then each item
             for starred, fn in parts:
                 value = fn(env, st)
                 if starred:
@@ -663,7 +666,7 @@ class _Compiler:
                     total += _spread_weight(spread, limits, limits.max_weight - total)
                     out.extend(spread)
                 else:
-                    total += 1 + measure(value, limits, depth=1, budget=limits.max_weight - total - 1)
+                    total += each + measure(value, limits, depth=1, budget=limits.max_weight - total - each)
                     out.append(value)
             return out, total
 
@@ -774,7 +777,7 @@ class _Compiler:
     # Calls ----------------------------------------------------------------------------------------------------
 
     def n_Call(self, node: ast.Call, depth: int) -> _Fn:
-        args = self._items(node.args, depth)
+        args = self._items(node.args, depth, display=False)
         keywords: list[tuple[str | None, _Fn]] = [(k.arg, self.node(k.value, depth)) for k in node.keywords]
         for k in node.keywords:
             if k.arg is not None and k.arg.startswith("_"):
@@ -795,7 +798,7 @@ class _Compiler:
                     total += measure(value, limits, budget=limits.max_weight - total + 1) - 1
                     kwargs.update(value)
                 else:
-                    total += 1 + measure(value, limits, depth=1, budget=limits.max_weight - total - 1)
+                    total += measure(value, limits, depth=1, budget=limits.max_weight - total)
                     kwargs[name] = value
             return positional, kwargs
 
