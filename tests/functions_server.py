@@ -81,6 +81,9 @@ def _handler(state: OrdersServer) -> type[BaseHTTPRequestHandler]:
             elif path == "/api/echo":
                 self._json(200, {"method": self.command, "url": self.path, "query": parse_qs(parts.query),
                                  "headers": dict(self.headers.items()), "body": body})
+            elif path == "/api/echo-escaped":  # as PHP's json_encode writes JSON by default: every '/' as '\/'
+                echoed = {"method": self.command, "url": self.path, "headers": dict(self.headers.items())}
+                self._send(200, json.dumps(echoed).replace("/", "\\/").encode())
             elif path == "/api/redirect":
                 self._send(302, b"", "text/plain", {"Location": "http://127.0.0.1:9/elsewhere"})
             elif path == "/api/big":

@@ -221,3 +221,26 @@ async def test_secrets_never_reach_logs_views_recordings_or_errors(server: Order
     for text in shown:
         assert _leaks(text) == [], text[:500]
     assert "[REDACTED]" in json.dumps(recording.tape)
+
+
+SLASHED = "Zq9/tk+Lm4/Wx8Rv"  # a secret with slashes, which PHP's JSON writes as \/
+
+
+async def test_a_secret_echoed_with_escaped_slashes_is_scrubbed_from_the_decoded_body(
+        server: OrdersServer, caplog: pytest.LogCaptureFixture) -> None:
+    agent = orders_agent(server, echo={"commands": [
+        {"api": {"profile": "orders", "path": "/echo-escaped"}},
+        {"set": {"echoed": "{ result }"}},
+        {"log": "{ echoed['headers'] }"},
+        {"return": "{ echoed['headers']['Authorization'] }"}]})
+    agent._environ = {"ORDERS_BEARER": SLASHED, "ORDERS_QUERY_KEY": KEY}
+    caplog.set_level(logging.DEBUG)
+    events: list[Any] = []
+    result = await agent.call("echo", run=Run(on_event=events.append))
+    assert server.received[0].headers["authorization"] == f"Bearer {SLASHED}"  # the server did get it
+    assert result == "Bearer [REDACTED]"
+    recording = await agent.record("echo")
+    shown = [repr(events), json.dumps(recording.tape), recording.tape[0]["text"], "\n".join(caplog.messages)]
+    for text in shown:
+        for spelling in (SLASHED, SLASHED.replace("/", "\\/"), SLASHED.replace("/", "\\\\/")):
+            assert spelling not in text, text[:500]

@@ -103,10 +103,15 @@ def test_a_syntax_error_shows_the_expression_and_where() -> None:
     assert text.splitlines()[-1].strip() == "^"
 
 
-def test_a_variable_shadows_a_builtin_and_cannot_be_called() -> None:
+def test_a_variable_named_like_a_builtin_is_read_as_the_variable_and_the_builtin_still_called() -> None:
+    # Values are data, never functions, so a call can only mean the built-in: natural argument names (max, len,
+    # round, range) must not break the built-ins in the function that declares them.
     assert evaluate("max", {"max": 5}) == 5
-    with pytest.raises(SandboxError, match="'max' is a variable here"):
-        evaluate("max(1, 2)", {"max": 5})
+    assert evaluate("max(1, max)", {"max": 5}) == 5
+    assert evaluate("len(len)", {"len": "abc"}) == 3
+    assert evaluate("[range(r) for r in range(3)]") == [[], [0], [0, 1]]
+    with pytest.raises(SandboxError, match="round is a built-in function: it can only be called"):
+        evaluate("round")
 
 
 def test_values_stay_in_the_sandbox_universe() -> None:

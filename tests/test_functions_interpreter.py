@@ -84,6 +84,16 @@ async def test_an_omitted_argument_is_none_for_func_and_for_a_top_level_call() -
     assert (await call(agent, "show", {"b": "x"}))[0] == [None, "x"]
 
 
+async def test_an_argument_named_like_a_builtin_leaves_the_builtin_usable() -> None:
+    agent = agent_of(
+        stats={"description": "Sums up numbers.", "args": {
+            "len": {"type": "int", "description": "How many to keep."},
+            "max": {"type": "int", "description": "The largest allowed."}},
+            "commands": {"return": "{ [min(n, max) for n in range(len(range(len)))] + [max(1, 2)] }"}},
+        main={"commands": {"func": {"name": "stats", "args": {"len": 3, "max": 1}}, "return": "{ result }"}})
+    assert (await call(agent, "main"))[0] == [0, 1, 1, 2]
+
+
 async def test_a_call_with_an_undeclared_argument_or_function_is_refused() -> None:
     agent = agent_of(show={"args": {"a": {}}, "commands": {"return": 1}})
     from agl_notebook import InputError
@@ -116,6 +126,20 @@ def test_required_only_tells_the_model() -> None:
     assert schema["required"] == ["q"]
     assert schema["properties"]["limit"] == {"anyOf": [{"type": "integer"}, {"type": "null"}],
                                              "description": "At most this many."}
+
+
+async def test_a_tool_call_without_a_required_argument_runs_with_it_none() -> None:
+    agent = agent_of(
+        find={"description": "Finds things.", "args": {
+            "q": {"type": "str", "description": "The query."},
+            "limit": {"type": "int", "description": "At most this many.", "required": False}},
+            "commands": {"return": "{ {'q': q, 'limit': limit} }"}},
+        main={"commands": {"llm": {"prompt": "Find.", "tools": ["find"]}, "return": "{ result }"}})
+    model = ScriptedModel([ScriptedTurn("", [ScriptedCall("find", {"limit": 3})]), "Done."])
+    result, events = await call(agent, "main", model=model)
+    assert result == "Done."
+    assert [(e.name, e.result, e.is_error) for e in events if isinstance(e, ev.ClientToolResult)] == [
+        ("find", '{"q": null, "limit": 3}', False)]
 
 
 # ---------------------------------------------------------------------------------------------------------------

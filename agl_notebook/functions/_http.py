@@ -3,8 +3,9 @@
 Secrets: a profile names environment variables for its secret headers and query values; they are read when a live
 request is made (from the environment the agent was given) and go only into that request to the profile's own
 server (paths are relative, redirects are not followed). Everything that comes back, the body and any error
-message, is scrubbed of them before anything else sees it, so a server that echoes a token cannot put it in a
-variable, a log, a view, a recording or an error. The public URL (without the secret query values) is what
+message, is scrubbed of them before anything else sees it (a JSON body also in its decoded strings, where escapes
+can hide a secret from the raw text), so a server that echoes a token cannot put it in a variable, a log, a view,
+a recording or an error. The public URL (without the secret query values) is what
 events and the tape show.
 """
 
@@ -21,7 +22,7 @@ from urllib.parse import quote, quote_plus, urlencode
 
 from .._canonical import digest
 from ..payloads import JsonObject
-from ..replay.scrub import REDACTED
+from ..replay.scrub import REDACTED, scrub
 from ._tape import ReplayedError, Tape, error_entry
 from .errors import ApiConnectionError, ApiError, ApiTimeoutError, CommandError, MissingSecretError
 from .expressions import ExpressionError, Limits, measure
@@ -167,6 +168,23 @@ def scrub_secrets(text: str, secrets: list[str]) -> str:
     return text
 
 
+def _scrub_decoded(text: str, secrets: list[str]) -> str:
+    r"""JSON text scrubbed of secrets in its decoded strings too, re-encoded only when that changed something.
+
+    JSON can spell a secret in ways the raw text does not show (``\/`` for ``/``, as PHP writes by default, or
+    ``\u`` escapes), and the body is decoded before anything uses it, so the decoded values are what must be clean.
+    """
+    if not secrets or text.lstrip()[:1] not in ("{", "[", '"'):
+        return text
+    try:
+        decoded = json.loads(text)
+    except (ValueError, RecursionError):
+        return text  # not JSON: nothing decodes it, so the raw text was all there was to scrub
+    spellings = [s for secret in secrets for s in dict.fromkeys((secret, quote(secret, safe=""), quote_plus(secret)))]
+    clean = scrub(decoded, spellings)
+    return text if clean == decoded else json.dumps(clean, ensure_ascii=False)
+
+
 async def send(request: ApiRequest, *, client: Callable[[], Any], tape: Tape, environ: Mapping[str, str],
                limits: Limits) -> tuple[int, Any]:
     """Send the request live (keeping the response on the tape) or take it from the tape; return status and body.
@@ -242,7 +260,7 @@ async def _exchange(request: ApiRequest, client: Any, url: str, params: list[tup
             content_type = str(response.headers.get("content-type", ""))
     return {"kind": "api", "key": request.key(), "request": _request_json(request), "status": status,
             "reason": scrub_secrets(reason, secrets), "contentType": content_type,
-            "text": scrub_secrets(text, secrets)}
+            "text": _scrub_decoded(scrub_secrets(text, secrets), secrets)}
 
 
 def _body(request: ApiRequest, entry: JsonObject, limits: Limits) -> tuple[int, Any]:

@@ -18,12 +18,14 @@ What is allowed: literals (no bytes, no sets: their order changes between runs, 
 variables, arithmetic, comparisons, ``and``/``or``/``not``, ``x if c else y``, subscripts and slices, list, tuple and
 dict displays with ``*``/``**`` unpacking, list/dict comprehensions and generator expressions (evaluated eagerly),
 f-strings, calls to `BUILTINS`, and the methods in `METHODS` of str, list, tuple and dict (none that mutates).
-Attributes are read only on ``exc`` (`ErrorInfo`); no name or attribute may start with ``__``/``_``.
+Attributes are read only on ``exc`` (`ErrorInfo`); no name or attribute may start with ``__``/``_``. A call of a
+name always calls the built-in: a variable of the same name (an argument called ``max``) is read, never called.
 
 What is bounded (`Limits`): the source's length and nesting, every value's size (its *weight*: characters plus
 items plus a word per 64 bits of an integer, shared parts counted each time they appear, since that is what
 printing or sending it costs) and depth, integer sizes, f-string widths, the work of comprehensions (steps) and,
-as a backstop, the wall-clock time of one evaluation.
+as a backstop, the wall-clock time of one evaluation. Sizes are checked as a value is built (each item of a display,
+each argument of a call, each comprehension value), and a dict holds at most `SAME_HASH_LIMIT` keys of one hash.
 
 Every error is an `ExpressionError`: `ExpressionSyntaxError`, `SandboxError` (refused; `ExpressionLimitError` when a
 bound was hit) or `ExpressionRuntimeError` (the expression failed the ordinary way: a missing key, a division by
@@ -38,8 +40,9 @@ import operator
 import re
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any, NoReturn
 
 # --------------------------------------------------------------------------------------------------------------
@@ -169,58 +172,153 @@ class ErrorInfo:
 _ERROR_FIELDS = frozenset({"type", "message", "status", "body", "command"})
 
 
-def measure(value: object, limits: Limits = DEFAULT_LIMITS) -> int:
+def measure(value: object, limits: Limits = DEFAULT_LIMITS, *, depth: int = 0, budget: int | None = None) -> int:
     """The weight of ``value``.
 
-    Raises `SandboxError` for a type the sandbox does not hold, `ExpressionLimitError` past a bound. Iterative, so a
-    deep value cannot exhaust the Python stack.
+    Args:
+        value: What to measure.
+        limits: The bounds it must keep.
+        depth: How deep it sits in a value being built (its own nesting adds to this).
+        budget: The most weight it may have (the room left in a value being built); ``limits.max_weight`` if None.
+
+    Raises `SandboxError` for a type the sandbox does not hold, `ExpressionLimitError` past a bound. Iterative, with
+    one iterator per level of nesting (not an entry per item), and flat lists of one kind of scalar are weighed in
+    C, so measuring a large value costs little memory and time.
     """
+    allowed = limits.max_weight if budget is None else budget
     t = type(value)
     if t is str:
-        n = len(value)  # type: ignore[arg-type]
-        if n >= limits.max_weight:
-            _too_big(n + 1, limits)
-        return n + 1
+        n = len(value) + 1  # type: ignore[arg-type]
+        if n > allowed:
+            _too_big(n, limits)
+        return n
     if t is int:
         bits: int = value.bit_length()  # type: ignore[attr-defined]
         if bits > limits.max_int_bits:
             _int_too_big(bits, limits)
-        return 1 + (bits >> 6)
+        weight = 1 + (bits >> 6)
+        if weight > allowed:
+            _too_big(weight, limits)
+        return weight
     if t is float or t is bool or value is None:
+        if allowed < 1:
+            _too_big(1, limits)
         return 1
+    max_depth, max_bits = limits.max_value_depth, limits.max_int_bits
     total = 0
-    stack: list[tuple[object, int]] = [(value, 0)]
-    max_weight, max_depth, max_bits = limits.max_weight, limits.max_value_depth, limits.max_int_bits
+    stack: list[Iterator[Any]] = [iter((value,))]
     while stack:
-        v, depth = stack.pop()
-        t = type(v)
-        if t is str:
-            total += 1 + len(v)  # type: ignore[arg-type]
-        elif t is int:
-            bits = v.bit_length()  # type: ignore[attr-defined]
-            if bits > max_bits:
-                _int_too_big(bits, limits)
-            total += 1 + (bits >> 6)
-        elif t is float or t is bool or v is None or t is ErrorInfo:
-            total += 1
-        elif t is list or t is tuple:
-            if depth >= max_depth:
-                _too_deep(limits)
-            total += 1 + len(v)  # type: ignore[arg-type]
-            stack.extend((x, depth + 1) for x in v)  # type: ignore[attr-defined]
-        elif t is dict:
-            if depth >= max_depth:
-                _too_deep(limits)
-            total += 1 + len(v)  # type: ignore[arg-type]
-            for k, x in v.items():  # type: ignore[attr-defined]
-                stack.append((k, depth + 1))
-                stack.append((x, depth + 1))
+        level = depth + len(stack) - 1  # the depth of the items the innermost iterator gives
+        for v in stack[-1]:
+            t = type(v)
+            if t is str:
+                total += 1 + len(v)
+            elif t is int:
+                bits = v.bit_length()
+                if bits > max_bits:
+                    _int_too_big(bits, limits)
+                total += 1 + (bits >> 6)
+            elif t is float or t is bool or v is None or t is ErrorInfo:
+                total += 1
+            elif t is list or t is tuple or t is dict:
+                if level >= max_depth:
+                    _too_deep(limits)
+                n = len(v)
+                total += 1 + n
+                # Every item (every key and value) weighs at least 1: a value too large by its length alone is
+                # refused without walking it.
+                if total + (2 * n if t is dict else n) > allowed:
+                    _too_big(total, limits)
+                if not n:
+                    continue
+                if t is dict:
+                    stack.append(chain.from_iterable(v.items()))  # keys and values, one level deeper
+                    break
+                flat = _flat_weight(v, limits) if n >= 8 else None
+                if flat is None:
+                    stack.append(iter(v))
+                    break
+                total += flat
+            else:
+                raise SandboxError(f"{_type_phrase(v)} values are not supported in expressions; values are None, "
+                                   "booleans, numbers, strings, lists, tuples and dicts.")
+            if total > allowed:
+                _too_big(total, limits)
         else:
-            raise SandboxError(f"{_type_phrase(v)} values are not supported in expressions; values are None, "
-                               "booleans, numbers, strings, lists, tuples and dicts.")
-        if total > max_weight:
-            _too_big(total, limits)
+            stack.pop()
     return total
+
+
+_UNIT_TYPES = frozenset({float, bool, type(None)})
+_INT_TYPES = frozenset({int, bool})
+
+
+def _flat_weight(items: list[Any] | tuple[Any, ...], limits: Limits) -> int | None:
+    """The weight of a list's items when they are all strings, all integers or all unit scalars, else None.
+
+    Computed in C, without a Python step per item; the caller walks any other list.
+    """
+    kinds = set(map(type, items))
+    n = len(items)  # each item weighs 1, plus its characters or its integer's extra words
+    if kinds <= _UNIT_TYPES:
+        return n
+    if kinds == {str}:
+        return n + sum(map(len, items))
+    if kinds <= _INT_TYPES:
+        widest = max(map(int.bit_length, items))
+        if widest > limits.max_int_bits:
+            _int_too_big(widest, limits)
+        return n if widest < 64 else n + sum(map((64).__rfloordiv__, map(int.bit_length, items)))
+    return None
+
+
+def _spread_weight(items: Any, limits: Limits, room: int) -> int:
+    """What ``*items`` adds to a list being built (its items, each one and its weight), at most ``room``."""
+    if type(items) is str:
+        weight = 3 * len(items)  # each character is an item of weight 2
+        if weight > room:
+            _too_big(weight, limits)
+        return weight
+    return measure(items if type(items) is not dict else list(items), limits, budget=room + 1) - 1
+
+
+SAME_HASH_LIMIT = 32
+"""The most keys of one dict that may share a hash.
+
+Strings hash randomly per process, but integers, floats and tuples of them hash predictably: ``i * (2**61 - 1)``
+hashes to 0 for every ``i``, and a dict of 55,000 such keys takes 21 s to build, inside C calls no deadline can
+interrupt, and as long again to compare. Refusing more than a few keys of one hash keeps every dict operation
+linear, whoever chose the keys (ids in an API response can).
+"""
+
+
+class _DictBuilder:
+    """Builds a dict key by key, refusing more than `SAME_HASH_LIMIT` keys of one hash."""
+
+    __slots__ = ("hashes", "out")
+
+    def __init__(self) -> None:
+        self.out: dict[Any, Any] = {}
+        self.hashes: dict[int, int] = {}
+
+    def put(self, key: Any, value: Any) -> None:
+        out = self.out
+        if type(key) is not str and key not in out:  # a TypeError for an unhashable key is wanted here
+            h = hash(key)
+            count = self.hashes.get(h, 0) + 1
+            if count > SAME_HASH_LIMIT:
+                raise ExpressionLimitError(f"a dict would have more than {SAME_HASH_LIMIT} keys with the same hash "
+                                           f"(such as {_short_repr(key)}), which makes every use of it slow; "
+                                           "such keys are refused.")
+            self.hashes[h] = count
+        out[key] = value
+
+    def merge(self, other: dict[Any, Any]) -> None:
+        if not self.out and not any(type(k) is not str for k in other):
+            self.out.update(other)  # string keys hash randomly: nothing to count
+            return
+        for key, value in other.items():
+            self.put(key, value)
 
 
 def _too_big(weight: int, limits: Limits) -> NoReturn:
@@ -282,7 +380,8 @@ class Expression:
     names: frozenset[str]
     """The variables it reads (comprehension variables excluded; built-ins called by name excluded)."""
     calls: frozenset[str]
-    """The built-in functions it calls by name (a variable of the same name would shadow one at run time)."""
+    """The built-in functions it calls by name (a variable of the same name does not hide them: a call of a name
+    always calls the built-in, and reading the name reads the variable)."""
     limits: Limits = field(repr=False)
     _fn: _Fn = field(repr=False)
 
@@ -539,7 +638,15 @@ class _Compiler:
 
     # Containers -----------------------------------------------------------------------------------------------
 
-    def _items(self, elements: Sequence[ast.expr], depth: int) -> Callable[[Env, _State], list[Any]]:
+    def _items(self, elements: Sequence[ast.expr], depth: int, *, display: bool = True
+               ) -> Callable[[Env, _State], tuple[list[Any], int]]:
+        """Builds the items of a display (or a call's positional arguments), with their weight.
+
+        Each item is weighed as soon as it is built, against the room the items before it left, so many large
+        items are refused at the first that does not fit rather than after all of them exist. A display's weight
+        counts the list and each item as a list does; a call's arguments count only themselves, so one argument
+        may be as large as any value.
+        """
         parts: list[tuple[bool, _Fn]] = []
         for e in elements:
             if isinstance(e, ast.Starred):
@@ -548,37 +655,30 @@ class _Compiler:
                 parts.append((False, self.node(e, depth)))
         source = self.source
 
-        def items(env: Env, st: _State) -> list[Any]:
+        def items(env: Env, st: _State) -> tuple[list[Any], int]:
+            limits = st.limits
             out: list[Any] = []
+            total = each = 1 if display else 0  # the list itself, and then each item
             for starred, fn in parts:
                 value = fn(env, st)
                 if starred:
-                    out.extend(_iterable(value, source, "*"))
+                    spread = _iterable(value, source, "*")
+                    total += _spread_weight(spread, limits, limits.max_weight - total)
+                    out.extend(spread)
                 else:
+                    total += each + measure(value, limits, depth=1, budget=limits.max_weight - total - each)
                     out.append(value)
-            return out
+            return out, total
 
         return items
 
     def n_List(self, node: ast.List, depth: int) -> _Fn:
         items = self._items(node.elts, depth)
-
-        def make(env: Env, st: _State) -> Any:
-            value = items(env, st)
-            measure(value, st.limits)
-            return value
-
-        return self.located(node, make)
+        return self.located(node, lambda env, st: items(env, st)[0])
 
     def n_Tuple(self, node: ast.Tuple, depth: int) -> _Fn:
         items = self._items(node.elts, depth)
-
-        def make(env: Env, st: _State) -> Any:
-            value = tuple(items(env, st))
-            measure(value, st.limits)
-            return value
-
-        return self.located(node, make)
+        return self.located(node, lambda env, st: tuple(items(env, st)[0]))
 
     def n_Set(self, node: ast.Set, depth: int) -> _Fn:
         self.refuse(node, "sets are not supported (their order changes from run to run, which breaks replay); "
@@ -594,7 +694,9 @@ class _Compiler:
         source, line, column = self.source, node.lineno, node.col_offset
 
         def make(env: Env, st: _State) -> Any:
-            out: dict[Any, Any] = {}
+            limits = st.limits
+            out = _DictBuilder()
+            total = 1  # weighed as it is built, as a list display is (a repeated key is counted each time)
             try:
                 for k, v in parts:
                     if k is None:
@@ -602,13 +704,17 @@ class _Compiler:
                         if type(value) is not dict:
                             raise ExpressionRuntimeError(f"** needs a dict, not {_type_name(value)}.",
                                                          python_type="TypeError")
-                        out.update(value)
+                        total += measure(value, limits, budget=limits.max_weight - total + 1) - 1
+                        out.merge(value)
                     else:
-                        out[k(env, st)] = v(env, st)
+                        key = k(env, st)
+                        total += 1 + measure(key, limits, depth=1, budget=limits.max_weight - total - 1)
+                        item = v(env, st)
+                        total += measure(item, limits, depth=1, budget=limits.max_weight - total)
+                        out.put(key, item)
             except Exception as e:  # an ExpressionError gets its location, others become one
                 raise _runtime(e, source, line, column) from None
-            measure(out, st.limits)
-            return out
+            return out.out
 
         return self.located(node, make)
 
@@ -671,7 +777,7 @@ class _Compiler:
     # Calls ----------------------------------------------------------------------------------------------------
 
     def n_Call(self, node: ast.Call, depth: int) -> _Fn:
-        args = self._items(node.args, depth)
+        args = self._items(node.args, depth, display=False)
         keywords: list[tuple[str | None, _Fn]] = [(k.arg, self.node(k.value, depth)) for k in node.keywords]
         for k in node.keywords:
             if k.arg is not None and k.arg.startswith("_"):
@@ -679,6 +785,9 @@ class _Compiler:
         source, line, column = self.source, node.lineno, node.col_offset
 
         def gather(env: Env, st: _State) -> tuple[list[Any], dict[str, Any]]:
+            # The arguments are weighed as they are built, all together, like a list display's items.
+            limits = st.limits
+            positional, total = args(env, st)
             kwargs: dict[str, Any] = {}
             for name, fn in keywords:
                 value = fn(env, st)
@@ -686,10 +795,12 @@ class _Compiler:
                     if type(value) is not dict or not all(type(k) is str for k in value):
                         raise ExpressionRuntimeError("** in a call needs a dict with string keys.", source=source,
                                                      line=line, column=column, python_type="TypeError")
+                    total += measure(value, limits, budget=limits.max_weight - total + 1) - 1
                     kwargs.update(value)
                 else:
+                    total += measure(value, limits, depth=1, budget=limits.max_weight - total)
                     kwargs[name] = value
-            return args(env, st), kwargs
+            return positional, kwargs
 
         func = node.func
         if isinstance(func, ast.Name):
@@ -703,11 +814,10 @@ class _Compiler:
             self.calls.add(name)
 
             def call_builtin(env: Env, st: _State) -> Any:
-                if name in env:
-                    raise SandboxError(f"{name!r} is a variable here, so it cannot be called; the built-in "
-                                       f"{name}() is hidden by it.", source=source, line=line, column=column)
-                positional, kwargs = gather(env, st)
+                # A variable of the same name does not hide the built-in: values are data, never functions, so a
+                # call can only mean the built-in, and an argument may be named max, len or range.
                 try:
+                    positional, kwargs = gather(env, st)
                     result = builtin(st.limits, *positional, **kwargs)
                     measure(result, st.limits)
                     return result
@@ -735,8 +845,8 @@ class _Compiler:
                 if impl is None:
                     raise ExpressionRuntimeError(f"{_type_name(target)} has no method {method}().", source=source,
                                                  line=line, column=column, python_type="AttributeError")
-                positional, kwargs = gather(env, st)
                 try:
+                    positional, kwargs = gather(env, st)
                     result = impl(st.limits, target, *positional, **kwargs)
                     measure(result, st.limits)
                     return result
@@ -759,7 +869,9 @@ class _Compiler:
         return self.refuse(target, "a comprehension's variables must be names (for k, v in ...).")
 
     def _comprehension(self, node: ast.ListComp | ast.GeneratorExp | ast.DictComp, depth: int,
-                       elements: Callable[[], list[_Fn]]) -> Callable[[Env, _State], list[list[Any]]]:
+                       elements: Callable[[], list[_Fn]]
+                       ) -> Callable[[Env, _State, Callable[[list[Any]], None]], None]:
+        """Compiles the loops; the result runs them and hands each iteration's values to ``emit`` as they come."""
         loops: list[tuple[ast.expr, _Fn, list[_Fn]]] = []
         scope: set[str] = set()
         pushed = False
@@ -781,9 +893,8 @@ class _Compiler:
         source, line, column = self.source, node.lineno, node.col_offset
         binders = [_binder(target, source) for target, _, _ in loops]
 
-        def run(env: Env, st: _State) -> list[list[Any]]:
+        def run(env: Env, st: _State, emit: Callable[[list[Any]], None]) -> None:
             local = dict(env)
-            out: list[list[Any]] = []
             weight = 0
 
             def level(i: int) -> None:
@@ -801,33 +912,34 @@ class _Compiler:
                             weight += sum(measure(v, st.limits) for v in values)
                             if weight > st.limits.max_weight:
                                 _too_big(weight, st.limits)
-                            out.append(values)
+                            emit(values)
 
             try:
                 level(0)
-            except ExpressionError as e:
+            except Exception as e:  # an ExpressionError gets its location, others become one
                 raise _runtime(e, source, line, column) from None
-            return out
 
         return run
 
     def n_ListComp(self, node: ast.ListComp, depth: int) -> _Fn:
         run = self._comprehension(node, depth, lambda: [self.node(node.elt, depth)])
-        return lambda env, st: [values[0] for values in run(env, st)]
 
-    def n_GeneratorExp(self, node: ast.GeneratorExp, depth: int) -> _Fn:
-        run = self._comprehension(node, depth, lambda: [self.node(node.elt, depth)])
-        return lambda env, st: [values[0] for values in run(env, st)]
+        def make(env: Env, st: _State) -> list[Any]:
+            out: list[Any] = []
+            run(env, st, lambda values: out.append(values[0]))
+            return out
+
+        return make
+
+    n_GeneratorExp = n_ListComp  # evaluated eagerly, into a list
 
     def n_DictComp(self, node: ast.DictComp, depth: int) -> _Fn:
         run = self._comprehension(node, depth, lambda: [self.node(node.key, depth), self.node(node.value, depth)])
-        source, line, column = self.source, node.lineno, node.col_offset
 
         def make(env: Env, st: _State) -> Any:
-            try:
-                return {k: v for k, v in run(env, st)}  # noqa: C416 (a TypeError for a list key is wanted here)
-            except TypeError as e:
-                raise _runtime(e, source, line, column) from None
+            out = _DictBuilder()  # filled as the loop goes, so its deadline and bounds hold for every key
+            run(env, st, lambda values: out.put(values[0], values[1]))
+            return out.out
 
         return make
 
@@ -1133,14 +1245,14 @@ def _n_dict(limits: Limits, value: Any = None, **kwargs: Any) -> dict[Any, Any]:
     if type(value) is dict:
         return dict(value, **kwargs)
     pairs = _iterable(value, "", "dict()")
-    out: dict[Any, Any] = {}
+    out = _DictBuilder()
     for pair in pairs:
         if type(pair) not in (list, tuple) or len(pair) != 2:
             raise ExpressionRuntimeError("dict() takes a dict or a list of [key, value] pairs.",
                                          python_type="TypeError")
-        out[pair[0]] = pair[1]
-    out.update(kwargs)
-    return out
+        out.put(pair[0], pair[1])
+    out.out.update(kwargs)  # string keys
+    return out.out
 
 
 def _n_range(limits: Limits, *args: Any) -> list[int]:

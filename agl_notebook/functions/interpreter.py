@@ -51,6 +51,7 @@ from .expressions import (
     DEFAULT_LIMITS,
     ErrorInfo,
     ExpressionError,
+    ExpressionLimitError,
     ExpressionRuntimeError,
     Limits,
     measure,
@@ -572,11 +573,21 @@ class _Call:
                                  "max or give it fewer items (nothing is skipped silently).")
         values: list[Any] = []
         variables = frame.vars
+        max_weight = self.limits.max_weight
+        weight = 1  # the result is a list of every iteration's value, weighed as it grows like any sandbox value
         for i, item in enumerate(over):
             variables[args.item] = item
             if args.index is not None:
                 variables[args.index] = i
-            values.append(await self.block(frame, args.do))
+            value = await self.block(frame, args.do)
+            try:
+                weight += 1 + measure(value, self.limits, depth=1, budget=max_weight - weight - 1)
+            except ExpressionLimitError as e:
+                raise LoopBoundError(
+                    f"the loop at {command.path} stopped at item {i + 1:,} of {len(over):,}: its result, the list of "
+                    f"each item's last value, would be too large ({e.message}). End the body with a command whose "
+                    "value is small, such as a set of only what you need.") from None
+            values.append(value)
         return values
 
     async def c_ask(self, frame: _Frame, args: AskArgs, command: Command) -> Any:
@@ -666,7 +677,8 @@ class _Call:
             name = REPORT_TOOL if REPORT_TOOL not in names else f"{REPORT_TOOL}_"
             reporting = Reporting(ToolSpec(name, "Hand back the result of this task. Calling it ends your work.",
                                            input_schema(args.output)),
-                                  _validator(args.output, self.limits), lambda payload: to_json(payload))
+                                  _validator(args.output, self.limits, enforce_required=True),
+                                  lambda payload: to_json(payload))
             system = (f"{system.rstrip()}\n\n" if system.strip() else "") + (
                 f"When you have the result, hand it back by calling the `{name}` tool. Calling it ends your work.")
         model, model_id, backend = self._model_for(args.model, command)
@@ -748,7 +760,13 @@ def _tool_spec(fn: Function) -> ToolSpec:
     return ToolSpec(fn.name, to_text(description), input_schema(fn.args))
 
 
-def _validator(args: Sequence[Arg], limits: Limits) -> Callable[[JsonObject], tuple[Any, tuple[str, ...]]]:
+def _validator(args: Sequence[Arg], limits: Limits, *, enforce_required: bool = False
+               ) -> Callable[[JsonObject], tuple[Any, tuple[str, ...]]]:
+    """Checks what a model passes.
+
+    A tool argument's ``required`` only tells the model (an omitted argument is None, as for ``func``); an ``llm``
+    output field's is enforced, so the model is asked again for a field it left out.
+    """
     names = [a.name for a in args]
 
     def validate(data: JsonObject) -> tuple[Any, tuple[str, ...]]:
@@ -763,7 +781,7 @@ def _validator(args: Sequence[Arg], limits: Limits) -> Callable[[JsonObject], tu
                     if len(problems) == before:
                         value = a.type.convert(value)
                 out[a.name] = value
-            elif a.required:
+            elif a.required and enforce_required:
                 problems.append(f"{a.name}: this required argument is missing.")
         for key in data:
             if key not in names:

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 from ..errors import InputError
 from ..payloads import JsonValue
 from .argtypes import TypeSpec, TypeSyntaxError, parse_type
-from .expressions import DEFAULT_LIMITS, ExpressionError, Limits, compile_expression
+from .expressions import DEFAULT_LIMITS, ExpressionError, Limits, compile_expression, to_text
 from .spec import (
     AgentSpec,
     ApiArgs,
@@ -189,6 +189,11 @@ def _kind(value: object) -> str:
 def _suggest(word: str, options: Any) -> str:
     close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
     return f" Did you mean {close[0]!r}?" if close else ""
+
+
+def _shorten_repr(text: str) -> str:
+    shown = repr(text)
+    return shown if len(shown) <= 60 else shown[:59] + "…"
 
 
 def _dynamic(value: str) -> str | None:
@@ -451,6 +456,19 @@ class _Validator:
             if names:
                 self.problem(where, f"a description is computed before any call, so it cannot read variables "
                                     f"({', '.join(sorted(names))}).")
+                return template
+        if template.constant or any(p.path == path for p in self.problems):
+            return template
+        # It reads nothing, so its value is known now: a description that fails or is empty would otherwise break
+        # every llm command that offers the tools, far from here.
+        try:
+            text = to_text(template.render({}), self.limits)
+        except ExpressionError as e:
+            self.problem(path, f"the description cannot be evaluated: {e}")
+            return template
+        if not text.strip():
+            self.problem(path, "a description is a non-empty string: it tells a model what the function does and "
+                               f"when to call it; this one evaluates to {_shorten_repr(text)}.")
         return template
 
     def args(self, raw: Any, path: str, *, tool: bool, what: str) -> tuple[Arg, ...]:
