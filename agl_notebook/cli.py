@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from ._cli_report import MIN_PREFIX, SHORT_ID, Recording, Scan, age, remove, scan, table, tokens
+from ._cli_report import MIN_PREFIX, SHORT_ID, Recording, Scan, age, printable, remove, scan, table, tokens
 from .errors import InputError
 from .notebook.locate import PATH_VARIABLE
 from .notebook.nbfile import METADATA_KEY, consolidate, read_notebook_json, records_in_notebook
@@ -233,7 +233,7 @@ def _execute(path: Path, *, record: bool, mode: str | None, timeout: int | None,
                     f"({len(found.in_metadata)} there in all)")
     else:
         summary += f"; {len(found.in_outputs)} record{_s(len(found.in_outputs))} in output metadata"
-    print(f"{summary}; wrote {target}", file=sys.stderr)
+    _say(f"{summary}; wrote {target}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -246,11 +246,11 @@ def _consolidate(path: Path) -> int:
     for problem in before.problems:
         _warn(f"{problem} Left where it is.")
     if moved == 0:
-        print(f"{path}: no records in outputs' metadata; nothing to move.")
+        _say(f"{path}: no records in outputs' metadata; nothing to move.")
         return EXIT_OK
     _write_atomically(path, _notebook_text(data))
     after = records_in_notebook(data)
-    print(f"{path}: moved {moved} record{_s(moved)} into the notebook metadata "
+    _say(f"{path}: moved {moved} record{_s(moved)} into the notebook metadata "
           f"({len(after.in_metadata)} there in all).")
     return EXIT_OK
 
@@ -268,19 +268,19 @@ def _list(path: Path, *, as_json: bool) -> int:
         return EXIT_OK
     _warn_unreadable(found)
     if not found.recordings:
-        print(f"{path}: no recordings.")
+        _say(f"{path}: no recordings.")
         return EXIT_OK
     rows = [["ID", "ROLE", "BACKEND", "TOKENS", "AGE", "KEPT", "USED"]]
     rows += [[r.record.id[:SHORT_ID], r.record.role, r.record.backend, str(tokens(r.record)),
               age(r.record.recorded_at, now), "+".join(r.kept), f"{r.status} ({r.why})"] for r in found.recordings]
     counts = found.counts()
-    print(f"{path}: {len(found.recordings)} recording{_s(len(found.recordings))}")
-    print("\n".join(table(rows)))
-    print(f"{counts['used']} used, {counts['unused']} unused, {counts['unknown']} unknown.")
+    _say(f"{path}: {len(found.recordings)} recording{_s(len(found.recordings))}")
+    _say("\n".join(table(rows)))
+    _say(f"{counts['used']} used, {counts['unused']} unused, {counts['unknown']} unknown.")
     if counts["unused"]:
-        print("unused: the cell that ran it is gone, empty or not code any more; `agl-notebook gc` removes these.")
+        _say("unused: the cell that ran it is gone, empty or not code any more; `agl-notebook gc` removes these.")
     if counts["unknown"]:
-        print("unknown: the cell that ran it cannot be told (a headless run sends no cell id); gc keeps these "
+        _say("unknown: the cell that ran it cannot be told (a headless run sends no cell id); gc keeps these "
               "unless --unknown-too.")
     return EXIT_OK
 
@@ -309,7 +309,7 @@ def _gc(path: Path, *, unknown_too: bool, dry_run: bool) -> int:
         counts = found.counts()
         kept = f"{counts['used']} used, {counts['unknown']} unknown"
         hint = " (--unknown-too removes the unknown ones)" if counts["unknown"] else ""
-        print(f"{path}: every recording is used or may be ({kept}){hint}; nothing to remove.")
+        _say(f"{path}: every recording is used or may be ({kept}){hint}; nothing to remove.")
         return EXIT_OK
     return _remove(path, data, found, chosen, unreadable=False, dry_run=dry_run)
 
@@ -336,14 +336,14 @@ def _chosen(found: Scan, ids: list[str], path: Path) -> list[Recording]:
 def _remove(path: Path, data: dict[str, Any], found: Scan, chosen: list[Recording], *, unreadable: bool,
             dry_run: bool) -> int:
     if not chosen and not (unreadable and found.unreadable):
-        print(f"{path}: no recordings; nothing to remove.")
+        _say(f"{path}: no recordings; nothing to remove.")
         return EXIT_OK
     removed = remove(data, {r.record.id for r in chosen}, unreadable=unreadable)
     verb = "would remove" if dry_run else "removed"
     if chosen:
         rows = [[verb, r.record.id[:SHORT_ID], f"role {r.record.role!r}", r.record.backend, "+".join(r.kept),
                  f"{r.status}: {r.reason}"] for r in chosen]
-        print("\n".join(table(rows)))
+        _say("\n".join(table(rows)))
     places = [f"{n} from {where}" for n, where in ((removed.from_metadata, "the notebook metadata"),
                                                    (removed.from_outputs, "outputs' metadata")) if n]
     summary = f"{verb} {len(chosen)} recording{_s(len(chosen))}"
@@ -354,10 +354,10 @@ def _remove(path: Path, data: dict[str, Any], found: Scan, chosen: list[Recordin
     left = len(found.recordings) - len(chosen)
     summary += f"; {left} left in {path}"
     if dry_run:
-        print(f"{summary}. Nothing was written (--dry-run).")
+        _say(f"{summary}. Nothing was written (--dry-run).")
         return EXIT_OK
     _write_atomically(path, _notebook_text(data))
-    print(f"{summary}.")
+    _say(f"{summary}.")
     return EXIT_OK
 
 
@@ -396,15 +396,15 @@ def _explain_failure(index: int, number: int, e: Any, details: dict[str, Any]) -
     """Report the error of cell ``number`` (0-based) while explaining cell ``index``."""
     where = f"cell {number + 1}" if number == index else f"cell {number + 1}, before cell {index + 1},"
     if e.ename == "ReplayMissError":
-        print(f"{where} would not replay: {e.evalue}")
+        _say(f"{where} would not replay: {e.evalue}")
         nearest, differing = details.get("nearest"), details.get("differing") or []
         if isinstance(nearest, str):
-            print(f"nearest recording: {nearest[:SHORT_ID]}; differs in: {', '.join(map(str, differing))}")
+            _say(f"nearest recording: {nearest[:SHORT_ID]}; differs in: {', '.join(map(str, differing))}")
         if number != index:
-            print(f"cell {index + 1} was not reached.")
+            _say(f"cell {index + 1} was not reached.")
         return EXIT_FAILED
     if e.ename == "ModelCallBlockedError":
-        print(f"{where} would call a model: {e.evalue}")
+        _say(f"{where} would call a model: {e.evalue}")
         return EXIT_FAILED
     _print_traceback(getattr(e, "traceback", ""))
     raise _Failed(f"{where} raised {e.ename}: {e.evalue}" + ("" if number == index else
@@ -421,14 +421,14 @@ def _explain_success(index: int, cell: Any, known: set[str]) -> int:
             except InputError:
                 continue
     if not shown:
-        print(f"cell {index + 1} ran and showed no step: nothing in it replays from a recording (or needs one).")
+        _say(f"cell {index + 1} ran and showed no step: nothing in it replays from a recording (or needs one).")
         return EXIT_OK
     for record in shown:
         what = f"a step of role {record.role!r} ({record.backend})"
         if record.id in known:
-            print(f"cell {index + 1}: {what} replays from recording {record.id[:SHORT_ID]}.")
+            _say(f"cell {index + 1}: {what} replays from recording {record.id[:SHORT_ID]}.")
         else:
-            print(f"cell {index + 1}: {what} ran live instead of replaying, because the cell's code sets a mode "
+            _say(f"cell {index + 1}: {what} ran live instead of replaying, because the cell's code sets a mode "
                   f"of its own (a Run's or a step's mode wins over {ENV_VAR}); its new recording "
                   f"{record.id[:SHORT_ID]} was not saved.")
     return EXIT_OK
@@ -689,7 +689,7 @@ def _environment(settings: Mapping[str, str | None]) -> Iterator[None]:
 def _print_traceback(traceback: str) -> None:
     text = _ANSI.sub("", traceback or "").rstrip()
     if text:
-        print(text, file=sys.stderr)
+        _say(text, file=sys.stderr)
 
 
 # Writing -----------------------------------------------------------------------------------------------------------
@@ -750,9 +750,14 @@ def _s(n: int) -> str:
     return "" if n == 1 else "s"
 
 
+def _say(text: str, *, file: TextIO | None = None) -> None:
+    """Print ``text`` made `printable` line by line: whatever a notebook holds reaches the terminal inert."""
+    print("\n".join(printable(line, keep="\t") for line in text.split("\n")), file=file or sys.stdout)
+
+
 def _error(message: str) -> None:
-    print(f"agl-notebook: error: {message}", file=sys.stderr)
+    _say(f"agl-notebook: error: {message}", file=sys.stderr)
 
 
 def _warn(message: str) -> None:
-    print(f"agl-notebook: warning: {message}", file=sys.stderr)
+    _say(f"agl-notebook: warning: {message}", file=sys.stderr)

@@ -693,3 +693,67 @@ def test_explain_says_what_replays_and_why_a_step_would_not(tmp_path: Path, clea
     assert out[1] == f"nearest recording: {recorded['id'][:12]}; differs in: input"
     assert notebook.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["oracle.ipynb"]
+
+
+# Untrusted text never reaches a terminal raw -------------------------------------------------------------------
+
+RETITLE = "\x1b]0;you have been pwned\x07"
+CLEAR_SCREEN = "\x1b[2J\x1b[H"
+HOSTILE = (RETITLE, CLEAR_SCREEN, "\x9b2J", "abc\u202edcba", "a\rb\x08", "line\nbreak")
+
+
+def hostile_record(n: int, role: str, backend: str, *, cell_id: str | None = None) -> dict[str, Any]:
+    data = record_json(n, cell_id=cell_id)
+    data["role"], data["backend"] = role, backend
+    return data
+
+
+def assert_inert(text: str) -> None:
+    """No control or format character but line breaks and tabs (ours) in what was printed."""
+    import unicodedata
+
+    bad = [ch for ch in text if ch not in "\n\t" and unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp")]
+    assert bad == [], f"raw control characters printed: {bad!r} in {text!r}"
+
+
+def test_records_holding_terminal_escapes_are_printed_inert(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    records = [hostile_record(n, role, backend, cell_id="deleted" if n % 2 else None)
+               for n, (role, backend) in enumerate(zip(HOSTILE, reversed(HOSTILE), strict=True), start=1)]
+    path = notebook_with_records(tmp_path / "hostile.ipynb", records, [hostile_record(9, RETITLE, CLEAR_SCREEN)])
+
+    for command in (["list", str(path)], ["gc", str(path), "--unknown-too", "--dry-run"],
+                    ["clear", str(path), "--all", "--dry-run"], ["clear", str(path), record_id(1)]):
+        assert main(command) == 0, command
+        captured = capsys.readouterr()
+        assert_inert(captured.out + captured.err)
+        assert "\\x1b]0;you have been pwned\\x07" in captured.out  # shown, escaped
+
+    assert main(["list", str(path), "--json"]) == 0  # JSON escapes control characters itself
+    assert RETITLE in {r["role"] for r in json.loads(capsys.readouterr().out)["recordings"]}
+
+
+def test_a_notebook_file_name_and_errors_are_printed_inert(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / f"x{CLEAR_SCREEN}.ipynb"
+    path.write_text("{not json")
+    assert main(["list", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert_inert(captured.out + captured.err)
+    assert "x\\x1b[2J\\x1b[H.ipynb" in captured.err
+
+
+def test_explain_prints_what_the_kernel_sent_inert(capsys: pytest.CaptureFixture[str]) -> None:
+    from agl_notebook.cli import _explain_success
+
+    assert _explain_failure(4, 4, _CellError("ReplayMissError", f"role {RETITLE!s} missed{CLEAR_SCREEN}"),
+                            {"nearest": f"0123{RETITLE}", "differing": [CLEAR_SCREEN]}) == 1
+    assert _explain_failure(4, 4, _CellError("ModelCallBlockedError", RETITLE), {}) == 1
+    cell = v4.new_code_cell(STEP, outputs=[v4.new_output(
+        "display_data", data={"text/plain": "the step"},
+        metadata={METADATA_KEY: {"version": 1, "records": [hostile_record(1, RETITLE, CLEAR_SCREEN)]}})])
+    assert _explain_success(4, cell, {record_id(1)}) == 0
+    assert _explain_success(4, cell, set()) == 0
+    captured = capsys.readouterr()
+    assert_inert(captured.out + captured.err)
+    assert captured.out.count("\\x1b]0;you have been pwned\\x07") == 4
