@@ -17,6 +17,7 @@ ask something else (``explain`` tells).
 from __future__ import annotations
 
 import datetime
+import json
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -304,6 +305,26 @@ def printable(text: str, *, keep: str = "") -> str:
         return text
     return "".join(ch if ch in keep or unicodedata.category(ch) not in _UNPRINTABLE else _escaped(ch)
                    for ch in text)
+
+
+def printable_json(value: object) -> str:
+    """``value`` as indented JSON readable on a terminal: non-ASCII text kept, but `printable`'s characters escaped.
+
+    ``json.dumps`` escapes only the C0 controls; C1 controls (a lone CSI) and bidirectional overrides would pass raw.
+    """
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    if text.isprintable():
+        return text
+    return "".join(ch if ch == "\n" or unicodedata.category(ch) not in _UNPRINTABLE else _json_escaped(ch)
+                   for ch in text)
+
+
+def _json_escaped(ch: str) -> str:
+    code = ord(ch)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def _escaped(ch: str) -> str:

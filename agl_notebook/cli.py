@@ -37,10 +37,23 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from ._cli_report import MIN_PREFIX, SHORT_ID, Recording, Scan, age, printable, remove, scan, table, tokens
+from ._cli_report import (
+    MIN_PREFIX,
+    SHORT_ID,
+    Recording,
+    Scan,
+    age,
+    printable,
+    printable_json,
+    remove,
+    scan,
+    table,
+    tokens,
+)
 from .errors import InputError
 from .notebook.locate import PATH_VARIABLE
 from .notebook.nbfile import METADATA_KEY, consolidate, read_notebook_json, records_in_notebook
+from .notebook.terminal import ANSWERS_VARIABLE
 from .replay.modes import BLOCK_VARIABLE, ENV_VAR, MODES, NBVAL_VARIABLE
 from .replay.records import StepRecord, block_from_json
 
@@ -262,9 +275,8 @@ def _list(path: Path, *, as_json: bool) -> int:
     found = scan(data, where=str(path))
     now = datetime.datetime.now(datetime.UTC)
     if as_json:
-        print(json.dumps({"notebook": str(path), "recordings": [r.to_json(now) for r in found.recordings],
-                          "counts": found.counts(), "unreadable": found.unreadable, "problems": found.problems},
-                         indent=2, ensure_ascii=False))
+        print(printable_json({"notebook": str(path), "recordings": [r.to_json(now) for r in found.recordings],
+                              "counts": found.counts(), "unreadable": found.unreadable, "problems": found.problems}))
         return EXIT_OK
     _warn_unreadable(found)
     if not found.recordings:
