@@ -1,8 +1,9 @@
 """The ``agl-notebook`` command: execute notebooks headlessly, and see, explain and tidy the recordings they keep.
 
-- ``agl-notebook execute NOTEBOOK [--record] [--mode MODE] [--timeout SECONDS] [--output PATH]`` runs every code
-  cell with nbclient in a fresh ``python3`` kernel started in the notebook's folder, with ``AGL_NOTEBOOK_PATH`` set
-  so the kernel reads the recordings saved in the notebook (and ``AGL_NOTEBOOK_MODE`` when ``--mode`` is given).
+- ``agl-notebook execute NOTEBOOK [--record] [--mode MODE] [--timeout SECONDS] [--output PATH] [--answers JSON]``
+  runs every code cell with nbclient in a fresh ``python3`` kernel started in the notebook's folder, with
+  ``AGL_NOTEBOOK_PATH`` set so the kernel reads the recordings saved in the notebook (and ``AGL_NOTEBOOK_MODE`` when
+  ``--mode`` is given, ``AGL_NOTEBOOK_ANSWERS`` when ``--answers`` is: the answers to live questions, in order).
   The executed notebook is written back (or to ``--output``) as nbclient leaves it, each finished step's record in
   its output metadata (path 2); with ``--record`` every record is then moved into the notebook metadata (path 3).
   Progress is one updating bar on a terminal, one line per cell otherwise.
@@ -17,8 +18,9 @@ Nothing is written unless everything before the write succeeded, and a write is 
 same folder, then `os.replace`), so a failure leaves the original file as it was.
 
 Exit codes: 0 done; 1 the execution failed (a cell raised, timed out, or the kernel died; for ``explain``, a step of
-the cell would not replay); 2 the command cannot start (no such file, not a notebook, a corrupt recordings block,
-a bad option or recording id).
+the cell would not replay); 2 the command cannot start (no such file, not a notebook, a bad option or recording id,
+or a corrupt recordings block in the notebook metadata for every command but plain ``execute``, which warns, runs,
+and writes the block back as it was).
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         path = Path(args.notebook)
         if args.command == "execute":
             return _execute(path, record=args.record, mode=args.mode, timeout=args.timeout,
-                            output=Path(args.output) if args.output is not None else None)
+                            output=Path(args.output) if args.output is not None else None, answers=args.answers)
         if args.command == "list":
             return _list(path, as_json=args.json)
         if args.command == "explain":
@@ -124,6 +126,10 @@ def _parser() -> argparse.ArgumentParser:
     execute.add_argument("--timeout", type=_positive_int, default=None, metavar="SECONDS",
                          help="the longest one cell may run (default: no limit)")
     execute.add_argument("--output", metavar="PATH", help="write the executed notebook here instead of in place")
+    execute.add_argument("--answers", type=_answers, metavar="JSON",
+                         help="the answers to the questions steps ask live, in order, as a JSON list "
+                              f"(e.g. '[\"Saturday\", 3]'; sets {ANSWERS_VARIABLE} for the kernel). Without it a "
+                              "live question fails the run, naming it; a replayed one needs no answer")
 
     merge = commands.add_parser(
         "consolidate", help="move records from outputs' metadata into the notebook metadata",
@@ -192,6 +198,20 @@ A recording is "used" when a cell that could run its step is still there:
 else): `agl-notebook explain NOTEBOOK CELL` tells."""
 
 
+def _answers(text: str) -> str:
+    """A JSON list of answers, passed on to the kernel as it was given."""
+    try:
+        answers = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"expected a JSON list of answers: {e.msg} at column {e.colno}") from None
+    if not isinstance(answers, list):
+        kind = {dict: "object", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(answers),
+                                                                                                     "null")
+        raise argparse.ArgumentTypeError(f"expected a JSON list of answers, not a JSON {kind} (give one answer as "
+                                         "a list of one: '[\"Saturday\"]')")
+    return text
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -205,7 +225,8 @@ def _positive_int(text: str) -> int:
 # Commands ----------------------------------------------------------------------------------------------------------
 
 
-def _execute(path: Path, *, record: bool, mode: str | None, timeout: int | None, output: Path | None) -> int:
+def _execute(path: Path, *, record: bool, mode: str | None, timeout: int | None, output: Path | None,
+             answers: str | None = None) -> int:
     import nbformat
 
     path = _existing_notebook_file(path)
@@ -214,8 +235,11 @@ def _execute(path: Path, *, record: bool, mode: str | None, timeout: int | None,
     if record:
         _check_metadata_block(data, path)
     else:
+        # Running needs nothing from the block and changes nothing in it: it is written back as it was (only
+        # --record, which would replace it, refuses), so a damaged block never stops a person running the notebook.
         for problem in _metadata_block_problems(data, path):
-            _warn(problem)
+            _warn(f"{problem}\nThe recordings block is corrupt: its steps run live, and it is written back as it is "
+                  "(fix it by hand, or remove it to record again).")
     # nbformat's reader, not the dict: it joins the lists of lines a saved notebook holds into strings.
     original_text = path.read_text(encoding="utf-8")
     nb = nbformat.reads(original_text, as_version=4)  # type: ignore[no-untyped-call]
@@ -228,6 +252,8 @@ def _execute(path: Path, *, record: bool, mode: str | None, timeout: int | None,
     settings: dict[str, str | None] = {PATH_VARIABLE: str(path), NBVAL_VARIABLE: None}
     if mode is not None:
         settings[ENV_VAR] = mode
+    if answers is not None:
+        settings[ANSWERS_VARIABLE] = answers
     started = time.monotonic()
     with _failures(progress, timeout, f"Nothing was written; {path} is unchanged."), _environment(settings):
         client.execute()

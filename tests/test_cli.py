@@ -21,6 +21,7 @@ from agl_notebook.cli import _explain_failure, _Progress, main
 from agl_notebook.models.base import Usage
 from agl_notebook.notebook.locate import PATH_VARIABLE
 from agl_notebook.notebook.nbfile import METADATA_KEY, records_in_notebook
+from agl_notebook.notebook.terminal import ANSWERS_VARIABLE
 from agl_notebook.replay.modes import BLOCK_VARIABLE, ENV_VAR, NBVAL_VARIABLE
 from agl_notebook.replay.records import StepRecord
 
@@ -759,3 +760,64 @@ def test_explain_prints_what_the_kernel_sent_inert(capsys: pytest.CaptureFixture
     captured = capsys.readouterr()
     assert_inert(captured.out + captured.err)
     assert captured.out.count("\\x1b]0;you have been pwned\\x07") == 4
+
+
+# Answers for a headless run -------------------------------------------------------------------------------------
+
+
+def question_notebook(path: Path) -> Path:
+    from tests.browser.notebooks import SETUP as PLANNER_SETUP
+
+    cells = [v4.new_code_cell(PLANNER_SETUP),
+             v4.new_code_cell('run = Run(model=MODEL)\nprint(await run.step(planner, "Plan a meeting"))')]
+    nbformat.write(v4.new_notebook(cells=cells), path)
+    return path
+
+
+def test_execute_answers_live_questions(tmp_path: Path, clean_environment: None,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    notebook = question_notebook(tmp_path / "planner.ipynb")
+    before = notebook.read_bytes()
+
+    assert main(["execute", str(notebook)]) == 1  # nobody can answer
+    assert "NoAnswerError" in capsys.readouterr().err
+    assert notebook.read_bytes() == before
+
+    assert main(["execute", str(notebook), "--answers", '["Tuesday"]']) == 0
+
+    assert_settings_restored()
+    assert ANSWERS_VARIABLE not in os.environ
+    nb = load(notebook)
+    (printed,) = [o for o in nb["cells"][1]["outputs"] if o["output_type"] == "stream"]
+    assert "".join(printed["text"]) == "Plan(steps=['Meet on Tuesday'])\n"
+    (record,) = output_records(nb)
+    assert record["records"][0]["questions"][0]["answer"] == "Tuesday"
+
+
+@pytest.mark.parametrize(("answers", "message"), [
+    ('"Tuesday"', "expected a JSON list of answers, not a JSON string"),
+    ("{}", "not a JSON object"),
+    ("[Tuesday]", "expected a JSON list of answers: Expecting value at column 2"),
+])
+def test_execute_refuses_answers_that_are_not_a_json_list(tmp_path: Path, answers: str, message: str,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    notebook = question_notebook(tmp_path / "planner.ipynb")
+    assert main(["execute", str(notebook), "--answers", answers]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_plain_execute_runs_a_notebook_whose_block_is_corrupt_and_writes_the_block_back_as_it_was(
+        tmp_path: Path, clean_environment: None, capsys: pytest.CaptureFixture[str]) -> None:
+    notebook = make_notebook(tmp_path / "oracle.ipynb")
+    nb = load(notebook)
+    nb["metadata"][METADATA_KEY] = {"version": 99, "records": ["from a newer release"]}
+    notebook.write_text(json.dumps(nb), encoding="utf-8")
+
+    assert main(["execute", str(notebook)]) == 0
+
+    err = capsys.readouterr().err
+    assert "reads version 1, found 99" in err
+    assert "its steps run live, and it is written back as it is" in err
+    executed = load(notebook)
+    assert executed["metadata"][METADATA_KEY] == {"version": 99, "records": ["from a newer release"]}
+    assert printed_calls(executed) == "1"
