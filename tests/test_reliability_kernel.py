@@ -292,6 +292,43 @@ def test_an_interrupt_during_a_tool_wipes_the_step_and_keeps_nothing(
                                           if how == "blocking tool" else ""))
 
 
+REAL_CLIENT = f"""\
+import anthropic, httpx2
+from agl_notebook.models.anthropic import AnthropicModel
+
+async def slow_api(request):
+    print("model called", flush=True)
+    await asyncio.sleep({LONG})
+    return httpx2.Response(500)
+
+real_run = Run(model=AnthropicModel(model="claude-sonnet-5-5", client=anthropic.AsyncAnthropic(
+    api_key="test-key-not-real", base_url="http://anthropic.test", max_retries=0,
+    http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(slow_api)))))
+"""
+"""A Run on the real anthropic client, whose request waits on an in-process transport that answers after LONG s."""
+
+
+def test_an_interrupt_during_a_real_client_request_ends_the_step_and_keeps_nothing(
+        kernel: Kernel, reliability: ReliabilityNotes) -> None:
+    run_ok(kernel, REAL_CLIENT)
+    held = "print(len(real_run.store.records()), len(real_run.outcomes))"
+    before = printed(kernel, held)
+    msg_id = kernel.execute('r = await real_run.step(oracle(real_run), "What is six times seven?")')
+    wait_running(kernel, msg_id, "model called")
+    reply, took = interrupted(kernel, msg_id, within=10)
+    assert printed(kernel, held) == before, "no record, no outcome"
+    the_next_step_runs(kernel)
+    reliability.note(AREA, "an interrupt during a model call through the real anthropic client (its request "
+                     "awaits a 60 s answer)",
+                     f"the cell ends with {reply['ename']} within 10 s; the view is static and says the step was "
+                     "interrupted; nothing is recorded; the next step in the kernel runs and records",
+                     records_lost=0, notebooks_corrupted=0,
+                     measured={"Interrupt during a real client's request: time to end the cell": f"{took:.2f} s"},
+                     how="the real anthropic client and its HTTP stack, its request awaiting an in-process "
+                         "transport (httpx2.MockTransport) that answers after 60 s, in a real ipykernel driven "
+                         "through jupyter_client; from interrupt_kernel() to the cell's reply, one run")
+
+
 def test_an_interrupt_during_gathered_steps_cancels_them_and_the_kernel_lives(
         kernel: Kernel, reliability: ReliabilityNotes) -> None:
     # Each gathered step is a task of its own: an interrupt noticed inside one must not escape the event loop.
