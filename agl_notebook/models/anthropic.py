@@ -181,8 +181,8 @@ class AnthropicModel:
             UpstreamUnexpected: The stream broke its own rules (invalid tool input, no ``message_stop``, no or an
                 unknown stop reason).
             anthropic.APIStatusError: The API refused the request (e.g. ``BadRequestError`` with the API's message),
-                after the SDK's retries for the retryable statuses.
-            anthropic.APIConnectionError: The API could not be reached, after the SDK's retries.
+                after the retries for the retryable statuses (each wait at most ``max_retry_wait``).
+            anthropic.APIConnectionError: The API could not be reached, after the retries.
         """
         model = self.model or request.model
         if not model:
