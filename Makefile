@@ -1,5 +1,6 @@
 # The two commands of the README:
-#   make demo   set up, then run the main job offline: the example notebooks, replayed from their recordings
+#   make demo   set up, then run the main job offline: the example notebooks, replayed from their recordings (needs no
+#               Node.js: the JupyterLab extension is not built for it)
 #   make test   set up, then run every check and test (what .ci/run runs)
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -9,18 +10,27 @@ PYTHON ?= python3
 
 setup: $(VENV)/.installed
 
-# The JupyterLab extension is built by the package's build hook (npm) when its sources changed.
+# Everything, the JupyterLab extension included: the package's build hook builds it with npm (Node.js 20) when its
+# sources changed. The browser tests need it, so `make test` does too.
 $(VENV)/.installed: pyproject.toml labextension/package.json labextension/package-lock.json $(wildcard labextension/src/*.ts)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@ $(VENV)/.installed-python
+
+# What the demo needs: the package without its JupyterLab extension (nbval replays the notebooks in kernels, no
+# browser), so no Node.js. Up to date once either setup ran; a later `make test` still builds the extension.
+$(VENV)/.installed-python: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	SKIP_JUPYTER_BUILDER=1 $(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
 # The notebooks run under nbval in a separate pytest process: the nbval plugin makes that process's kernels replay
 # and block model calls, which the unit tests must not inherit.
 NBVAL := $(VENV)/bin/pytest --nbval -p no:cacheprovider -q notebooks/
 
-demo: setup
+demo: $(VENV)/.installed-python
 	$(NBVAL)
 
 lint: setup

@@ -17,6 +17,8 @@ ask something else (``explain`` tells).
 from __future__ import annotations
 
 import datetime
+import json
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -287,7 +289,51 @@ def age(recorded_at: str, now: datetime.datetime) -> str:
     return "just now"  # unreachable: under a minute is handled above
 
 
+# Control characters (escape sequences, bell, backspace, carriage return), Unicode format characters (bidirectional
+# overrides, zero-width ones) and line or paragraph separators: what lets text retitle or clear a terminal, move
+# its cursor, or hide or reorder other text.
+_UNPRINTABLE = frozenset(("Cc", "Cf", "Zl", "Zp", "Cs"))
+
+
+def printable(text: str, *, keep: str = "") -> str:
+    r"""``text`` safe to write to a terminal: each control or format character shown as its escape (ESC as ``\x1b``).
+
+    Every command's output goes through it, since anything a notebook holds (a record's role or backend, an id, a
+    file name, an error raised by its code) may come from someone else. ``keep`` names characters left as they are.
+    """
+    if text.isprintable():  # no character of those categories (nor a line break): the common case, quickly
+        return text
+    return "".join(ch if ch in keep or unicodedata.category(ch) not in _UNPRINTABLE else _escaped(ch)
+                   for ch in text)
+
+
+def printable_json(value: object) -> str:
+    """``value`` as indented JSON readable on a terminal: non-ASCII text kept, but `printable`'s characters escaped.
+
+    ``json.dumps`` escapes only the C0 controls; C1 controls (a lone CSI) and bidirectional overrides would pass raw.
+    """
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    if text.isprintable():
+        return text
+    return "".join(ch if ch == "\n" or unicodedata.category(ch) not in _UNPRINTABLE else _json_escaped(ch)
+                   for ch in text)
+
+
+def _json_escaped(ch: str) -> str:
+    code = ord(ch)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def _escaped(ch: str) -> str:
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
 def table(rows: list[list[str]]) -> list[str]:
-    """Rows as left-aligned columns two spaces apart."""
+    """Rows as left-aligned columns two spaces apart (each cell made `printable`, its line breaks too)."""
+    rows = [[printable(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]

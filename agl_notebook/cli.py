@@ -1,8 +1,9 @@
 """The ``agl-notebook`` command: execute notebooks headlessly, and see, explain and tidy the recordings they keep.
 
-- ``agl-notebook execute NOTEBOOK [--record] [--mode MODE] [--timeout SECONDS] [--output PATH]`` runs every code
-  cell with nbclient in a fresh ``python3`` kernel started in the notebook's folder, with ``AGL_NOTEBOOK_PATH`` set
-  so the kernel reads the recordings saved in the notebook (and ``AGL_NOTEBOOK_MODE`` when ``--mode`` is given).
+- ``agl-notebook execute NOTEBOOK [--record] [--mode MODE] [--timeout SECONDS] [--output PATH] [--answers JSON]``
+  runs every code cell with nbclient in a fresh ``python3`` kernel started in the notebook's folder, with
+  ``AGL_NOTEBOOK_PATH`` set so the kernel reads the recordings saved in the notebook (and ``AGL_NOTEBOOK_MODE`` when
+  ``--mode`` is given, ``AGL_NOTEBOOK_ANSWERS`` when ``--answers`` is: the answers to live questions, in order).
   The executed notebook is written back (or to ``--output``) as nbclient leaves it, each finished step's record in
   its output metadata (path 2); with ``--record`` every record is then moved into the notebook metadata (path 3).
   Progress is one updating bar on a terminal, one line per cell otherwise.
@@ -17,8 +18,9 @@ Nothing is written unless everything before the write succeeded, and a write is 
 same folder, then `os.replace`), so a failure leaves the original file as it was.
 
 Exit codes: 0 done; 1 the execution failed (a cell raised, timed out, or the kernel died; for ``explain``, a step of
-the cell would not replay); 2 the command cannot start (no such file, not a notebook, a corrupt recordings block,
-a bad option or recording id).
+the cell would not replay); 2 the command cannot start (no such file, not a notebook, a bad option or recording id,
+or a corrupt recordings block in the notebook metadata for every command but plain ``execute``, which warns, runs,
+and writes the block back as it was).
 """
 
 from __future__ import annotations
@@ -37,10 +39,23 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from ._cli_report import MIN_PREFIX, SHORT_ID, Recording, Scan, age, remove, scan, table, tokens
+from ._cli_report import (
+    MIN_PREFIX,
+    SHORT_ID,
+    Recording,
+    Scan,
+    age,
+    printable,
+    printable_json,
+    remove,
+    scan,
+    table,
+    tokens,
+)
 from .errors import InputError
 from .notebook.locate import PATH_VARIABLE
 from .notebook.nbfile import METADATA_KEY, consolidate, read_notebook_json, records_in_notebook
+from .notebook.terminal import ANSWERS_VARIABLE
 from .replay.modes import BLOCK_VARIABLE, ENV_VAR, MODES, NBVAL_VARIABLE
 from .replay.records import StepRecord, block_from_json
 
@@ -70,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         path = Path(args.notebook)
         if args.command == "execute":
             return _execute(path, record=args.record, mode=args.mode, timeout=args.timeout,
-                            output=Path(args.output) if args.output is not None else None)
+                            output=Path(args.output) if args.output is not None else None, answers=args.answers)
         if args.command == "list":
             return _list(path, as_json=args.json)
         if args.command == "explain":
@@ -111,6 +126,10 @@ def _parser() -> argparse.ArgumentParser:
     execute.add_argument("--timeout", type=_positive_int, default=None, metavar="SECONDS",
                          help="the longest one cell may run (default: no limit)")
     execute.add_argument("--output", metavar="PATH", help="write the executed notebook here instead of in place")
+    execute.add_argument("--answers", type=_answers, metavar="JSON",
+                         help="the answers to the questions steps ask live, in order, as a JSON list "
+                              f"(e.g. '[\"Saturday\", 3]'; sets {ANSWERS_VARIABLE} for the kernel). Without it a "
+                              "live question fails the run, naming it; a replayed one needs no answer")
 
     merge = commands.add_parser(
         "consolidate", help="move records from outputs' metadata into the notebook metadata",
@@ -179,6 +198,20 @@ A recording is "used" when a cell that could run its step is still there:
 else): `agl-notebook explain NOTEBOOK CELL` tells."""
 
 
+def _answers(text: str) -> str:
+    """A JSON list of answers, passed on to the kernel as it was given."""
+    try:
+        answers = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"expected a JSON list of answers: {e.msg} at column {e.colno}") from None
+    if not isinstance(answers, list):
+        kind = {dict: "object", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(answers),
+                                                                                                     "null")
+        raise argparse.ArgumentTypeError(f"expected a JSON list of answers, not a JSON {kind} (give one answer as "
+                                         "a list of one: '[\"Saturday\"]')")
+    return text
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -192,7 +225,8 @@ def _positive_int(text: str) -> int:
 # Commands ----------------------------------------------------------------------------------------------------------
 
 
-def _execute(path: Path, *, record: bool, mode: str | None, timeout: int | None, output: Path | None) -> int:
+def _execute(path: Path, *, record: bool, mode: str | None, timeout: int | None, output: Path | None,
+             answers: str | None = None) -> int:
     import nbformat
 
     path = _existing_notebook_file(path)
@@ -201,8 +235,11 @@ def _execute(path: Path, *, record: bool, mode: str | None, timeout: int | None,
     if record:
         _check_metadata_block(data, path)
     else:
+        # Running needs nothing from the block and changes nothing in it: it is written back as it was (only
+        # --record, which would replace it, refuses), so a damaged block never stops a person running the notebook.
         for problem in _metadata_block_problems(data, path):
-            _warn(problem)
+            _warn(f"{problem}\nThe recordings block is corrupt: its steps run live, and it is written back as it is "
+                  "(fix it by hand, or remove it to record again).")
     # nbformat's reader, not the dict: it joins the lists of lines a saved notebook holds into strings.
     original_text = path.read_text(encoding="utf-8")
     nb = nbformat.reads(original_text, as_version=4)  # type: ignore[no-untyped-call]
@@ -215,6 +252,8 @@ def _execute(path: Path, *, record: bool, mode: str | None, timeout: int | None,
     settings: dict[str, str | None] = {PATH_VARIABLE: str(path), NBVAL_VARIABLE: None}
     if mode is not None:
         settings[ENV_VAR] = mode
+    if answers is not None:
+        settings[ANSWERS_VARIABLE] = answers
     started = time.monotonic()
     with _failures(progress, timeout, f"Nothing was written; {path} is unchanged."), _environment(settings):
         client.execute()
@@ -233,7 +272,7 @@ def _execute(path: Path, *, record: bool, mode: str | None, timeout: int | None,
                     f"({len(found.in_metadata)} there in all)")
     else:
         summary += f"; {len(found.in_outputs)} record{_s(len(found.in_outputs))} in output metadata"
-    print(f"{summary}; wrote {target}", file=sys.stderr)
+    _say(f"{summary}; wrote {target}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -246,11 +285,11 @@ def _consolidate(path: Path) -> int:
     for problem in before.problems:
         _warn(f"{problem} Left where it is.")
     if moved == 0:
-        print(f"{path}: no records in outputs' metadata; nothing to move.")
+        _say(f"{path}: no records in outputs' metadata; nothing to move.")
         return EXIT_OK
     _write_atomically(path, _notebook_text(data))
     after = records_in_notebook(data)
-    print(f"{path}: moved {moved} record{_s(moved)} into the notebook metadata "
+    _say(f"{path}: moved {moved} record{_s(moved)} into the notebook metadata "
           f"({len(after.in_metadata)} there in all).")
     return EXIT_OK
 
@@ -262,25 +301,24 @@ def _list(path: Path, *, as_json: bool) -> int:
     found = scan(data, where=str(path))
     now = datetime.datetime.now(datetime.UTC)
     if as_json:
-        print(json.dumps({"notebook": str(path), "recordings": [r.to_json(now) for r in found.recordings],
-                          "counts": found.counts(), "unreadable": found.unreadable, "problems": found.problems},
-                         indent=2, ensure_ascii=False))
+        print(printable_json({"notebook": str(path), "recordings": [r.to_json(now) for r in found.recordings],
+                              "counts": found.counts(), "unreadable": found.unreadable, "problems": found.problems}))
         return EXIT_OK
     _warn_unreadable(found)
     if not found.recordings:
-        print(f"{path}: no recordings.")
+        _say(f"{path}: no recordings.")
         return EXIT_OK
     rows = [["ID", "ROLE", "BACKEND", "TOKENS", "AGE", "KEPT", "USED"]]
     rows += [[r.record.id[:SHORT_ID], r.record.role, r.record.backend, str(tokens(r.record)),
               age(r.record.recorded_at, now), "+".join(r.kept), f"{r.status} ({r.why})"] for r in found.recordings]
     counts = found.counts()
-    print(f"{path}: {len(found.recordings)} recording{_s(len(found.recordings))}")
-    print("\n".join(table(rows)))
-    print(f"{counts['used']} used, {counts['unused']} unused, {counts['unknown']} unknown.")
+    _say(f"{path}: {len(found.recordings)} recording{_s(len(found.recordings))}")
+    _say("\n".join(table(rows)))
+    _say(f"{counts['used']} used, {counts['unused']} unused, {counts['unknown']} unknown.")
     if counts["unused"]:
-        print("unused: the cell that ran it is gone, empty or not code any more; `agl-notebook gc` removes these.")
+        _say("unused: the cell that ran it is gone, empty or not code any more; `agl-notebook gc` removes these.")
     if counts["unknown"]:
-        print("unknown: the cell that ran it cannot be told (a headless run sends no cell id); gc keeps these "
+        _say("unknown: the cell that ran it cannot be told (a headless run sends no cell id); gc keeps these "
               "unless --unknown-too.")
     return EXIT_OK
 
@@ -309,7 +347,7 @@ def _gc(path: Path, *, unknown_too: bool, dry_run: bool) -> int:
         counts = found.counts()
         kept = f"{counts['used']} used, {counts['unknown']} unknown"
         hint = " (--unknown-too removes the unknown ones)" if counts["unknown"] else ""
-        print(f"{path}: every recording is used or may be ({kept}){hint}; nothing to remove.")
+        _say(f"{path}: every recording is used or may be ({kept}){hint}; nothing to remove.")
         return EXIT_OK
     return _remove(path, data, found, chosen, unreadable=False, dry_run=dry_run)
 
@@ -336,14 +374,14 @@ def _chosen(found: Scan, ids: list[str], path: Path) -> list[Recording]:
 def _remove(path: Path, data: dict[str, Any], found: Scan, chosen: list[Recording], *, unreadable: bool,
             dry_run: bool) -> int:
     if not chosen and not (unreadable and found.unreadable):
-        print(f"{path}: no recordings; nothing to remove.")
+        _say(f"{path}: no recordings; nothing to remove.")
         return EXIT_OK
     removed = remove(data, {r.record.id for r in chosen}, unreadable=unreadable)
     verb = "would remove" if dry_run else "removed"
     if chosen:
         rows = [[verb, r.record.id[:SHORT_ID], f"role {r.record.role!r}", r.record.backend, "+".join(r.kept),
                  f"{r.status}: {r.reason}"] for r in chosen]
-        print("\n".join(table(rows)))
+        _say("\n".join(table(rows)))
     places = [f"{n} from {where}" for n, where in ((removed.from_metadata, "the notebook metadata"),
                                                    (removed.from_outputs, "outputs' metadata")) if n]
     summary = f"{verb} {len(chosen)} recording{_s(len(chosen))}"
@@ -354,10 +392,10 @@ def _remove(path: Path, data: dict[str, Any], found: Scan, chosen: list[Recordin
     left = len(found.recordings) - len(chosen)
     summary += f"; {left} left in {path}"
     if dry_run:
-        print(f"{summary}. Nothing was written (--dry-run).")
+        _say(f"{summary}. Nothing was written (--dry-run).")
         return EXIT_OK
     _write_atomically(path, _notebook_text(data))
-    print(f"{summary}.")
+    _say(f"{summary}.")
     return EXIT_OK
 
 
@@ -396,15 +434,15 @@ def _explain_failure(index: int, number: int, e: Any, details: dict[str, Any]) -
     """Report the error of cell ``number`` (0-based) while explaining cell ``index``."""
     where = f"cell {number + 1}" if number == index else f"cell {number + 1}, before cell {index + 1},"
     if e.ename == "ReplayMissError":
-        print(f"{where} would not replay: {e.evalue}")
+        _say(f"{where} would not replay: {e.evalue}")
         nearest, differing = details.get("nearest"), details.get("differing") or []
         if isinstance(nearest, str):
-            print(f"nearest recording: {nearest[:SHORT_ID]}; differs in: {', '.join(map(str, differing))}")
+            _say(f"nearest recording: {nearest[:SHORT_ID]}; differs in: {', '.join(map(str, differing))}")
         if number != index:
-            print(f"cell {index + 1} was not reached.")
+            _say(f"cell {index + 1} was not reached.")
         return EXIT_FAILED
     if e.ename == "ModelCallBlockedError":
-        print(f"{where} would call a model: {e.evalue}")
+        _say(f"{where} would call a model: {e.evalue}")
         return EXIT_FAILED
     _print_traceback(getattr(e, "traceback", ""))
     raise _Failed(f"{where} raised {e.ename}: {e.evalue}" + ("" if number == index else
@@ -421,14 +459,14 @@ def _explain_success(index: int, cell: Any, known: set[str]) -> int:
             except InputError:
                 continue
     if not shown:
-        print(f"cell {index + 1} ran and showed no step: nothing in it replays from a recording (or needs one).")
+        _say(f"cell {index + 1} ran and showed no step: nothing in it replays from a recording (or needs one).")
         return EXIT_OK
     for record in shown:
         what = f"a step of role {record.role!r} ({record.backend})"
         if record.id in known:
-            print(f"cell {index + 1}: {what} replays from recording {record.id[:SHORT_ID]}.")
+            _say(f"cell {index + 1}: {what} replays from recording {record.id[:SHORT_ID]}.")
         else:
-            print(f"cell {index + 1}: {what} ran live instead of replaying, because the cell's code sets a mode "
+            _say(f"cell {index + 1}: {what} ran live instead of replaying, because the cell's code sets a mode "
                   f"of its own (a Run's or a step's mode wins over {ENV_VAR}); its new recording "
                   f"{record.id[:SHORT_ID]} was not saved.")
     return EXIT_OK
@@ -689,7 +727,7 @@ def _environment(settings: Mapping[str, str | None]) -> Iterator[None]:
 def _print_traceback(traceback: str) -> None:
     text = _ANSI.sub("", traceback or "").rstrip()
     if text:
-        print(text, file=sys.stderr)
+        _say(text, file=sys.stderr)
 
 
 # Writing -----------------------------------------------------------------------------------------------------------
@@ -750,9 +788,14 @@ def _s(n: int) -> str:
     return "" if n == 1 else "s"
 
 
+def _say(text: str, *, file: TextIO | None = None) -> None:
+    """Print ``text`` made `printable` line by line: whatever a notebook holds reaches the terminal inert."""
+    print("\n".join(printable(line, keep="\t") for line in text.split("\n")), file=file or sys.stdout)
+
+
 def _error(message: str) -> None:
-    print(f"agl-notebook: error: {message}", file=sys.stderr)
+    _say(f"agl-notebook: error: {message}", file=sys.stderr)
 
 
 def _warn(message: str) -> None:
-    print(f"agl-notebook: warning: {message}", file=sys.stderr)
+    _say(f"agl-notebook: warning: {message}", file=sys.stderr)

@@ -237,15 +237,32 @@ class StepReplayed:
     type: Literal["step.replayed"] = field(default="step.replayed", init=False)
 
 
+@dataclass(frozen=True)
+class ModelRetryWaiting:
+    """The model's API failed in a way worth retrying; the step waits this long first (drawn live, never kept)."""
+
+    seconds: float
+    """How long the step waits before the retry."""
+    reason: str
+    """What failed: ``HTTP 429``, ``the connection failed``, ..."""
+    asked: float | None
+    """What the server's ``retry-after`` asked for, when that was more than the cap (else None)."""
+    retry: int
+    """Which retry this wait comes before (1 for the first)."""
+    max_retries: int
+    """The retries allowed."""
+    type: Literal["model.retry_waiting"] = field(default="model.retry_waiting", init=False)
+
+
 Event: TypeAlias = (
     StepStarted | OutputTextDelta | ClientToolRequested | ClientToolExecuting | ClientToolResult
     | ClientToolRoundtrip | PayloadRejected | StepReported | RunTruncated | QuestionAsked | QuestionAnswered
-    | MarkupError | StepFinished | StepFailed | StepReplayed
+    | MarkupError | StepFinished | StepFailed | StepReplayed | ModelRetryWaiting
 )
 """Any event."""
 
 EVENT_TYPES: tuple[type[Event], ...] = (
     StepStarted, OutputTextDelta, ClientToolRequested, ClientToolExecuting, ClientToolResult, ClientToolRoundtrip,
     PayloadRejected, StepReported, RunTruncated, QuestionAsked, QuestionAnswered, MarkupError, StepFinished,
-    StepFailed, StepReplayed,
+    StepFailed, StepReplayed, ModelRetryWaiting,
 )

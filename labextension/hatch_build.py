@@ -68,7 +68,8 @@ def build(target_name: str, version: str, path: str = "labextension", build_dir:
     if npm is None:
         raise RuntimeError(
             "Building agl_notebook's JupyterLab extension needs Node.js (>= 20) and npm on PATH. Install them, or "
-            "set SKIP_JUPYTER_BUILDER=1 to install agl_notebook without its JupyterLab extension.")
+            "set SKIP_JUPYTER_BUILDER=1 to install agl_notebook without its JupyterLab extension (as `make demo` "
+            "does: everything else works, and JupyterLab keeps recordings through outputs' metadata).")
     installed = ext / "node_modules" / ".package-lock.json"  # npm writes it after every install
     if not installed.exists() or installed.stat().st_mtime < (ext / "package-lock.json").stat().st_mtime:
         _run([npm, "ci", "--prefer-offline", "--no-audit", "--no-fund"], ext)

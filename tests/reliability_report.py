@@ -12,11 +12,14 @@ and notes each fault or bad input it tried, the outcome it checked, and any figu
 Notes count only for a test that passed; a failed test is listed as failed. When every test of the
 ``test_reliability_*.py`` files ran (no selection), the report is written at the end of the session. The figures
 add up across notes under the same name (``requests_retried``, ``records_lost``, ``secrets_found``), except the
-measured ones given with ``measured=...``, which are reported as they are.
+measured ones given with ``measured=...``, which are reported as they are, each with ``how=...``: what ran (the
+model backend above all: a scripted model or the real anthropic client), and how it was timed or weighed. A
+figure means only what its test did: the page says so next to each.
 """
 
 from __future__ import annotations
 
+import os
 import platform
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,13 +32,24 @@ AREAS = ("Model faults", "Kernel faults", "Bad recordings", "Untrusted notebooks
 """The issue's sections, in its order; a note must name one."""
 
 COUNTED = {
-    "requests_retried": "Requests retried by the SDK",
-    "records_lost": "Records lost",
-    "secrets_found": "Secrets found in stores, views, widget messages and logs",
-    "notebooks_corrupted": "Notebooks corrupted or overwritten",
-    "places_searched": "Places searched for a planted secret",
+    "requests_retried": ("Requests retried",
+                         "counted from the requests the in-process HTTP transport served to the real anthropic client "
+                         "(the Anthropic backend retries with the SDK's rules)"),
+    "records_lost": ("Records lost",
+                     "each test asserts that every record it expects is there; a test that lost one would fail "
+                     "and be listed under Failed, so this sums the zeros of the tests that passed"),
+    "secrets_found": ("Planted secrets found",
+                      "a fake key and a secret-named variable's value, planted and searched for in the places "
+                      "counted below; a find fails its test, so this sums the zeros of the tests that passed"),
+    "notebooks_corrupted": ("Notebooks corrupted or overwritten",
+                            "each test that writes or runs a notebook asserts that it is valid, or byte-identical "
+                            "where nothing was to be written; as above, a sum of the passing tests' zeros"),
+    "places_searched": ("Places searched for the planted secrets",
+                        "store files, records, each view's text/plain, text/html and output metadata, every "
+                        "captured log line (the SDK's DEBUG lines in two tests), and the widget messages of one "
+                        "live view; steps through the real anthropic client over an in-process transport"),
 }
-"""Figures that add up across notes, with their headings in the report."""
+"""Figures that add up across notes: their headings in the report, and what the sum means."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +60,8 @@ class Trial:
     test: str
     counts: dict[str, int] = field(default_factory=dict)
     measured: dict[str, str] = field(default_factory=dict)
+    how: str = ""
+    """How the measured figures were measured: the backend and the machinery that ran, and the timing."""
 
 
 class ReliabilityNotes:
@@ -58,14 +74,20 @@ class ReliabilityNotes:
         """Examples run so far, for a property-based test (it counts them itself: see `example`)."""
 
     def note(self, area: str, tried: str, outcome: str, *, measured: dict[str, str] | None = None,
-             **counts: int) -> None:
-        """Record one fault or bad input this test tried, and the outcome it asserted."""
+             how: str = "", **counts: int) -> None:
+        """Record one fault or bad input this test tried, and the outcome it asserted.
+
+        ``measured`` figures need ``how``: what ran (which model backend, which kernel or browser) and how the figure
+        was taken, so the page never presents a scripted model's timing as the real client's.
+        """
         if area not in AREAS:
             raise ValueError(f"unknown area {area!r}; one of {AREAS}")
         unknown = set(counts) - set(COUNTED)
         if unknown:
             raise ValueError(f"unknown counts {sorted(unknown)}; one of {sorted(COUNTED)} (or measured=...)")
-        trial = Trial(area, tried, outcome, self.test, dict(counts), dict(measured or {}))
+        if measured and not how.strip():
+            raise ValueError(f"{tried!r}: measured figures need how=... (the backend, and how they were measured)")
+        trial = Trial(area, tried, outcome, self.test, dict(counts), dict(measured or {}), how)
         # A note made again with the same area and trial replaces the earlier one (a property-based test notes
         # once per example, the last note counting them all).
         self.trials = [t for t in self.trials if (t.area, t.tried) != (area, tried)] + [trial]
@@ -143,18 +165,22 @@ class ReliabilityReport:
             "test that passed in the run that wrote this page; a test that failed is listed under *Failed*.",
             "",
             f"Run on Python {platform.python_version()}, anthropic {anthropic.__version__}, {platform.system()} "
-            f"{platform.machine()}.",
+            f"{platform.machine()}, {os.cpu_count()} cores (shared with whatever else ran).",
             "",
             "## Figures",
             "",
-            "| Figure | Value |",
-            "|---|---|",
+            "Counts add up the notes of the tests that passed. Times and sizes are single runs of one test on the "
+            "machine above, not bounds: each says what ran (a scripted model is not the real client: its reply "
+            "is an `asyncio.sleep`, with no HTTP stack to unwind) and how it was taken.",
+            "",
+            "| Figure | Value | What ran, and how it was measured |",
+            "|---|---|---|",
         ]
-        for key, heading in COUNTED.items():
-            lines.append(f"| {heading} | {sum(t.counts.get(key, 0) for t in self.passed)} |")
+        for key, (heading, how) in COUNTED.items():
+            lines.append(f"| {heading} | {sum(t.counts.get(key, 0) for t in self.passed)} | {_cell(how)} |")
         for trial in self.passed:
             for name, value in trial.measured.items():
-                lines.append(f"| {_cell(name)} | {_cell(value)} |")
+                lines.append(f"| {_cell(name)} | {_cell(value)} | {_cell(trial.how)} |")
         lines += ["", f"{len(self.passed)} faults and bad inputs tried, in {len({t.test for t in self.passed})} "
                       f"tests; {len(self.failed)} failed, {len(self.skipped)} not run.", ""]
         for area in AREAS:

@@ -524,3 +524,106 @@ async def test_run_step_end_to_end_over_the_sdk() -> None:
     # The history is sent whole each turn; the cache mark moves to the newest block.
     assert second["messages"][0]["content"] == [{"type": "text", "text": "What do we know about retries?"}]
     assert first["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
+
+
+# --- A server asking for a long wait ------------------------------------------------------------------------------
+
+
+def asking_to_wait(status: int, headers: dict[str, str]) -> Responder:
+    return lambda: httpx2.Response(status, headers={"request-id": "req_wait", **headers},
+                                   json={"type": "error", "error": {"type": "rate_limit_error", "message": "Wait."}})
+
+
+async def collect_in_a_step(model: AnthropicModel) -> tuple[list[ModelEvent], list[object]]:
+    """The model's events, and what it told the running step's views."""
+    from agl_notebook._scope import StepScope, current_scope
+
+    told: list[object] = []
+    token = current_scope.set(StepScope(role="oracle", emit=told.append))
+    try:
+        return await asyncio.wait_for(collect(model), timeout=20), told
+    finally:
+        current_scope.reset(token)
+
+
+@pytest.mark.parametrize("headers", [{"retry-after": "86400"}, {"retry-after-ms": "86400000"},
+                                     {"retry-after": "Fri, 31 Dec 2100 23:59:59 GMT"}],
+                         ids=["seconds", "milliseconds", "a date"])
+async def test_a_long_retry_after_is_capped_at_60_seconds_and_said_live(
+        headers: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from agl_notebook.events import ModelRetryWaiting, OutputTextDelta, StepFinished
+    from agl_notebook.models import anthropic as backend
+    from agl_notebook.notebook.render import StepTrace, render_html
+    from agl_notebook.notebook.view import final_bundle
+
+    waited: list[float] = []
+
+    async def no_real_wait(seconds: float) -> None:
+        waited.append(seconds)
+
+    monkeypatch.setattr(backend, "_sleep", no_real_wait, raising=False)  # without it, the SDK would wait a day
+    fake = api(asking_to_wait(429, headers), reply(text("Made it.")))
+
+    events, told = await collect_in_a_step(AnthropicModel(client=fake.client()))
+
+    assert events[0] == TextDelta("Made it.")
+    assert waited == [60.0]
+    assert [r.headers.get("x-stainless-retry-count") for r in fake.requests] == ["0", "1"]
+    (waiting,) = told
+    assert isinstance(waiting, ModelRetryWaiting)
+    assert (waiting.seconds, waiting.reason, waiting.retry, waiting.max_retries) == (60.0, "HTTP 429", 1, 2)
+    assert waiting.asked is not None and waiting.asked > 86000
+
+    trace = StepTrace(role="oracle")
+    trace.apply(waiting)
+    live = render_html(trace, ())
+    if "retry-after" in headers and headers["retry-after"] == "86400":
+        assert "waiting 60 s before retrying (HTTP 429; the server asked for 86400 s; retry 1 of 2)" in live
+    else:
+        assert "waiting 60 s before retrying (HTTP 429; the server asked for" in live
+    trace.apply(OutputTextDelta("Made it."))
+    assert "waiting" not in render_html(trace, ())  # the line goes once the request answers
+    trace.apply(waiting)
+    trace.apply(StepFinished("oracle", None, 2, False))
+    bundle = final_bundle(trace, ())
+    assert "waiting" not in bundle["text/html"] and "waiting" not in bundle["text/plain"]
+
+
+async def test_the_cap_is_a_parameter_and_the_wait_is_real() -> None:
+    import time
+
+    fake = api(asking_to_wait(529, {"retry-after": "86400"}), reply(text("Made it.")))
+    started = time.monotonic()
+
+    events, told = await collect_in_a_step(AnthropicModel(client=fake.client(), max_retry_wait=0.2))
+
+    assert 0.15 < time.monotonic() - started < 10
+    assert events[0] == TextDelta("Made it.")
+    assert [(w.seconds, w.reason) for w in told] == [(0.2, "HTTP 529")]  # type: ignore[attr-defined]
+
+
+async def test_a_short_retry_after_is_honoured_and_the_servers_no_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agl_notebook.models import anthropic as backend
+
+    waited: list[float] = []
+
+    async def no_real_wait(seconds: float) -> None:
+        waited.append(seconds)
+
+    monkeypatch.setattr(backend, "_sleep", no_real_wait)
+    fake = api(asking_to_wait(429, {"retry-after": "3"}), reply(text("Made it.")))
+    events, told = await collect_in_a_step(AnthropicModel(client=fake.client()))
+    assert events[0] == TextDelta("Made it.")
+    assert waited == [3.0]
+    assert getattr(told[0], "asked", "missing") is None  # not capped: nothing more to say
+
+    fake = api(asking_to_wait(429, {"retry-after": "1", "x-should-retry": "false"}))
+    with pytest.raises(anthropic.RateLimitError):
+        await collect_in_a_step(AnthropicModel(client=fake.client()))
+    assert len(fake.requests) == 1
+
+
+@pytest.mark.parametrize("wait", [-1, float("inf"), float("nan"), "60", True])
+def test_max_retry_wait_is_checked(wait: Any) -> None:
+    with pytest.raises(InputError, match="max_retry_wait"):
+        AnthropicModel(max_retry_wait=wait)

@@ -21,6 +21,7 @@ from agl_notebook.cli import _explain_failure, _Progress, main
 from agl_notebook.models.base import Usage
 from agl_notebook.notebook.locate import PATH_VARIABLE
 from agl_notebook.notebook.nbfile import METADATA_KEY, records_in_notebook
+from agl_notebook.notebook.terminal import ANSWERS_VARIABLE
 from agl_notebook.replay.modes import BLOCK_VARIABLE, ENV_VAR, NBVAL_VARIABLE
 from agl_notebook.replay.records import StepRecord
 
@@ -693,3 +694,130 @@ def test_explain_says_what_replays_and_why_a_step_would_not(tmp_path: Path, clea
     assert out[1] == f"nearest recording: {recorded['id'][:12]}; differs in: input"
     assert notebook.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["oracle.ipynb"]
+
+
+# Untrusted text never reaches a terminal raw -------------------------------------------------------------------
+
+RETITLE = "\x1b]0;you have been pwned\x07"
+CLEAR_SCREEN = "\x1b[2J\x1b[H"
+HOSTILE = (RETITLE, CLEAR_SCREEN, "\x9b2J", "abc\u202edcba", "a\rb\x08", "line\nbreak")
+
+
+def hostile_record(n: int, role: str, backend: str, *, cell_id: str | None = None) -> dict[str, Any]:
+    data = record_json(n, cell_id=cell_id)
+    data["role"], data["backend"] = role, backend
+    return data
+
+
+def assert_inert(text: str) -> None:
+    """No control or format character but line breaks and tabs (ours) in what was printed."""
+    import unicodedata
+
+    bad = [ch for ch in text if ch not in "\n\t" and unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp")]
+    assert bad == [], f"raw control characters printed: {bad!r} in {text!r}"
+
+
+def test_records_holding_terminal_escapes_are_printed_inert(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    records = [hostile_record(n, role, backend, cell_id="deleted" if n % 2 else None)
+               for n, (role, backend) in enumerate(zip(HOSTILE, reversed(HOSTILE), strict=True), start=1)]
+    path = notebook_with_records(tmp_path / "hostile.ipynb", records, [hostile_record(9, RETITLE, CLEAR_SCREEN)])
+
+    for command in (["list", str(path)], ["gc", str(path), "--unknown-too", "--dry-run"],
+                    ["clear", str(path), "--all", "--dry-run"], ["clear", str(path), record_id(1)]):
+        assert main(command) == 0, command
+        captured = capsys.readouterr()
+        assert_inert(captured.out + captured.err)
+        assert "\\x1b]0;you have been pwned\\x07" in captured.out  # shown, escaped
+
+    assert main(["list", str(path), "--json"]) == 0
+    out = capsys.readouterr().out
+    assert_inert(out)  # C1 controls and bidirectional overrides too, which json.dumps leaves raw
+    assert {r["role"] for r in json.loads(out)["recordings"]} == set(HOSTILE)
+
+
+def test_a_notebook_file_name_and_errors_are_printed_inert(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / f"x{CLEAR_SCREEN}.ipynb"
+    path.write_text("{not json")
+    assert main(["list", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert_inert(captured.out + captured.err)
+    assert "x\\x1b[2J\\x1b[H.ipynb" in captured.err
+
+
+def test_explain_prints_what_the_kernel_sent_inert(capsys: pytest.CaptureFixture[str]) -> None:
+    from agl_notebook.cli import _explain_success
+
+    assert _explain_failure(4, 4, _CellError("ReplayMissError", f"role {RETITLE!s} missed{CLEAR_SCREEN}"),
+                            {"nearest": f"0123{RETITLE}", "differing": [CLEAR_SCREEN]}) == 1
+    assert _explain_failure(4, 4, _CellError("ModelCallBlockedError", RETITLE), {}) == 1
+    cell = v4.new_code_cell(STEP, outputs=[v4.new_output(
+        "display_data", data={"text/plain": "the step"},
+        metadata={METADATA_KEY: {"version": 1, "records": [hostile_record(1, RETITLE, CLEAR_SCREEN)]}})])
+    assert _explain_success(4, cell, {record_id(1)}) == 0
+    assert _explain_success(4, cell, set()) == 0
+    captured = capsys.readouterr()
+    assert_inert(captured.out + captured.err)
+    assert captured.out.count("\\x1b]0;you have been pwned\\x07") == 4
+
+
+# Answers for a headless run -------------------------------------------------------------------------------------
+
+
+def question_notebook(path: Path) -> Path:
+    from tests.browser.notebooks import SETUP as PLANNER_SETUP
+
+    cells = [v4.new_code_cell(PLANNER_SETUP),
+             v4.new_code_cell('run = Run(model=MODEL)\nprint(await run.step(planner, "Plan a meeting"))')]
+    nbformat.write(v4.new_notebook(cells=cells), path)
+    return path
+
+
+def test_execute_answers_live_questions(tmp_path: Path, clean_environment: None,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    notebook = question_notebook(tmp_path / "planner.ipynb")
+    before = notebook.read_bytes()
+
+    assert main(["execute", str(notebook)]) == 1  # nobody can answer
+    assert "NoAnswerError" in capsys.readouterr().err
+    assert notebook.read_bytes() == before
+
+    assert main(["execute", str(notebook), "--answers", '["Tuesday"]']) == 0
+
+    assert_settings_restored()
+    assert ANSWERS_VARIABLE not in os.environ
+    nb = load(notebook)
+    (printed,) = [o for o in nb["cells"][1]["outputs"] if o["output_type"] == "stream"]
+    assert "".join(printed["text"]) == "Plan(steps=['Meet on Tuesday'])\n"
+    (record,) = output_records(nb)
+    assert record["records"][0]["questions"][0]["answer"] == "Tuesday"
+
+
+@pytest.mark.parametrize(("answers", "message"), [
+    ('"Tuesday"', "expected a JSON list of answers, not a JSON string"),
+    ("{}", "not a JSON object"),
+    ("[Tuesday]", "expected a JSON list of answers: Expecting value at column 2"),
+])
+def test_execute_refuses_answers_that_are_not_a_json_list(tmp_path: Path, answers: str, message: str,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    notebook = question_notebook(tmp_path / "planner.ipynb")
+    assert main(["execute", str(notebook), "--answers", answers]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_plain_execute_runs_a_notebook_whose_block_is_corrupt_and_writes_the_block_back_as_it_was(
+        tmp_path: Path, clean_environment: None, capsys: pytest.CaptureFixture[str]) -> None:
+    notebook = make_notebook(tmp_path / "oracle.ipynb")
+    nb = load(notebook)
+    nb["metadata"][METADATA_KEY] = {"version": 99, "records": ["from a newer release"]}
+    notebook.write_text(json.dumps(nb), encoding="utf-8")
+
+    assert main(["execute", str(notebook)]) == 0
+
+    err = capsys.readouterr().err
+    assert "reads version 1, found 99" in err
+    assert "its steps run live, and it is written back as it is" in err
+    executed = load(notebook)
+    assert executed["metadata"][METADATA_KEY] == {"version": 99, "records": ["from a newer release"]}
+    assert printed_calls(executed) == "1"

@@ -473,6 +473,7 @@ VOCABULARY: list[tuple[type[Any], str, list[str]]] = [
     (ev.StepFinished, "step.finished", ["role", "result", "requests", "truncated"]),
     (ev.StepFailed, "step.failed", ["role", "error", "message"]),
     (ev.StepReplayed, "step.replayed", ["role", "record_id", "backend"]),
+    (ev.ModelRetryWaiting, "model.retry_waiting", ["seconds", "reason", "asked", "retry", "max_retries"]),
 ]
 
 
@@ -482,7 +483,7 @@ def test_the_vocabulary_is_complete() -> None:
         "client.tool.requested", "client.tool.executing", "client.tool.result", "client.tool.roundtrip",
         "response.output_text.delta", "step.started", "step.finished", "step.failed", "step.replayed",
         "step.reported", "payload.rejected", "run.truncated", "question.asked", "question.answered",
-        "markup.error"})
+        "markup.error", "model.retry_waiting"})
 
 
 @pytest.mark.parametrize(("cls", "type_string", "field_names"), VOCABULARY, ids=[t for _, t, _ in VOCABULARY])

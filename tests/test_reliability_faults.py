@@ -148,8 +148,35 @@ async def test_retryable_faults_are_retried_and_the_step_succeeds(fault: str, re
         # retry-after: 0.01 s is honoured (the SDK's own backoff would wait at least 0.375 s).
         assert time.monotonic() - started < 0.35
     await assert_next_step_works(h, 2)
-    reliability.note("Model faults", fault, "retried by the SDK (2 requests); the step succeeds, recorded once; "
+    reliability.note("Model faults", fault, "retried once (2 requests); the step succeeds, recorded once; "
                      "the next step works", requests_retried=1, records_lost=0)
+
+
+async def test_a_retry_after_of_a_day_is_capped_at_60_seconds(reliability: ReliabilityNotes,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from agl_notebook.events import ModelRetryWaiting
+    from agl_notebook.models import anthropic as backend
+
+    waited: list[float] = []
+
+    async def no_real_wait(seconds: float) -> None:  # the cap is what is under test, not the clock
+        waited.append(seconds)
+
+    monkeypatch.setattr(backend, "_sleep", no_real_wait)
+    seen: list[object] = []
+    monkeypatch.setattr(NotebookView, "event", lambda view, event: (seen.append(event), view.trace.apply(event)))
+    h = Harness(api(retry_after(429, "rate_limit_error", "86400"), report("made it"), report("next works")))
+    assert await h.run.step(ROLE, "What do we know?") == Answer("made it")
+    assert waited == [60.0]
+    (waiting,) = [e for e in seen if isinstance(e, ModelRetryWaiting)]
+    assert (waiting.seconds, waiting.asked, waiting.reason) == (60.0, 86400.0, "HTTP 429")
+    bundle = h.last_bundle()
+    assert "waiting" not in bundle["text/plain"] and "waiting" not in bundle["text/html"]  # a live line only
+    await assert_next_step_works(h, 2)
+    reliability.note("Model faults", "a 429 whose retry-after asks for a day (86400 s)",
+                     "the retry waits 60 s, not a day (the backend's cap), and the step's view says so while it "
+                     "waits (not in its final view); the step succeeds, recorded once; the next step works",
+                     requests_retried=1, records_lost=0)
 
 
 # --- Not retried (or retries exhausted): the step fails clearly ----------------------------------------------------
@@ -238,5 +265,5 @@ async def test_a_broken_stream_is_reported_as_upstream_unexpected(responder: Res
     h = Harness(api(responder), max_retries=0)
     with pytest.raises(UpstreamUnexpected, match="Anthropic"):
         await h.run.step(ROLE, "What do we know?")
-    reliability.note("Model faults", f"{responder.__name__.replace('_', ' ')} with SDK retries off",
+    reliability.note("Model faults", f"{responder.__name__.replace('_', ' ')} with retries off",
                      "UpstreamUnexpected naming the Anthropic stream, never a raw httpx or JSON error")

@@ -30,6 +30,10 @@ nbformat: Any = _nbformat
 AREA = "Kernel faults"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 LONG = 60  # seconds a slow model or tool would take: an interrupt that does not land times the test out
+KERNEL_TIMING = ("scripted model (its slow reply is an asyncio.sleep, with no HTTP client to unwind: not the real "
+                 "anthropic client's timing), in a real ipykernel driven through jupyter_client; from "
+                 "interrupt_kernel() to the cell's reply, one run")
+"""How the interrupt figures are measured (the reliability page shows it beside each)."""
 
 # An oracle whose model and tool can be made slow from the notebook (SLOW), and whose tool registers undo work.
 SETUP = '''\
@@ -262,7 +266,8 @@ def test_an_interrupt_during_a_model_call_ends_the_step_and_keeps_nothing(
                      f"the cell ends with {reply['ename']} within 3 s; the view is static and says the step was "
                      "interrupted; nothing is recorded (no output metadata, no session record); the next step in the "
                      "kernel runs and records", records_lost=0, notebooks_corrupted=0,
-                     measured={f"Interrupt during a model call ({form}): time to end the cell": f"{took:.2f} s"})
+                     measured={f"Interrupt during a model call ({form}): time to end the cell": f"{took:.2f} s"},
+                     how=KERNEL_TIMING)
 
 
 @pytest.mark.parametrize("how", ["awaiting tool", "blocking tool", "awaiting tool, sync form"])
@@ -282,7 +287,46 @@ def test_an_interrupt_during_a_tool_wipes_the_step_and_keeps_nothing(
     reliability.note(AREA, f"an interrupt during a tool ({how})",
                      f"{outcome}; the step's undo work ran and its scratch folder is gone; nothing is recorded; the "
                      "next step runs and records", records_lost=0, notebooks_corrupted=0,
-                     measured={f"Interrupt during a tool ({how}): time to end the cell": f"{took:.2f} s"})
+                     measured={f"Interrupt during a tool ({how}): time to end the cell": f"{took:.2f} s"},
+                     how=KERNEL_TIMING + ("; the tool blocks in time.sleep, which no interrupt shortens"
+                                          if how == "blocking tool" else ""))
+
+
+REAL_CLIENT = f"""\
+import anthropic, httpx2
+from agl_notebook.models.anthropic import AnthropicModel
+
+async def slow_api(request):
+    print("model called", flush=True)
+    await asyncio.sleep({LONG})
+    return httpx2.Response(500)
+
+real_run = Run(model=AnthropicModel(model="claude-sonnet-5-5", client=anthropic.AsyncAnthropic(
+    api_key="test-key-not-real", base_url="http://anthropic.test", max_retries=0,
+    http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(slow_api)))))
+"""
+"""A Run on the real anthropic client, whose request waits on an in-process transport that answers after LONG s."""
+
+
+def test_an_interrupt_during_a_real_client_request_ends_the_step_and_keeps_nothing(
+        kernel: Kernel, reliability: ReliabilityNotes) -> None:
+    run_ok(kernel, REAL_CLIENT)
+    held = "print(len(real_run.store.records()), len(real_run.outcomes))"
+    before = printed(kernel, held)
+    msg_id = kernel.execute('r = await real_run.step(oracle(real_run), "What is six times seven?")')
+    wait_running(kernel, msg_id, "model called")
+    reply, took = interrupted(kernel, msg_id, within=10)
+    assert printed(kernel, held) == before, "no record, no outcome"
+    the_next_step_runs(kernel)
+    reliability.note(AREA, "an interrupt during a model call through the real anthropic client (its request "
+                     "awaits a 60 s answer)",
+                     f"the cell ends with {reply['ename']} within 10 s; the view is static and says the step was "
+                     "interrupted; nothing is recorded; the next step in the kernel runs and records",
+                     records_lost=0, notebooks_corrupted=0,
+                     measured={"Interrupt during a real client's request: time to end the cell": f"{took:.2f} s"},
+                     how="the real anthropic client and its HTTP stack, its request awaiting an in-process "
+                         "transport (httpx2.MockTransport) that answers after 60 s, in a real ipykernel driven "
+                         "through jupyter_client; from interrupt_kernel() to the cell's reply, one run")
 
 
 def test_an_interrupt_during_gathered_steps_cancels_them_and_the_kernel_lives(
@@ -299,7 +343,8 @@ def test_an_interrupt_during_gathered_steps_cancels_them_and_the_kernel_lives(
     reliability.note(AREA, "an interrupt during two steps run with asyncio.gather (each a task of its own), one "
                      "in a blocking tool", f"the cell ends with {reply['ename']}; the kernel lives; neither step is "
                      "recorded; the next step runs and records", records_lost=0, notebooks_corrupted=0,
-                     measured={"Interrupt during gathered steps: time to end the cell": f"{took:.2f} s"})
+                     measured={"Interrupt during gathered steps: time to end the cell": f"{took:.2f} s"},
+                     how=KERNEL_TIMING + "; one step's tool blocks in time.sleep")
 
 
 def test_a_step_left_running_by_an_earlier_cell_does_not_hide_later_interrupts(
@@ -344,7 +389,7 @@ def test_an_interrupt_while_waiting_for_an_answer_keeps_nothing(
                      "recorded; asked again, the question is answered and the step recorded with the answer",
                      records_lost=0, notebooks_corrupted=0,
                      measured={f"Interrupt while waiting for an answer ({form}): time to end the cell":
-                               f"{took:.2f} s"})
+                               f"{took:.2f} s"}, how=KERNEL_TIMING)
 
 
 # --- kernel restarts -------------------------------------------------------------------------------------------
@@ -543,7 +588,9 @@ def test_without_the_extension_a_step_waits_once_and_its_record_travels_in_the_o
                      "not wait; the record is in the step's output "
                      "metadata, so saving keeps it and a restarted kernel replays it",
                      records_lost=0, notebooks_corrupted=0,
-                     measured={f"Extension {extension}: extra wait on the first step": f"{first - second:.2f} s"})
+                     measured={f"Extension {extension}: extra wait on the first step": f"{first - second:.2f} s"},
+                     how="scripted model, in a real ipykernel driven through jupyter_client as an interactive "
+                         "frontend; the first step's wall time less the second's, one run")
 
 
 # --- two notebooks on one kernel path ---------------------------------------------------------------------------

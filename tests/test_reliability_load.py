@@ -137,7 +137,9 @@ async def test_200_concurrent_steps_have_no_cross_talk_record_once_and_replay_wi
                      "all replayed with no model or tool call", records_lost=0,
                      measured={f"Peak memory growth, {CONCURRENT} concurrent steps":
                                f"{growth / 2**20:.1f} MB (limit {MEMORY_LIMIT // 2**20} MB)",
-                               f"{CONCURRENT} concurrent steps, wall time": f"{seconds:.2f} s"})
+                               f"{CONCURRENT} concurrent steps, wall time": f"{seconds:.2f} s"},
+                     how="scripted model, no kernel (asyncio.gather in the test process); memory is tracemalloc's "
+                         "peak above its baseline (Python allocations only), time by perf_counter; one run")
 
 
 async def test_a_2000_step_recording_replays_from_a_file_without_the_model(
@@ -182,4 +184,6 @@ async def test_a_2000_step_recording_replays_from_a_file_without_the_model(
                      "every record in the file once; the replay makes no model call and returns every result",
                      records_lost=0,
                      measured={f"{LONG:,} steps recorded into a JSON file ({size:.1f} MB)": f"{record_seconds:.1f} s",
-                               f"{LONG:,}-step replay from that file": f"{replay_seconds:.2f} s"})
+                               f"{LONG:,}-step replay from that file": f"{replay_seconds:.2f} s"},
+                     how="scripted model, no kernel, a JsonFileStore rewritten atomically after each record; "
+                         "perf_counter; one run")

@@ -649,4 +649,6 @@ async def test_a_notebook_holding_50_mb_of_recordings_reads_and_replays_in_bound
                   "50 MB metadata block: peak memory": f"{got['peak']:.0f} MB",
                   "50 MB metadata block: consolidate (rewrite)": f"{written['seconds']:.1f} s, peak "
                                                                  f"{written['peak']:.0f} MB"},
+        how="scripted model, no kernel: each figure in a fresh Python process (the store read, one replayed step, "
+            "or agl-notebook consolidate); perf_counter, and the process's peak resident memory (VmHWM); one run",
         records_lost=0, notebooks_corrupted=0)

@@ -264,6 +264,7 @@ async def test_the_live_widget_messages_leak_no_secret(planted: Planted, caplog:
     wire = json.dumps(sent, default=repr)
     assert k.key not in wire
     assert k.token not in wire
+    k.searched += 1  # the widget messages, one place
     assert k.displays and k.displays[0].updates, "the live view was never replaced by its final bundle"
     k.assert_nowhere(caplog)
     k.note(reliability, "both secrets through a live widget view: every comm message sent while the step runs and asks")

@@ -17,8 +17,11 @@ Errors, by whose move it was:
   API's own error text (``error.message``, also on ``.api_message``) and it keeps ``.status_code`` and
   ``.request_id``; wrapping it would only hide the type people already catch. The step fails with it, and `Run.step`
   re-raises it.
-- Retries are the SDK's: 408, 409, 429 and 5xx (529 "overloaded" included) and connection errors are retried with
-  its backoff, honouring ``retry-after`` headers; ``max_retries`` is the SDK's default (2) unless given.
+- Retries follow the SDK's rules (408, 409, 429 and 5xx, 529 "overloaded" included, and connection errors, with its
+  backoff and its ``x-should-retry`` header; ``max_retries`` is the client's, the SDK's default 2 unless given), but
+  are made here, each attempt sent with the SDK's retries off: the SDK honours a ``retry-after`` of up to 49 days,
+  so one hostile or broken 429 could stall a step for hours. A wait is capped at ``max_retry_wait`` (60 s), and
+  while it lasts the step's live view says so (a `ModelRetryWaiting` event, never part of the final view).
 - What the stream itself gets wrong is an `UpstreamUnexpected`: tool input that is not a JSON object, a stream that
   ends without ``message_stop``, a missing or unknown stop reason. Output cut off by ``max_tokens`` inside a tool call
   is a `ModelOutputTruncatedError` naming the tool.
@@ -29,16 +32,22 @@ Errors, by whose move it was:
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import json
 import logging
+import math
 import os
+import random
+import time
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast, get_args
 
+from .._scope import current_scope
 from ..errors import InputError, MissingCredentialsError, ModelOutputTruncatedError, UpstreamUnexpected
+from ..events import ModelRetryWaiting
 from ..payloads import JsonObject, JsonValue
 from ..replay.scrub import scrub_text, secrets_from_environment
 from ..transcript import messages_to_json
@@ -49,6 +58,8 @@ if TYPE_CHECKING:
     from anthropic.types import RawMessageStreamEvent
 
 __all__ = ["AnthropicModel", "request_params"]
+
+log = logging.getLogger(__name__)
 
 _CONFIG_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
 _STOP_REASONS: frozenset[str] = frozenset(get_args(StopReason))
@@ -62,6 +73,15 @@ NO_CREDENTIALS_MESSAGE = (
 )
 """What `MissingCredentialsError` says."""
 
+MAX_RETRY_WAIT = 60.0
+"""The longest wait before a retry by default, in seconds, whatever the server's ``retry-after`` asks."""
+
+# The SDK's backoff when the server names no wait (anthropic._constants): 0.5 s doubling per retry, at most 8 s,
+# less up to a quarter of it at random.
+_INITIAL_RETRY_DELAY = 0.5
+_MAX_BACKOFF = 8.0
+_sleep = asyncio.sleep  # what a retry waits with (tests replace it rather than wait)
+
 
 class AnthropicModel:
     """Claude, through the ``anthropic`` SDK's streaming Messages API.
@@ -72,11 +92,13 @@ class AnthropicModel:
             per event loop and reused, so its connections are kept between turns.
         model: A model id that overrides the one each request names (`Claude.OPUS`, any id string). Without it,
             the role's model is used.
-        max_retries: How many times the SDK retries a failed request (429, 529, other 5xx, connection errors);
-            the SDK's default (2) when not given.
+        max_retries: How many times a failed request is retried (429, 529, other 5xx, connection errors); the
+            client's own setting (the SDK's default, 2) when not given.
+        max_retry_wait: The longest wait before a retry, in seconds, whatever the server's ``retry-after`` asks.
 
     Raises:
-        InputError: ``model`` is an empty string, or ``max_retries`` is not a non-negative int.
+        InputError: ``model`` is an empty string, ``max_retries`` is not a non-negative int, or
+            ``max_retry_wait`` is not a number of seconds >= 0.
 
     Examples:
         >>> run = Run(model=AnthropicModel(model=Claude.HAIKU))  # doctest: +SKIP
@@ -88,6 +110,7 @@ class AnthropicModel:
         client: AsyncAnthropic | None = None,
         model: str | None = None,
         max_retries: int | None = None,
+        max_retry_wait: float = MAX_RETRY_WAIT,
     ) -> None:
         if model is not None and (not isinstance(model, str) or not model.strip()):
             raise InputError(f"AnthropicModel(model=...) takes a model id such as Claude.OPUS, not {model!r}.")
@@ -95,6 +118,12 @@ class AnthropicModel:
             isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0
         ):
             raise InputError(f"AnthropicModel(max_retries=...) takes an int >= 0, not {max_retries!r}.")
+        if isinstance(max_retry_wait, bool) or not isinstance(max_retry_wait, int | float) or not (
+                0 <= max_retry_wait < float("inf")):
+            raise InputError(f"AnthropicModel(max_retry_wait=...) takes a number of seconds >= 0, not "
+                             f"{max_retry_wait!r}.")
+        self.max_retry_wait = float(max_retry_wait)
+        """The longest wait before a retry, in seconds."""
         self.model: str | None = str(model) if model is not None else None
         """The model id every request is sent to, or None to use each request's own."""
         self.max_retries = max_retries
@@ -152,8 +181,8 @@ class AnthropicModel:
             UpstreamUnexpected: The stream broke its own rules (invalid tool input, no ``message_stop``, no or an
                 unknown stop reason).
             anthropic.APIStatusError: The API refused the request (e.g. ``BadRequestError`` with the API's message),
-                after the SDK's retries for the retryable statuses.
-            anthropic.APIConnectionError: The API could not be reached, after the SDK's retries.
+                after the retries for the retryable statuses (each wait at most ``max_retry_wait``).
+            anthropic.APIConnectionError: The API could not be reached, after the retries.
         """
         model = self.model or request.model
         if not model:
@@ -163,14 +192,28 @@ class AnthropicModel:
         _scrub_sdk_logs()
         async with AsyncExitStack() as stack:
             client = self._client or await self._environment_client()
-            events = await client.messages.create(
-                model=model,
-                max_tokens=request.max_tokens,
-                messages=cast(Any, params["messages"]),
-                system=cast(Any, params.get("system", _omit())),
-                tools=cast(Any, params.get("tools", _omit())),
-                stream=True,
-            )
+            retries = client.max_retries
+            once = client.with_options(max_retries=0)  # retried here, where the wait can be capped and shown
+            attempt = 0
+            while True:
+                try:
+                    events = await once.messages.create(
+                        model=model,
+                        max_tokens=request.max_tokens,
+                        messages=cast(Any, params["messages"]),
+                        system=cast(Any, params.get("system", _omit())),
+                        tools=cast(Any, params.get("tools", _omit())),
+                        stream=True,
+                        extra_headers={"x-stainless-retry-count": str(attempt)},  # as the SDK's own retries send
+                    )
+                    break
+                except Exception as e:
+                    waiting = _retry_wait(e, attempt, retries, self.max_retry_wait)
+                    if waiting is None:
+                        raise
+                    attempt += 1
+                    _announce(waiting)
+                    await _sleep(waiting.seconds)
             stack.push_async_callback(events.close)
             reply = _Reply(request.max_tokens)
             try:
@@ -183,6 +226,58 @@ class AnthropicModel:
 
     def __repr__(self) -> str:
         return f"AnthropicModel(model={self.model!r}, client={'given' if self._client else 'from environment'})"
+
+
+def _retry_wait(error: Exception, attempt: int, retries: int, cap: float) -> ModelRetryWaiting | None:
+    """How long to wait before retrying after ``error`` (the SDK's rules, the wait capped), or None: do not retry."""
+    import anthropic
+
+    if attempt >= retries:
+        return None
+    asked: float | None = None
+    if isinstance(error, anthropic.APIStatusError):
+        status = error.status_code
+        should = error.response.headers.get("x-should-retry")
+        if should == "false" or (should != "true" and status not in (408, 409, 429) and status < 500):
+            return None
+        reason = f"HTTP {status}"
+        asked = _retry_after(error.response.headers)
+    elif isinstance(error, anthropic.APITimeoutError):
+        reason = "the request timed out"
+    elif isinstance(error, anthropic.APIConnectionError):
+        reason = "the connection failed"
+    else:
+        return None
+    if asked is not None and asked > 0:
+        seconds = min(asked, cap)
+    else:
+        asked = None
+        seconds = min(_INITIAL_RETRY_DELAY * 2.0 ** min(attempt, 100), _MAX_BACKOFF, cap) * (1 - 0.25 * random.random())
+    return ModelRetryWaiting(seconds=seconds, reason=reason, asked=asked if asked is not None and asked > cap else None,
+                             retry=attempt + 1, max_retries=retries)
+
+
+def _retry_after(headers: Any) -> float | None:
+    """The wait the server asks for, in seconds: ``retry-after-ms``, else ``retry-after`` (seconds or a date)."""
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        try:
+            value = float(headers.get(name))
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(value):
+            return value / scale
+    text = headers.get("retry-after")
+    when = email.utils.parsedate_tz(text) if isinstance(text, str) else None
+    return float(email.utils.mktime_tz(when) - time.time()) if when is not None else None
+
+
+def _announce(waiting: ModelRetryWaiting) -> None:
+    """Tell the running step's views (a live line) and the log that a retry waits."""
+    log.info("Retrying the Anthropic request in %.1f s (%s%s)", waiting.seconds, waiting.reason,
+             f"; the server asked for {waiting.asked:.0f} s" if waiting.asked is not None else "")
+    scope = current_scope.get()
+    if scope is not None:
+        scope.emit(waiting)
 
 
 def request_params(request: ModelRequest, model: str) -> dict[str, JsonValue]:

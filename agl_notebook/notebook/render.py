@@ -27,6 +27,7 @@ from ..events import (
     ClientToolRoundtrip,
     Event,
     MarkupError,
+    ModelRetryWaiting,
     OutputTextDelta,
     PayloadRejected,
     QuestionAnswered,
@@ -110,11 +111,14 @@ class StepTrace:
     """Live only: a request is out and nothing of its reply has arrived yet."""
     error: tuple[str, str] | None = None
     result_descriptions: dict[str, str] = field(default_factory=dict)
+    waiting: str | None = None
+    """While a retry of a model request waits: what the live view says (never drawn once the step ends)."""
     _depth: int = field(default=0, init=False, repr=False, compare=False)
     """The depth of the agent function running now (what a log or an API response belongs to)."""
 
     def apply(self, event: Event | FunctionEvent) -> None:
         """Fold one event into the trace."""
+        self.waiting = _waiting_text(event) if isinstance(event, ModelRetryWaiting) else None
         if isinstance(event, FunctionCalled | FunctionReturned | Logged | ApiResponded | ErrorHandled):
             self._function(event)
         elif isinstance(event, OutputTextDelta):
@@ -288,6 +292,8 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
         parts.append(_result_html(trace, esc))
     if trace.error is not None:
         parts.append(f'<div style="{_ERROR}"><b>{esc(trace.error[0])}</b>: {esc(trace.error[1])}</div>')
+    if trace.waiting is not None and trace.state == "running":
+        parts.append(f'<div style="{_NOTE}">{esc(trace.waiting)}</div>')
     parts.append("</div>")
     return "".join(parts)
 
@@ -346,6 +352,13 @@ def _is_long(text: str) -> bool:
 
 def _chip(text: str, tint: str) -> str:
     return f'<span style="background:{_TINTS[tint]};padding:0 4px;border-radius:3px">{html.escape(text)}</span>'
+
+
+def _waiting_text(event: ModelRetryWaiting) -> str:
+    seconds = f"{event.seconds:.0f}" if event.seconds >= 10 else f"{event.seconds:.1f}"
+    asked = f"; the server asked for {event.asked:.0f} s" if event.asked is not None else ""
+    return (f"waiting {seconds} s before retrying ({event.reason}{asked}; retry {event.retry} of "
+            f"{event.max_retries})")
 
 
 def _state_text(trace: StepTrace) -> str:

@@ -8,6 +8,7 @@ final display (its output metadata), and through the frontend extension where it
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from ..replay.records import StepRecord
 from ..replay.stores import RecordingWarning, scrubbed
 from . import _kernel
 from .frontend import link
-from .locate import notebook_path
+from .locate import locate, not_found_message, notebook_path
 from .nbfile import NotebookRecords, read_notebook_json, records_in_notebook
 
 HELLO_SECONDS = 1.0
@@ -27,6 +28,8 @@ HELLO_SECONDS = 1.0
 _session: dict[str, dict[str, StepRecord]] = {}
 # Ids forgotten with %agl forget: not replayed in this kernel session until a new record with the same id is kept.
 _forgotten: set[str] = set()
+# Whether this kernel said that it cannot tell its notebook (said once per kernel).
+_told_unlocated = False
 
 
 class NotebookStore:
@@ -69,6 +72,8 @@ class NotebookStore:
         if record_id in _forgotten:
             return None
         path = self._where()
+        if path is None:
+            _tell_unlocated()
         found = self._session_records(path).get(record_id)
         return found if found is not None else self._from_file(path).get(record_id)
 
@@ -131,6 +136,25 @@ class NotebookStore:
 def _frontend_may_answer() -> bool:
     """A person's frontend (which may run the extension) sent the executing request; never outside a kernel."""
     return _kernel.in_kernel() and _kernel.interactive()
+
+
+def _tell_unlocated() -> None:
+    """Once per headless kernel, before its first step runs live for want of its notebook: say why, and the fix.
+
+    Written to the kernel process's own stderr (the runner's terminal or log), never to the cell's: a saved output
+    must not differ between runs.
+    """
+    global _told_unlocated
+    if _told_unlocated or not _kernel.in_kernel() or _kernel.interactive():
+        return
+    _told_unlocated = True
+    stream = sys.__stderr__
+    if stream is not None:
+        try:
+            stream.write(not_found_message(locate()) + "\n")
+            stream.flush()
+        except (OSError, ValueError):  # a closed stderr: nothing to tell it to
+            pass
 
 
 def _key(path: Path | None) -> str:
