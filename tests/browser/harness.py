@@ -461,6 +461,44 @@ class NotebookPage:
         self.shot("answer-typed")
         submit.click(timeout=UI_ACTION * 1000)
 
+    def type_answer(self, text: str, *, cell: int, timeout: float = QUESTION) -> None:
+        """Type ``text`` into the question's Text widget in ``cell``'s output (key by key) without submitting it."""
+        field = self.output(cell).locator(".widget-text input")
+        self.wait_visible(field, f"the question's input widget in cell {cell}", timeout)
+        field.scroll_into_view_if_needed(timeout=UI_ACTION * 1000)
+        field.click(timeout=UI_ACTION * 1000)
+        field.press_sequentially(text, delay=25, timeout=UI_ACTION * 1000)
+
+    def question_field_value(self, cell: int) -> str | None:
+        """What the question's Text widget in ``cell``'s output holds now, or None when none is drawn."""
+        field = self.output(cell).locator(".widget-text input")
+        if field.count() == 0:
+            return None
+        value: str = field.first.input_value(timeout=UI_ACTION * 1000)
+        return value
+
+    # Provenance badges and themes -------------------------------------------------------------------------------
+
+    def badge(self, cell: int) -> Any:
+        """The provenance badge(s) the extension draws on ``cell``'s outputs."""
+        return self.output(cell).locator(".agl-provenance")
+
+    def wait_badge(self, cell: int, pattern: str, what: str, timeout: float = UI_ACTION) -> str:
+        """Wait until ``cell`` shows one badge whose text matches the regular expression ``pattern``; its text."""
+        self.wait_js("([i, p]) => { const c = document.querySelectorAll('.jp-Notebook .jp-Cell')[i];"
+                     " const b = c ? [...c.querySelectorAll('.jp-OutputArea .agl-provenance')] : [];"
+                     " return b.length === 1 && new RegExp(p).test(b[0].textContent); }",
+                     what, timeout, arg=[cell, pattern])
+        text: str = self.badge(cell).inner_text(timeout=UI_ACTION * 1000)
+        return text
+
+    def set_theme(self, theme: str) -> None:
+        """Switch the page to a theme (``JupyterLab Light`` or ``JupyterLab Dark``) and wait until it applies."""
+        self.page.evaluate("(theme) => window.jupyterapp.commands.execute('apputils:change-theme', {theme})", theme)
+        light = "true" if "Light" in theme else "false"
+        self.wait_js(f"() => document.body.dataset.jpThemeLight === '{light}'", f"the theme {theme!r}", UI_ACTION)
+        self.page.wait_for_timeout(300)  # the theme's stylesheet is applied after the attribute changes
+
     # Saving, restarting, closing --------------------------------------------------------------------------------
 
     def save(self) -> dict[str, Any]:
