@@ -514,6 +514,16 @@ class NotebookPage:
         data: dict[str, Any] = json.loads(self.path.read_text(encoding="utf-8"))
         return data
 
+    def autosave(self) -> dict[str, Any]:
+        """Save as JupyterLab's autosave does (the document context's save; no click, no key, focus left where it
+        is); wait until the file on disk changed; return its JSON."""
+        before = self.path.stat().st_mtime_ns if self.path.exists() else 0
+        self.page.evaluate("async () => { await window.jupyterapp.shell.currentWidget.context.save(); }")
+        self.wait_until(lambda: self.path.exists() and self.path.stat().st_mtime_ns != before,
+                        f"the document context's save to write {self.path.name} to disk", SAVE)
+        data: dict[str, Any] = json.loads(self.path.read_text(encoding="utf-8"))
+        return data
+
     def restart_kernel(self) -> None:
         """Kernel > Restart Kernel…, confirm the dialog, and wait until the restarted kernel is idle."""
         self.page.evaluate("""() => {

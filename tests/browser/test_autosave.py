@@ -41,7 +41,7 @@ def test_a_save_while_a_question_waits_keeps_the_placeholder_not_the_widget(jupy
     nb.type_answer("Sat", cell=STEP_CELL)  # typed, not submitted: a re-drawn widget would lose it
     nb.shot("question-waiting")
 
-    saved = nb.save()  # Ctrl+S runs the same save as autosave (the document context's save)
+    saved = nb.autosave()
     nb.shot("saved-while-waiting")
     assert widget_outputs(saved) == [], f"saved outputs refer to a widget: {widget_outputs(saved)}"
     (step_output,) = saved["cells"][STEP_CELL]["outputs"]
@@ -49,20 +49,11 @@ def test_a_save_while_a_question_waits_keeps_the_placeholder_not_the_widget(jupy
     assert PLACEHOLDER in "".join(step_output["data"].get("text/html", "")), step_output["data"]
     assert nb.question_field_value(STEP_CELL) == "Sat", "the live widget was left alone by the save"
 
-    # Reopened from that file in a fresh page and kernel: the placeholder, no widget error.
     copy = f"autosave_{ui}_reopened.ipynb"
-    shutil.copyfile(path, jupyter.server.root / copy)
-    reopened = jupyter.open(copy, ui=ui)
-    reopened.output(STEP_CELL).scroll_into_view_if_needed()
-    reopened.shot("reopened")
-    reopened.wait_visible(reopened.output(STEP_CELL).get_by_text(PLACEHOLDER, exact=False),
-                          "the placeholder in the reopened notebook", 30)
-    assert reopened.error_texts() == [], f"widget errors shown after reopening: {reopened.error_texts()}"
+    shutil.copyfile(path, jupyter.server.root / copy)  # the file as saved while the question waited
 
-    # The question is still answered in the first page, and the finished step saves as its static view.
-    nb.page.bring_to_front()
-    field = nb.output(STEP_CELL).locator(".widget-text input")
-    field.press_sequentially("urday", delay=25)
+    # The question is still answered in the page, and the finished step saves as its static view.
+    nb.output(STEP_CELL).locator(".widget-text input").press_sequentially("urday", delay=25)  # still focused
     nb.output(STEP_CELL).get_by_role("button", name="Submit").click()
     nb.wait_cells_done(what="Run All after the answer was submitted")
     nb.wait_visible(nb.output(STEP_CELL).locator(FINAL_TABLE).filter(has_text="Meet on Saturday"),
@@ -71,3 +62,11 @@ def test_a_save_while_a_question_waits_keeps_the_placeholder_not_the_widget(jupy
     assert widget_outputs(saved) == []
     assert PLACEHOLDER not in plain_text(saved["cells"][STEP_CELL]["outputs"][0])
     assert "Meet on Saturday" in plain_text(saved["cells"][STEP_CELL]["outputs"][0])
+
+    # The file saved while the question waited, reopened in a fresh page and kernel: the placeholder, no widget error.
+    reopened = jupyter.open(copy, ui=ui)
+    reopened.output(STEP_CELL).scroll_into_view_if_needed()
+    reopened.shot("reopened")
+    reopened.wait_visible(reopened.output(STEP_CELL).get_by_text(PLACEHOLDER, exact=False),
+                          "the placeholder in the reopened notebook", 30)
+    assert reopened.error_texts() == [], f"widget errors shown after reopening: {reopened.error_texts()}"
