@@ -113,3 +113,30 @@ async def test_no_miss_is_shown_outside_mode_auto(mode: str) -> None:
         return
     await run.step(summariser("Sum up in French."), "text")
     assert "miss" not in views.final()[1][PROVENANCE_KEY]
+
+
+async def test_a_question_asked_outside_a_step_is_marked_live_until_answered(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agl_notebook import Screen, TextInput
+    from agl_notebook.notebook import view as view_module
+
+    shown: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+
+    class Handle:
+        def update(self, bundle: dict[str, Any], *, raw: bool) -> None:
+            shown.append(("update", bundle, {}))
+
+    def display(bundle: dict[str, Any], *, raw: bool, metadata: dict[str, Any] | None = None,
+                display_id: bool = False) -> Handle:
+        shown.append(("display", bundle, metadata or {}))
+        return Handle()
+
+    async def answered(form: Any) -> list[object]:
+        return ["Monday"]
+
+    monkeypatch.setattr(view_module, "_ipython_display", display)
+    monkeypatch.setattr(view_module._Form, "answer", answered)
+    await view_module.standalone_ask(Screen("Which day?", [TextInput("Answer", str)]))
+    (_, live, live_metadata), (_, final, final_metadata) = shown
+    assert WIDGET_MIME in live and live_metadata == {LIVE_VIEW_KEY: {"version": 1}}
+    assert "unanswered when the notebook was saved; run the cell again" in live["text/plain"]
+    assert WIDGET_MIME not in final and final_metadata == {} and "Answer: Monday" in final["text/plain"]
