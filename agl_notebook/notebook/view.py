@@ -167,8 +167,8 @@ class NotebookView:
             close_widgets(self._html, self._questions, self._box)
             self._box = self._html = self._questions = None
 
-
     def _provenance(self, record: StepRecord | None) -> dict[str, Any]:
+        """What the final display's metadata says of how it came to be (`nbfile.PROVENANCE_KEY`)."""
         provenance: dict[str, Any] = {
             "version": 1, "source": "replayed" if self._replaying else "live",
             "model_requests": 0 if self._replaying else self.trace.requests,
