@@ -99,6 +99,11 @@ export class PanelBadges {
       if (cell.model.type !== 'code' || cell.isDisposed) {
         continue;
       }
+      if (!this.watchedCells.has(cell)) {
+        // A cell drawn lazily (windowing) builds its output area when it is first shown: draw again then.
+        this.watchedCells.add(cell);
+        void cell.ready.then(this.schedule);
+      }
       const outputs = (cell as CodeCell).outputArea;
       if (!outputs || outputs.isDisposed) {
         continue;
@@ -121,6 +126,7 @@ export class PanelBadges {
   private disposed = false;
   private pending: ReturnType<typeof setTimeout> | null = null;
   private readonly watchedModels = new WeakSet<object>();
+  private readonly watchedCells = new WeakSet<object>();
   private readonly watchedOutputs = new WeakSet<IOutputAreaModel>();
 }
 

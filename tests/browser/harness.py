@@ -79,9 +79,12 @@ USER_SETTINGS = {
 class JupyterServer:
     """One ``jupyter lab`` server on 127.0.0.1 (it also serves Notebook 7), in its own config and runtime dirs."""
 
-    def __init__(self, base: Path, log_path: Path, *, disabled_extensions: Sequence[str] = ()) -> None:
+    def __init__(self, base: Path, log_path: Path, *, disabled_extensions: Sequence[str] = (),
+                 settings: dict[str, dict[str, Any]] | None = None) -> None:
         self.base = base
         self.disabled_extensions = tuple(disabled_extensions)
+        self.settings = {**USER_SETTINGS, **(settings or {})}
+        """User settings by settings file (`USER_SETTINGS`, with ``settings`` replacing whole files)."""
         """Lab extensions disabled in this server's page config (what ``jupyter labextension disable`` writes)."""
         self.root = base / "root"
         self.log_path = log_path
@@ -125,7 +128,7 @@ class JupyterServer:
     def start(self) -> None:
         for folder in (self.root, self.base / "config", self.base / "runtime", self.base / "workspaces"):
             folder.mkdir(parents=True, exist_ok=True)
-        for relative, values in USER_SETTINGS.items():
+        for relative, values in self.settings.items():
             path = self.base / "user-settings" / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(values), encoding="utf-8")

@@ -8,11 +8,14 @@ longer matches says so in its live view, with what differs, before the model is 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
+import nbformat
 import pytest
 
-from tests.browser.harness import ARTIFACTS, UI, Jupyter, NotebookPage, records_anywhere
+from tests.browser.conftest import jupyter_for
+from tests.browser.harness import ARTIFACTS, UI, Jupyter, JupyterServer, NotebookPage, records_anywhere
 
 SETUP = '''\
 import asyncio
@@ -146,3 +149,47 @@ def test_the_badge_tells_live_from_replayed_and_a_miss_says_what_differs(jupyter
     reloaded = jupyter.open(name, ui=ui)
     reloaded.wait_badge(STEP, r"^replayed · recorded on \d{4}-\d{2}-\d{2} · no model call$",
                         "the badge drawn again when the saved notebook is opened", timeout=30)
+
+
+TRACKER = "@jupyterlab/notebook-extension/tracker.jupyterlab-settings"
+
+
+@pytest.fixture(scope="module")
+def server_with_lazy_cells(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    """A server whose notebooks render cells lazily, as JupyterLab does by default (the other tests turn it off)."""
+    server = JupyterServer(tmp_path_factory.mktemp("jupyter-lazy"), ARTIFACTS / "jupyter-server-lazy.log",
+                           settings={TRACKER: {"windowingMode": "contentVisibility"}})
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def jupyter_with_lazy_cells(request: pytest.FixtureRequest, browser: Any,
+                            server_with_lazy_cells: JupyterServer) -> Iterator[Jupyter]:
+    yield from jupyter_for(request, browser, server_with_lazy_cells)
+
+
+@pytest.mark.needs_labextension
+def test_badges_are_drawn_on_opening_a_saved_notebook_whose_cells_render_lazily(
+        jupyter_with_lazy_cells: Jupyter) -> None:
+    jupyter = jupyter_with_lazy_cells
+    name = "lazy_badges.ipynb"
+    provenance = {"version": 1, "source": "replayed", "model_requests": 0, "recorded_at": "2026-11-30T10:00:00+00:00",
+                  "record_id": "r", "backend": "scripted:x"}
+    cells = []
+    for i in range(40):  # more than a screen: most cells render after the notebook is shown
+        output = nbformat.v4.new_output("display_data", data={"text/plain": f"step {i}"},
+                                        metadata={"agl_notebook_provenance": provenance})
+        cells.append(nbformat.v4.new_code_cell(f"# cell {i}", outputs=[output], execution_count=i + 1))
+    nb = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "language": "python",
+                                                                        "display_name": "Python 3 (ipykernel)"}})
+    nbformat.write(nb, jupyter.server.root / name)
+    page = jupyter.open(name)
+    page.wait_badge(0, r"^replayed · recorded on 2026-11-30 · no model call$", "the first cell's badge", timeout=30)
+    last = page.cell(39)
+    last.scroll_into_view_if_needed()
+    page.wait_badge(39, r"^replayed · recorded on 2026-11-30 · no model call$", "the last cell's badge", timeout=30)
+    page.shot("last-cell")
