@@ -122,6 +122,8 @@ def test_the_badge_tells_live_from_replayed_and_a_miss_says_what_differs(jupyter
     nb.wait_cells_done([STEP], what="the step to finish once the model answers")
     badge = nb.wait_badge(STEP, r"^live\b", "the live badge after the miss")
     assert "1 model request" in badge and "did not match" in badge, badge
+    nb.output(STEP).scroll_into_view_if_needed()
+    nb.shot("live-after-the-miss")
     assert nb.output(STEP).locator(MISS_LINE).count() == 0, "the final view does not keep the live line"
     title = nb.badge(STEP).get_attribute("title") or ""
     assert "differs in: instructions" in title, title
