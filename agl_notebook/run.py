@@ -127,6 +127,13 @@ def _emit_to(view: StepView, rest: EventSink) -> EventSink:
     return emit
 
 
+def _show_miss(view: StepView | None, miss: Miss) -> None:
+    """Tell a view that can show it (an optional method) why a step runs live, before its model call."""
+    show = getattr(view, "show_miss", None)
+    if show is not None:
+        show(miss)
+
+
 class Run:
     """Runs steps: one role on one input until the agent reports.
 
@@ -343,8 +350,9 @@ class Run:
                                       "'refresh' to record it.", nearest=nearest, differing=differing)
             else:
                 if mode == "auto" and unfit_message is None:  # a miss to explain (an unfit record was warned of)
-                    note_miss(Miss(name, fp, occurrence, tuple(self.store.records()), repr(self.store),
-                                   self._cell_id()))
+                    miss = Miss(name, fp, occurrence, tuple(self.store.records()), repr(self.store), self._cell_id())
+                    note_miss(miss)
+                    _show_miss(view, miss)
                 if modes.session.block_model_calls and network:
                     raise ModelCallBlockedError(
                         f"{blocked}, and model calls are blocked here "

@@ -150,6 +150,9 @@ async def test_live_and_replayed_steps_leave_the_same_final_bundle(sent: list[tu
     ((replayed, replay_metadata),) = replay_display.shown  # headless: displayed once, already final: no widget
     assert final == replayed == watched_display.updates[-1][0]
     assert WIDGET_MIME not in replayed
+    # Only the provenance differs (output metadata, which nbval does not compare; the extension draws it).
+    live_source, replay_source = metadata.pop("agl_notebook_provenance"), replay_metadata.pop("agl_notebook_provenance")
+    assert (live_source["source"], replay_source["source"]) == ("live", "replayed")
     assert metadata == replay_metadata
     assert metadata["agl_notebook"]["records"][0]["role"] == "judge"
 

@@ -13,6 +13,10 @@ The protocol, version 1 (the extension's ``labextension/src/index.ts`` is the ot
 Without the extension (VS Code, classic Notebook, nbclient) the comm is simply not answered, or closed at once by a
 frontend that knows no such target (JupyterLab with the extension disabled), and the record still travels in the
 output metadata (path 2). Writes never wait for an answer.
+
+The extension also reads two output metadata keys the view writes, with no message of this protocol
+(``nbfile.LIVE_VIEW_KEY``: a live display, saved as its placeholder without its widget view;
+``nbfile.PROVENANCE_KEY``: how a finished step's display came to be, drawn as a badge).
 """
 
 from __future__ import annotations

@@ -22,6 +22,23 @@ from ..replay.records import StepRecord, block_from_json, block_to_json
 METADATA_KEY = "agl_notebook"
 """The key of the records block in notebook metadata and in output metadata."""
 
+LIVE_VIEW_KEY = "agl_notebook_live"
+"""Output metadata marking a live display (a running step's widget view, or a question's form).
+
+Its widget view is dead once the kernel is gone, so the frontend extension saves such an output with its static
+placeholder only. Its value: ``{"version": 1}``.
+"""
+
+PROVENANCE_KEY = "agl_notebook_provenance"
+"""Output metadata of a finished step's final display: how this display came to be (the extension draws it as a badge).
+
+``{"version": 1, "source": "live" | "replayed", "model_requests": <made now>, "recorded_at": <the record's time, or
+null when nothing was recorded>, "record_id": <id or null>, "backend": <what the record claims>}``, plus, for a live
+step whose recording no longer matched, ``"miss"`` (the explanation) and ``"differing"`` (the fingerprint parts).
+Output metadata is not compared by nbval, so this may differ between a live run and a replay; the static bundle never
+does.
+"""
+
 
 @dataclass
 class NotebookRecords:

@@ -27,16 +27,21 @@ from typing import Any
 
 from ..errors import InputError
 from ..events import Event, StepStarted
+from ..replay.explain import Miss, explain_miss
 from ..replay.records import StepRecord, block_to_json
-from ..replay.scrub import secrets_from_environment
+from ..replay.scrub import scrub_text, secrets_from_environment
 from ..roles import Role
 from ..screens import Screen
 from .form import _Form, close_widgets
-from .nbfile import METADATA_KEY
+from .nbfile import LIVE_VIEW_KEY, METADATA_KEY, PROVENANCE_KEY
 from .render import StepTrace, render_html, render_text
 
 REDRAWS_PER_SECOND = 20
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+LIVE_METADATA = {LIVE_VIEW_KEY: {"version": 1}}
+"""The output metadata of a live display: the extension saves it without its (then dead) widget view."""
+SAVED_WHILE_RUNNING = "was running when the notebook was saved; run the cell again"
+"""What a live display's placeholder says: it is seen only where the widget is not (a saved file, reopened)."""
 
 
 class NotebookView:
@@ -57,6 +62,7 @@ class NotebookView:
         self._html: Any = None
         self._questions: Any = None
         self._replaying = False
+        self._miss: tuple[str, tuple[str, ...]] | None = None
         self._dirty = False
         self._last_draw = 0.0
         self._timer: asyncio.TimerHandle | None = None
@@ -78,13 +84,13 @@ class NotebookView:
         self._box = widgets.VBox([self._html, self._questions])
         bundle = {
             WIDGET_MIME: {"version_major": 2, "version_minor": 0, "model_id": self._box.model_id},
-            "text/plain": f"agl_notebook step: role {self.trace.role!r}, running",
-            "text/html": f"<div>agl_notebook step <b>{_escape(self.trace.role)}</b>: running…</div>",
+            "text/plain": f"agl_notebook step: role {self.trace.role!r} {SAVED_WHILE_RUNNING}.",
+            "text/html": f"<div>agl_notebook step <b>{_escape(self.trace.role)}</b> {SAVED_WHILE_RUNNING}.</div>",
         }
         if self._handle is not None:
-            self._handle.update(bundle, raw=True)
+            self._handle.update(bundle, metadata=LIVE_METADATA, raw=True)
         else:
-            self._handle = self._display(bundle, raw=True, display_id=True)
+            self._handle = self._display(bundle, metadata=LIVE_METADATA, raw=True, display_id=True)
         try:
             self._loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -104,6 +110,17 @@ class NotebookView:
         elif self._timer is None and self._loop is not None:
             # What stops arriving is still drawn within one interval.
             self._timer = self._loop.call_later(1 / REDRAWS_PER_SECOND, self._draw)
+
+    def show_miss(self, miss: Miss) -> None:
+        """Say in the live view, before the model is called, why a step with recordings of its role runs live."""
+        text, nearest, differing = explain_miss(miss.role, miss.fingerprint, miss.occurrence, miss.records,
+                                                where=miss.where)
+        if nearest is None or nearest.role != miss.role:
+            return  # never recorded: nothing "no longer matches"
+        self._miss = (scrub_text(text, self._secrets), differing)
+        if self._box is not None:
+            self._dirty = True
+            self._draw()
 
     def finish(self, record: StepRecord | None) -> None:
         """Replace the live widget by the final static bundle (carrying the record), or display it (a replay)."""
@@ -136,7 +153,7 @@ class NotebookView:
             # The header at once ("waiting for <model>"), before the recordings are read or a reply arrives.
             bundle = {"text/plain": render_text(self.trace, self._secrets),
                       "text/html": render_html(self.trace, self._secrets)}
-            self._handle = self._display(bundle, raw=True, display_id=True)
+            self._handle = self._display(bundle, metadata=LIVE_METADATA, raw=True, display_id=True)
         elif self._order is not None:
             self._ticket = self._order.ticket()
 
@@ -148,7 +165,9 @@ class NotebookView:
             return
         self._dirty = False
         self._last_draw = time.monotonic()
-        self._html.value = render_html(self.trace, self._secrets)
+        miss = (f'<div class="agl-miss" style="{_MISS}"><b>Runs live:</b> {_escape(self._miss[0])}</div>'
+                if self._miss is not None else "")
+        self._html.value = miss + render_html(self.trace, self._secrets)
         self.redraws += 1
 
     def _final(self, record: StepRecord | None) -> None:
@@ -156,7 +175,9 @@ class NotebookView:
             self._timer.cancel()
             self._timer = None
         bundle = final_bundle(self.trace, self._secrets)
-        metadata = {METADATA_KEY: block_to_json([record])} if record is not None else {}
+        metadata: dict[str, Any] = {METADATA_KEY: block_to_json([record])} if record is not None else {}
+        if self.trace.state == "finished":
+            metadata[PROVENANCE_KEY] = self._provenance(record)
         if self._handle is not None:
             self._handle.update(bundle, metadata=metadata, raw=True)
         elif self._order is not None and self._ticket is not None:
@@ -168,6 +189,20 @@ class NotebookView:
         if self._box is not None:
             close_widgets(self._html, self._questions, self._box)
             self._box = self._html = self._questions = None
+
+    def _provenance(self, record: StepRecord | None) -> dict[str, Any]:
+        """What the final display's metadata says of how it came to be (`nbfile.PROVENANCE_KEY`)."""
+        provenance: dict[str, Any] = {
+            "version": 1, "source": "replayed" if self._replaying else "live",
+            "model_requests": 0 if self._replaying else self.trace.requests,
+            "recorded_at": record.recorded_at if record is not None and record.recorded_at else None,
+            "record_id": record.id if record is not None else None, "backend": self.trace.backend}
+        if self._miss is not None and not self._replaying:
+            provenance["miss"], provenance["differing"] = self._miss[0], list(self._miss[1])
+        return provenance
+
+
+_MISS = "margin:2px 0 6px 0;padding:4px 8px;border-left:3px solid #b54708"
 
 
 class DisplayOrder:
@@ -225,8 +260,9 @@ def _ipython_display(*args: Any, **kwargs: Any) -> Any:
 async def standalone_ask(screen: Screen[Any]) -> list[object]:
     """Ask outside a step: a form in its own display, replaced by the static question and answer when given."""
     form = _Form(screen)
+    placeholder = f"Question: {screen.text}\n(It was unanswered when the notebook was saved; run the cell again.)"
     handle = _ipython_display({WIDGET_MIME: {"version_major": 2, "version_minor": 0, "model_id": form.box.model_id},
-                               "text/plain": f"Question: {screen.text}"}, raw=True, display_id=True)
+                               "text/plain": placeholder}, metadata=LIVE_METADATA, raw=True, display_id=True)
     try:
         values = await form.answer()
     finally:

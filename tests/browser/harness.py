@@ -79,9 +79,12 @@ USER_SETTINGS = {
 class JupyterServer:
     """One ``jupyter lab`` server on 127.0.0.1 (it also serves Notebook 7), in its own config and runtime dirs."""
 
-    def __init__(self, base: Path, log_path: Path, *, disabled_extensions: Sequence[str] = ()) -> None:
+    def __init__(self, base: Path, log_path: Path, *, disabled_extensions: Sequence[str] = (),
+                 settings: dict[str, dict[str, Any]] | None = None) -> None:
         self.base = base
         self.disabled_extensions = tuple(disabled_extensions)
+        self.settings = {**USER_SETTINGS, **(settings or {})}
+        """User settings by settings file (`USER_SETTINGS`, with ``settings`` replacing whole files)."""
         """Lab extensions disabled in this server's page config (what ``jupyter labextension disable`` writes)."""
         self.root = base / "root"
         self.log_path = log_path
@@ -125,7 +128,7 @@ class JupyterServer:
     def start(self) -> None:
         for folder in (self.root, self.base / "config", self.base / "runtime", self.base / "workspaces"):
             folder.mkdir(parents=True, exist_ok=True)
-        for relative, values in USER_SETTINGS.items():
+        for relative, values in self.settings.items():
             path = self.base / "user-settings" / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(values), encoding="utf-8")
@@ -504,12 +507,6 @@ class NotebookPage:
         found: dict[str, Any] = locator.evaluate(_JS_CONTRAST)
         return found
 
-    def set_theme(self, theme: str) -> None:
-        """Switch the page's theme (``JupyterLab Light`` or ``JupyterLab Dark``) and wait until it is applied."""
-        self.page.evaluate("(theme) => window.jupyterapp.commands.execute('apputils:change-theme', {theme})", theme)
-        self.wait_js("(theme) => document.body.dataset.jpThemeName === theme", f"the theme {theme!r}", UI_ACTION,
-                     arg=theme)
-
     def answer(self, text: str, *, cell: int, timeout: float = QUESTION) -> None:
         """Type ``text`` into the question's text field in ``cell``'s output (key by key), then click Submit."""
         form = self.question_form(cell, timeout)
@@ -523,6 +520,44 @@ class NotebookPage:
         self.shot("answer-typed")
         submit.click(timeout=UI_ACTION * 1000)
 
+    def type_answer(self, text: str, *, cell: int, timeout: float = QUESTION) -> None:
+        """Type ``text`` into the question's text field in ``cell``'s output (key by key) without submitting it."""
+        field = self.question_form(cell, timeout).locator("input[type=text]").first
+        self.wait_visible(field, f"the question's text field in cell {cell}", timeout)
+        field.scroll_into_view_if_needed(timeout=UI_ACTION * 1000)
+        field.click(timeout=UI_ACTION * 1000)
+        field.press_sequentially(text, delay=25, timeout=UI_ACTION * 1000)
+
+    def question_field_value(self, cell: int) -> str | None:
+        """What the question's text field in ``cell``'s output holds now, or None when none is drawn."""
+        field = self.output(cell).locator(".agl-form input[type=text]")
+        if field.count() == 0:
+            return None
+        value: str = field.first.input_value(timeout=UI_ACTION * 1000)
+        return value
+
+    # Provenance badges and themes -------------------------------------------------------------------------------
+
+    def badge(self, cell: int) -> Any:
+        """The provenance badge(s) the extension draws on ``cell``'s outputs."""
+        return self.output(cell).locator(".agl-provenance")
+
+    def wait_badge(self, cell: int, pattern: str, what: str, timeout: float = UI_ACTION) -> str:
+        """Wait until ``cell`` shows one badge whose text matches the regular expression ``pattern``; its text."""
+        self.wait_js("([i, p]) => { const c = document.querySelectorAll('.jp-Notebook .jp-Cell')[i];"
+                     " const b = c ? [...c.querySelectorAll('.jp-OutputArea .agl-provenance')] : [];"
+                     " return b.length === 1 && new RegExp(p).test(b[0].textContent); }",
+                     what, timeout, arg=[cell, pattern])
+        text: str = self.badge(cell).inner_text(timeout=UI_ACTION * 1000)
+        return text
+
+    def set_theme(self, theme: str) -> None:
+        """Switch the page to a theme (``JupyterLab Light`` or ``JupyterLab Dark``) and wait until it applies."""
+        self.page.evaluate("(theme) => window.jupyterapp.commands.execute('apputils:change-theme', {theme})", theme)
+        light = "true" if "Light" in theme else "false"
+        self.wait_js(f"() => document.body.dataset.jpThemeLight === '{light}'", f"the theme {theme!r}", UI_ACTION)
+        self.page.wait_for_timeout(300)  # the theme's stylesheet is applied after the attribute changes
+
     # Saving, restarting, closing --------------------------------------------------------------------------------
 
     def save(self) -> dict[str, Any]:
@@ -535,6 +570,16 @@ class NotebookPage:
         if self.ui == "lab":
             self.wait_js("() => !document.querySelector('.lm-TabBar-tab.jp-mod-current.jp-mod-dirty')",
                          "the notebook tab to show no unsaved changes after Ctrl+S", SAVE)
+        data: dict[str, Any] = json.loads(self.path.read_text(encoding="utf-8"))
+        return data
+
+    def autosave(self) -> dict[str, Any]:
+        """Save as JupyterLab's autosave does (the document context's save; no click, no key, focus left where it
+        is); wait until the file on disk changed; return its JSON."""
+        before = self.path.stat().st_mtime_ns if self.path.exists() else 0
+        self.page.evaluate("async () => { await window.jupyterapp.shell.currentWidget.context.save(); }")
+        self.wait_until(lambda: self.path.exists() and self.path.stat().st_mtime_ns != before,
+                        f"the document context's save to write {self.path.name} to disk", SAVE)
         data: dict[str, Any] = json.loads(self.path.read_text(encoding="utf-8"))
         return data
 
