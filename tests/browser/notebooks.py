@@ -54,5 +54,5 @@ CALLS_CELL = 3
 LIVE_CALLS = "2"
 """Model requests of the live step: the question, then the report."""
 
-FINAL_TABLE = ".agl-step.agl-finished table"
+FINAL_TABLE = ".agl-step.agl-finished table.agl-result"
 """The final static view's result table."""
