@@ -318,8 +318,8 @@ def _result_html(trace: StepTrace, esc: _Escape) -> str:
         rows.append(f'<tr><td style="{_TD}"><code>{esc(name)}</code></td><td style="{_TD}">'
                     f'{_value_html(value, esc)}</td><td style="{_TD}">{esc(description)}</td></tr>')
     return (f'<div style="{_HEAD}">Result, reported with <code>{esc(trace.reported_by or "")}</code></div>'
-            f'<table class="agl-result" style="{_TABLE}"><thead><tr><th style="{_TD}">field</th><th style="{_TD}">value</th>'
-            f'<th style="{_TD}">description</th></tr></thead>'
+            f'<table class="agl-result" style="{_TABLE}"><thead><tr><th style="{_TD}">field</th>'
+            f'<th style="{_TD}">value</th><th style="{_TD}">description</th></tr></thead>'
             f"<tbody>{''.join(rows)}</tbody></table>")
 
 
