@@ -183,7 +183,8 @@ async def test_a_tool_error_carrying_a_secret_is_drawn_scrubbed(planted: Planted
     assert run.store.records() == ()
     assert not (k.folder / "records.json").exists()
     ((bundle, metadata),) = k.displays[0].shown  # type: ignore[index]
-    assert f"error: PermissionError: login refused for {REDACTED} and {REDACTED}" in bundle["text/plain"]
+    assert (f"error: PermissionError in the handler of tool look_up: login refused for {REDACTED} and {REDACTED}"
+            in bundle["text/plain"])
     assert metadata == {}
     k.assert_nowhere(caplog)
     # The next step of the same Run still works, and still leaks nothing.

@@ -42,7 +42,8 @@ class Views:
 
     def final(self) -> tuple[dict[str, Any], dict[str, Any]]:
         display = self.displays[-1]
-        ((bundle, metadata),) = display.updates or display.shown
+        # A live step updates its display to the final bundle last; a replay's one display is already final.
+        bundle, metadata = (display.updates or display.shown)[-1]
         return bundle, metadata
 
 
@@ -55,7 +56,10 @@ async def test_a_live_display_is_marked_and_its_placeholder_says_to_run_the_cell
     views = Views()
     await Run(model=ScriptedModel([{"calls": [{"name": "report_summary", "args": {"text": "x"}}]}]),
               view=views).step(summariser("Sum up."), "text")
-    ((live, live_metadata), *_) = views.displays[0].shown
+    # The header first (at once), then the live widget in its place: both marked live.
+    ((header, header_metadata),) = views.displays[0].shown
+    assert header_metadata == {LIVE_VIEW_KEY: {"version": 1}} and WIDGET_MIME not in header
+    ((live, live_metadata), *_) = views.displays[0].updates
     assert WIDGET_MIME in live and live_metadata == {LIVE_VIEW_KEY: {"version": 1}}
     assert SAVED_WHILE_RUNNING in live["text/plain"] and SAVED_WHILE_RUNNING in live["text/html"]
     final, metadata = views.final()

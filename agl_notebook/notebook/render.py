@@ -177,8 +177,8 @@ class StepTrace:
             if isinstance(item, CallTrace) and item.status in ("requested", "running"):
                 item.status = ("not run" if item.status == "requested" else "interrupted" if interrupted
                                else "raised")
-        if interrupted:
-            message = message or "the step was interrupted"
+        if interrupted:  # whatever the cancellation said: one line a person reads the same everywhere
+            message = "the step was interrupted; nothing was recorded"
         elif len(running) == 1:
             error = f"{error} in the handler of tool {running[0].name}"
         self.state, self.error = "failed", (error, message)
