@@ -96,14 +96,15 @@ def set_for_kernels(values: Mapping[str, str | None]) -> Iterator[None]:
     saved = {name: os.environ.get(name) for name in values}
     try:
         for name, value in values.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+            _put(name, value)
         yield
     finally:
         for name, old in saved.items():
-            if old is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = old
+            _put(name, old)
+
+
+def _put(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
