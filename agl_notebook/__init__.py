@@ -25,7 +25,7 @@ def load_ipython_extension(ipython: object) -> None:
     load(ipython)
 
 __all__ = [
-    # Roles, tools and payloads (seed 000)
+    # Roles, tools and payloads
     "Claude",
     "JsonValue",
     "ReportingTool",

@@ -28,11 +28,8 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import re
-import stat
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -52,11 +49,11 @@ from ._cli_report import (
     table,
     tokens,
 )
+from ._files import write_atomically
+from ._settings import ANSWERS, BLOCK_MODELS, MODE, NOTEBOOK_PATH, UNDER_NBVAL, set_for_kernels
 from .errors import InputError
-from .notebook.locate import PATH_VARIABLE
 from .notebook.nbfile import METADATA_KEY, consolidate, read_notebook_json, records_in_notebook
-from .notebook.terminal import ANSWERS_VARIABLE
-from .replay.modes import BLOCK_VARIABLE, ENV_VAR, MODES, NBVAL_VARIABLE
+from .replay.modes import MODES
 from .replay.records import StepRecord, block_from_json
 
 EXIT_OK = 0
@@ -122,13 +119,13 @@ def _parser() -> argparse.ArgumentParser:
                          help="move every step record into the notebook metadata (where it survives clearing "
                               "outputs) instead of leaving it in the outputs' metadata")
     execute.add_argument("--mode", choices=MODES,
-                         help=f"the replay mode for the kernel ({ENV_VAR}); by default the environment's, else auto")
+                         help=f"the replay mode for the kernel ({MODE.name}); by default the environment's, else auto")
     execute.add_argument("--timeout", type=_positive_int, default=None, metavar="SECONDS",
                          help="the longest one cell may run (default: no limit)")
     execute.add_argument("--output", metavar="PATH", help="write the executed notebook here instead of in place")
     execute.add_argument("--answers", type=_answers, metavar="JSON",
                          help="the answers to the questions steps ask live, in order, as a JSON list "
-                              f"(e.g. '[\"Saturday\", 3]'; sets {ANSWERS_VARIABLE} for the kernel). Without it a "
+                              f"(e.g. '[\"Saturday\", 3]'; sets {ANSWERS.name} for the kernel). Without it a "
                               "live question fails the run, naming it; a replayed one needs no answer")
 
     merge = commands.add_parser(
@@ -249,13 +246,13 @@ def _execute(path: Path, *, record: bool, mode: str | None, timeout: int | None,
 
     progress = _Progress(nb, sys.stderr)
     client = _client(nb, path, timeout, progress)
-    settings: dict[str, str | None] = {PATH_VARIABLE: str(path), NBVAL_VARIABLE: None}
+    settings: dict[str, str | None] = {NOTEBOOK_PATH.name: str(path), UNDER_NBVAL.name: None}
     if mode is not None:
-        settings[ENV_VAR] = mode
+        settings[MODE.name] = mode
     if answers is not None:
-        settings[ANSWERS_VARIABLE] = answers
+        settings[ANSWERS.name] = answers
     started = time.monotonic()
-    with _failures(progress, timeout, f"Nothing was written; {path} is unchanged."), _environment(settings):
+    with _failures(progress, timeout, f"Nothing was written; {path} is unchanged."), set_for_kernels(settings):
         client.execute()
     progress.close()
 
@@ -264,7 +261,7 @@ def _execute(path: Path, *, record: bool, mode: str | None, timeout: int | None,
         # Someone saved the notebook (JupyterLab, say) while it ran: writing would lose their edits.
         raise _Failed(f"{path} changed on disk while it was being executed; nothing was written, so those changes "
                       "are kept. Run it again, or pass --output to write the executed copy elsewhere.")
-    _write_atomically(target, _notebook_text(nb))
+    write_atomically(target, _notebook_text(nb))
     found = records_in_notebook(nb)
     summary = f"executed {progress.total} code cell{_s(progress.total)} in {time.monotonic() - started:.1f} s"
     if record:
@@ -287,7 +284,7 @@ def _consolidate(path: Path) -> int:
     if moved == 0:
         _say(f"{path}: no records in outputs' metadata; nothing to move.")
         return EXIT_OK
-    _write_atomically(path, _notebook_text(data))
+    write_atomically(path, _notebook_text(data))
     after = records_in_notebook(data)
     _say(f"{path}: moved {moved} record{_s(moved)} into the notebook metadata "
           f"({len(after.in_metadata)} there in all).")
@@ -394,7 +391,7 @@ def _remove(path: Path, data: dict[str, Any], found: Scan, chosen: list[Recordin
     if dry_run:
         _say(f"{summary}. Nothing was written (--dry-run).")
         return EXIT_OK
-    _write_atomically(path, _notebook_text(data))
+    write_atomically(path, _notebook_text(data))
     _say(f"{summary}.")
     return EXIT_OK
 
@@ -413,10 +410,10 @@ def _explain(path: Path, cell: str, *, timeout: int | None) -> int:
     progress = _Progress(nb, sys.stderr)
     client = _client(nb, path, timeout, progress)
     # Replay only, and a model call fails loudly even where the notebook's code sets a mode of its own.
-    settings: dict[str, str | None] = {PATH_VARIABLE: str(path), NBVAL_VARIABLE: None, ENV_VAR: "replay",
-                                       BLOCK_VARIABLE: "1"}
+    settings: dict[str, str | None] = {NOTEBOOK_PATH.name: str(path), UNDER_NBVAL.name: None,
+                                       MODE.name: "replay", BLOCK_MODELS.name: "1"}
     failed: tuple[int, CellExecutionError, dict[str, Any]] | None = None
-    with _failures(progress, timeout, "Nothing was written."), _environment(settings), client.setup_kernel():
+    with _failures(progress, timeout, "Nothing was written."), set_for_kernels(settings), client.setup_kernel():
         for number, code_cell in enumerate(nb.cells):
             try:
                 client.execute_cell(code_cell, number, execution_count=client.code_cells_executed + 1)
@@ -467,7 +464,7 @@ def _explain_success(index: int, cell: Any, known: set[str]) -> int:
             _say(f"cell {index + 1}: {what} replays from recording {record.id[:SHORT_ID]}.")
         else:
             _say(f"cell {index + 1}: {what} ran live instead of replaying, because the cell's code sets a mode "
-                  f"of its own (a Run's or a step's mode wins over {ENV_VAR}); its new recording "
+                  f"of its own (a Run's or a step's mode wins over {MODE.name}); its new recording "
                   f"{record.id[:SHORT_ID]} was not saved.")
     return EXIT_OK
 
@@ -705,25 +702,6 @@ def _executes(cell: Any) -> bool:
                 and "skip-execution" not in (tags if isinstance(tags, list) else []))
 
 
-@contextmanager
-def _environment(settings: Mapping[str, str | None]) -> Iterator[None]:
-    """Set (or, for None, remove) environment variables for the kernel to inherit, restoring them afterwards."""
-    saved = {name: os.environ.get(name) for name in settings}
-    try:
-        for name, value in settings.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        yield
-    finally:
-        for name, old in saved.items():
-            if old is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = old
-
-
 def _print_traceback(traceback: str) -> None:
     text = _ANSI.sub("", traceback or "").rstrip()
     if text:
@@ -758,27 +736,6 @@ def _notebook_text(nb: Any) -> str:
     indent = line[:len(line) - len(line.lstrip(" "))]
     encoded = json.dumps(block, indent=1, sort_keys=True, ensure_ascii=False, separators=(",", ": "))
     return text[:at] + encoded.replace("\n", "\n" + indent) + text[at + len(marker):]
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder, keeping the file's permissions."""
-    try:
-        mode = stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 # Messages ----------------------------------------------------------------------------------------------------------

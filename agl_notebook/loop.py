@@ -3,10 +3,11 @@
 It knows nothing of notebooks, records or roles' Python types: it is given the tools as `LoopTool`s (a spec and
 an async call) and, optionally, the reporting tool's validator, and it emits events as it goes.
 
-Roles (seed 000), client tools (seed 003) and the ``llm`` command of JSON-function agents (seed 001) all run through
-it. A tool's exception propagates (roles re-raise it); an API whose handler errors become error results (client
-tools) wraps its handlers. Every reply passes through `model_events`, where tool calls written as text markup become
-ordinary calls (`agl_notebook.models.markup`). The rules it keeps:
+Roles (`agl_notebook.roles`), client tools (`agl_notebook.client_tools`) and the ``llm`` command of JSON-function
+agents (`agl_notebook.functions`) all run through it. A tool's exception propagates (roles re-raise it); an API
+whose handler errors become error results (client tools) wraps its handlers. Every reply passes through
+`model_events`, where tool calls written as text markup become ordinary calls (`agl_notebook.models.markup`). The
+rules it keeps:
 
 - Every tool_use gets exactly one tool_result with its id, in the next user message, in call order: run, rejected
   (validation problems), not offered (the guard), skipped (after the report), or not run (round-trip limit).

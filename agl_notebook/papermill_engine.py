@@ -21,7 +21,7 @@ from typing import Any
 
 from papermill.engines import NBClientEngine, papermill_engines
 
-from .notebook.locate import PATH_VARIABLE
+from ._settings import NOTEBOOK_PATH, set_for_kernels
 
 
 class NotebookPathEngine(NBClientEngine):  # type: ignore[misc]
@@ -35,14 +35,9 @@ class NotebookPathEngine(NBClientEngine):  # type: ignore[misc]
             from .notebook.nbfile import consolidate
 
             consolidate(nb)
-        saved = os.environ.get(PATH_VARIABLE)
-        if source is not None and not saved:  # a path the person set wins
-            os.environ[PATH_VARIABLE] = str(source)
-        try:
+        named = {} if source is None or NOTEBOOK_PATH.get() else {NOTEBOOK_PATH.name: str(source)}  # the person's wins
+        with set_for_kernels(named):
             return super().execute_notebook(nb, kernel_name, output_path=output_path, **kwargs)
-        finally:
-            if saved is None:
-                os.environ.pop(PATH_VARIABLE, None)
 
 
 def _local_file(path: object, *, exists: bool = True) -> Path | None:

@@ -4,9 +4,9 @@ A payload type is compiled once into a `PayloadSpec`: the JSON Schema the model 
 `describe()` text) and a validator that turns the model's JSON into the dataclass, or into a list of problems that
 name each field path (``issues[2]``, ``address.city``) in words a model can act on.
 
-Supported field types (SPEC A2): ``str``, ``bool``, ``int``, ``float``, another dataclass, ``list[X]``,
-``tuple[X, ...]`` or a fixed ``tuple[X, Y]`` of these, and ``X | None``. Anything else is an `InputError` when the
-payload is compiled, which is when its tool is built.
+Supported field types (docs/roles-and-tools.md, "Payloads"): ``str``, ``bool``, ``int``, ``float``, another
+dataclass, ``list[X]``, ``tuple[X, ...]`` or a fixed ``tuple[X, Y]`` of these, and ``X | None``. Anything else is an
+`InputError` when the payload is compiled, which is when its tool is built.
 
 Why a hand-written validator and schema rather than pydantic's ``TypeAdapter`` (measured, see the issue note):
 

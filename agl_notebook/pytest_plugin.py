@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-# Spelled here rather than imported, so loading the plugin never imports agl_notebook (tests check they agree).
+# Spelled here rather than taken from agl_notebook._settings (the table of every setting), so loading the plugin
+# never imports agl_notebook (test_nbval checks they agree).
 NBVAL_VARIABLE = "AGL_NOTEBOOK_UNDER_NBVAL"
 BLOCK_VARIABLE = "AGL_NOTEBOOK_BLOCK_MODELS"
 PATH_VARIABLE = "AGL_NOTEBOOK_PATH"

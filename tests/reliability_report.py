@@ -1,4 +1,4 @@
-"""The reliability report (issue 9): the suite writes ``docs/reliability.md`` from what its tests tried.
+"""The reliability report: the suite writes ``docs/reliability.md`` from what its tests tried.
 
 A reliability test (in a ``test_reliability_*.py`` file anywhere under tests/) takes the ``reliability`` fixture
 and notes each fault or bad input it tried, the outcome it checked, and any figures it measured::

@@ -1,5 +1,5 @@
-"""The client-tools API (SPEC C, E "Public names", "Handler errors differ by API", "Round trips", "Events"): one test
-(at least) per SPEC C item, each able to fail, with the scripted model."""
+"""The client-tools API (docs/client-tools.md): the public names, the loop, handler errors, round trips, events, the
+advertised-tool guard and tool calls written as text; each test able to fail, with the scripted model."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def merged(events: Sequence[Event]) -> list[Event]:
 
 
 def unanswered(transcript: Sequence[Message]) -> list[str]:
-    """Tool calls without a result with their id in the next message (SPEC C2: none may be left)."""
+    """Tool calls without a result with their id in the next message (none may be left)."""
     missing = []
     for i, m in enumerate(transcript):
         uses = [b.id for b in m.content if isinstance(b, ToolUseBlock)]
@@ -90,7 +90,7 @@ def always_calls(name: str = "search") -> ScriptedModel:
     return ScriptedModel(lambda request: {"calls": [{"name": name, "args": {"q": "x"}}]})
 
 
-# SPEC E: the public names -----------------------------------------------------------------------------------------
+# The public names ------------------------------------------------------------------------------------------------
 
 
 def test_the_module_exports_the_seed_names() -> None:
@@ -161,7 +161,7 @@ async def test_the_stream_holds_no_step_lifecycle_events_but_the_runs_sinks_get_
     assert types(seen) == ["step.started", "response.output_text.delta", "step.finished"]
 
 
-# C2: the loop -------------------------------------------------------------------------------------------------------
+# The loop -----------------------------------------------------------------------------------------------------------
 
 
 async def test_the_model_is_sent_the_instructions_the_tools_as_input_schemas_and_paired_results() -> None:
@@ -356,7 +356,7 @@ async def test_cancelling_a_run_is_not_turned_into_an_error_result() -> None:
         await task
 
 
-# C4: the advertised-tool guard ---------------------------------------------------------------------------------------
+# The advertised-tool guard -------------------------------------------------------------------------------------------
 
 
 async def test_a_tool_not_offered_gets_the_guard_result_and_its_handler_never_runs() -> None:
@@ -419,7 +419,7 @@ async def test_the_guard_applies_to_calls_written_as_text_too() -> None:
     assert [e.result for e in result.events if isinstance(e, ClientToolResult)] == ["Tool not offered this turn: rm"]
 
 
-# C5: tool calls written as text ----------------------------------------------------------------------------------
+# Tool calls written as text --------------------------------------------------------------------------------------
 
 
 async def test_markup_in_streamed_text_surfaces_as_ordinary_tool_call_events() -> None:

@@ -1,4 +1,4 @@
-"""The expression sandbox (SPEC B6): the language, its errors, an escape suite and property tests."""
+"""The expression sandbox (docs/functions.md): the language, its errors, an escape suite and property tests."""
 
 from __future__ import annotations
 

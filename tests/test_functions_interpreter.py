@@ -1,4 +1,4 @@
-"""Running JSON-function agents (SPEC B1-B6): commands, arguments, error handling, reentrancy, llm, ask, loop, end."""
+"""Running JSON-function agents: commands, arguments, error handling, reentrancy, llm, ask, loop, end."""
 
 from __future__ import annotations
 

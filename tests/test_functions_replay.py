@@ -1,4 +1,4 @@
-"""Recording and replaying a top-level call as one unit (SPEC E "JSON functions"): its model replies, API responses
+"""Recording and replaying a top-level call as one unit (docs/functions.md): its model replies, API responses
 and answers go on a tape, and a replay reaches no model, no server and no person.
 
 `UnitRun` is the ``Run.unit`` hook this package asks of `agl_notebook.run` (`agl_notebook.functions.UnitRunner`),

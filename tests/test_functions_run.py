@@ -133,7 +133,7 @@ async def test_a_live_call_that_reaches_the_network_is_blocked_where_model_calls
     run = Run()
     agent = support_agent(server)
     await agent.call("lookupOrder", {"orderId": "ORD-1"}, run=run)
-    monkeypatch.setattr(modes.session, "block_model_calls", True)
+    monkeypatch.setenv(modes.BLOCK_VARIABLE, "1")
     assert (await agent.call("lookupOrder", {"orderId": "ORD-1"}, run=Run(store=run.store)))["status"] == "shipped"
     with pytest.raises(ModelCallBlockedError, match=r"support\.lookupOrder"):
         await agent.call("lookupOrder", {"orderId": "ORD-2"}, run=Run(store=run.store))

@@ -1,4 +1,4 @@
-"""Loading and validating agent files (SPEC B1-B7, E "JSON functions"): the corpus of invalid files with their exact
+"""Loading and validating agent files (docs/functions.md): the corpus of invalid files with their exact
 problems, the shipped JSON Schema, the type vocabulary, and the rules one by one."""
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def test_valid_files_have_no_problems_and_fit_the_schema(path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# The JSON Schema shipped with the package (SPEC E)
+# The JSON Schema shipped with the package
 
 
 def test_the_schema_is_shipped_beside_the_package_and_is_a_valid_schema() -> None:

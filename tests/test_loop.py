@@ -1,5 +1,5 @@
-"""The tool loop (SPEC A3, A5, A6, C2/C4 as the core keeps them, E "Round trips", "Reports", stop reasons, events)
-and the scripted model."""
+"""The tool loop (docs/roles-and-tools.md, "The loop"): argument checks, payloads, roles without a reporting tool,
+round trips, reports, stop reasons, events; and the scripted model."""
 
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ async def test_a_rejected_tool_result_reaches_the_model_as_an_error() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# A3: arguments are checked before the handler runs; the agent may try again
+# Arguments are checked before the handler runs; the agent may try again
 
 
 async def test_arguments_that_do_not_fit_are_sent_back_and_the_handler_does_not_run() -> None:
@@ -171,7 +171,7 @@ async def test_arguments_that_do_not_fit_are_sent_back_and_the_handler_does_not_
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# A5: the first payload that fits counts
+# The first payload that fits counts
 
 
 async def test_a_report_that_does_not_fit_is_sent_back_and_the_next_one_counts() -> None:
@@ -222,7 +222,7 @@ async def test_calls_before_the_report_run_and_calls_after_it_are_skipped() -> N
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# A6: a role without a reporting tool; the reminder; RoleIncompleteError
+# A role without a reporting tool; the reminder; RoleIncompleteError
 
 
 async def test_without_a_reporting_tool_the_step_returns_none_when_the_agent_stops() -> None:
@@ -306,8 +306,8 @@ async def test_max_tool_roundtrips_zero_allows_one_request_and_no_tool_call() ->
 
 
 async def test_a_report_in_the_last_allowed_reply_counts_and_the_calls_before_it_run() -> None:
-    # A valid report needs no further request, so the limit does not cut that reply short (SPEC E: calls before
-    # the reporting call run).
+    # A valid report needs no further request, so the limit does not cut that reply short (and the calls
+    # before the reporting call run).
     recorder = Recorder()
     run, model, events = make_run([{"calls": [look("a")]}, {"calls": [look("b"), report(["ok"])]}])
     result = await run.step(make_role(recorder, max_tool_roundtrips=1), "go")

@@ -1,4 +1,4 @@
-"""Tool calls written as text markup (SPEC C5): the interceptor alone, its split-independence (hypothesis), and its
+"""Tool calls written as text markup: the interceptor alone, its split-independence (hypothesis), and its
 place below the loop (every model, roles included)."""
 
 from __future__ import annotations

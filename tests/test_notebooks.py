@@ -1,5 +1,5 @@
 """The example notebooks: with a key set they run live against the Messages API (here a local fake on 127.0.0.1),
-and the scripted recordings they carry miss, as SPEC E says they should."""
+and the scripted recordings they carry miss, as they should: they were made with another backend."""
 
 from __future__ import annotations
 

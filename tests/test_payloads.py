@@ -1,4 +1,4 @@
-"""Payloads (SPEC A1, A2, A3 validation, A11, E `describe(default=[])`)."""
+"""Payloads (docs/roles-and-tools.md, "Payloads"): `describe`, supported types, validation, `JsonValue`."""
 
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ async def _ok(payload: object) -> ToolResult:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# A1: describe()
+# describe()
 
 
 def test_describe_returns_a_dataclass_field_whose_text_the_agent_reads() -> None:
@@ -152,7 +152,7 @@ def test_required_fields_cannot_be_left_out() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# A2: supported types, validation messages naming field paths
+# Supported types, validation messages naming field paths
 
 
 FULL_PERSON: dict[str, JsonValue] = {
@@ -275,7 +275,7 @@ def test_arguments_that_are_not_an_object() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# A2 / A7: payloads that can't be saved as JSON are refused when the tool is built
+# Payloads that can't be saved as JSON are refused when the tool is built
 
 
 @pytest.mark.parametrize(
@@ -314,7 +314,7 @@ def test_a_payload_that_is_not_a_dataclass_type_is_refused(payload: Any, shown: 
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# A11: JsonValue
+# JsonValue
 
 
 def test_json_value_is_exported_with_the_seed_spelling() -> None:

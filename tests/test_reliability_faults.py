@@ -1,4 +1,4 @@
-"""Reliability (issue 9): model faults through the real anthropic SDK over an in-process transport.
+"""Reliability (docs/reliability.md): model faults through the real anthropic SDK over an in-process transport.
 
 Each fault is served by ``httpx2.MockTransport`` (the helpers of test_anthropic_backend.py), so the SDK's own retries,
 SSE decoding and event parsing run. For every fault: it is retried where the SDK retries, otherwise the step fails

@@ -1,4 +1,4 @@
-"""Reliability, fuzzing (issue 9): property tests of payload validation over random dataclass shapes and random JSON.
+"""Reliability, fuzzing: property tests of payload validation over random dataclass shapes and random JSON.
 
 A *shape* is a small tree describing a field type: ``("str",)``, ``("bool",)``, ``("int",)``, ``("float",)``,
 ``("list", t)``, ``("tuple", t)`` (``tuple[t, ...]``), ``("fixed", (t, ...))`` (``tuple[t1, t2]``), ``("opt", t)``

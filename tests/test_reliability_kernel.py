@@ -1,4 +1,4 @@
-"""Reliability, kernel faults (issue 9), in real kernels: interrupts during a model call, during a tool and while
+"""Reliability, kernel faults, in real kernels: interrupts during a model call, during a tool and while
 waiting for an answer; kernel restarts with unsaved recordings; the frontend extension missing or disabled; two
 notebooks on one kernel path. Nothing corrupts the notebook; a record is either fully there or absent.
 

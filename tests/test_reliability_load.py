@@ -1,4 +1,4 @@
-"""Reliability, load (issue 9): 200 concurrent steps on one Run, and a 2,000-step recording replayed from a file.
+"""Reliability, load: 200 concurrent steps on one Run, and a 2,000-step recording replayed from a file.
 
 Each step's input names it; the model looks the input up with a tool and reports a payload built from the input and
 the tool's result, so any cross-talk between concurrent steps shows as a result that names another step. The

@@ -1,4 +1,4 @@
-"""Reliability (issue 9), bad recordings: notebooks whose recordings are damaged, foreign, stale or huge.
+"""Reliability, bad recordings: notebooks whose recordings are damaged, foreign, stale or huge.
 
 Each bad input is taken end to end: a `Run` reading the notebook file through a `NotebookStore` (what a kernel
 uses), the ``agl-notebook`` command, and, where it matters, a real kernel through ``agl-notebook execute``. For every

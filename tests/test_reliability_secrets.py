@@ -1,4 +1,4 @@
-"""Reliability (issue 9): a planted API key leaks nowhere agl_notebook writes, draws or logs.
+"""Reliability (docs/reliability.md): a planted API key leaks nowhere agl_notebook writes, draws or logs.
 
 The key (built at runtime, never spelled out in this file) is put in ANTHROPIC_API_KEY, and a second secret in an
 environment variable whose name says it is one; both are then fed through every path: the step's input, the model's

@@ -1,4 +1,4 @@
-"""Reliability (issue 9): an untrusted notebook's recordings are data only.
+"""Reliability (docs/reliability.md): an untrusted notebook's recordings are data only.
 
 A record is made live with hostile strings in its input, the model's text, tool arguments and results, a question
 and its answer and the result; then crafted (its claimed backend and cell id replaced by hostile strings, and a

@@ -1,4 +1,4 @@
-"""Replay (SPEC E): fingerprints and occurrences, the record format and stores, modes, secrets, corrupt files."""
+"""Replay: fingerprints and occurrences, the record format and stores, modes, secrets, corrupt files."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ from agl_notebook.replay import (
     Store,
     resolve_mode,
 )
-from agl_notebook.replay.modes import ENV_VAR, session
+from agl_notebook.replay.modes import BLOCK_VARIABLE, ENV_VAR, NBVAL_VARIABLE, session
 from agl_notebook.transcript import TextBlock, ToolResultBlock
 
 
@@ -163,12 +163,13 @@ async def record_once(model: Model, store: Store | None = None, value: object = 
 def _clean_mode(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every test starts with no mode from the environment, the magic or nbval."""
     monkeypatch.delenv(ENV_VAR, raising=False)
-    saved = (session.magic_mode, session.under_nbval)
-    session.magic_mode, session.under_nbval = None, False
+    monkeypatch.delenv(NBVAL_VARIABLE, raising=False)
+    saved = session.magic_mode
+    session.magic_mode = None
     try:
         yield
     finally:
-        session.magic_mode, session.under_nbval = saved
+        session.magic_mode = saved
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -520,19 +521,25 @@ async def test_an_invalid_mode_is_an_input_error_naming_where_it_came_from(
 
 async def test_under_nbval_the_default_is_replay(monkeypatch: pytest.MonkeyPatch) -> None:
     model = ScriptedModel(SCRIPT)
-    session.under_nbval = True
-    try:
-        assert resolve_mode() == "replay"
-        run = Run(model=model, answers=answering([]))
-        with pytest.raises(ReplayMissError):
-            await run.step(researcher(run, []), Request("retries"))
-        assert model.calls == 0
-        monkeypatch.setenv(ENV_VAR, "auto")  # the environment still beats the default
-        assert await run.step(researcher(run, []), Request("retries")) == RESULT
-        assert len(run.store.records()) == 1
-    finally:
-        session.under_nbval = False
+    monkeypatch.setenv(NBVAL_VARIABLE, "1")
+    assert resolve_mode() == "replay"
+    run = Run(model=model, answers=answering([]))
+    with pytest.raises(ReplayMissError):
+        await run.step(researcher(run, []), Request("retries"))
+    assert model.calls == 0
+    monkeypatch.setenv(ENV_VAR, "auto")  # the environment still beats the default
+    assert await run.step(researcher(run, []), Request("retries")) == RESULT
+    assert len(run.store.records()) == 1
     assert resolve_mode(environ={}) == "auto"
+
+
+def test_the_nbval_and_block_settings_are_read_when_used_not_at_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A kernel's %env, or a variable set after agl_notebook was imported, takes effect at the next step.
+    monkeypatch.delenv(BLOCK_VARIABLE, raising=False)
+    assert (resolve_mode(), session.under_nbval, session.block_model_calls) == ("auto", False, False)
+    monkeypatch.setenv(NBVAL_VARIABLE, "1")
+    monkeypatch.setenv(BLOCK_VARIABLE, "1")
+    assert (resolve_mode(), session.under_nbval, session.block_model_calls) == ("replay", True, True)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -589,7 +596,7 @@ async def test_an_auth_header_in_a_tool_result_is_scrubbed_and_the_record_stays_
 
 
 @pytest.mark.parametrize(("content", "problem"), [
-    ("truncated", "not valid JSON (line "),
+    ("truncated", ": invalid JSON at line "),
     ('{"version": 2, "records": []}\n', ".version: this version of agl_notebook reads version 1, found 2."),
     ('{"version": 1, "records": {}}\n', ".records: expected a list."),
     ("[]\n", ": expected an object with 'version' and 'records'."),

@@ -1,4 +1,4 @@
-"""`Run.step`: roles and factories, accepts, handler errors, wiping a failed step, concurrency (SPEC A4, A6, A8, E)."""
+"""`Run.step`: roles and factories, accepts, handler errors, wiping a failed step, concurrency."""
 
 
 from __future__ import annotations
@@ -211,7 +211,7 @@ def test_current_step_outside_a_step_is_an_input_error() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# A4: handler errors stop the step, wipe its work, and are re-raised unchanged
+# Handler errors stop the step, wipe its work, and are re-raised unchanged
 
 
 class Work:
@@ -418,7 +418,7 @@ async def test_a_failing_concurrent_step_wipes_only_its_own_work() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# A10: a step that replays runs no agent, so its tools aren't called and their questions aren't asked again
+# A step that replays runs no agent, so its tools aren't called and their questions aren't asked again
 
 
 async def test_a_replayed_step_runs_no_agent_calls_no_tool_and_asks_nothing() -> None:

@@ -1,4 +1,4 @@
-"""Questions: screens, inputs and their validation, `run.terminal.show`, scripted answers (SPEC A9, E "Questions")."""
+"""Questions: screens, inputs and their validation, `run.terminal.show`, scripted answers (docs/questions.md)."""
 
 
 from __future__ import annotations

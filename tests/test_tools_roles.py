@@ -1,4 +1,4 @@
-"""Tools, reporting tools, roles, `@role`, `prompt_file`, `Claude` and the public names (SPEC A3, A5-A8, A12, E)."""
+"""Tools, reporting tools, roles, `@role`, `prompt_file`, `Claude` and the public names."""
 
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def _report_tool(name: str = "report_review") -> ReportingTool[Review]:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Public names (SPEC E)
+# Public names
 
 
 SEED_000_NAMES = {
@@ -95,7 +95,7 @@ def test_screen_is_generic() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Errors (A12)
+# Errors
 
 
 def test_error_hierarchy() -> None:
@@ -109,7 +109,7 @@ def test_error_hierarchy() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# ToolResult, tool(), reporting_tool() (A3, A5, A7)
+# ToolResult, tool(), reporting_tool()
 
 
 def test_tool_result_defaults_to_not_rejected_and_is_frozen() -> None:
@@ -179,7 +179,7 @@ def test_tool_refuses_a_synchronous_handler() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Role (A6, A7)
+# Role
 
 
 def test_role_tool_names_are_unique() -> None:
@@ -228,7 +228,7 @@ def test_role_defaults() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# @role (A8, E "Roles")
+# @role
 
 
 @role(model=Claude.OPUS, accepts=(Request,))
@@ -311,7 +311,7 @@ def test_claude_names_the_current_models_and_is_a_string_enum() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# prompt_file (A8)
+# prompt_file
 
 
 def test_prompt_file_reads_relative_to_the_callers_folder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -12,17 +12,15 @@ events and the tape show.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, quote_plus, urlencode
+from urllib.parse import urlencode
 
 from .._canonical import digest
+from .._secrets import LOG_FILTER, scrub, scrub_logs, scrub_text
 from ..payloads import JsonObject
-from ..replay.scrub import REDACTED, scrub
 from ._tape import ReplayedError, Tape, error_entry
 from .errors import ApiConnectionError, ApiError, ApiTimeoutError, CommandError, MissingSecretError
 from .expressions import ExpressionError, Limits, measure
@@ -33,44 +31,6 @@ _MIN_SECRET = 4  # a shorter value is no secret, and scrubbing it would mangle o
 # these loggers' records before any handler sees them.
 _HTTP_LOGGERS = ("httpx2", "httpcore2", "httpcore2.connection", "httpcore2.http11", "httpcore2.http2",
                  "httpcore2.proxy")
-
-
-class _ScrubSecrets(logging.Filter):
-    """Rewrites a log record that holds a secret of a request in flight."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.secrets: dict[str, int] = {}
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if self.secrets:
-            message = record.getMessage()
-            clean = scrub_secrets(message, list(self.secrets))
-            if clean != message:
-                record.msg, record.args = clean, ()
-        return True
-
-
-_LOG_FILTER = _ScrubSecrets()
-
-
-@contextlib.contextmanager
-def _scrubbed_logs(secrets: list[str]) -> Iterator[None]:
-    for name in _HTTP_LOGGERS:
-        logger = logging.getLogger(name)
-        if _LOG_FILTER not in logger.filters:
-            logger.addFilter(_LOG_FILTER)
-    for secret in secrets:
-        _LOG_FILTER.secrets[secret] = _LOG_FILTER.secrets.get(secret, 0) + 1
-    try:
-        yield
-    finally:
-        for secret in secrets:
-            left = _LOG_FILTER.secrets.get(secret, 1) - 1
-            if left > 0:
-                _LOG_FILTER.secrets[secret] = left
-            else:
-                _LOG_FILTER.secrets.pop(secret, None)
 
 
 @dataclass(frozen=True)
@@ -143,7 +103,7 @@ def secrets_of(profile: Profile, environ: Mapping[str, str]) -> tuple[dict[str, 
     """The profile's secret headers and query values read from ``environ``, and the values to scrub."""
     headers: dict[str, str] = {}
     query: dict[str, str] = {}
-    scrub: list[str] = []
+    to_scrub: list[str] = []
     for target, items in ((headers, profile.headers), (query, profile.query)):
         for name, value in items:
             if isinstance(value, EnvValue):
@@ -153,19 +113,10 @@ def secrets_of(profile: Profile, environ: Mapping[str, str]) -> tuple[dict[str, 
                                              f"{value.variable}, which is not set; set it and run again.")
                 target[name] = value.prefix + secret
                 if len(secret) >= _MIN_SECRET:
-                    scrub.append(secret)
+                    to_scrub.append(secret)
             else:
                 target[name] = value
-    return headers, query, scrub
-
-
-def scrub_secrets(text: str, secrets: list[str]) -> str:
-    """``text`` with every secret replaced, as written and as a URL would encode it."""
-    for secret in secrets:
-        for spelling in {secret, quote(secret, safe=""), quote_plus(secret)}:
-            if spelling in text:
-                text = text.replace(spelling, REDACTED)
-    return text
+    return headers, query, to_scrub
 
 
 def _scrub_decoded(text: str, secrets: list[str]) -> str:
@@ -180,8 +131,7 @@ def _scrub_decoded(text: str, secrets: list[str]) -> str:
         decoded = json.loads(text)
     except (ValueError, RecursionError):
         return text  # not JSON: nothing decodes it, so the raw text was all there was to scrub
-    spellings = [s for secret in secrets for s in dict.fromkeys((secret, quote(secret, safe=""), quote_plus(secret)))]
-    clean = scrub(decoded, spellings)
+    clean = scrub(decoded, secrets)
     return text if clean == decoded else json.dumps(clean, ensure_ascii=False)
 
 
@@ -223,7 +173,8 @@ async def _live(request: ApiRequest, client: Any, environ: Mapping[str, str]) ->
     params = list(query.items()) + list(request.query)
     body = {} if request.body is None else {"json": request.body}
     try:
-        with _scrubbed_logs(secrets):
+        scrub_logs(*_HTTP_LOGGERS)
+        with LOG_FILTER.holding(secrets):
             return await _exchange(request, client, url, params, headers, body, secrets)
     except ApiError:
         raise
@@ -231,7 +182,7 @@ async def _live(request: ApiRequest, client: Any, environ: Mapping[str, str]) ->
         raise ApiTimeoutError(f"no response from {request.method} {request.public_url} within "
                               f"{request.timeout:g} s.") from None
     except (httpx2.HTTPError, OSError) as e:
-        detail = scrub_secrets(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__, secrets)
+        detail = scrub_text(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__, secrets)
         raise ApiConnectionError(f"{request.method} {request.public_url} failed: {detail}") from None
 
 
@@ -259,8 +210,8 @@ async def _exchange(request: ApiRequest, client: Any, url: str, params: list[tup
             reason = str(response.reason_phrase or "")
             content_type = str(response.headers.get("content-type", ""))
     return {"kind": "api", "key": request.key(), "request": _request_json(request), "status": status,
-            "reason": scrub_secrets(reason, secrets), "contentType": content_type,
-            "text": _scrub_decoded(scrub_secrets(text, secrets), secrets)}
+            "reason": scrub_text(reason, secrets), "contentType": content_type,
+            "text": _scrub_decoded(scrub_text(text, secrets), secrets)}
 
 
 def _body(request: ApiRequest, entry: JsonObject, limits: Limits) -> tuple[int, Any]:

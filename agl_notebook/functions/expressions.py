@@ -1,4 +1,4 @@
-"""The expression sandbox: the ``"{ expr }"`` language of agent files (SPEC B6).
+"""The expression sandbox: the ``"{ expr }"`` language of agent files (docs/functions.md, "Dynamic strings").
 
 An expression is one Python expression, parsed with `ast` and compiled by this module into a tree of closures that
 only ever does what an allow-list says. Nothing is handed to `eval` or `compile`.

@@ -176,7 +176,7 @@ class Function:
 
     @property
     def is_tool(self) -> bool:
-        """A function with a description is a tool (SPEC B3)."""
+        """A function with a description is a tool: the model may call it (docs/functions.md, "Functions")."""
         return self.description is not None
 
 

@@ -1,4 +1,4 @@
-"""Loading and validating agent files (SPEC B, B7).
+"""Loading and validating agent files (docs/functions.md, "The agent file").
 
 Every problem is reported at once, each with its JSON path and a sentence a person can act on, before anything runs.
 
@@ -874,7 +874,7 @@ class _Validator:
     # The onError rule -----------------------------------------------------------------------------------------
 
     def handler_reads(self, block: Block, args: set[str], function: str) -> None:
-        """SPEC B4: a function's onError reads only its arguments, ``exc`` and what the block itself sets."""
+        """A function's onError reads only its arguments, ``exc`` and what the block itself sets (docs/functions.md)."""
         self.flow(block, args | {"exc"}, False, function)
 
     def flow(self, block: Block, known: set[str], has_result: bool, function: str) -> tuple[set[str], bool]:
@@ -955,7 +955,7 @@ class _Validator:
                                  f"{_suggest(name, declared)}")
 
     def cycles(self, edges: dict[str, list[tuple[str, str]]]) -> None:
-        """Report each call cycle once, at the call that closes it (SPEC B5)."""
+        """Report each call cycle once, at the call that closes it (recursion is refused before anything runs)."""
         state: dict[str, int] = {}  # 1 on the stack, 2 done
         stack: list[str] = []
         reported: set[frozenset[str]] = set()

@@ -36,7 +36,6 @@ import email.utils
 import json
 import logging
 import math
-import os
 import random
 import time
 import weakref
@@ -46,10 +45,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast, get_args
 
 from .._scope import current_scope
+from .._secrets import scrub_logs
+from .._settings import anthropic_configuration
 from ..errors import InputError, MissingCredentialsError, ModelOutputTruncatedError, UpstreamUnexpected
 from ..events import ModelRetryWaiting
 from ..payloads import JsonObject, JsonValue
-from ..replay.scrub import scrub_text, secrets_from_environment
 from ..transcript import messages_to_json
 from .base import ModelEvent, ModelRequest, StopReason, TextDelta, ToolCall, ToolSpec, TurnEnd, Usage
 
@@ -61,7 +61,6 @@ __all__ = ["AnthropicModel", "request_params"]
 
 log = logging.getLogger(__name__)
 
-_CONFIG_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
 _STOP_REASONS: frozenset[str] = frozenset(get_args(StopReason))
 
 NO_CREDENTIALS_MESSAGE = (
@@ -139,7 +138,7 @@ class AnthropicModel:
 
     async def _environment_client(self) -> AsyncAnthropic:
         loop = asyncio.get_running_loop()
-        config = tuple(os.environ.get(name, "") for name in _CONFIG_VARIABLES)
+        config = anthropic_configuration()
         cached = self._env_clients.get(loop)
         if cached is not None and cached[0] == config:
             return cached[1]
@@ -189,7 +188,7 @@ class AnthropicModel:
             raise InputError("AnthropicModel was given no model id: name one with @role(model=Claude.OPUS) or "
                              "AnthropicModel(model=...).")
         params = request_params(request, model)
-        _scrub_sdk_logs()
+        scrub_logs("anthropic", "anthropic._base_client", "httpx2")  # the SDK logs request bodies at DEBUG
         async with AsyncExitStack() as stack:
             client = self._client or await self._environment_client()
             retries = client.max_retries
@@ -330,27 +329,6 @@ def _transport_errors() -> type[Exception]:
     import httpx2
 
     return httpx2.TransportError
-
-
-class _ScrubLogs(logging.Filter):
-    """The SDK logs request bodies at DEBUG: scrub secrets from them (as every record and view is scrubbed)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        clean = scrub_text(message, secrets_from_environment())
-        if clean != message:
-            record.msg, record.args = clean, ()
-        return True
-
-
-_SCRUB_LOGS = _ScrubLogs()
-
-
-def _scrub_sdk_logs() -> None:
-    for name in ("anthropic", "anthropic._base_client", "httpx2"):
-        logger = logging.getLogger(name)
-        if _SCRUB_LOGS not in logger.filters:
-            logger.addFilter(_SCRUB_LOGS)
 
 
 async def _client_from_environment(max_retries: int | None) -> AsyncAnthropic:

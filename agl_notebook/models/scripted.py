@@ -13,7 +13,6 @@ when the source cannot be read). Editing the script therefore makes its recordin
 from __future__ import annotations
 
 import inspect
-import os
 import re
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from .._canonical import digest
+from .._settings import CREDENTIALS, has_credentials
 from ..errors import InputError, ScriptExhaustedError
 from ..payloads import JsonObject, JsonValue
 from .base import ModelEvent, ModelRequest, StopReason, TextDelta, ToolCall, TurnEnd, Usage
@@ -180,7 +180,7 @@ def _source_of(function: Callable[..., Any]) -> str:
         return f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', repr(function))}"
 
 
-CREDENTIAL_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+CREDENTIAL_VARIABLES = tuple(setting.name for setting in CREDENTIALS)
 
 
 def scripted_unless_credentials(script: Sequence[TurnLike] | Mapping[str, Sequence[TurnLike]] | ScriptFunction,
@@ -192,7 +192,6 @@ def scripted_unless_credentials(script: Sequence[TurnLike] | Mapping[str, Sequen
     ``ANTHROPIC_API_KEY`` (or ``ANTHROPIC_AUTH_TOKEN``) is set. Those recordings then miss, as they should: they
     were made with another backend.
     """
-    env = os.environ if environ is None else environ
-    if any(env.get(name, "").strip() for name in CREDENTIAL_VARIABLES):
+    if has_credentials(environ):
         return None
     return ScriptedModel(script)

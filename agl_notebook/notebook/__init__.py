@@ -1,4 +1,4 @@
-"""The notebook integration, kernel side (layer 7).
+"""The notebook integration, kernel side (the notebook layer of docs/architecture.md).
 
 Views, the widget terminal, the notebook store, locating the notebook and the cell, and running steps
 synchronously in a cell.

@@ -1,4 +1,4 @@
-"""The kernel's end of the link to the frontend extension (layer 8), over a comm on the target ``agl_notebook``.
+"""The kernel's end of the link to the frontend extension, over a comm on the target ``agl_notebook``.
 
 The protocol, version 1 (the extension's ``labextension/src/index.ts`` is the other end):
 

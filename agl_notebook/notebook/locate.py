@@ -1,6 +1,6 @@
 """Finding the notebook a kernel runs and the cell it executes.
 
-In order (FINDINGS): ``JPY_SESSION_NAME`` (set by jupyter_server for JupyterLab and Notebook 7), VS Code's
+In order: ``JPY_SESSION_NAME`` (set by jupyter_server 2.1 or later for JupyterLab and Notebook 7), VS Code's
 ``__vsc_ipynb_file__``, an explicit setting (``AGL_NOTEBOOK_PATH`` or `set_notebook_path`; the nbval plugin,
 ``agl-notebook execute`` and the papermill engine set it), and last the notebooks in the working directory one of
 whose code cells has exactly the executing source (nbclient, nbconvert and ``jupyter execute`` run the kernel in the
@@ -15,16 +15,17 @@ nbconvert output is newer than a notebook nobody saved since.
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import _settings
+from .._files import read_json_file
+from ..errors import InputError
 from . import _kernel
 
-PATH_VARIABLE = "AGL_NOTEBOOK_PATH"
+PATH_VARIABLE = _settings.NOTEBOOK_PATH.name
 """The environment variable naming the notebook explicitly."""
 
 NBCONVERT_SUFFIX = ".nbconvert.ipynb"
@@ -62,16 +63,15 @@ def notebook_path(*, environ: Mapping[str, str] | None = None, user_ns: Mapping[
 def locate(*, environ: Mapping[str, str] | None = None, user_ns: Mapping[str, Any] | None = None,
            code: str | None = None, cwd: Path | None = None) -> Location:
     """The notebook file this kernel runs, with what was searched when it cannot be told."""
-    env = os.environ if environ is None else environ
     ns = _kernel.user_namespace() if user_ns is None else user_ns
-    candidates: list[object] = [env.get("JPY_SESSION_NAME"), ns.get("__vsc_ipynb_file__"), _explicit,
-                                env.get(PATH_VARIABLE)]
+    named = _settings.NOTEBOOK_PATH.get(environ) or None
+    candidates: list[object] = [_settings.JUPYTER_SESSION.get(environ), ns.get("__vsc_ipynb_file__"), _explicit,
+                                named]
     for candidate in candidates:
         if candidate and str(candidate).endswith(".ipynb"):
             path = Path(str(candidate))
             if path.is_file():
                 return Location(path)
-    named = env.get(PATH_VARIABLE) or None
     source = _kernel.executing_code() if code is None else code
     folder = Path.cwd() if cwd is None else cwd
     if not source.strip():
@@ -111,8 +111,8 @@ def _matching(folder: Path, source: str) -> tuple[tuple[Path, ...], dict[Path, A
     metadata: dict[Path, Any] = {}
     for path in sorted(folder.glob("*.ipynb")):
         try:
-            nb = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            nb = read_json_file(path)
+        except InputError:
             continue
         if isinstance(nb, dict) and _has_code_cell(nb, source):
             matches.append(path)

@@ -17,13 +17,13 @@ traceback.
 
 from __future__ import annotations
 
-import os
 import shlex
 from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
 
+from .. import _settings
 from ..errors import InputError
 from ..replay import modes
 from ..replay.explain import recent_misses, stale_reasons
@@ -75,7 +75,7 @@ def _mode(rest: list[str]) -> str:
     mode = modes.resolve_mode()
     if modes.session.magic_mode is not None:
         source = "set by %agl mode"
-    elif os.environ.get(modes.ENV_VAR, "").strip():
+    elif _settings.MODE.text():
         source = f"from {modes.ENV_VAR}"
     else:
         source = "the default under nbval" if modes.session.under_nbval else "the default"

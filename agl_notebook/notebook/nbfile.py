@@ -9,12 +9,12 @@ removed once it has been moved into the notebook metadata).
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._files import read_json_file
 from ..errors import InputError
 from ..payloads import JsonValue
 from ..replay.records import StepRecord, block_from_json, block_to_json
@@ -60,15 +60,7 @@ class NotebookRecords:
 
 def read_notebook_json(path: Path) -> dict[str, Any]:
     """Read a notebook file as JSON, with an `InputError` naming the file and what is wrong."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: cannot be read ({e}).") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}: not a notebook: invalid JSON at line {e.lineno}, column {e.colno} "
-                         f"({e.msg}).") from None
+    data = read_json_file(path, kind="notebook")
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list) or "nbformat" not in data:
         raise InputError(f"{path}: not a notebook (no 'cells' list and 'nbformat' number).")
     return data

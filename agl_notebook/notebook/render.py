@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from .._secrets import scrub_text, secrets_from_environment
 from ..events import (
     ClientToolExecuting,
     ClientToolRequested,
@@ -41,7 +42,6 @@ from ..events import (
 )
 from ..functions.events import ApiResponded, ErrorHandled, FunctionCalled, FunctionEvent, FunctionReturned, Logged
 from ..payloads import JsonObject, JsonValue
-from ..replay.scrub import scrub_text, secrets_from_environment
 
 INTERRUPTIONS = ("KeyboardInterrupt", "CancelledError", "StepInterrupted")
 """The errors that mean the person (or a cancelled task) stopped the step, rather than something going wrong."""

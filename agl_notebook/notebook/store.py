@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError, warn
@@ -23,13 +24,21 @@ from .nbfile import NotebookRecords, read_notebook_json, records_in_notebook
 HELLO_SECONDS = 1.0
 """How long the first step of a kernel waits for the frontend extension's answer (only once, only in a kernel)."""
 
-# What this kernel session recorded, by notebook path ("" when the notebook is unknown): shared by every Run in
-# the kernel, so a new Run in a later cell sees records that are not saved yet.
-_session: dict[str, dict[str, StepRecord]] = {}
-# Ids forgotten with %agl forget: not replayed in this kernel session until a new record with the same id is kept.
-_forgotten: set[str] = set()
-# Whether this kernel said that it cannot tell its notebook (said once per kernel).
-_told_unlocated = False
+
+@dataclass
+class _KernelSession:
+    """What every `NotebookStore` of this kernel shares: one kernel runs one notebook session."""
+
+    recorded: dict[str, dict[str, StepRecord]] = field(default_factory=dict)
+    """What this kernel session recorded, by notebook path ("" when the notebook is unknown), so a new Run in a
+    later cell sees records that are not saved yet."""
+    forgotten: set[str] = field(default_factory=set)
+    """Ids forgotten with ``%agl forget``: not replayed until a new record with the same id is kept."""
+    told_unlocated: bool = False
+    """Whether this kernel said that it cannot tell its notebook (said once per kernel)."""
+
+
+_kernel_session = _KernelSession()
 
 
 class NotebookStore:
@@ -69,7 +78,7 @@ class NotebookStore:
 
     def get(self, record_id: str) -> StepRecord | None:
         """The record with this id: this session's first, then the saved file's."""
-        if record_id in _forgotten:
+        if record_id in _kernel_session.forgotten:
             return None
         path = self._where()
         if path is None:
@@ -82,21 +91,22 @@ class NotebookStore:
         path = self._where()
         merged = dict(self._from_file(path))
         merged.update(self._session_records(path))
-        return tuple(r for r in merged.values() if r.id not in _forgotten)
+        return tuple(r for r in merged.values() if r.id not in _kernel_session.forgotten)
 
     def put(self, record: StepRecord) -> StepRecord:
         """Keep the scrubbed record in this kernel session's memory."""
         kept = scrubbed(record)
-        _forgotten.discard(kept.id)
-        _session.setdefault(_key(self._where()), {})[kept.id] = kept
+        _kernel_session.forgotten.discard(kept.id)
+        _kernel_session.recorded.setdefault(_key(self._where()), {})[kept.id] = kept
         return kept
 
     def _session_records(self, path: Path | None) -> dict[str, StepRecord]:
         # Records kept before the notebook was found (under "") belong to it as well.
-        unplaced = _session.get("", {})
+        recorded = _kernel_session.recorded
+        unplaced = recorded.get("", {})
         if path is None or not unplaced:
-            return _session.get(_key(path), {})
-        return {**unplaced, **_session.get(_key(path), {})}
+            return recorded.get(_key(path), {})
+        return {**unplaced, **recorded.get(_key(path), {})}
 
     def _from_file(self, path: Path | None) -> dict[str, StepRecord]:
         found = self._saved(path)
@@ -144,10 +154,9 @@ def _tell_unlocated() -> None:
     Written to the kernel process's own stderr (the runner's terminal or log), never to the cell's: a saved output
     must not differ between runs.
     """
-    global _told_unlocated
-    if _told_unlocated or not _kernel.in_kernel() or _kernel.interactive():
+    if _kernel_session.told_unlocated or not _kernel.in_kernel() or _kernel.interactive():
         return
-    _told_unlocated = True
+    _kernel_session.told_unlocated = True
     stream = sys.__stderr__
     if stream is not None:
         try:
@@ -164,6 +173,6 @@ def _key(path: Path | None) -> str:
 def forget(record_ids: Iterable[str]) -> None:
     """Stop replaying these records in this kernel session (``%agl forget``)."""
     for record_id in record_ids:
-        _forgotten.add(record_id)
-        for records in _session.values():
+        _kernel_session.forgotten.add(record_id)
+        for records in _kernel_session.recorded.values():
             records.pop(record_id, None)

@@ -3,17 +3,18 @@
 Where widgets cannot take the answer, it says so rather than hang: in a headless run (nbclient, nbval: no person,
 ``allow_stdin`` false) a live question takes the next of the answers given in ``AGL_NOTEBOOK_ANSWERS`` (a JSON list,
 what ``agl-notebook execute --answers`` sets) and is a `NoAnswerError` naming it without them; on kernels older
-than ipykernel 7.4 an awaiting cell does not receive widget messages (FINDINGS), so the question is asked on the
-kernel's stdin instead (``input()``, which JupyterLab and Notebook 7 show as a prompt).
+than ipykernel 7.4 an awaiting cell does not receive widget messages (7.4 is the first to dispatch comm messages
+while an async cell awaits; 7.0-7.3 do only where JupyterLab routes widget comms over a subshell), so the question
+is asked on the kernel's stdin instead (``input()``, which JupyterLab and Notebook 7 show as a prompt).
 ``AGL_NOTEBOOK_QUESTIONS=stdin`` chooses that path on any kernel.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from typing import Any, TypeVar
 
+from .. import _settings
 from .._scope import current_scope
 from ..errors import InputError, NoAnswerError
 from ..screens import Screen
@@ -22,16 +23,16 @@ from . import _kernel
 
 T = TypeVar("T")
 
-ANSWERS_VARIABLE = "AGL_NOTEBOOK_ANSWERS"
+ANSWERS_VARIABLE = _settings.ANSWERS.name
 """A JSON list of answers for the questions of a headless run, used in order (``agl-notebook execute --answers``)."""
 
-QUESTIONS_VARIABLE = "AGL_NOTEBOOK_QUESTIONS"
+QUESTIONS_VARIABLE = _settings.QUESTIONS.name
 """``widgets`` or ``stdin``: how questions are asked in a kernel (default: widgets on ipykernel >= 7.4)."""
 
 
 def questions_by_stdin() -> bool:
     """True when questions go through the kernel's stdin rather than input widgets."""
-    chosen = os.environ.get(QUESTIONS_VARIABLE, "").strip().lower()
+    chosen = _settings.QUESTIONS.text().lower()
     if chosen in ("stdin", "widgets"):
         return chosen == "stdin"
     return _kernel.ipykernel_version() < (7, 4)
@@ -44,7 +45,7 @@ def _headless_answers() -> ScriptedTerminal | None:
     """The answers given to a headless run, shared by every terminal of the kernel (used once each, in order)."""
     global _scripted
     if _scripted is None:
-        raw = os.environ.get(ANSWERS_VARIABLE, "").strip()
+        raw = _settings.ANSWERS.text()
         if not raw:
             return None
         try:

@@ -1,10 +1,10 @@
-"""Replay: step records, fingerprints, stores, modes and miss explanations (layer 5)."""
+"""Replay: step records, fingerprints, stores, modes and miss explanations (layer 4 of docs/architecture.md)."""
 
+from .._secrets import REDACTED, scrub
 from .explain import ReplayMissError, explain_miss, nearest_record
 from .fingerprint import PARTS, Fingerprint, fingerprint
 from .modes import ENV_VAR, MODES, Mode, resolve_mode
 from .records import FORMAT, RecordedQuestion, RecordsBlock, StepRecord, block_from_json, block_to_json
-from .scrub import REDACTED, scrub
 from .stores import JsonFileStore, MemoryStore, RecordingWarning, Store
 
 __all__ = [

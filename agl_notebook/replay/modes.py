@@ -8,35 +8,56 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Literal, TypeAlias, TypeGuard
 
-from ..errors import InputError
+from .. import _settings
+from ..errors import InputError, ModelCallBlockedError
 
 Mode: TypeAlias = Literal["auto", "replay", "refresh", "off"]
 MODES: tuple[Mode, ...] = ("auto", "replay", "refresh", "off")
-ENV_VAR = "AGL_NOTEBOOK_MODE"
+ENV_VAR = _settings.MODE.name
 """The environment variable that sets the mode below ``%agl``, a Run and a step."""
-
-
-NBVAL_VARIABLE = "AGL_NOTEBOOK_UNDER_NBVAL"
+NBVAL_VARIABLE = _settings.UNDER_NBVAL.name
 """Set to 1 by the nbval plugin in the environment its kernels inherit: the default mode becomes ``replay``."""
-BLOCK_VARIABLE = "AGL_NOTEBOOK_BLOCK_MODELS"
+BLOCK_VARIABLE = _settings.BLOCK_MODELS.name
 """Set to 1 (the nbval plugin does) to make any live model call fail loudly."""
 
 
 class _Session:
-    """Process-wide settings: made by the ``%agl`` magic, or read once from the environment the nbval plugin set."""
+    """Process-wide mode settings: the ``%agl`` magic's, and the environment's as it is when asked."""
 
-    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
-        env = os.environ if environ is None else environ
+    def __init__(self) -> None:
         self.magic_mode: Mode | None = None
-        self.under_nbval = env.get(NBVAL_VARIABLE) == "1"
-        self.block_model_calls = env.get(BLOCK_VARIABLE) == "1"
+        """The mode ``%agl mode`` set, or None."""
+
+    @property
+    def under_nbval(self) -> bool:
+        """Whether the nbval plugin started this kernel (the default mode is then ``replay``)."""
+        return _settings.UNDER_NBVAL.is_on()
+
+    @property
+    def block_model_calls(self) -> bool:
+        """Whether a live model call must fail (under nbval, ``agl-notebook explain``)."""
+        return _settings.BLOCK_MODELS.is_on()
 
 
 session = _Session()
+
+
+def refuse_blocked_call(what: str) -> None:
+    """Raise `ModelCallBlockedError` where model calls are blocked; ``what`` says what the call would do.
+
+    The one check and message for every kind of call that reaches a model or the network (a step, a JSON
+    function's ``llm`` or ``api`` command).
+
+    Examples:
+        >>> refuse_blocked_call("A step of role 'oracle' would call a model")  # doctest: +SKIP
+    """
+    if session.block_model_calls:
+        raise ModelCallBlockedError(
+            f"{what}, and model and network calls are blocked here (under nbval, or {BLOCK_VARIABLE}=1). Record it "
+            "first: run the notebook with `agl-notebook execute --record`, or run the cell in JupyterLab and save.")
 
 
 def _is_mode(mode: str) -> TypeGuard[Mode]:
@@ -59,8 +80,7 @@ def resolve_mode(*, step: str | None = None, run: str | None = None,
         return check_mode(run, where="Run(mode=...)")
     if session.magic_mode is not None:
         return session.magic_mode
-    env = os.environ if environ is None else environ
-    from_env = env.get(ENV_VAR, "").strip()
+    from_env = _settings.MODE.text(environ)
     if from_env:
         return check_mode(from_env, where=ENV_VAR)
-    return "replay" if session.under_nbval else "auto"
+    return "replay" if _settings.UNDER_NBVAL.is_on(environ) else "auto"

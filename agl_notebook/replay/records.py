@@ -1,6 +1,6 @@
 """Step records: what a finished step leaves behind so it can replay, as JSON only.
 
-The format (SPEC E), version `FORMAT`::
+The format (docs/recordings.md), version `FORMAT`::
 
     {"version": 1, "records": [record, ...]}          # notebook metadata["agl_notebook"], a JSON file, an output
 

@@ -8,16 +8,15 @@ person decides what to do with the file.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from .._files import read_json_file, write_atomically
+from .._secrets import scrub, scrub_text, secrets_from_environment
 from ..errors import InputError, warn
 from ..payloads import JsonValue
 from .records import RecordsBlock, StepRecord, block_from_json, block_to_json, record_from_json
-from .scrub import scrub, scrub_json_text, secrets_from_environment
 
 
 class RecordingWarning(UserWarning):
@@ -48,7 +47,7 @@ def scrubbed(record: StepRecord, secrets: Iterable[str] = ()) -> StepRecord:
     """
     text = json.dumps(record.to_json(), ensure_ascii=False)
     known = (*secrets_from_environment(), *secrets)
-    clean = scrub_json_text(text, known)
+    clean = scrub_text(text, known)
     if clean == text:
         return record
     try:
@@ -126,7 +125,7 @@ class JsonFileStore(MemoryStore):
             warn(f"Not saved to {self.path}: {self.problem} The record is kept in memory for this session; fix or "
                  "move the file to save recordings again.", RecordingWarning)
             return kept
-        _write_atomically(self.path, self._file_text())
+        write_atomically(self.path, self._file_text())
         self._read_at = self._mtime()
         return kept
 
@@ -179,15 +178,7 @@ class JsonFileStore(MemoryStore):
 
 def read_block_file(path: Path) -> RecordsBlock:
     """Read a records file, with an `InputError` saying what is wrong and where."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: cannot be read ({e}).") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}).") from None
-    return block_from_json(data, where=str(path))
+    return block_from_json(read_json_file(path), where=str(path))
 
 
 def _item_text(item: JsonValue) -> str:
@@ -195,16 +186,3 @@ def _item_text(item: JsonValue) -> str:
     # split("\n"), not splitlines(): that also splits inside strings, at U+2028, U+2029, U+0085 (kept raw by
     # ensure_ascii=False), which would put a line break inside a JSON string.
     return "\n".join("  " + line for line in json.dumps(item, ensure_ascii=False, indent=1).split("\n"))
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Write through a temporary file and a rename, so a crash leaves the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

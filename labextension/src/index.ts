@@ -1,5 +1,5 @@
 /**
- * agl-notebook: the JupyterLab 4 / Notebook 7 side of agl_notebook (layer 8, "Where recordings live").
+ * agl-notebook: the JupyterLab 4 / Notebook 7 side of agl_notebook (docs/recordings.md, "Where recordings live").
  *
  * For every notebook:
  * - registers the comm target `agl_notebook` on its kernel (again after each kernel change; a restart keeps the

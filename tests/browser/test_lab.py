@@ -128,7 +128,7 @@ def test_a_question_answered_in_lab_is_recorded_replayed_and_reopened_static(jup
 
 @pytest.mark.needs_labextension
 def test_unsaved_recordings_reach_a_restarted_kernel_through_the_extension(jupyter: Jupyter) -> None:
-    # The extension -> kernel reply path (SPEC E): the step is answered and recorded, the notebook is NOT saved,
+    # The extension -> kernel reply path: the step is answered and recorded, the notebook is NOT saved,
     # the kernel restarts; the file on disk holds no recording, so a replay can only come from the extension.
     name = "unsaved_handover.ipynb"
     path = jupyter.server.write_notebook(name, CELLS)

@@ -1,4 +1,4 @@
-"""JupyterLab with the agl_notebook labextension disabled (issue 9, kernel faults): nothing is lost without it.
+"""JupyterLab with the agl_notebook labextension disabled (kernel faults): nothing is lost without it.
 
 Without the extension nothing moves a record into the notebook metadata, and no unsaved recording can reach a
 restarted kernel. What must still hold: the question is answered in the running cell, the record travels in the step

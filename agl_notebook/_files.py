@@ -1,0 +1,62 @@
+"""Files: the one atomic writer and the one JSON-file reader every part of the package uses.
+
+A write goes through a temporary file in the same folder, flushed to disk, given the permissions of the file it
+replaces, then renamed over it: a crash or a full disk leaves the old file or the new one, never half of one, and a
+notebook someone made read-only for the group stays so. A read names the file and what is wrong with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` (UTF-8, newlines kept as they are) to ``path`` through a temporary file, keeping its mode.
+
+    A new file gets the permissions the umask allows, as ``open`` would give it; missing folders are made.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def read_json_file(path: Path, *, kind: str | None = None) -> Any:
+    """The JSON value in ``path``, or an `InputError` naming the file and what is wrong.
+
+    Args:
+        path: The file.
+        kind: What the file should be (``"notebook"``), named in the error when it is not JSON.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: cannot be read ({e}).") from None
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as e:
+        what = f"not a {kind}: invalid JSON" if kind else "invalid JSON"
+        where = (f" at line {e.lineno}, column {e.colno} ({e.msg})" if isinstance(e, json.JSONDecodeError)
+                 else " (nested too deeply)")
+        raise InputError(f"{path}: {what}{where}.") from None
