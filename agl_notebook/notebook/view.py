@@ -25,11 +25,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .._secrets import scrub_text, secrets_from_environment
 from ..errors import InputError
 from ..events import Event, StepStarted
 from ..replay.explain import Miss, explain_miss
 from ..replay.records import StepRecord, block_to_json
-from ..replay.scrub import scrub_text, secrets_from_environment
 from ..roles import Role
 from ..screens import Screen
 from .form import _Form, close_widgets
