@@ -99,15 +99,8 @@ _JS_CONTRAST = """() => {
 }"""
 
 
-def set_theme(nb: NotebookPage, theme: str) -> None:
-    nb.page.evaluate("(theme) => window.jupyterapp.commands.execute('apputils:change-theme', {theme})", theme)
-    light = "true" if theme == LIGHT else "false"
-    nb.wait_js(f"() => document.body.dataset.jpThemeLight === '{light}'", f"the {theme} theme to apply", 20)
-    nb.page.wait_for_timeout(300)  # the theme's stylesheet applies after the attribute changes
-
-
 def measure(nb: NotebookPage, theme: str, trust: str) -> list[dict[str, Any]]:
-    set_theme(nb, theme)
+    nb.set_theme(theme)
     found: list[dict[str, Any]] = nb.page.evaluate(_JS_CONTRAST)
     nb.output(1).scroll_into_view_if_needed()
     nb.shot(f"{trust}-{theme.split()[-1].lower()}")
@@ -121,7 +114,7 @@ def check_both_themes(nb: NotebookPage, trust: str) -> dict[str, list[dict[str, 
         for theme in (LIGHT, DARK):
             measured[theme] = measure(nb, theme, trust)
     finally:
-        set_theme(nb, LIGHT)  # the theme is a server-side setting: the next test starts light
+        nb.set_theme(LIGHT)  # the theme is a server-side setting: the next test starts light
     for theme, found in measured.items():
         poor = [f for f in found if f["ratio"] < WCAG_AA]
         assert not poor, f"{trust}, {theme}: texts under {WCAG_AA}:1: {poor}"
