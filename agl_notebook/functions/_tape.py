@@ -16,9 +16,9 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from .._canonical import digest
+from ..errors import ReplayMissError
 from ..models.base import Model, ModelEvent, ModelRequest, TextDelta, ToolCall, TurnEnd, Usage
 from ..payloads import JsonObject, JsonValue
-from ..replay.explain import ReplayMissError
 from ..transcript import messages_to_json
 
 
