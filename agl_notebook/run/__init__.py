@@ -29,7 +29,6 @@ from ._engine import Context, run_unit
 from ._step import StepPlan, check_input, input_message, system_text
 from .environment import Environment, current_environment
 from .occurrences import Occurrences
-from .sync import run_sync
 from .units import TapedUnit, UnitOutcome, Work
 from .views import EventSink, StepView, ViewFactory, emit_to
 
@@ -192,6 +191,8 @@ class Run:
         and is re-raised as a KeyboardInterrupt.
         """
         __tracebackhide__ = True
+        from .sync import run_sync  # lazily: threads and asyncio only for code that cannot await
+
         pump = self._environment.message_pump() if self._environment is not None else None
         return run_sync(make, pump=pump)
 
