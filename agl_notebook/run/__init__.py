@@ -39,6 +39,7 @@ T = TypeVar("T")
 HISTORY = 100
 """How many outcomes `Run.outcomes` keeps: the latest ones, oldest dropped first."""
 
+
 class Run:
     """Runs steps: one role on one input until the agent reports.
 
@@ -163,10 +164,10 @@ class Run:
                    network: bool, work: Work, mode: Mode | None = None) -> UnitOutcome:
         """Run (or replay) one unit of work other than a step: a top-level call of an agent's function.
 
-        What `agl_notebook.functions.UnitRunner` asks: the unit is fingerprinted from ``name`` (as the role),
-        ``backend``, ``input`` and each of ``parts``, numbered, recorded and replayed like a step (same modes,
-        events, views and store). A replay runs ``work(record.tape)`` and must give the recorded result; a live run
-        is ``work(None)``, its tape kept in the record.
+        `agl_notebook.functions.Agent.call` runs every call through this: the unit is fingerprinted from ``name``
+        (as the role), ``backend``, ``input`` and each of ``parts``, numbered, recorded and replayed like a step
+        (same modes, events, views and store). A replay runs ``work(record.tape)`` and must give the recorded
+        result; a live run is ``work(None)``, its tape kept in the record.
 
         Raises:
             ReplayMissError: Mode ``replay`` and no recording matches (the message names the differing parts), or
