@@ -13,7 +13,7 @@ from . import _kernel
 if TYPE_CHECKING:
     from ..run.views import StepView
     from ._kernel import LoopWaker
-    from .sync import _CommPoller
+    from .sync import CommPoller
 
 _occurrences: Occurrences | None = None
 _display_order: tuple[object, Any] = (None, None)
@@ -69,7 +69,7 @@ class NotebookEnvironment:
         """A `LoopWaker` on the running loop: it wakes the loop, so an interrupt ends a step at once."""
         return _kernel.wake_for_interrupts()
 
-    def message_pump(self) -> _CommPoller | None:
+    def message_pump(self) -> CommPoller | None:
         """The kernel's widget messages, read while a synchronous cell waits."""
         from .sync import message_pump
 

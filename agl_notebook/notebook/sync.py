@@ -14,29 +14,19 @@ found the worker still runs, and a question then falls back to the kernel's stdi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any
 
-from ..run.sync import run_sync as _run_sync
 from . import _kernel
-
-T = TypeVar("T")
 
 _COMM_MESSAGES = frozenset({"comm_open", "comm_msg", "comm_close"})
 
 
-def run_sync(make: Callable[[], Coroutine[Any, Any, T]], *, poll_interval: float = 0.02) -> T:
-    """`agl_notebook.run.sync.run_sync`, servicing this kernel's widget messages meanwhile."""
-    __tracebackhide__ = True
-    return _run_sync(make, pump=message_pump(), poll_interval=poll_interval)
-
-
-def message_pump() -> _CommPoller | None:
+def message_pump() -> CommPoller | None:
     """What reads this kernel's widget messages while its main thread is blocked, where ipykernel allows it."""
-    return _CommPoller.for_kernel()
+    return CommPoller.for_kernel()
 
 
-class _CommPoller:
+class CommPoller:
     """Reads the kernel's shell messages while the main thread is blocked.
 
     Comm messages are dispatched at once; the rest are given back, in order, when closed (ipykernel 7 internals).
@@ -53,7 +43,8 @@ class _CommPoller:
         self.deferred: list[Any] = []
 
     @classmethod
-    def for_kernel(cls) -> _CommPoller | None:
+    def for_kernel(cls) -> CommPoller | None:
+        """A poller on the running kernel's shell channel; None where ipykernel's internals are not as expected."""
         k = _kernel.kernel()
         if k is None or getattr(k, "shell_channel_thread", None) is None:
             return None
