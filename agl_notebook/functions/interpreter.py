@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from .._canonical import digest
 from .._scope import current_scope
 from ..errors import InputError, MissingCredentialsError, ModelCallBlockedError, ReplayMissError
-from ..events import QuestionAnswered, QuestionAsked
+from ..events import Event, QuestionAnswered, QuestionAsked
 from ..loop import LoopTool, Reporting, run_loop
 from ..models.base import Model, ToolSpec, Usage, model_network
 from ..payloads import JsonObject, JsonValue
@@ -283,7 +283,7 @@ class Agent:
         return any(c.kind == "llm" for c in commands) and model_network(run.model)
 
 
-def _no_events(event: Any) -> None:
+def _no_events(event: Event) -> None:
     pass
 
 
