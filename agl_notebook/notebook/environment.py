@@ -1,4 +1,8 @@
-"""What a `Run` created inside a Jupyter kernel uses by default."""
+"""What a `Run` created inside a Jupyter kernel uses by default: its `agl_notebook.run.environment.Environment`.
+
+It meets that protocol structurally, without importing it: `agl_notebook.run.environment` imports this module (the
+run layer's one import of the notebook layer), and an import back would close a loop.
+"""
 
 from __future__ import annotations
 
