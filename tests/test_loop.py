@@ -117,7 +117,7 @@ async def test_a_step_with_a_tool_call_then_a_report_emits_the_vocabulary_in_ord
         "step.finished",
     ]
     assert [e.delta for e in events if isinstance(e, ev.OutputTextDelta)] == ["Let ", "me ", "look."]
-    assert events[0] == ev.StepStarted("reviewer", "Review this.", f"scripted:{model.digest}")
+    assert events[0] == ev.StepStarted("reviewer", "Review this.", f"scripted:{model.digest}", "Review this.")
     assert events[4] == ev.ClientToolRequested("look_up", {"text": "retries"}, "toolu_00_0")
     assert events[5] == ev.ClientToolExecuting("look_up", "toolu_00_0")
     assert events[6] == ev.ClientToolResult("look_up", "toolu_00_0", "found retries", False)
@@ -458,7 +458,7 @@ async def test_max_tokens_in_plain_text_is_not_an_error() -> None:
 
 
 VOCABULARY: list[tuple[type[Any], str, list[str]]] = [
-    (ev.StepStarted, "step.started", ["role", "input", "model"]),
+    (ev.StepStarted, "step.started", ["role", "input", "model", "label"]),
     (ev.OutputTextDelta, "response.output_text.delta", ["delta"]),
     (ev.ClientToolRequested, "client.tool.requested", ["name", "args", "tool_call_id"]),
     (ev.ClientToolExecuting, "client.tool.executing", ["name", "tool_call_id"]),
