@@ -68,5 +68,6 @@ def emit_to(view: StepView, rest: EventSink) -> EventSink:
 
 def show_miss(view: StepView | None, miss: Miss) -> None:
     """Tell a view that can show it why a step runs live."""
-    if isinstance(view, MissView):
+    # None first: a protocol isinstance check costs microseconds, and most steps outside a notebook have no view.
+    if view is not None and isinstance(view, MissView):
         view.show_miss(miss)
