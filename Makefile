@@ -36,6 +36,7 @@ demo: $(VENV)/.installed-python
 lint: setup
 	$(VENV)/bin/ruff check agl_notebook tests benchmarks examples notebooks docs
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 
 test: lint
 	$(VENV)/bin/pytest -q

@@ -50,14 +50,11 @@ import contextlib
 import copy
 import inspect
 import json
-import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypedDict, Unpack
 
-from ._scope import StepScope, current_scope
 from .errors import InputError
 from .events import (
     ClientToolExecuting,
@@ -83,7 +80,7 @@ from .replay.modes import Mode
 from .roles import Claude, Role
 from .run import Run
 from .terminals import Terminal
-from .tools import _TOOL_NAME, Tool
+from .tools import Tool, is_tool_name
 from .tools import ToolResult as _RoleToolResult
 from .transcript import Message
 
@@ -104,6 +101,7 @@ __all__ = [
     "QuestionAsked",
     "RunTruncated",
     # Running
+    "RunOptions",
     "RunResult",
     "Runner",
     "run",
@@ -164,42 +162,51 @@ class RunResult:
     """True when the run was answered from a recording: no model, no handler ran."""
 
 
+class RunOptions(TypedDict, total=False):
+    """The options of a run, each optional, as keywords of `Runner.run`, `Runner.stream`, `run`, `stream` ..."""
+
+    tool_handlers: Mapping[str, ToolHandler] | None
+    """Handlers by tool name; only tools listed in ``client_tools`` are ever run."""
+    client_tools: Sequence[Mapping[str, Any]] | None
+    """The tools offered: ``{"name", "description", "parameters"}``, ``parameters`` being the JSON Schema the model
+    is shown (``{"type": "object", ...}``)."""
+    max_tool_roundtrips: int
+    """How many tool round trips are allowed (so at most this plus one model requests); by default
+    `DEFAULT_MAX_TOOL_ROUNDTRIPS`."""
+    model: Model | str | None
+    """The model for this run, over the Runner's."""
+    max_tokens: int
+    """The most output tokens per model reply (4096 by default)."""
+    mode: Mode | None
+    """The replay mode of this run (``auto``, ``replay``, ``refresh``, ``off``), over the Run's."""
+
+
+_OPTIONS = frozenset(RunOptions.__annotations__)
 _STEP_EVENTS = (StepStarted, StepFinished, StepFailed, StepReplayed)
 
 
 class _Collector:
-    """Where one run's events go: the loop's events of its own step only (not of steps its handlers start)."""
+    """Where one run's events go: its own step's events, less the lifecycle events (``step.*``).
+
+    `Run.step_outcome` sends it no event of another step (nor of the steps its handlers start); the lifecycle
+    events stay with the Run's views and sinks.
+    """
 
     def __init__(self, forward: Callable[[Event], None]) -> None:
         self.forward = forward
-        self.scope: StepScope | None = None
         self.replayed = False
         self.text: list[str] = []  # the streamed text since the last round trip: the run's final text
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, _STEP_EVENTS):
-            if isinstance(event, StepStarted) and self.scope is None:
-                self.scope = current_scope.get()  # Run.step sets its scope before it emits step.started
-            elif isinstance(event, StepReplayed) and current_scope.get() is self.scope:
+            if isinstance(event, StepReplayed):
                 self.replayed = True
             return
-        if current_scope.get() is self.scope:
-            if isinstance(event, OutputTextDelta):
-                self.text.append(event.delta)
-            elif isinstance(event, ClientToolRoundtrip):
-                self.text.clear()
-            self.forward(event)
-
-
-_collector: ContextVar[_Collector | None] = ContextVar("agl_notebook_client_tools", default=None)
-_routed: weakref.WeakSet[Run] = weakref.WeakSet()
-
-
-def _route(event: Event) -> None:
-    # One sink per Run, whatever the number of Runners sharing it; the context variable keeps concurrent runs apart.
-    collector = _collector.get()
-    if collector is not None:
-        collector(event)
+        if isinstance(event, OutputTextDelta):
+            self.text.append(event.delta)
+        elif isinstance(event, ClientToolRoundtrip):
+            self.text.clear()
+        self.forward(event)
 
 
 @dataclass(frozen=True)
@@ -233,9 +240,6 @@ class Runner:
         """The model for runs that do not name one."""
         self.session: Run = run if run is not None else Run()
         """The `agl_notebook.Run` every run goes through."""
-        if self.session not in _routed:
-            self.session.add_sink(_route)
-            _routed.add(self.session)
 
     @property
     def terminal(self) -> Terminal:
@@ -246,70 +250,45 @@ class Runner:
         self,
         agent: Mapping[str, Any],
         message: str,
-        *,
-        tool_handlers: Mapping[str, ToolHandler] | None = None,
-        client_tools: Sequence[Mapping[str, Any]] | None = None,
-        max_tool_roundtrips: int = DEFAULT_MAX_TOOL_ROUNDTRIPS,
-        model: Model | str | None = None,
-        max_tokens: int = 4096,
-        mode: Mode | None = None,
+        **options: Unpack[RunOptions],
     ) -> RunResult:
         """Run the agent on ``message`` until it stops calling tools (or the round-trip limit); see `stream`."""
-        call = self._call(agent, message, tool_handlers, client_tools, max_tool_roundtrips, model, max_tokens, mode)
+        call = self._call(agent, message, options, "run")
         return await self._execute(call)
 
     def run_sync(
         self,
         agent: Mapping[str, Any],
         message: str,
-        *,
-        tool_handlers: Mapping[str, ToolHandler] | None = None,
-        client_tools: Sequence[Mapping[str, Any]] | None = None,
-        max_tool_roundtrips: int = DEFAULT_MAX_TOOL_ROUNDTRIPS,
-        model: Model | str | None = None,
-        max_tokens: int = 4096,
-        mode: Mode | None = None,
+        **options: Unpack[RunOptions],
     ) -> RunResult:
         """`run`, for code that cannot await (a synchronous cell or script).
 
         The run goes on a worker thread with its own event loop; in a notebook the cell's thread meanwhile
         services widget messages, so handlers can ask questions in the same cell. An interrupt cancels the run.
         """
-        from .notebook.sync import run_sync
-
-        call = self._call(agent, message, tool_handlers, client_tools, max_tool_roundtrips, model, max_tokens, mode)
-        return run_sync(lambda: self._execute(call))
+        call = self._call(agent, message, options, "run_sync")
+        return self.session.run_sync(lambda: self._execute(call))
 
     def stream(
         self,
         agent: Mapping[str, Any],
         message: str,
-        *,
-        tool_handlers: Mapping[str, ToolHandler] | None = None,
-        client_tools: Sequence[Mapping[str, Any]] | None = None,
-        max_tool_roundtrips: int = DEFAULT_MAX_TOOL_ROUNDTRIPS,
-        model: Model | str | None = None,
-        max_tokens: int = 4096,
-        mode: Mode | None = None,
+        **options: Unpack[RunOptions],
     ) -> AsyncIterator[Event]:
         """The events of a run of the agent on ``message``, as they happen.
 
         Args:
             agent: ``{"name": ..., "instructions": ...}``: the agent's name and its system text.
             message: The user's message.
-            tool_handlers: Handlers by tool name; only tools listed in ``client_tools`` are ever run.
-            client_tools: The tools offered: ``{"name", "description", "parameters"}``, ``parameters`` being the
-                JSON Schema the model is shown (``{"type": "object", ...}``).
-            max_tool_roundtrips: How many tool round trips are allowed (so at most this plus one model requests).
-            model: The model for this run, over the Runner's.
-            max_tokens: The most output tokens per model reply.
-            mode: The replay mode of this run (``auto``, ``replay``, ``refresh``, ``off``), over the Run's.
+            options: `RunOptions`: ``tool_handlers``, ``client_tools``, ``max_tool_roundtrips``, ``model``,
+                ``max_tokens``, ``mode``.
 
         Raises:
             InputError: At once, for an agent, message, tool, handler or limit that is not usable.
             Exception: While iterating, whatever stops the run (the model refused, a replay missed, ...).
         """
-        call = self._call(agent, message, tool_handlers, client_tools, max_tool_roundtrips, model, max_tokens, mode)
+        call = self._call(agent, message, options, "stream")
         return self._stream(call)
 
     async def _stream(self, call: _Call) -> AsyncIterator[Event]:
@@ -348,18 +327,18 @@ class Runner:
         """Run the step; its events go to ``forward``, or (without one) into the result's ``events``."""
         events: list[Event] = []
         collector = _Collector(forward or events.append)
-        token = _collector.set(collector)
-        try:
-            await self.session.step(call.role, call.message, mode=call.mode)
-            # No await since the step appended its outcome, so the last one is this run's.
-            outcome = self.session.outcomes[-1]
-        finally:
-            _collector.reset(token)
+        outcome = await self.session.step_outcome(call.role, call.message, mode=call.mode, on_event=collector)
         return RunResult(tuple(events), "".join(collector.text), outcome.truncated, outcome.transcript,
                          outcome.requests, outcome.usage, collector.replayed)
 
-    def _call(self, agent: object, message: object, tool_handlers: object, client_tools: object,
-              max_tool_roundtrips: int, model: Model | str | None, max_tokens: int, mode: Mode | None) -> _Call:
+    def _call(self, agent: object, message: object, options: RunOptions, where: str) -> _Call:
+        unknown = sorted(set(options) - _OPTIONS)
+        if unknown:
+            raise TypeError(f"{where}() got an unexpected keyword argument {unknown[0]!r}; its options are "
+                            f"{', '.join(sorted(_OPTIONS))}.")
+        tool_handlers, client_tools = options.get("tool_handlers"), options.get("client_tools")
+        max_tool_roundtrips = options.get("max_tool_roundtrips", DEFAULT_MAX_TOOL_ROUNDTRIPS)
+        model, max_tokens, mode = options.get("model"), options.get("max_tokens", 4096), options.get("mode")
         name, instructions = _check_agent(agent)
         if not isinstance(message, str) or not message.strip():
             raise InputError(f"The message must be a non-empty string, not {message!r}.")
@@ -381,33 +360,19 @@ class Runner:
 def stream(
     agent: Mapping[str, Any],
     message: str,
-    *,
-    tool_handlers: Mapping[str, ToolHandler] | None = None,
-    client_tools: Sequence[Mapping[str, Any]] | None = None,
-    max_tool_roundtrips: int = DEFAULT_MAX_TOOL_ROUNDTRIPS,
-    model: Model | str | None = None,
-    max_tokens: int = 4096,
-    mode: Mode | None = None,
+    **options: Unpack[RunOptions],
 ) -> AsyncIterator[Event]:
     """The events of one run, as they happen, on a new `Runner` (see `Runner.stream`)."""
-    return Runner().stream(agent, message, tool_handlers=tool_handlers, client_tools=client_tools,
-                           max_tool_roundtrips=max_tool_roundtrips, model=model, max_tokens=max_tokens, mode=mode)
+    return Runner().stream(agent, message, **options)
 
 
 async def run(
     agent: Mapping[str, Any],
     message: str,
-    *,
-    tool_handlers: Mapping[str, ToolHandler] | None = None,
-    client_tools: Sequence[Mapping[str, Any]] | None = None,
-    max_tool_roundtrips: int = DEFAULT_MAX_TOOL_ROUNDTRIPS,
-    model: Model | str | None = None,
-    max_tokens: int = 4096,
-    mode: Mode | None = None,
+    **options: Unpack[RunOptions],
 ) -> RunResult:
     """One run to its end, on a new `Runner` (see `Runner.run`); the result holds its ``events``."""
-    return await Runner().run(agent, message, tool_handlers=tool_handlers, client_tools=client_tools,
-                              max_tool_roundtrips=max_tool_roundtrips, model=model, max_tokens=max_tokens, mode=mode)
+    return await Runner().run(agent, message, **options)
 
 
 # Checking what was given ----------------------------------------------------------------------------------------
@@ -468,7 +433,7 @@ def _check_client_tools(tools: object) -> list[_ClientTool]:
             raise InputError(f"{where}: unknown keys {unknown}; a client tool has name, description and parameters.")
         name, description = t.get("name"), t.get("description", "")
         parameters = t.get("parameters", {"type": "object"})
-        if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
+        if not isinstance(name, str) or not is_tool_name(name):
             raise InputError(f"{where}: the name must be 1 to 64 letters, digits, '_' or '-', not {name!r}.")
         if name in seen:
             raise InputError(f"{where}: two client tools are named {name!r}; names are unique.")

@@ -6,7 +6,8 @@ Two families, by whose move it was:
   an input type the role doesn't accept, a missing prompt file). Raised as early as possible, usually when the thing
   is built rather than when the model first touches it.
 - `UpstreamUnexpected`: the model, or something else upstream, did something the step cannot go on from (it never
-  reported, it refused, its output was cut off inside a tool call).
+  reported, it refused, its output was cut off inside a tool call, no recording matches in mode ``replay``). The
+  errors of running a JSON-function agent (`agl_notebook.functions.errors`) are of this family too.
 
 A step stopped by the kernel's interrupt ends with `agl_notebook.interrupts.StepInterrupted`. Warnings are issued
 with `warn`, so they point at the person's line, not the library's.
@@ -21,9 +22,13 @@ from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+from ._families import InputError as InputError
+from ._families import UpstreamUnexpected as UpstreamUnexpected
+
 if TYPE_CHECKING:
     from types import FrameType
 
+    from .replay.records import StepRecord
     from .transcript import Message
 
 T = TypeVar("T")
@@ -109,12 +114,6 @@ def at_call_site(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) ->
         _call_site.reset(token)
 
 
-class InputError(ValueError):
-    """Something given to agl_notebook is not usable; the message says what, where, and how to fix it."""
-
-
-class UpstreamUnexpected(RuntimeError):
-    """The model or another upstream service did something the step cannot continue from."""
 
 
 class RoleIncompleteError(UpstreamUnexpected):
@@ -160,3 +159,14 @@ class ModelCallBlockedError(UpstreamUnexpected):
 
 class ContextWindowExceededError(UpstreamUnexpected):
     """The step's conversation no longer fits the model's context window (``model_context_window_exceeded``)."""
+
+
+class ReplayMissError(UpstreamUnexpected):
+    """A step had to replay (mode ``replay``) and no recording matches it, or its recording does not replay."""
+
+    def __init__(self, message: str, *, nearest: StepRecord | None, differing: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.nearest = nearest
+        """The closest record, if there is any."""
+        self.differing = differing
+        """The fingerprint parts in which it differs (``occurrence`` when only that does)."""

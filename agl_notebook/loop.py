@@ -46,7 +46,18 @@ from .events import (
     RunTruncated,
     StepReported,
 )
-from .models.base import Model, ModelEvent, ModelRequest, StopReason, TextDelta, ToolCall, ToolSpec, TurnEnd, Usage
+from .models.base import (
+    Model,
+    ModelEvent,
+    ModelRequest,
+    StopReason,
+    TextDelta,
+    ToolCall,
+    ToolSpec,
+    TurnEnd,
+    Usage,
+    model_intercepts_markup,
+)
 from .models.markup import MarkupDropped, intercept
 from .payloads import JsonObject, JsonValue
 from .transcript import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
@@ -304,7 +315,7 @@ def model_events(model: Model, request: ModelRequest) -> AsyncIterator[ModelEven
     out with a false ``intercept_markup`` attribute. A span that cannot be read comes as a `MarkupDropped`: the loop
     emits its `MarkupError` and keeps its raw text in the transcript only.
     """
-    if not getattr(model, "intercept_markup", True):
+    if not model_intercepts_markup(model):
         return model.stream(request)
     return intercept(model.stream(request), request)
 

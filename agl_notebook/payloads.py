@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar, Union, overload
 
-from .errors import InputError
+from ._families import InputError
 
 JsonValue: TypeAlias = "None | bool | int | float | str | list[JsonValue] | dict[str, JsonValue]"  # noqa: RUF036 (the seed's spelling)
 """Any value JSON can hold, at any depth."""

@@ -17,6 +17,11 @@ P = TypeVar("P")
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
+def is_tool_name(name: object) -> bool:
+    """Whether ``name`` is a valid tool name: 1 to 64 letters, digits, '_' or '-' (the Messages API's rule)."""
+    return isinstance(name, str) and _TOOL_NAME.fullmatch(name) is not None
+
+
 @dataclass(frozen=True, slots=True)
 class ToolResult:
     """What a tool's handler returns to the agent."""

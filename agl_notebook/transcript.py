@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from .errors import InputError
+from ._families import InputError
 from .payloads import JsonObject, JsonValue
 
 

@@ -744,3 +744,10 @@ def test_run_sync_runs_without_an_event_loop() -> None:
     runner = Runner(model=ScriptedModel([{"calls": [call("calculate", a=6, b=7)]}, "42."]))
     result = runner.run_sync(AGENT, "6*7?", tool_handlers=HANDLERS, client_tools=[CALCULATE])
     assert result.text == "42." and [e.result for e in result.events if isinstance(e, ClientToolResult)] == ["42"]
+
+
+def test_an_unknown_option_is_refused_by_every_entry_point_naming_it() -> None:
+    runner = Runner(model=ScriptedModel(["Hi."]))
+    for entry, where in ((runner.run_sync, "run_sync"), (runner.stream, "stream")):
+        with pytest.raises(TypeError, match=rf"{where}\(\) got an unexpected keyword argument 'max_turns'"):
+            entry(AGENT, "Hi", max_turns=2)  # type: ignore[call-arg]

@@ -1,7 +1,7 @@
 """Recording and replaying a top-level call as one unit (docs/functions.md): its model replies, API responses
 and answers go on a tape, and a replay reaches no model, no server and no person.
 
-`UnitRun` is the ``Run.unit`` hook this package asks of `agl_notebook.run` (`agl_notebook.functions.UnitRunner`),
+`UnitRun` overrides ``Run.unit`` (the hook `Agent.call` runs every call through, `agl_notebook.run.units`)
 in its smallest form: records in a dict, kept as JSON, keyed by the fingerprint the agent gives.
 """
 
@@ -18,9 +18,9 @@ from agl_notebook._canonical import digest
 from agl_notebook._scope import StepScope, current_scope
 from agl_notebook.events import StepFinished, StepReplayed, StepStarted
 from agl_notebook.functions import UnitOutcome, load_agent
-from agl_notebook.functions.interpreter import Work
 from agl_notebook.payloads import JsonValue
 from agl_notebook.replay import ReplayMissError
+from agl_notebook.run.units import Work
 
 from .functions_server import OrdersServer, serve
 
@@ -197,16 +197,3 @@ async def test_a_tape_that_diverges_fails_loudly_and_no_handler_hides_it(server:
         await agent.replay("lookupOrder", {"orderId": "ORD-1"}, [])
     with pytest.raises(ReplayMissError, match="using 1 of the 2 effects"):
         await agent.replay("lookupOrder", {"orderId": "ORD-1"}, [*outcome.tape, outcome.tape[0]])
-
-
-async def test_without_the_hook_a_call_runs_live_and_its_events_reach_the_run(
-        server: OrdersServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delattr(Run, "unit")  # a Run offering no ``unit`` (tests/test_functions_run.py covers the hook)
-    events: list[Any] = []
-    run = Run(on_event=events.append)
-    assert not hasattr(run, "unit") or isinstance(run, UnitRun)
-    agent = support_agent(server)
-    await agent.call("lookupOrder", {"orderId": "ORD-1"}, run=run)
-    await agent.call("lookupOrder", {"orderId": "ORD-1"}, run=run)
-    assert len(server.received) == 2
-    assert [e.type for e in events][:2] == ["function.called", "command.started"]

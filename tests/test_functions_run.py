@@ -219,3 +219,15 @@ def test_a_tape_is_kept_only_when_there_is_one_and_read_back() -> None:
     assert record_from_json(unit.to_json()).tape == unit.tape
     block = block_from_json(json.loads(json.dumps(block_to_json([unit, step]))), where="block")
     assert [r.tape for r in block.records] == [unit.tape, ()]
+
+
+def test_the_errors_of_running_an_agent_are_of_the_packages_families() -> None:
+    import inspect
+
+    from agl_notebook import errors
+    from agl_notebook.functions import errors as function_errors
+
+    raised = [c for _, c in inspect.getmembers(function_errors, inspect.isclass)
+              if issubclass(c, Exception) and c.__module__ == function_errors.__name__]
+    assert raised and all(issubclass(c, errors.UpstreamUnexpected) for c in raised), raised
+    assert errors.ReplayMissError.__module__ == "agl_notebook.errors"

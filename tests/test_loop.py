@@ -474,6 +474,13 @@ VOCABULARY: list[tuple[type[Any], str, list[str]]] = [
     (ev.StepFailed, "step.failed", ["role", "error", "message"]),
     (ev.StepReplayed, "step.replayed", ["role", "record_id", "backend"]),
     (ev.ModelRetryWaiting, "model.retry_waiting", ["seconds", "reason", "asked", "retry", "max_retries"]),
+    (ev.FunctionCalled, "function.called", ["function", "args", "depth", "caller"]),
+    (ev.FunctionReturned, "function.returned", ["function", "result", "depth"]),
+    (ev.CommandStarted, "command.started", ["function", "command", "path"]),
+    (ev.Logged, "function.log", ["function", "path", "message"]),
+    (ev.ErrorHandled, "function.error_handled", ["function", "path", "error", "message"]),
+    (ev.ApiRequested, "api.requested", ["profile", "method", "url"]),
+    (ev.ApiResponded, "api.responded", ["profile", "method", "url", "status", "is_error"]),
 ]
 
 
@@ -483,7 +490,8 @@ def test_the_vocabulary_is_complete() -> None:
         "client.tool.requested", "client.tool.executing", "client.tool.result", "client.tool.roundtrip",
         "response.output_text.delta", "step.started", "step.finished", "step.failed", "step.replayed",
         "step.reported", "payload.rejected", "run.truncated", "question.asked", "question.answered",
-        "markup.error", "model.retry_waiting"})
+        "markup.error", "model.retry_waiting", "function.called", "function.returned", "command.started",
+        "function.log", "function.error_handled", "api.requested", "api.responded"})
 
 
 @pytest.mark.parametrize(("cls", "type_string", "field_names"), VOCABULARY, ids=[t for _, t, _ in VOCABULARY])

@@ -457,3 +457,27 @@ async def test_a_replayed_step_runs_no_agent_calls_no_tool_and_asks_nothing() ->
     assert handled == ["Which?"]  # the tool was not called again, and its question (no answers left) not asked
     assert types(replay_events)[:2] == ["step.started", "step.replayed"]
     assert [e for e in replay_events if not isinstance(e, ev.StepReplayed)] == live_events
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The Run's history is bounded; a step's own outcome comes back from step_outcome
+
+
+async def test_the_runs_history_keeps_only_the_latest_outcomes(monkeypatch: pytest.MonkeyPatch) -> None:
+    import agl_notebook.run as run_module
+
+    monkeypatch.setattr(run_module, "HISTORY", 2)
+    run = Run(model=ScriptedModel([{"calls": [report(["a"])]}]), mode="off")
+    outcomes = [await run.step_outcome(reviewer_role(), Request(f"check {i}")) for i in range(3)]
+    assert len(run.outcomes) == 2
+    assert run.outcomes[0] is outcomes[1] and run.outcomes[1] is outcomes[2]
+
+
+async def test_step_outcome_returns_the_steps_own_outcome_and_events() -> None:
+    run_events: list[Event] = []
+    own: list[Event] = []
+    run = Run(model=ScriptedModel([{"calls": [report(["a"])]}]), on_event=run_events.append)
+    outcome = await run.step_outcome(reviewer_role(), Request("check"), on_event=own.append)
+    assert outcome.result == Review(["a"]) and outcome.requests == 1
+    assert outcome is run.outcomes[-1]
+    assert own == run_events and types(own)[0] == "step.started" and types(own)[-1] == "step.finished"

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..run.units import UnitOutcome
 from .errors import (
     ApiConnectionError,
     ApiError,
@@ -53,7 +54,7 @@ from .expressions import (
     compile_expression,
     evaluate,
 )
-from .interpreter import Agent, UnitOutcome, UnitRunner
+from .interpreter import Agent
 from .validate import COMMANDS, AgentInvalidError, Problem, build_agent, check_agent
 
 
@@ -112,7 +113,6 @@ __all__ = [
     "ReentrancyError",
     # Recording (the hook a Run offers)
     "UnitOutcome",
-    "UnitRunner",
     # Events
     "ApiRequested",
     "ApiResponded",

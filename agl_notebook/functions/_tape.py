@@ -16,9 +16,9 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from .._canonical import digest
-from ..models.base import Model, ModelEvent, ModelRequest, TextDelta, ToolCall, TurnEnd, Usage
+from ..errors import ReplayMissError
+from ..models.base import Model, ModelEvent, ModelRequest, TextDelta, ToolCall, TurnEnd, Usage, model_intercepts_markup
 from ..payloads import JsonObject, JsonValue
-from ..replay.explain import ReplayMissError
 from ..transcript import messages_to_json
 
 
@@ -102,7 +102,7 @@ class TapeModel:
     @property
     def intercept_markup(self) -> bool:
         """As the inner model says (tool calls written as markup are turned into calls for every model)."""
-        return bool(getattr(self._inner, "intercept_markup", True))
+        return model_intercepts_markup(self._inner)
 
     def backend_id(self, model: str) -> str:
         """The backend the call's fingerprint names."""

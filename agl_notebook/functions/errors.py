@@ -4,17 +4,21 @@ Inside an agent, an error a command raises goes to the command's ``onError``, th
 holds it as an `ErrorInfo` (its type name, message and, for HTTP errors, status and body). An error no handler
 takes ends the top-level call with `FunctionCallError`. Some errors are never handled inside the agent, because
 handling them would hide a bug, a runaway or a broken recording: `ReentrancyError`, `CommandBudgetError`, and a
-replay that diverges (`agl_notebook.replay.ReplayMissError`).
+replay that diverges (`agl_notebook.errors.ReplayMissError`).
+
+All of them are `agl_notebook.errors.UpstreamUnexpected` (so still ``RuntimeError``): the agent's program, run
+upstream of the caller, did something the call cannot go on from.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..errors import UpstreamUnexpected
 from .expressions import ErrorInfo
 
 
-class CommandError(RuntimeError):
+class CommandError(UpstreamUnexpected):
     """A command could not do its work (a value of the wrong kind, a loop over more items than its bound)."""
 
 
@@ -45,14 +49,14 @@ class MissingSecretError(ApiError):
     """A profile reads an environment variable that is not set."""
 
 
-class CommandBudgetError(RuntimeError):
+class CommandBudgetError(UpstreamUnexpected):
     """A call ran more commands than its agent allows (``max_commands``): a runaway loop.
 
     Never handled by ``onError``, which could otherwise keep it running.
     """
 
 
-class ReentrancyError(RuntimeError):
+class ReentrancyError(UpstreamUnexpected):
     """A function was called while it was already running, directly or through others.
 
     The message shows the call chain. Never handled by ``onError``.
@@ -64,7 +68,7 @@ class ReentrancyError(RuntimeError):
         """The functions running, outermost first, ending with the one called again."""
 
 
-class FunctionCallError(RuntimeError):
+class FunctionCallError(UpstreamUnexpected):
     """A top-level call ended with an error no ``onError`` handled."""
 
     def __init__(self, message: str, *, function: str, error: ErrorInfo, path: str, chain: tuple[str, ...]) -> None:

@@ -16,8 +16,8 @@ Semantics, as the agent file's schema documents them:
 
 Recording: a top-level call is one unit of work. Its effects (model replies, API responses, answers) go on a tape
 (`agl_notebook.functions._tape`); replaying the tape runs the same commands and gives the same events and result
-without reaching a model, a server or a person. A `Run` that offers ``unit`` (see `UnitRunner`) fingerprints,
-records and replays the call like a step; a Run without it runs the call live and records nothing.
+without reaching a model, a server or a person. `Run.unit` (the run layer's unit contract,
+`agl_notebook.run.units`) fingerprints, records and replays the call like a step.
 """
 
 from __future__ import annotations
@@ -29,18 +29,18 @@ import math
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from .._canonical import digest
-from .._scope import StepScope, current_scope
-from ..errors import InputError, MissingCredentialsError, ModelCallBlockedError
-from ..events import QuestionAnswered, QuestionAsked
+from .._scope import current_scope
+from ..errors import InputError, MissingCredentialsError, ModelCallBlockedError, ReplayMissError
+from ..events import Event, QuestionAnswered, QuestionAsked
 from ..loop import LoopTool, Reporting, run_loop
-from ..models.base import Model, ToolSpec, Usage
+from ..models.base import Model, ToolSpec, Usage, model_network
 from ..payloads import JsonObject, JsonValue
 from ..replay import modes
-from ..replay.explain import ReplayMissError
+from ..run.units import UnitOutcome
+from ..run.views import EventSink
 from ..screens import ChoiceInput, ConfirmInput, Input, NumberInput, Screen, TextInput
 from ..transcript import user_text
 from ._http import build_request, send
@@ -103,41 +103,6 @@ class _End(BaseException):
 
     def __init__(self, value: Any) -> None:
         self.value = value
-
-
-@dataclass(frozen=True)
-class UnitOutcome:
-    """What one top-level call leaves: its result and the tape that replays it."""
-
-    result: JsonValue
-    """The call's result as JSON."""
-    tape: tuple[JsonValue, ...]
-    """Its effects, in order (model replies, API responses, answers); nothing secret."""
-    usage: Usage = dataclasses.field(default_factory=Usage)
-    """Tokens its model requests spent."""
-    requests: int = 0
-    """Model requests it made."""
-
-
-Work = Callable[[Sequence[JsonValue] | None], Awaitable[UnitOutcome]]
-"""Runs a call: live given None, replaying given a recorded tape."""
-
-
-class UnitRunner(Protocol):
-    """What a `Run` offers to record and replay a unit of work other than a step (the hook this module asks for).
-
-    ``unit`` fingerprints the unit from ``name``, ``input``, ``backend`` and ``parts``, numbers identical units
-    like steps, and then, by the mode: replays a matching record by calling ``work(record.tape)`` (checking the
-    result equals the recorded one), or runs ``work(None)`` and keeps its result and tape in the store. It sets the
-    step scope (so questions reach the unit's view and events reach its sinks and view), emits ``step.started`` /
-    ``step.replayed`` / ``step.finished`` / ``step.failed`` with ``name`` as the role, refuses a live run of a
-    ``network`` unit where model calls are blocked, and wipes the scope if the unit fails.
-    """
-
-    async def unit(self, name: str, input: JsonValue, *, parts: Mapping[str, JsonValue], backend: str,
-                   network: bool, work: Work, mode: Mode | None = None) -> UnitOutcome:
-        """Run (or replay) one unit of work."""
-        ...
 
 
 class Agent:
@@ -212,12 +177,7 @@ class Agent:
             measure(given, self.limits)
         except (CommandError, ExpressionError) as e:
             raise InputError(f"The arguments of {function} must be JSON values: {e}") from None
-        if run is None:
-            if self._default_run is None:
-                from ..run import Run
-
-                self._default_run = Run()
-            run = self._default_run
+        run = self._run(run)
         name = f"{self.spec.name}.{function}"
 
         async def work(recorded: Sequence[JsonValue] | None) -> UnitOutcome:
@@ -228,21 +188,26 @@ class Agent:
             tape.finish()
             return UnitOutcome(result, tuple(tape.entries), call.usage, call.requests)
 
-        unit = getattr(run, "unit", None)
-        if unit is not None:
-            outcome: UnitOutcome = await unit(name, input_json, parts=self.fingerprint_parts(function),
-                                              backend=self.backend(function, run), network=self.network(function, run),
-                                              work=work, mode=mode)
-        else:
-            outcome = await _unrecorded(run, name, work)
+        outcome = await run.unit(name, input_json, parts=self.fingerprint_parts(function),
+                                 backend=self.backend(function, run), network=self.network(function, run), work=work,
+                                 mode=mode)
         return outcome.result
 
     def call_sync(self, function: str, args: Mapping[str, Any] | None = None, *, run: Run | None = None,
                   mode: Mode | None = None) -> JsonValue:
-        """`call`, for code that cannot await (a synchronous cell or script)."""
-        from ..notebook.sync import run_sync
+        """`call`, for code that cannot await (a synchronous cell or script); see `agl_notebook.Run.run_sync`."""
+        chosen = self._run(run)
+        return chosen.run_sync(lambda: self.call(function, args, run=chosen, mode=mode))
 
-        return run_sync(lambda: self.call(function, args, run=run, mode=mode))
+    def _run(self, run: Run | None) -> Run:
+        """The Run given, else this agent's default one (made on first use)."""
+        if run is not None:
+            return run
+        if self._default_run is None:
+            from ..run import Run
+
+            self._default_run = Run()
+        return self._default_run
 
     async def replay(self, function: str, args: Mapping[str, Any] | None, tape: Sequence[JsonValue], *,
                      run: Run | None = None) -> UnitOutcome:
@@ -315,22 +280,11 @@ class Agent:
         commands = self._commands(function)
         if any(c.kind == "api" for c in commands):
             return True
-        return any(c.kind == "llm" for c in commands) and getattr(run.model, "network", True)
+        return any(c.kind == "llm" for c in commands) and model_network(run.model)
 
 
-def _no_events(event: Any) -> None:
+def _no_events(event: Event) -> None:
     pass
-
-
-async def _unrecorded(run: Run, name: str, work: Work) -> UnitOutcome:
-    """A Run without ``unit``: the call runs live in a scope of its own, so its events reach the Run's sinks."""
-    if current_scope.get() is not None:
-        return await work(None)
-    token = current_scope.set(StepScope(name, emit=run._emit))
-    try:
-        return await work(None)
-    finally:
-        current_scope.reset(token)
 
 
 def _backend_for(run: Run, model_id: str) -> str:
@@ -416,7 +370,7 @@ _MISSING: Any = object()
 class _Call:
     """One top-level call: its tape, its events, its HTTP client, its model usage."""
 
-    def __init__(self, agent: Agent, run: Run, tape: Tape, emit: Callable[[Any], None]) -> None:
+    def __init__(self, agent: Agent, run: Run, tape: Tape, emit: EventSink) -> None:
         self.agent = agent
         self.spec = agent.spec
         self.run = run
@@ -711,7 +665,7 @@ class _Call:
             from ..models import resolve_model
 
             chosen = resolve_model(model_id)
-        if modes.session.block_model_calls and getattr(chosen, "network", True):
+        if modes.session.block_model_calls and model_network(chosen):
             raise ModelCallBlockedError(f"{command.path} would call a model, and model calls are blocked here "
                                         "(under nbval). Record the call first.")
         return chosen, model_id, backend

@@ -96,7 +96,16 @@ ModelEvent: TypeAlias = TextDelta | ToolCall | TurnEnd
 
 @runtime_checkable
 class Model(Protocol):
-    """A model backend."""
+    """A model backend.
+
+    Besides these two methods a backend may declare two capabilities as attributes, read only through
+    `model_network` and `model_intercepts_markup` (each has a default, so a backend written before them, or one
+    that needs neither, still is a `Model`):
+
+    - ``network: bool`` (default True): a reply reaches the network. False (a `ScriptedModel`) lets a step run live
+      where model calls are blocked.
+    - ``intercept_markup: bool`` (default True): tool calls the model writes as text markup are turned into calls.
+    """
 
     def backend_id(self, model: str) -> str:
         """The backend recorded for a request for ``model``.
@@ -108,3 +117,13 @@ class Model(Protocol):
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Stream one reply to ``request``; the last event is a `TurnEnd`."""
         ...
+
+
+def model_network(model: object) -> bool:
+    """Whether ``model``'s replies reach the network (its declared ``network`` capability; True by default)."""
+    return bool(getattr(model, "network", True))
+
+
+def model_intercepts_markup(model: object) -> bool:
+    """Whether tool calls ``model`` writes as markup become calls (``intercept_markup``; True by default)."""
+    return bool(getattr(model, "intercept_markup", True))

@@ -1,27 +1,35 @@
-"""What a `Run` created inside a Jupyter kernel uses by default."""
+"""What a `Run` created inside a Jupyter kernel uses by default: its `agl_notebook.run.environment.Environment`.
+
+It meets that protocol structurally, without importing it: `agl_notebook.run.environment` imports this module (the
+run layer's one import of the notebook layer), and an import back would close a loop.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..replay.stores import Store
 from ..roles import Role
+from ..run.occurrences import Occurrences
 from ..terminals import Terminal
 from . import _kernel
 
-_occurrences: Any = None
+if TYPE_CHECKING:
+    from ..run.views import StepView
+    from ._kernel import LoopWaker
+    from .sync import CommPoller
+
+_occurrences: Occurrences | None = None
 _display_order: tuple[object, Any] = (None, None)
 
 
 class NotebookEnvironment:
     """The notebook's defaults: widget views, the widget terminal, the notebook store, cell executions."""
 
-    def occurrences(self) -> Any:
+    def occurrences(self) -> Occurrences:
         """One numbering for the whole kernel: two Runs in one cell share the notebook's recordings."""
         global _occurrences
         if _occurrences is None:
-            from ..run import Occurrences
-
             _occurrences = Occurrences()
         return _occurrences
 
@@ -37,7 +45,7 @@ class NotebookEnvironment:
 
         return NotebookStore()
 
-    def view(self, role: Role[Any]) -> Any:
+    def view(self, role: Role[Any]) -> StepView:
         """A live widget view of one step."""
         from .frontend import link
         from .view import DisplayOrder, NotebookView
@@ -60,3 +68,13 @@ class NotebookEnvironment:
     def cell_id(self) -> str | None:
         """The executing cell's id, where the frontend sends it."""
         return _kernel.cell_id()
+
+    def watch_interrupts(self) -> LoopWaker | None:
+        """A `LoopWaker` on the running loop: it wakes the loop, so an interrupt ends a step at once."""
+        return _kernel.wake_for_interrupts()
+
+    def message_pump(self) -> CommPoller | None:
+        """The kernel's widget messages, read while a synchronous cell waits."""
+        from .sync import message_pump
+
+        return message_pump()

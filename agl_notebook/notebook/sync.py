@@ -1,4 +1,4 @@
-"""Running a step from a synchronous cell.
+"""Servicing widget messages while a synchronous cell waits for a step (`agl_notebook.run.sync` runs the step).
 
 The step runs on a worker thread with its own event loop, while the kernel's main thread keeps servicing widget
 messages.
@@ -14,75 +14,19 @@ found the worker still runs, and a question then falls back to the kernel's stdi
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-import threading
-from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any
 
 from . import _kernel
-
-T = TypeVar("T")
 
 _COMM_MESSAGES = frozenset({"comm_open", "comm_msg", "comm_close"})
 
 
-def run_sync(make: Callable[[], Coroutine[Any, Any, T]], *, poll_interval: float = 0.02) -> T:
-    """Run the coroutine ``make()`` to completion on a worker thread, servicing widget messages meanwhile.
-
-    A KeyboardInterrupt (the kernel's interrupt) cancels the step, waits for it to wipe its work, and re-raises.
-    """
-    __tracebackhide__ = True  # IPython shows the step's frames and the person's, not these (unless %xmode --show)
-    context = contextvars.copy_context()
-    box: dict[str, Any] = {}
-    started = threading.Event()
-
-    def work() -> None:
-        __tracebackhide__ = True
-        loop = asyncio.new_event_loop()
-        box["loop"] = loop
-        try:
-            task = loop.create_task(make())
-            box["task"] = task
-            started.set()
-            # Waited for, then asked: what the step raised comes without asyncio's frames in its traceback.
-            loop.run_until_complete(asyncio.wait((task,)))
-            box["result"] = task.result()
-        except BaseException as e:  # handed to the calling thread as it is
-            box["error"] = e
-        finally:
-            started.set()
-            loop.close()
-
-    worker = threading.Thread(target=context.run, args=(work,), name="agl-notebook-step", daemon=True)
-    poller = _CommPoller.for_kernel()
-    worker.start()
-    try:
-        try:
-            while worker.is_alive():
-                if poller is not None:
-                    poller.poll()
-                worker.join(poll_interval)
-        except KeyboardInterrupt:
-            started.wait()
-            loop, task = box.get("loop"), box.get("task")
-            if loop is not None and task is not None and not loop.is_closed():
-                loop.call_soon_threadsafe(task.cancel)
-            while worker.is_alive():
-                if poller is not None:
-                    poller.poll()
-                worker.join(poll_interval)
-            raise
-    finally:
-        if poller is not None:
-            poller.close()
-    if "error" in box:
-        raise box["error"]
-    result: T = box["result"]
-    return result
+def message_pump() -> CommPoller | None:
+    """What reads this kernel's widget messages while its main thread is blocked, where ipykernel allows it."""
+    return CommPoller.for_kernel()
 
 
-class _CommPoller:
+class CommPoller:
     """Reads the kernel's shell messages while the main thread is blocked.
 
     Comm messages are dispatched at once; the rest are given back, in order, when closed (ipykernel 7 internals).
@@ -99,7 +43,8 @@ class _CommPoller:
         self.deferred: list[Any] = []
 
     @classmethod
-    def for_kernel(cls) -> _CommPoller | None:
+    def for_kernel(cls) -> CommPoller | None:
+        """A poller on the running kernel's shell channel; None where ipykernel's internals are not as expected."""
         k = _kernel.kernel()
         if k is None or getattr(k, "shell_channel_thread", None) is None:
             return None
@@ -109,6 +54,7 @@ class _CommPoller:
             return None
 
     def poll(self, most: int = 20) -> None:
+        """Dispatch the comm messages that arrived (at most ``most``); keep the others for `close`."""
         k = self.kernel
         for _ in range(most):
             if not self.socket.poll(0, self._zmq.POLLIN):
@@ -130,6 +76,7 @@ class _CommPoller:
                 k.set_parent(ident, parent, channel="shell")
 
     def close(self) -> None:
+        """Hand back the kept messages, in order."""
         callback = self.stream._recv_callback
         for frames in self.deferred:
             self.stream._run_callback(callback, frames)

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from .. import _settings
 from .._scope import current_scope
 from ..errors import InputError, NoAnswerError
+from ..run.views import AskingView
 from ..screens import Screen
 from ..terminals import ConsoleTerminal, ScriptedTerminal, Terminal
 from . import _kernel
@@ -76,7 +77,7 @@ class WidgetTerminal(Terminal):
             return await ConsoleTerminal().ask(screen)
         scope = current_scope.get()
         view: Any = scope.view if scope is not None else None
-        if view is None or not hasattr(view, "ask"):
+        if not isinstance(view, AskingView):
             from .view import standalone_ask
 
             values = await standalone_ask(screen)

@@ -6,20 +6,9 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..errors import UpstreamUnexpected
+from ..errors import ReplayMissError as ReplayMissError  # its home is errors.py; named here as before
 from .fingerprint import Fingerprint, part_names
 from .records import StepRecord
-
-
-class ReplayMissError(UpstreamUnexpected):
-    """A step had to replay (mode ``replay``) and no recording matches it."""
-
-    def __init__(self, message: str, *, nearest: StepRecord | None, differing: tuple[str, ...]) -> None:
-        super().__init__(message)
-        self.nearest = nearest
-        """The closest record, if there is any."""
-        self.differing = differing
-        """The fingerprint parts in which it differs (``occurrence`` when only that does)."""
 
 
 def nearest_record(fp: Fingerprint, occurrence: int, records: Sequence[StepRecord]

@@ -19,7 +19,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..errors import InputError
+from .._families import InputError
 from ..models.base import Usage
 from ..payloads import JsonObject, JsonValue
 from ..transcript import Message, message_from_json

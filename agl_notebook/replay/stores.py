@@ -39,6 +39,13 @@ class Store(Protocol):
         """Keep ``record`` (scrubbed), replacing one with the same id; return what was kept."""
         ...
 
+    async def ready(self) -> None:
+        """Awaited before a step's first lookup: a store that must hear from elsewhere first waits here.
+
+        The notebook's waits for the frontend's unsaved recordings; the others return at once.
+        """
+        ...
+
 
 def scrubbed(record: StepRecord, secrets: Iterable[str] = ()) -> StepRecord:
     """The record with every secret scrubbed.
@@ -66,6 +73,9 @@ class MemoryStore:
     def get(self, record_id: str) -> StepRecord | None:
         """The record with this id, if any."""
         return self._records.get(record_id)
+
+    async def ready(self) -> None:
+        """Ready at once."""
 
     def records(self) -> Sequence[StepRecord]:
         """Every record, in the order first kept."""

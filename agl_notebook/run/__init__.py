@@ -1,0 +1,291 @@
+"""`Run`: runs steps of roles, shows their questions on a terminal, and tells views what happens.
+
+The run layer: `Run` (this module) is the facade; `agl_notebook.run._engine` records or replays any unit of work
+(`agl_notebook.run.units`); `agl_notebook.run._step` makes a step of a role such a unit; `agl_notebook.run.views`
+declares what a step is drawn on; `agl_notebook.run.environment` is where a Run gets its defaults (the notebook's,
+in a kernel); `agl_notebook.run.sync` runs a step from synchronous code.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, TypeVar, overload
+
+from .._scope import StepScope, current_scope
+from ..errors import InputError, at_call_site
+from ..events import Event
+from ..loop import LoopOutcome
+from ..models.base import Model, model_network
+from ..payloads import JsonValue
+from ..replay.fingerprint import fingerprint
+from ..replay.modes import Mode, check_mode, resolve_mode
+from ..replay.stores import MemoryStore, Store
+from ..roles import Role, RoleFactory
+from ..screens import Screen
+from ..terminals import ConsoleTerminal, ScriptedTerminal, Terminal
+from ._engine import Context, run_unit
+from ._step import StepPlan, check_input, input_message, system_text
+from .environment import Environment, current_environment
+from .occurrences import Occurrences
+from .units import TapedUnit, UnitOutcome, Work
+from .views import EventSink, StepView, ViewFactory, emit_to
+
+__all__ = ["EventSink", "Occurrences", "Run", "StepView", "ViewFactory", "input_message", "system_text"]
+
+T = TypeVar("T")
+
+HISTORY = 100
+"""How many outcomes `Run.outcomes` keeps: the latest ones, oldest dropped first."""
+
+
+class Run:
+    """Runs steps: one role on one input until the agent reports.
+
+    Args:
+        model: A model for every role, overriding each role's own (a `ScriptedModel` when no credentials exist).
+        answers: Scripted answers to questions: a list used in order, or a function of the `Screen`.
+        terminal: Where questions are shown; by default scripted answers if given, else standard input.
+        on_event: Called with every event of every step, in order (interleaved when steps run concurrently).
+        view: Makes the view of each step (in a notebook, the widget view is the default).
+        store: Where recordings are found and kept; by default a fresh `MemoryStore` for this Run.
+        mode: The replay mode for this Run's steps (``auto``, ``replay``, ``refresh``, ``off``); see
+            `agl_notebook.replay.modes` for the precedence.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: Model | None = None,
+        answers: Sequence[object] | Callable[[Screen[Any]], object] | None = None,
+        terminal: Terminal | None = None,
+        on_event: EventSink | None = None,
+        store: Store | None = None,
+        mode: Mode | None = None,
+        view: ViewFactory | None = None,
+    ) -> None:
+        if model is not None and not isinstance(model, Model):
+            raise InputError(f"Run(model=...) takes a model backend such as ScriptedModel, not {model!r}; to "
+                             "name a Claude model, use @role(model=Claude.OPUS).")
+        if terminal is not None and answers is not None:
+            raise InputError("Run takes answers or a terminal, not both.")
+        self.model = model
+        """The model every step runs on, if set."""
+        # Inside a Jupyter kernel the notebook supplies the defaults: widget views, input-widget questions, and
+        # recordings read from the notebook file.
+        self._environment: Environment | None = current_environment()
+        env = self._environment
+        self._terminal = terminal or (ScriptedTerminal(answers) if answers is not None
+                                      else env.terminal() if env is not None else ConsoleTerminal())
+        self._view_factory: ViewFactory | None = view or (env.view if env is not None else None)
+        self._sinks: list[EventSink] = [on_event] if on_event else []
+        self.store: Store = store if store is not None else env.store() if env is not None else MemoryStore()
+        """Where this Run's recordings are found and kept."""
+        self.mode: Mode | None = check_mode(mode, where="Run(mode=...)") if mode is not None else None
+        """The Run's replay mode, if set (a step's own mode wins)."""
+        # Outside a kernel identical steps are numbered within this Run; in a kernel, within a cell execution,
+        # across every Run of the cell (their recordings share the notebook).
+        self._occurrences = env.occurrences() if env is not None else Occurrences()
+        self.outcomes: list[LoopOutcome] = []
+        """The outcomes of the latest finished steps (at most `HISTORY`, oldest dropped first), in the order they
+        finished (transcripts, usage, requests). `step_outcome` returns a step's own."""
+
+    @property
+    def terminal(self) -> Terminal:
+        """Where a tool's questions are shown: ``await run.terminal.show(screen_fn, **kwargs)``."""
+        return self._terminal
+
+    @property
+    def current_step(self) -> StepScope:
+        """The step the calling code runs in (to register undo work or get a scratch folder)."""
+        scope = current_scope.get()
+        if scope is None:
+            raise InputError("run.current_step is only available inside a running step (in a tool's handler).")
+        return scope
+
+    def add_sink(self, sink: EventSink) -> None:
+        """Send every later event to ``sink`` too."""
+        self._sinks.append(sink)
+
+    @overload
+    async def step(self, role: Role[T], input: object, *, mode: Mode | None = None, label: str | None = None
+                   ) -> T: ...
+    @overload
+    async def step(self, role: RoleFactory[..., T], input: object, *, mode: Mode | None = None,
+                   label: str | None = None) -> T: ...
+    async def step(self, role: Role[T] | RoleFactory[..., T], input: object, *, mode: Mode | None = None,
+                   label: str | None = None) -> T:
+        """Run one step of ``role`` on ``input`` and return the reported payload (None without a reporting tool).
+
+        ``label`` is shown in the step's view beside the role, to tell it from other steps of the role (by default,
+        the input's first text field, shortened); it is not part of what the model sees.
+
+        A recorded step replays (mode ``auto`` or ``replay``): no model call, no tool call, no question, the same
+        events (plus ``step.replayed``) and the same result. Otherwise it runs live and, unless the mode is
+        ``off``, its record is kept in the Run's store.
+
+        Raises:
+            InputError: ``input`` is not one of the role's accepted types, or the role has no model.
+            RoleIncompleteError: The agent never reported; the step's work was wiped.
+            ReplayMissError: Mode ``replay`` and no recording matches; the message names the nearest.
+            Exception: A tool's handler raised: the step's work was wiped and the same exception is re-raised.
+            StepInterrupted: In a notebook, the kernel was interrupted: the step's work was wiped, nothing recorded.
+        """
+        __tracebackhide__ = True  # IPython shows the person's frames, not these (unless %xmode --show)
+        outcome = await self.step_outcome(role, input, mode=mode, label=label)
+        result: T = outcome.result
+        return result
+
+    async def step_outcome(self, role: Role[Any] | RoleFactory[..., Any], input: object, *, mode: Mode | None = None,
+                           label: str | None = None, on_event: EventSink | None = None) -> LoopOutcome:
+        """`step`, returning the step's whole outcome (result, transcript, usage, requests, truncation).
+
+        ``on_event`` gets this step's own events (after its view, before the Run's sinks); not those of the steps
+        its tools start, which have events of their own.
+        """
+        __tracebackhide__ = True
+        # Everything up to the first await runs as soon as the step starts, in the order steps are started:
+        # that is what makes the occurrence number (and so replay under asyncio.gather) deterministic.
+        resolved = self._resolve_role(role)
+        check_input(resolved, input)
+        model, model_id = self._model_for(resolved)
+        step_mode = resolve_mode(step=mode, run=self.mode)
+        view = self._view_factory(resolved) if self._view_factory is not None else None
+        emit = self._emit if on_event is None else _emit_both(on_event, self._emit)
+        if view is not None:
+            emit = emit_to(view, emit)
+        scope = StepScope(resolved.name, emit, view=view)
+        plan = StepPlan.build(resolved, input, model, model_id, scope, view=view, label=label,
+                              network=model_network(model), keep=self._keep)
+        return await run_unit(plan, step_mode, self._context())
+
+    async def unit(self, name: str, input: JsonValue, *, parts: Mapping[str, JsonValue], backend: str,
+                   network: bool, work: Work, mode: Mode | None = None) -> UnitOutcome:
+        """Run (or replay) one unit of work other than a step: a top-level call of an agent's function.
+
+        `agl_notebook.functions.Agent.call` runs every call through this: the unit is fingerprinted from ``name``
+        (as the role), ``backend``, ``input`` and each of ``parts``, numbered, recorded and replayed like a step
+        (same modes, events, views and store). A replay runs ``work(record.tape)`` and must give the recorded
+        result; a live run is ``work(None)``, its tape kept in the record.
+
+        Raises:
+            ReplayMissError: Mode ``replay`` and no recording matches (the message names the differing parts), or
+                the recording does not replay to its own result.
+            ModelCallBlockedError: A ``network`` unit would run live where model calls are blocked.
+        """
+        __tracebackhide__ = True
+        # As in `step`, everything up to the first await runs when the unit starts (the occurrence number).
+        unit_mode = resolve_mode(step=mode, run=self.mode)
+        fp = fingerprint(role=name, backend=backend, system="", tools=(), reporting=None, input_type="arguments",
+                         input=input, settings={}, extra=parts)
+        view = self._view_factory(_unit_role(name)) if self._view_factory is not None else None
+        scope = StepScope(name, self._emit if view is None else emit_to(view, self._emit), view=view)
+        unit = TapedUnit(name, input, backend, fp, network, view, scope, work)
+        return await run_unit(unit, unit_mode, self._context())
+
+    def run_sync(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """Run the coroutine ``make()`` to its end from code that cannot await (a synchronous cell or script).
+
+        It runs on a worker thread with its own event loop; in a notebook the calling thread meanwhile services
+        widget messages, so questions are answered in the same cell. An interrupt cancels it (its step is wiped)
+        and is re-raised as a KeyboardInterrupt.
+        """
+        __tracebackhide__ = True
+        from .sync import run_sync  # lazily: threads and asyncio only for code that cannot await
+
+        pump = self._environment.message_pump() if self._environment is not None else None
+        return run_sync(make, pump=pump)
+
+    def step_sync(self, role: Role[T] | RoleFactory[..., T], input: object, *, mode: Mode | None = None) -> T:
+        """`step`, for code that cannot await (a synchronous cell or script).
+
+        The step runs on a worker thread with its own event loop; in a notebook the cell's thread meanwhile
+        services widget messages, so questions are answered in the same cell. An interrupt cancels the step, which
+        then ends with a `StepInterrupted` in a notebook (a `KeyboardInterrupt` elsewhere).
+        """
+        __tracebackhide__ = True
+        resolved = self._resolve_role(role)
+        finished = False
+
+        async def step() -> T:
+            __tracebackhide__ = True
+            nonlocal finished
+            result = await self.step(resolved, input, mode=mode)
+            finished = True
+            return result
+
+        try:
+            # The step runs on a worker thread, where the person's line is not on the stack for a warning to point at.
+            return at_call_site(self.run_sync, step)
+        except KeyboardInterrupt:
+            # Outside a kernel Ctrl-C stays a KeyboardInterrupt; so does one that came after the step had finished
+            # and kept its record.
+            if finished or self._environment is None:
+                raise
+            from ..interrupts import StepInterrupted, interrupted_message
+
+            raise StepInterrupted(interrupted_message(resolved.name)) from None
+
+    def _context(self) -> Context:
+        return Context(self.store, self._occurrences, self._environment)
+
+    def _keep(self, outcome: LoopOutcome) -> None:
+        """Keep a finished step's outcome in the bounded history."""
+        self.outcomes.append(outcome)
+        if len(self.outcomes) > HISTORY:
+            del self.outcomes[0]
+
+    def _emit(self, event: Event) -> None:
+        __tracebackhide__ = True  # a sink is the person's: its frame shows, not this one
+        for sink in self._sinks:
+            sink(event)
+
+    def _resolve_role(self, role: Role[T] | RoleFactory[..., T]) -> Role[T]:
+        if isinstance(role, Role):
+            return role
+        if not isinstance(role, RoleFactory):
+            raise InputError(f"run.step() takes a Role or a @role function, not {role!r}.")
+        required = _required_parameters(role.function)
+        if not required:
+            return role()
+        if len(required) == 1 and (required[0].name == "run" or required[0].annotation in (Run, "Run")):
+            return role(self) if required[0].kind is not inspect.Parameter.KEYWORD_ONLY else role(run=self)
+        names = ", ".join(p.name for p in required)
+        raise InputError(f"{role.function.__qualname__} needs arguments ({names}): call it first, as "
+                         f"run.step({role.function.__name__}(...), input).")
+
+    def _model_for(self, role: Role[Any]) -> tuple[Model, str]:
+        chosen = self.model or role.model
+        model_id = role.model if isinstance(role.model, str) else ""
+        if isinstance(chosen, str):
+            from ..models import resolve_model  # lazily: the Anthropic backend imports the anthropic SDK
+
+            return resolve_model(chosen), chosen
+        if chosen is not None:
+            return chosen, model_id
+        raise InputError(f"Role {role.name!r} has no model: give it one with @role(model=Claude.OPUS), or run "
+                         "it with Run(model=ScriptedModel(...)).")
+
+
+@functools.cache
+def _unit_role(name: str) -> Role[None]:
+    """What a unit's view is made for: a role of the unit's name, with no tools (so no result descriptions)."""
+    return Role(name, instructions=f"Runs {name} (a unit of work, not a model's role).")
+
+
+@functools.cache
+def _required_parameters(function: Callable[..., Any]) -> list[inspect.Parameter]:
+    return [p for p in inspect.signature(function).parameters.values()
+            if p.default is inspect.Parameter.empty
+            and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+
+def _emit_both(first: EventSink, rest: EventSink) -> EventSink:
+    def emit(event: Event) -> None:
+        __tracebackhide__ = True
+        first(event)
+        rest(event)
+
+    return emit

@@ -1,0 +1,160 @@
+"""The record-or-replay engine: one path for every unit of work (a step, a JSON-function call, a client-tools run).
+
+Number the unit, tell its view, replay its record or run it live and keep one, and wipe it if it fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from .._scope import current_scope
+from ..errors import MissingCredentialsError, ModelCallBlockedError, ReplayMissError, warn
+from ..events import StepFailed, StepReplayed, StepStarted, input_label
+from ..replay import modes
+from ..replay.explain import Miss, explain_miss, note_miss, note_used
+from ..replay.modes import Mode
+from ..replay.records import StepRecord
+from ..replay.stores import RecordingWarning, Store
+from .environment import Environment
+from .occurrences import Occurrences
+from .units import Unit
+from .views import show_miss
+
+Out = TypeVar("Out")
+
+
+@dataclass
+class Context:
+    """Where units run: the store, the numbering and the host environment of one `Run`."""
+
+    store: Store
+    occurrences: Occurrences
+    environment: Environment | None
+
+    def execution_key(self) -> object:
+        """What occurrence numbers count within: the whole Run, or a cell execution in a notebook."""
+        return self.environment.execution_key() if self.environment is not None else None
+
+    def cell_id(self) -> str | None:
+        """The notebook cell running the unit, where known."""
+        return self.environment.cell_id() if self.environment is not None else None
+
+
+async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
+    """Run or replay ``unit`` in ``mode``, emit its lifecycle events and tell its view; return its outcome.
+
+    Everything before the first await runs as soon as this is awaited (the occurrence number is taken there).
+    ``unit.unfit`` says why a found record can no longer be replayed (its result no longer builds the payload):
+    such a record runs live in mode ``auto``, with a warning, and is a `ReplayMissError` in mode ``replay``.
+    """
+    __tracebackhide__ = True
+    name, fp, view, scope, store = unit.name, unit.fingerprint, unit.view, unit.scope, context.store
+    emit = scope.emit
+    execution = context.execution_key()
+    occurrence = context.occurrences.take(execution, fp.base)
+    record_id = fp.with_occurrence(occurrence)
+    token = current_scope.set(scope)
+    env = context.environment
+    watch = env.watch_interrupts() if env is not None else None
+    kept: StepRecord | None = None
+    try:
+        # Told before the first await, so views take their places in the order steps start.
+        input_json = unit.input_json
+        emit(StepStarted(name, input_json, unit.backend, input_label(input_json) if unit.label is None
+                         else unit.label))
+        if mode in ("auto", "replay"):
+            await store.ready()  # a store that must hear from elsewhere first (the notebook's)
+        found = store.get(record_id) if mode in ("auto", "replay") else None
+        unfit_message: str | None = None
+        nearest_unfit: StepRecord | None = None
+        if found is not None and (problems := unit.unfit(found)):
+            unfit_message = _no_longer_fits(found, name, problems, where=repr(store))
+            if mode == "auto":
+                warn(f"{unfit_message} The step runs live; its new record is kept in this session.",
+                     RecordingWarning)
+            nearest_unfit, found = found, None
+        if view is not None:
+            view.begin(replaying=found is not None)
+        if watch is not None and watch.interrupted:
+            # This cell was interrupted before the step began (a step under asyncio.gather starting after
+            # another one noticed the interrupt): it does not run.
+            import asyncio
+
+            raise asyncio.CancelledError
+        if found is not None:
+            emit(StepReplayed(name, found.id, found.backend))
+            outcome = await unit.replay(found)
+            kept = found
+            note_used(context.cell_id(), execution, found.id)
+        elif mode == "replay" and unfit_message is not None:
+            raise ReplayMissError(f"{unfit_message} Mode 'replay' never calls a model: run it in mode 'auto' or "
+                                  "'refresh' to record it again.", nearest=nearest_unfit, differing=())
+        elif mode == "replay":
+            message, nearest, differing = explain_miss(name, fp, occurrence, store.records(), where=repr(store))
+            raise ReplayMissError(f"{message} Mode 'replay' never calls a model: run it in mode 'auto' or "
+                                  "'refresh' to record it.", nearest=nearest, differing=differing)
+        else:
+            if mode == "auto" and unfit_message is None:  # a miss to explain (an unfit record was warned of)
+                miss = Miss(name, fp, occurrence, tuple(store.records()), repr(store), context.cell_id())
+                note_miss(miss)
+                show_miss(view, miss)
+            if modes.session.block_model_calls and unit.network:
+                raise ModelCallBlockedError(
+                    f"{unit.blocked}, and model calls are blocked here "
+                    f"(under nbval, or {modes.BLOCK_VARIABLE}=1). Record it first: run the notebook with "
+                    "`agl-notebook execute --record`, or run the cell in JupyterLab and save.")
+            try:
+                outcome = await unit.live()
+            except MissingCredentialsError as e:
+                if mode != "auto":
+                    raise
+                message, _, _ = explain_miss(name, fp, occurrence, store.records(), where=repr(store))
+                raise MissingCredentialsError(f"This step is not recorded, so it must run live. {message}\n\n"
+                                              f"{e}") from None
+            if watch is not None and watch.interrupted:
+                # The interrupt came while nothing yielded (a blocking tool): end as the cell's cancellation
+                # would have. A CancelledError, not a KeyboardInterrupt: raised in a task of its own (a step
+                # under asyncio.gather), a KeyboardInterrupt would escape the event loop and stop the kernel.
+                import asyncio  # loaded already: a watch exists only on a running event loop
+
+                raise asyncio.CancelledError
+            if mode != "off":
+                kept = store.put(unit.record(record_id, occurrence, outcome, context.cell_id()))
+                note_used(context.cell_id(), execution, kept.id)
+    except BaseException as e:  # KeyboardInterrupt and cancellation wipe the step too
+        scope.wipe()
+        context.occurrences.give_back(context.execution_key(), fp.base, occurrence)
+        try:
+            emit(StepFailed(name, type(e).__name__, str(e)))
+            if view is not None:
+                view.fail(e)
+        except Exception as reporting_error:  # a broken view must not hide why the step failed
+            e.add_note(f"(Drawing the failure failed too: {type(reporting_error).__name__}: {reporting_error})")
+        if watch is not None and watch.interrupted and _is_interrupt(e):
+            from ..interrupts import StepInterrupted, interrupted_message
+
+            raise StepInterrupted(interrupted_message(name)) from None
+        raise
+    finally:
+        current_scope.reset(token)
+        if watch is not None:
+            watch.cancel()
+    emit(unit.finished(outcome))
+    if view is not None:
+        view.finish(kept)
+    return outcome
+
+
+def _is_interrupt(error: BaseException) -> bool:
+    import asyncio  # loaded already: only a step on a running event loop asks
+
+    return isinstance(error, KeyboardInterrupt | asyncio.CancelledError)
+
+
+def _no_longer_fits(record: StepRecord, name: str, problems: Sequence[str], *, where: str) -> str:
+    """What to say of a matching recording whose result no longer builds the payload."""
+    cell = f" (recorded in cell {record.cell_id})" if record.cell_id else ""
+    return (f"The recording {record.id} of {name!r}{cell} in {where} no longer fits: its reported result does not "
+            f"build the payload now: {'; '.join(problems)}. The recording is left as it is.")
