@@ -1,4 +1,6 @@
-"""Client tools (seed 003): handlers you register that the agent calls mid-turn, and the round-trip loop around them.
+"""Client tools: handlers you register that the agent calls mid-turn, and the round-trip loop around them.
+
+See docs/client-tools.md.
 
 ::
 
@@ -20,7 +22,7 @@ A thin API over the same machinery as roles: a run is one step of a role built f
 instructions) and the client tools, run by an `agl_notebook.Run` through the one tool loop. So it streams the same
 events, keeps the same structured transcript (every tool_use answered by a tool_result with its id), and in a
 notebook draws the same live view and is recorded in, and replayed from, the notebook like any step. What differs
-from roles, on purpose (SPEC E):
+from roles, on purpose (docs/client-tools.md):
 
 - A handler is ``handler(args: dict, ctx: ToolExecutionContext)`` returning an awaitable `ToolResult`. If it raises,
   or returns anything but a `ToolResult` with string content, the model gets an error result with the exception's

@@ -1,8 +1,8 @@
 """The event vocabulary: what a step (or a client-tools run) tells its views while it happens.
 
-One vocabulary for every API (SPEC E): the client-tools names of seed 003 (``client.tool.*`` and
+One vocabulary for every API: the client-tools names (``client.tool.*`` and
 ``response.output_text.delta``) plus the step events. Each event is a frozen dataclass whose ``type`` string is set
-by its class, so consumers can match on ``event.type`` as the seed does, or on the class.
+by its class, so consumers can match on ``event.type`` or on the class.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Agents written as JSON functions (SPEC B): load, validate and call them.
+"""Agents written as JSON functions (docs/functions.md): load, validate and call them.
 
 ::
 

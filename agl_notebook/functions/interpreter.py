@@ -1,4 +1,4 @@
-"""Running agents: `Agent.call` runs one top-level call of one function (SPEC B).
+"""Running agents: `Agent.call` runs one top-level call of one function (docs/functions.md).
 
 Semantics, as the agent file's schema documents them:
 

@@ -3,7 +3,7 @@
 The step runs on a worker thread with its own event loop, while the kernel's main thread keeps servicing widget
 messages.
 
-Why (FINDINGS): a synchronous cell blocks the kernel's main thread, so the widget messages that carry an answer
+Why (docs/architecture.md): a sync cell blocks the kernel's main thread, so the widget messages that carry an answer
 are never handled; nest_asyncio hangs or breaks ipykernel >= 7.1, and jupyter-ui-poll breaks 7.4. Instead the step
 runs on its own loop in a worker thread (with the cell's context, so its displays land in this cell), and the main
 thread reads widget messages from the kernel's shell channel itself and dispatches them, handing every other

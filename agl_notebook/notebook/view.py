@@ -1,6 +1,6 @@
 """The notebook view of a step: one display with a display id, live widgets while it runs, static at the end.
 
-Why this shape (FINDINGS, "How a finished step must be left in the cell"): JupyterLab never falls back to text/html
+Why this shape (docs/architecture.md, "One display per step"): JupyterLab never falls back to text/html
 when a widget's model is gone, so an output that still refers to a widget shows "model not found" after reopening;
 and nbval compares the first display of a re-execution with the saved output. So a live step displays one bundle
 (the widget view plus a placeholder text/plain and text/html) with a display id, updates it in place when the step

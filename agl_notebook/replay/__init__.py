@@ -1,4 +1,4 @@
-"""Replay: step records, fingerprints, stores, modes and miss explanations (layer 4 of docs/architecture.md)."""
+"""Replay: step records, fingerprints, stores, modes and miss explanations (a layer of docs/architecture.md)."""
 
 from .._secrets import REDACTED, scrub
 from .explain import ReplayMissError, explain_miss, nearest_record
