@@ -1,4 +1,4 @@
-"""Secrets: the one scrubber and the one log filter.
+"""Secrets: the one scrubber (the one log filter, which uses it, is in `_secret_logs`).
 
 No API key or auth header reaches a record, a view, a log or an error, whatever path it came by. What counts as
 a secret: Anthropic keys by their shape, the value of any auth header written out, the values of environment
@@ -9,13 +9,11 @@ as written, escaped inside a JSON string, and encoded in a URL.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
-import logging
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from urllib.parse import quote, quote_plus
 
 from .payloads import JsonValue
@@ -109,51 +107,3 @@ def _scrub(value: JsonValue, spellings: tuple[str, ...]) -> JsonValue:
     if isinstance(value, dict):
         return {_replace(k, spellings): _scrub(v, spellings) for k, v in value.items()}
     return value
-
-
-class SecretLogFilter(logging.Filter):
-    """Rewrites a log record that holds a secret: the environment's, a request's in flight, or a key's shape.
-
-    The anthropic SDK logs request bodies at DEBUG and httpx2 logs every URL (query included) at INFO; the filter
-    sits on those loggers, so no handler sees a secret.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._in_flight: dict[str, int] = {}  # secret -> how many requests in flight hold it
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        """Scrub ``record``'s message in place; never drops a record."""
-        message = record.getMessage()
-        clean = scrub_text(message, (*secrets_from_environment(), *self._in_flight))
-        if clean != message:
-            record.msg, record.args = clean, ()
-        return True
-
-    @contextlib.contextmanager
-    def holding(self, secrets: Iterable[str]) -> Iterator[None]:
-        """Scrub ``secrets`` from log records too while the block runs (a request that sends them)."""
-        held = list(secrets)
-        for secret in held:
-            self._in_flight[secret] = self._in_flight.get(secret, 0) + 1
-        try:
-            yield
-        finally:
-            for secret in held:
-                left = self._in_flight.get(secret, 1) - 1
-                if left > 0:
-                    self._in_flight[secret] = left
-                else:
-                    self._in_flight.pop(secret, None)
-
-
-LOG_FILTER = SecretLogFilter()
-"""The filter on every logger that may see a secret."""
-
-
-def scrub_logs(*names: str) -> None:
-    """Put `LOG_FILTER` on the loggers ``names`` (once each)."""
-    for name in names:
-        logger = logging.getLogger(name)
-        if LOG_FILTER not in logger.filters:
-            logger.addFilter(LOG_FILTER)

@@ -12,7 +12,7 @@ from urllib.parse import quote
 import pytest
 
 import agl_notebook
-from agl_notebook import _files, _secrets, _settings
+from agl_notebook import _files, _secret_logs, _secrets, _settings
 from agl_notebook.errors import InputError, ModelCallBlockedError
 from agl_notebook.replay import REDACTED, JsonFileStore, modes
 from agl_notebook.replay.records import record_from_json
@@ -160,9 +160,9 @@ async def test_a_record_holding_a_url_encoded_secret_is_scrubbed(monkeypatch: py
 def test_the_log_filter_scrubs_the_environments_secrets_and_those_in_flight(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setenv("MY_SERVICE_TOKEN", "environment-secret-1")
-    _secrets.scrub_logs("httpx2")
+    _secret_logs.scrub_logs("httpx2")
     logger = logging.getLogger("httpx2")
-    with caplog.at_level(logging.INFO, logger="httpx2"), _secrets.LOG_FILTER.holding(["in-flight"]):
+    with caplog.at_level(logging.INFO, logger="httpx2"), _secret_logs.LOG_FILTER.holding(["in-flight"]):
         logger.info("GET https://h/?a=%s&b=%s", "environment-secret-1", "in-flight")
     with caplog.at_level(logging.INFO, logger="httpx2"):
         logger.info("after: %s", "in-flight")

@@ -19,7 +19,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 from .._canonical import digest
-from .._secrets import LOG_FILTER, scrub, scrub_logs, scrub_text
+from .._secret_logs import LOG_FILTER, scrub_logs
+from .._secrets import scrub, scrub_text
 from ..payloads import JsonObject
 from ._tape import ReplayedError, Tape, error_entry
 from .errors import ApiConnectionError, ApiError, ApiTimeoutError, CommandError, MissingSecretError

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast, get_args
 
 from .._scope import current_scope
-from .._secrets import scrub_logs
+from .._secret_logs import scrub_logs
 from .._settings import anthropic_configuration
 from ..errors import InputError, MissingCredentialsError, ModelOutputTruncatedError, UpstreamUnexpected
 from ..events import ModelRetryWaiting
