@@ -48,11 +48,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def jupyter_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     """One ``jupyter lab`` server (JupyterLab and Notebook 7) for all the browser tests."""
     server = JupyterServer(tmp_path_factory.mktemp("jupyter"), ARTIFACTS / "jupyter-server.log")
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from serving(server)
 
 
 @pytest.fixture(scope="package")
@@ -79,6 +75,15 @@ def browser() -> Iterator[Any]:
         launched.close()
     finally:
         playwright.stop()
+
+
+def serving(server: JupyterServer) -> Iterator[JupyterServer]:
+    """Start ``server``, hand it to a fixture, and stop it after (every server fixture's body)."""
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def jupyter_for(request: pytest.FixtureRequest, browser: Any, server: JupyterServer) -> Iterator[Jupyter]:

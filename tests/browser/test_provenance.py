@@ -14,7 +14,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from tests.browser.conftest import jupyter_for
+from tests.browser.conftest import jupyter_for, serving
 from tests.browser.harness import ARTIFACTS, UI, Jupyter, JupyterServer, NotebookPage, records_anywhere
 
 SETUP = '''\
@@ -161,11 +161,7 @@ def server_with_lazy_cells(tmp_path_factory: pytest.TempPathFactory) -> Iterator
     """A server whose notebooks render cells lazily, as JupyterLab does by default (the other tests turn it off)."""
     server = JupyterServer(tmp_path_factory.mktemp("jupyter-lazy"), ARTIFACTS / "jupyter-server-lazy.log",
                            settings={TRACKER: {"windowingMode": "contentVisibility"}})
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from serving(server)
 
 
 @pytest.fixture

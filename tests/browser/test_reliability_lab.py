@@ -16,7 +16,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from tests.browser.conftest import jupyter_for
+from tests.browser.conftest import jupyter_for, serving
 from tests.browser.harness import (
     ARTIFACTS,
     Jupyter,
@@ -37,11 +37,7 @@ ACTIVATED = "agl-notebook: activated"
 def server_without_extension(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     server = JupyterServer(tmp_path_factory.mktemp("jupyter-no-ext"), ARTIFACTS / "jupyter-server-no-ext.log",
                            disabled_extensions=[EXTENSION])
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from serving(server)
 
 
 @pytest.fixture
