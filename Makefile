@@ -35,6 +35,7 @@ demo: $(VENV)/.installed-python
 
 lint: setup
 	$(VENV)/bin/ruff check agl_notebook tests benchmarks examples notebooks docs
+	$(VENV)/bin/ruff format --check agl_notebook tests benchmarks examples notebooks docs
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 

@@ -24,6 +24,7 @@ def load_ipython_extension(ipython: object) -> None:
 
     load(ipython)
 
+
 __all__ = [
     # Roles, tools and payloads
     "Claude",

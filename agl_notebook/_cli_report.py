@@ -60,11 +60,24 @@ class Recording:
     def to_json(self, now: datetime.datetime) -> JsonObject:
         """The recording as ``list --json`` gives it."""
         r = self.record
-        return {"id": r.id, "short_id": r.id[:SHORT_ID], "role": r.role, "backend": r.backend,
-                "input_tokens": r.usage.input_tokens, "output_tokens": r.usage.output_tokens,
-                "tokens": tokens(r), "recorded_at": r.recorded_at or None, "age": age(r.recorded_at, now),
-                "kept": list(self.kept), "output_cells": [i + 1 for i in self.output_cells], "cell_id": r.cell_id,
-                "cell": self.cell, "occurrence": r.occurrence, "status": self.status, "reason": self.reason}
+        return {
+            "id": r.id,
+            "short_id": r.id[:SHORT_ID],
+            "role": r.role,
+            "backend": r.backend,
+            "input_tokens": r.usage.input_tokens,
+            "output_tokens": r.usage.output_tokens,
+            "tokens": tokens(r),
+            "recorded_at": r.recorded_at or None,
+            "age": age(r.recorded_at, now),
+            "kept": list(self.kept),
+            "output_cells": [i + 1 for i in self.output_cells],
+            "cell_id": r.cell_id,
+            "cell": self.cell,
+            "occurrence": r.occurrence,
+            "status": self.status,
+            "reason": self.reason,
+        }
 
 
 @dataclass
@@ -103,8 +116,7 @@ def scan(nb: dict[str, Any], *, where: str) -> Scan:
         if METADATA_KEY not in output_metadata:
             continue
         try:
-            read = block_from_json(output_metadata[METADATA_KEY], where=f"{where} cell {index + 1} output "
-                                                                       f"{number + 1}")
+            read = block_from_json(output_metadata[METADATA_KEY], where=f"{where} cell {index + 1} output {number + 1}")
         except InputError as e:
             unreadable += 1
             problems.append(str(e))
@@ -158,8 +170,9 @@ def _judge(recording: Recording, cells: _Cells) -> None:
 
     for index in recording.output_cells:
         if cells.has_code(index):
-            return decide("used", f"cell {index + 1}", f"kept in the output of cell {index + 1}, which displayed "
-                                                        "it", index + 1)
+            return decide(
+                "used", f"cell {index + 1}", f"kept in the output of cell {index + 1}, which displayed it", index + 1
+            )
     cell_id = recording.record.cell_id
     if cell_id is not None:
         named = cells.by_id.get(cell_id)
@@ -167,18 +180,26 @@ def _judge(recording: Recording, cells: _Cells) -> None:
             if cells.has_code(named):
                 return decide("used", f"cell {named + 1}", f"recorded in cell {named + 1} (id {cell_id})", named + 1)
             if cells.is_code(named):
-                return decide("unused", "cell empty", f"its cell {named + 1} (id {cell_id}) has no code now",
-                              named + 1)
-            return decide("unused", "not code", f"its cell {named + 1} (id {cell_id}) is no longer a code cell",
-                          named + 1)
+                return decide("unused", "cell empty", f"its cell {named + 1} (id {cell_id}) has no code now", named + 1)
+            return decide(
+                "unused", "not code", f"its cell {named + 1} (id {cell_id}) is no longer a code cell", named + 1
+            )
         if cells.by_id:
             return decide("unused", "cell deleted", f"its cell (id {cell_id}) is no longer in the notebook")
-        return decide("unknown", "no cell ids", f"recorded in the cell with id {cell_id}, but the notebook's cells "
-                                                "carry no ids (nbformat before 4.5) to look for it")
+        return decide(
+            "unknown",
+            "no cell ids",
+            f"recorded in the cell with id {cell_id}, but the notebook's cells "
+            "carry no ids (nbformat before 4.5) to look for it",
+        )
     if not cells.any_code:
         return decide("unused", "no code", "no code cell of the notebook has code to run a step")
-    return decide("unknown", "no cell id", "recorded without a cell id (headless runs, nbclient and nbval, do not "
-                                           "send one), so the cell that ran it cannot be told")
+    return decide(
+        "unknown",
+        "no cell id",
+        "recorded without a cell id (headless runs, nbclient and nbval, do not "
+        "send one), so the cell that ran it cannot be told",
+    )
 
 
 # Removing ----------------------------------------------------------------------------------------------------------
@@ -281,8 +302,14 @@ def age(recorded_at: str, now: datetime.datetime) -> str:
         return "in the future"
     if seconds < 60:
         return "just now"
-    for unit, size in (("year", 365 * 86400), ("month", 30 * 86400), ("week", 7 * 86400), ("day", 86400),
-                       ("hour", 3600), ("minute", 60)):
+    for unit, size in (
+        ("year", 365 * 86400),
+        ("month", 30 * 86400),
+        ("week", 7 * 86400),
+        ("day", 86400),
+        ("hour", 3600),
+        ("minute", 60),
+    ):
         if seconds >= size and (unit != "month" or seconds >= 60 * 86400):
             n = int(seconds // size)
             return f"{n} {unit}{'' if n == 1 else 's'} ago"
@@ -303,8 +330,7 @@ def printable(text: str, *, keep: str = "") -> str:
     """
     if text.isprintable():  # no character of those categories (nor a line break): the common case, quickly
         return text
-    return "".join(ch if ch in keep or unicodedata.category(ch) not in _UNPRINTABLE else _escaped(ch)
-                   for ch in text)
+    return "".join(ch if ch in keep or unicodedata.category(ch) not in _UNPRINTABLE else _escaped(ch) for ch in text)
 
 
 def printable_json(value: object) -> str:
@@ -315,8 +341,9 @@ def printable_json(value: object) -> str:
     text = json.dumps(value, indent=2, ensure_ascii=False)
     if text.isprintable():
         return text
-    return "".join(ch if ch == "\n" or unicodedata.category(ch) not in _UNPRINTABLE else _json_escaped(ch)
-                   for ch in text)
+    return "".join(
+        ch if ch == "\n" or unicodedata.category(ch) not in _UNPRINTABLE else _json_escaped(ch) for ch in text
+    )
 
 
 def _json_escaped(ch: str) -> str:

@@ -57,6 +57,9 @@ def read_json_file(path: Path, *, kind: str | None = None) -> Any:
         return json.loads(text)
     except (json.JSONDecodeError, RecursionError) as e:
         what = f"not a {kind}: invalid JSON" if kind else "invalid JSON"
-        where = (f" at line {e.lineno}, column {e.colno} ({e.msg})" if isinstance(e, json.JSONDecodeError)
-                 else " (nested too deeply)")
+        where = (
+            f" at line {e.lineno}, column {e.colno} ({e.msg})"
+            if isinstance(e, json.JSONDecodeError)
+            else " (nested too deeply)"
+        )
         raise InputError(f"{path}: {what}{where}.") from None

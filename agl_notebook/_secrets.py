@@ -25,11 +25,13 @@ REDACTED = "[REDACTED]"
 # spelled \", and taking its backslash into the match would end the string early and break the record.
 _HEADER_VALUE = r"[^\s\"'\\]+"
 _KEY_SHAPES = re.compile(
-    r"sk-ant-[A-Za-z0-9_\-]{8,}"                                        # Anthropic API keys and admin keys
-    r"|(?i:(?<=authorization: bearer )|(?<=authorization:bearer ))" + _HEADER_VALUE +
-    r"|(?i:(?<=x-api-key: )|(?<=x-api-key:)|(?<=\"x-api-key\": \")|(?<='x-api-key': ')"
-    r"|(?<=\\\"x-api-key\\\": \\\"))" + _HEADER_VALUE +  # the last lookbehind: as spelled inside a JSON string
-    r"|(?<=Bearer )[A-Za-z0-9._\-]{16,}"                               # a bearer token written out
+    r"sk-ant-[A-Za-z0-9_\-]{8,}"  # Anthropic API keys and admin keys
+    r"|(?i:(?<=authorization: bearer )|(?<=authorization:bearer ))"
+    + _HEADER_VALUE
+    + r"|(?i:(?<=x-api-key: )|(?<=x-api-key:)|(?<=\"x-api-key\": \")|(?<='x-api-key': ')"
+    r"|(?<=\\\"x-api-key\\\": \\\"))"
+    + _HEADER_VALUE  # the last lookbehind: as spelled inside a JSON string
+    + r"|(?<=Bearer )[A-Za-z0-9._\-]{16,}"  # a bearer token written out
 )
 # The regex looks behind at every position; these substring checks (in C) skip it for the common text with no key
 # in it, which is most of every record.
@@ -65,8 +67,12 @@ def _spellings(secrets: tuple[str, ...]) -> tuple[str, ...]:
     found: dict[str, None] = {}
     for secret in secrets:
         if secret:
-            for spelling in (secret, json.dumps(secret, ensure_ascii=False)[1:-1], quote(secret, safe=""),
-                             quote_plus(secret)):
+            for spelling in (
+                secret,
+                json.dumps(secret, ensure_ascii=False)[1:-1],
+                quote(secret, safe=""),
+                quote_plus(secret),
+            ):
                 found[spelling] = None
     return tuple(sorted(found, key=len, reverse=True))
 

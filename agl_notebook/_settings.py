@@ -38,42 +38,71 @@ class Setting:
 
 
 MODE = Setting(
-    "AGL_NOTEBOOK_MODE", "auto, replay, refresh or off; unset: auto (replay under nbval)",
-    "The replay mode below a step's, a Run's and %agl mode's. `agl-notebook execute --mode` sets it for its kernel.")
+    "AGL_NOTEBOOK_MODE",
+    "auto, replay, refresh or off; unset: auto (replay under nbval)",
+    "The replay mode below a step's, a Run's and %agl mode's. `agl-notebook execute --mode` sets it for its kernel.",
+)
 UNDER_NBVAL = Setting(
-    "AGL_NOTEBOOK_UNDER_NBVAL", "1, or unset",
-    "The default mode becomes replay. The pytest plugin sets it under --nbval for the kernels nbval starts.")
+    "AGL_NOTEBOOK_UNDER_NBVAL",
+    "1, or unset",
+    "The default mode becomes replay. The pytest plugin sets it under --nbval for the kernels nbval starts.",
+)
 BLOCK_MODELS = Setting(
-    "AGL_NOTEBOOK_BLOCK_MODELS", "1, or unset",
+    "AGL_NOTEBOOK_BLOCK_MODELS",
+    "1, or unset",
     "Any live model call (and any JSON-function api request) fails with ModelCallBlockedError. Set by the pytest "
-    "plugin under --nbval and by `agl-notebook explain`.")
+    "plugin under --nbval and by `agl-notebook explain`.",
+)
 NOTEBOOK_PATH = Setting(
-    "AGL_NOTEBOOK_PATH", "the path of an .ipynb file; unset: the notebook is found otherwise",
+    "AGL_NOTEBOOK_PATH",
+    "the path of an .ipynb file; unset: the notebook is found otherwise",
     "Names the notebook a kernel runs, whose saved recordings it replays. Set by the pytest plugin, "
-    "`agl-notebook execute` and `explain`, and the papermill engine.")
+    "`agl-notebook execute` and `explain`, and the papermill engine.",
+)
 ANSWERS = Setting(
-    "AGL_NOTEBOOK_ANSWERS", "a JSON list; unset: a live question in a headless run fails with NoAnswerError",
-    "The answers to the questions a headless run asks live, used in order. `agl-notebook execute --answers` sets it.")
+    "AGL_NOTEBOOK_ANSWERS",
+    "a JSON list; unset: a live question in a headless run fails with NoAnswerError",
+    "The answers to the questions a headless run asks live, used in order. `agl-notebook execute --answers` sets it.",
+)
 QUESTIONS = Setting(
-    "AGL_NOTEBOOK_QUESTIONS", "widgets or stdin; unset: widgets on ipykernel 7.4 or later, else stdin",
-    "How a kernel asks a person: input widgets in the step's view, or the kernel's stdin (input()).")
+    "AGL_NOTEBOOK_QUESTIONS",
+    "widgets or stdin; unset: widgets on ipykernel 7.4 or later, else stdin",
+    "How a kernel asks a person: input widgets in the step's view, or the kernel's stdin (input()).",
+)
 JUPYTER_SESSION = Setting(
-    "JPY_SESSION_NAME", "set by jupyter_server",
-    "The notebook JupyterLab and Notebook 7 run the kernel for; read to find the notebook (before "
-    "AGL_NOTEBOOK_PATH).")
+    "JPY_SESSION_NAME",
+    "set by jupyter_server",
+    "The notebook JupyterLab and Notebook 7 run the kernel for; read to find the notebook (before AGL_NOTEBOOK_PATH).",
+)
 ANTHROPIC_API_KEY = Setting(
-    "ANTHROPIC_API_KEY", "an Anthropic API key; unset: no credentials",
+    "ANTHROPIC_API_KEY",
+    "an Anthropic API key; unset: no credentials",
     "Read by the anthropic SDK; when it (or ANTHROPIC_AUTH_TOKEN) is set, scripted_unless_credentials gives None, so "
-    "steps run live on Claude. Never written to a record, a view, a log or an error.")
+    "steps run live on Claude. Never written to a record, a view, a log or an error.",
+)
 ANTHROPIC_AUTH_TOKEN = Setting(
-    "ANTHROPIC_AUTH_TOKEN", "an Anthropic bearer token; unset: no token",
-    "Read by the anthropic SDK instead of an API key. Never written anywhere.")
+    "ANTHROPIC_AUTH_TOKEN",
+    "an Anthropic bearer token; unset: no token",
+    "Read by the anthropic SDK instead of an API key. Never written anywhere.",
+)
 ANTHROPIC_BASE_URL = Setting(
-    "ANTHROPIC_BASE_URL", "a URL; unset: the SDK's default",
-    "Read by the anthropic SDK: where requests go. A change makes AnthropicModel make a new client.")
+    "ANTHROPIC_BASE_URL",
+    "a URL; unset: the SDK's default",
+    "Read by the anthropic SDK: where requests go. A change makes AnthropicModel make a new client.",
+)
 
-SETTINGS: tuple[Setting, ...] = (MODE, UNDER_NBVAL, BLOCK_MODELS, NOTEBOOK_PATH, ANSWERS, QUESTIONS, JUPYTER_SESSION,
-                                 ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, ANTHROPIC_BASE_URL)
+SETTINGS: tuple[Setting, ...] = (
+    MODE,
+    UNDER_NBVAL,
+    BLOCK_MODELS,
+    NOTEBOOK_PATH,
+    ANSWERS,
+    QUESTIONS,
+    JUPYTER_SESSION,
+    ANTHROPIC_API_KEY,
+    ANTHROPIC_AUTH_TOKEN,
+    ANTHROPIC_BASE_URL,
+)
 """Every environment variable agl_notebook reads by name."""
 
 CREDENTIALS = (ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN)

@@ -81,8 +81,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         path = Path(args.notebook)
         if args.command == "execute":
-            return _execute(path, record=args.record, mode=args.mode, timeout=args.timeout,
-                            output=Path(args.output) if args.output is not None else None, answers=args.answers)
+            return _execute(
+                path,
+                record=args.record,
+                mode=args.mode,
+                timeout=args.timeout,
+                output=Path(args.output) if args.output is not None else None,
+                answers=args.answers,
+            )
         if args.command == "list":
             return _list(path, as_json=args.json)
         if args.command == "explain":
@@ -107,79 +113,122 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agl-notebook",
         description="Execute notebooks that run agl_notebook steps, keep their recordings in the notebook, and "
-                    "list, explain and tidy those recordings.")
+        "list, explain and tidy those recordings.",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     execute = commands.add_parser(
-        "execute", help="execute a notebook headlessly (nbclient) and write it back",
+        "execute",
+        help="execute a notebook headlessly (nbclient) and write it back",
         description="Execute every code cell in a fresh python3 kernel started in the notebook's folder and write "
-                    "the executed notebook back (or to --output). Nothing is written if a cell fails.")
+        "the executed notebook back (or to --output). Nothing is written if a cell fails.",
+    )
     execute.add_argument("notebook", metavar="NOTEBOOK", help="the .ipynb file")
-    execute.add_argument("--record", action="store_true",
-                         help="move every step record into the notebook metadata (where it survives clearing "
-                              "outputs) instead of leaving it in the outputs' metadata")
-    execute.add_argument("--mode", choices=MODES,
-                         help=f"the replay mode for the kernel ({MODE.name}); by default the environment's, else auto")
-    execute.add_argument("--timeout", type=_positive_int, default=None, metavar="SECONDS",
-                         help="the longest one cell may run (default: no limit)")
+    execute.add_argument(
+        "--record",
+        action="store_true",
+        help="move every step record into the notebook metadata (where it survives clearing "
+        "outputs) instead of leaving it in the outputs' metadata",
+    )
+    execute.add_argument(
+        "--mode",
+        choices=MODES,
+        help=f"the replay mode for the kernel ({MODE.name}); by default the environment's, else auto",
+    )
+    execute.add_argument(
+        "--timeout",
+        type=_positive_int,
+        default=None,
+        metavar="SECONDS",
+        help="the longest one cell may run (default: no limit)",
+    )
     execute.add_argument("--output", metavar="PATH", help="write the executed notebook here instead of in place")
-    execute.add_argument("--answers", type=_answers, metavar="JSON",
-                         help="the answers to the questions steps ask live, in order, as a JSON list "
-                              f"(e.g. '[\"Saturday\", 3]'; sets {ANSWERS.name} for the kernel). Without it a "
-                              "live question fails the run, naming it; a replayed one needs no answer")
+    execute.add_argument(
+        "--answers",
+        type=_answers,
+        metavar="JSON",
+        help="the answers to the questions steps ask live, in order, as a JSON list "
+        f"(e.g. '[\"Saturday\", 3]'; sets {ANSWERS.name} for the kernel). Without it a "
+        "live question fails the run, naming it; a replayed one needs no answer",
+    )
 
     merge = commands.add_parser(
-        "consolidate", help="move records from outputs' metadata into the notebook metadata",
+        "consolidate",
+        help="move records from outputs' metadata into the notebook metadata",
         description="Move the step records that finished steps left in their outputs' metadata into the notebook "
-                    "metadata, where they survive clearing outputs.")
+        "metadata, where they survive clearing outputs.",
+    )
     merge.add_argument("notebook", metavar="NOTEBOOK", help="the .ipynb file")
 
     listing = commands.add_parser(
-        "list", help="list the notebook's recordings, and whether a cell still uses each",
+        "list",
+        help="list the notebook's recordings, and whether a cell still uses each",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="List the recordings kept in the notebook (its metadata and its outputs' metadata), one a "
-                    "line: id, role, backend (what the record claims it was made with), tokens (input + output), "
-                    "age, where it is kept, and whether a cell uses it. Nothing runs and nothing is written.\n\n"
-                    + _USED_RULE)
+        "line: id, role, backend (what the record claims it was made with), tokens (input + output), "
+        "age, where it is kept, and whether a cell uses it. Nothing runs and nothing is written.\n\n" + _USED_RULE,
+    )
     listing.add_argument("notebook", metavar="NOTEBOOK", help="the .ipynb file")
     listing.add_argument("--json", action="store_true", help="print JSON for programs instead of a table")
 
     explain = commands.add_parser(
-        "explain", help="say whether a cell's steps replay and, when one would not, why (runs cells 1..CELL)",
+        "explain",
+        help="say whether a cell's steps replay and, when one would not, why (runs cells 1..CELL)",
         description="Tell whether the steps of CELL replay from the notebook's recordings and, for the first one "
-                    "that would not, name the nearest recording and the parts of the step that differ from it. A "
-                    "step is matched by a fingerprint of its live role, tools and input, which only running the "
-                    "code gives, so this runs code cells 1 to CELL headlessly (nbclient, a fresh python3 kernel in "
-                    "the notebook's folder) in mode 'replay' with model calls blocked: no model is called, but the "
-                    "cells' code does run (with its other effects, files it writes say). The executed copy is kept "
-                    "in memory and dropped: the notebook file is not written. Exit code 0: every step of CELL "
-                    "replays; 1: a step would not replay, or a cell failed.")
+        "that would not, name the nearest recording and the parts of the step that differ from it. A "
+        "step is matched by a fingerprint of its live role, tools and input, which only running the "
+        "code gives, so this runs code cells 1 to CELL headlessly (nbclient, a fresh python3 kernel in "
+        "the notebook's folder) in mode 'replay' with model calls blocked: no model is called, but the "
+        "cells' code does run (with its other effects, files it writes say). The executed copy is kept "
+        "in memory and dropped: the notebook file is not written. Exit code 0: every step of CELL "
+        "replays; 1: a step would not replay, or a cell failed.",
+    )
     explain.add_argument("notebook", metavar="NOTEBOOK", help="the .ipynb file")
-    explain.add_argument("cell", metavar="CELL",
-                         help="the cell: its number, counting every cell from 1 (as execute shows them), or its id")
-    explain.add_argument("--timeout", type=_positive_int, default=None, metavar="SECONDS",
-                         help="the longest one cell may run (default: no limit)")
+    explain.add_argument(
+        "cell",
+        metavar="CELL",
+        help="the cell: its number, counting every cell from 1 (as execute shows them), or its id",
+    )
+    explain.add_argument(
+        "--timeout",
+        type=_positive_int,
+        default=None,
+        metavar="SECONDS",
+        help="the longest one cell may run (default: no limit)",
+    )
 
     clear = commands.add_parser(
-        "clear", help="remove the given recordings, or all of them",
+        "clear",
+        help="remove the given recordings, or all of them",
         description="Remove recordings from the notebook metadata and from outputs' metadata (the outputs "
-                    "themselves are kept), so those steps run live next time. The file is rewritten atomically.")
+        "themselves are kept), so those steps run live next time. The file is rewritten atomically.",
+    )
     clear.add_argument("notebook", metavar="NOTEBOOK", help="the .ipynb file")
-    clear.add_argument("ids", metavar="ID", nargs="*",
-                       help=f"a recording id, or its first {MIN_PREFIX} characters or more (list shows them)")
-    clear.add_argument("--all", action="store_true",
-                       help="remove every recording, those this version cannot read included")
+    clear.add_argument(
+        "ids",
+        metavar="ID",
+        nargs="*",
+        help=f"a recording id, or its first {MIN_PREFIX} characters or more (list shows them)",
+    )
+    clear.add_argument(
+        "--all", action="store_true", help="remove every recording, those this version cannot read included"
+    )
     clear.add_argument("--dry-run", action="store_true", help="say what would be removed; write nothing")
 
     gc = commands.add_parser(
-        "gc", help="remove the recordings no cell uses",
+        "gc",
+        help="remove the recordings no cell uses",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Remove the recordings no cell of the notebook uses (list shows which), from the notebook "
-                    "metadata and outputs' metadata. Recordings whose use cannot be told are kept unless "
-                    "--unknown-too is given. The file is rewritten atomically.\n\n" + _USED_RULE)
+        "metadata and outputs' metadata. Recordings whose use cannot be told are kept unless "
+        "--unknown-too is given. The file is rewritten atomically.\n\n" + _USED_RULE,
+    )
     gc.add_argument("notebook", metavar="NOTEBOOK", help="the .ipynb file")
-    gc.add_argument("--unknown-too", action="store_true",
-                    help="remove the recordings whose use is unknown (recorded without a cell id) too")
+    gc.add_argument(
+        "--unknown-too",
+        action="store_true",
+        help="remove the recordings whose use is unknown (recorded without a cell id) too",
+    )
     gc.add_argument("--dry-run", action="store_true", help="say what would be removed; write nothing")
     return parser
 
@@ -202,10 +251,12 @@ def _answers(text: str) -> str:
     except json.JSONDecodeError as e:
         raise argparse.ArgumentTypeError(f"expected a JSON list of answers: {e.msg} at column {e.colno}") from None
     if not isinstance(answers, list):
-        kind = {dict: "object", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(answers),
-                                                                                                     "null")
-        raise argparse.ArgumentTypeError(f"expected a JSON list of answers, not a JSON {kind} (give one answer as "
-                                         "a list of one: '[\"Saturday\"]')")
+        kind = {dict: "object", str: "string", bool: "boolean", int: "number", float: "number"}.get(
+            type(answers), "null"
+        )
+        raise argparse.ArgumentTypeError(
+            f"expected a JSON list of answers, not a JSON {kind} (give one answer as a list of one: '[\"Saturday\"]')"
+        )
     return text
 
 
@@ -222,8 +273,9 @@ def _positive_int(text: str) -> int:
 # Commands ----------------------------------------------------------------------------------------------------------
 
 
-def _execute(path: Path, *, record: bool, mode: str | None, timeout: int | None, output: Path | None,
-             answers: str | None = None) -> int:
+def _execute(
+    path: Path, *, record: bool, mode: str | None, timeout: int | None, output: Path | None, answers: str | None = None
+) -> int:
     import nbformat
 
     path = _existing_notebook_file(path)
@@ -235,8 +287,10 @@ def _execute(path: Path, *, record: bool, mode: str | None, timeout: int | None,
         # Running needs nothing from the block and changes nothing in it: it is written back as it was (only
         # --record, which would replace it, refuses), so a damaged block never stops a person running the notebook.
         for problem in _metadata_block_problems(data, path):
-            _warn(f"{problem}\nThe recordings block is corrupt: its steps run live, and it is written back as it is "
-                  "(fix it by hand, or remove it to record again).")
+            _warn(
+                f"{problem}\nThe recordings block is corrupt: its steps run live, and it is written back as it is "
+                "(fix it by hand, or remove it to record again)."
+            )
     # nbformat's reader, not the dict: it joins the lists of lines a saved notebook holds into strings.
     original_text = path.read_text(encoding="utf-8")
     nb = nbformat.reads(original_text, as_version=4)  # type: ignore[no-untyped-call]
@@ -259,14 +313,17 @@ def _execute(path: Path, *, record: bool, mode: str | None, timeout: int | None,
     moved = consolidate(nb) if record else 0
     if target == path and path.read_text(encoding="utf-8") != original_text:
         # Someone saved the notebook (JupyterLab, say) while it ran: writing would lose their edits.
-        raise _Failed(f"{path} changed on disk while it was being executed; nothing was written, so those changes "
-                      "are kept. Run it again, or pass --output to write the executed copy elsewhere.")
+        raise _Failed(
+            f"{path} changed on disk while it was being executed; nothing was written, so those changes "
+            "are kept. Run it again, or pass --output to write the executed copy elsewhere."
+        )
     write_atomically(target, _notebook_text(nb))
     found = records_in_notebook(nb)
     summary = f"executed {progress.total} code cell{_s(progress.total)} in {time.monotonic() - started:.1f} s"
     if record:
-        summary += (f"; {moved} record{_s(moved)} moved into the notebook metadata "
-                    f"({len(found.in_metadata)} there in all)")
+        summary += (
+            f"; {moved} record{_s(moved)} moved into the notebook metadata ({len(found.in_metadata)} there in all)"
+        )
     else:
         summary += f"; {len(found.in_outputs)} record{_s(len(found.in_outputs))} in output metadata"
     _say(f"{summary}; wrote {target}", file=sys.stderr)
@@ -286,8 +343,7 @@ def _consolidate(path: Path) -> int:
         return EXIT_OK
     write_atomically(path, _notebook_text(data))
     after = records_in_notebook(data)
-    _say(f"{path}: moved {moved} record{_s(moved)} into the notebook metadata "
-          f"({len(after.in_metadata)} there in all).")
+    _say(f"{path}: moved {moved} record{_s(moved)} into the notebook metadata ({len(after.in_metadata)} there in all).")
     return EXIT_OK
 
 
@@ -298,16 +354,35 @@ def _list(path: Path, *, as_json: bool) -> int:
     found = scan(data, where=str(path))
     now = datetime.datetime.now(datetime.UTC)
     if as_json:
-        print(printable_json({"notebook": str(path), "recordings": [r.to_json(now) for r in found.recordings],
-                              "counts": found.counts(), "unreadable": found.unreadable, "problems": found.problems}))
+        print(
+            printable_json(
+                {
+                    "notebook": str(path),
+                    "recordings": [r.to_json(now) for r in found.recordings],
+                    "counts": found.counts(),
+                    "unreadable": found.unreadable,
+                    "problems": found.problems,
+                }
+            )
+        )
         return EXIT_OK
     _warn_unreadable(found)
     if not found.recordings:
         _say(f"{path}: no recordings.")
         return EXIT_OK
     rows = [["ID", "ROLE", "BACKEND", "TOKENS", "AGE", "KEPT", "USED"]]
-    rows += [[r.record.id[:SHORT_ID], r.record.role, r.record.backend, str(tokens(r.record)),
-              age(r.record.recorded_at, now), "+".join(r.kept), f"{r.status} ({r.why})"] for r in found.recordings]
+    rows += [
+        [
+            r.record.id[:SHORT_ID],
+            r.record.role,
+            r.record.backend,
+            str(tokens(r.record)),
+            age(r.record.recorded_at, now),
+            "+".join(r.kept),
+            f"{r.status} ({r.why})",
+        ]
+        for r in found.recordings
+    ]
     counts = found.counts()
     _say(f"{path}: {len(found.recordings)} recording{_s(len(found.recordings))}")
     _say("\n".join(table(rows)))
@@ -315,15 +390,20 @@ def _list(path: Path, *, as_json: bool) -> int:
     if counts["unused"]:
         _say("unused: the cell that ran it is gone, empty or not code any more; `agl-notebook gc` removes these.")
     if counts["unknown"]:
-        _say("unknown: the cell that ran it cannot be told (a headless run sends no cell id); gc keeps these "
-              "unless --unknown-too.")
+        _say(
+            "unknown: the cell that ran it cannot be told (a headless run sends no cell id); gc keeps these "
+            "unless --unknown-too."
+        )
     return EXIT_OK
 
 
 def _clear(path: Path, ids: list[str], *, everything: bool, dry_run: bool) -> int:
     if everything == bool(ids):
-        raise InputError("clear: give the ids of the recordings to remove (list shows them), or --all, not both."
-                         if ids else "clear: give the ids of the recordings to remove (list shows them), or --all.")
+        raise InputError(
+            "clear: give the ids of the recordings to remove (list shows them), or --all, not both."
+            if ids
+            else "clear: give the ids of the recordings to remove (list shows them), or --all."
+        )
     path = _existing_notebook_file(path)
     data = _read_v4(path)
     _check_metadata_block(data, path)
@@ -354,33 +434,52 @@ def _chosen(found: Scan, ids: list[str], path: Path) -> list[Recording]:
     chosen: dict[str, Recording] = {}
     for given in ids:
         if len(given) < MIN_PREFIX:
-            raise InputError(f"clear: {given!r} is too short to name a recording: give at least {MIN_PREFIX} "
-                             "characters of its id. Nothing was removed.")
+            raise InputError(
+                f"clear: {given!r} is too short to name a recording: give at least {MIN_PREFIX} "
+                "characters of its id. Nothing was removed."
+            )
         matches = [r for r in found.recordings if r.record.id.startswith(given)]
         if not matches:
-            raise InputError(f"{path}: no recording has an id starting with {given!r} (`agl-notebook list` shows "
-                             "them). Nothing was removed.")
+            raise InputError(
+                f"{path}: no recording has an id starting with {given!r} (`agl-notebook list` shows "
+                "them). Nothing was removed."
+            )
         if len(matches) > 1:
-            raise InputError(f"{path}: {given!r} starts the ids of {len(matches)} recordings "
-                             f"({', '.join(r.record.id[:SHORT_ID] for r in matches[:5])}"
-                             f"{', ...' if len(matches) > 5 else ''}); give more of the id. Nothing was removed.")
+            raise InputError(
+                f"{path}: {given!r} starts the ids of {len(matches)} recordings "
+                f"({', '.join(r.record.id[:SHORT_ID] for r in matches[:5])}"
+                f"{', ...' if len(matches) > 5 else ''}); give more of the id. Nothing was removed."
+            )
         chosen[matches[0].record.id] = matches[0]
     return list(chosen.values())
 
 
-def _remove(path: Path, data: dict[str, Any], found: Scan, chosen: list[Recording], *, unreadable: bool,
-            dry_run: bool) -> int:
+def _remove(
+    path: Path, data: dict[str, Any], found: Scan, chosen: list[Recording], *, unreadable: bool, dry_run: bool
+) -> int:
     if not chosen and not (unreadable and found.unreadable):
         _say(f"{path}: no recordings; nothing to remove.")
         return EXIT_OK
     removed = remove(data, {r.record.id for r in chosen}, unreadable=unreadable)
     verb = "would remove" if dry_run else "removed"
     if chosen:
-        rows = [[verb, r.record.id[:SHORT_ID], f"role {r.record.role!r}", r.record.backend, "+".join(r.kept),
-                 f"{r.status}: {r.reason}"] for r in chosen]
+        rows = [
+            [
+                verb,
+                r.record.id[:SHORT_ID],
+                f"role {r.record.role!r}",
+                r.record.backend,
+                "+".join(r.kept),
+                f"{r.status}: {r.reason}",
+            ]
+            for r in chosen
+        ]
         _say("\n".join(table(rows)))
-    places = [f"{n} from {where}" for n, where in ((removed.from_metadata, "the notebook metadata"),
-                                                   (removed.from_outputs, "outputs' metadata")) if n]
+    places = [
+        f"{n} from {where}"
+        for n, where in ((removed.from_metadata, "the notebook metadata"), (removed.from_outputs, "outputs' metadata"))
+        if n
+    ]
     summary = f"{verb} {len(chosen)} recording{_s(len(chosen))}"
     if places:
         summary += f" ({', '.join(places)})"
@@ -406,12 +505,16 @@ def _explain(path: Path, cell: str, *, timeout: int | None) -> int:
     index = _cell_index(data, cell, path)
     known = {r.record.id for r in scan(data, where=str(path)).recordings}
     nb = nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)  # type: ignore[no-untyped-call]
-    nb.cells = nb.cells[:index + 1]
+    nb.cells = nb.cells[: index + 1]
     progress = _Progress(nb, sys.stderr)
     client = _client(nb, path, timeout, progress)
     # Replay only, and a model call fails loudly even where the notebook's code sets a mode of its own.
-    settings: dict[str, str | None] = {NOTEBOOK_PATH.name: str(path), UNDER_NBVAL.name: None,
-                                       MODE.name: "replay", BLOCK_MODELS.name: "1"}
+    settings: dict[str, str | None] = {
+        NOTEBOOK_PATH.name: str(path),
+        UNDER_NBVAL.name: None,
+        MODE.name: "replay",
+        BLOCK_MODELS.name: "1",
+    }
     failed: tuple[int, CellExecutionError, dict[str, Any]] | None = None
     with _failures(progress, timeout, "Nothing was written."), set_for_kernels(settings), client.setup_kernel():
         for number, code_cell in enumerate(nb.cells):
@@ -442,8 +545,9 @@ def _explain_failure(index: int, number: int, e: Any, details: dict[str, Any]) -
         _say(f"{where} would call a model: {e.evalue}")
         return EXIT_FAILED
     _print_traceback(getattr(e, "traceback", ""))
-    raise _Failed(f"{where} raised {e.ename}: {e.evalue}" + ("" if number == index else
-                                                                f"\ncell {index + 1} was not reached."))
+    raise _Failed(
+        f"{where} raised {e.ename}: {e.evalue}" + ("" if number == index else f"\ncell {index + 1} was not reached.")
+    )
 
 
 def _explain_success(index: int, cell: Any, known: set[str]) -> int:
@@ -463,15 +567,19 @@ def _explain_success(index: int, cell: Any, known: set[str]) -> int:
         if record.id in known:
             _say(f"cell {index + 1}: {what} replays from recording {record.id[:SHORT_ID]}.")
         else:
-            _say(f"cell {index + 1}: {what} ran live instead of replaying, because the cell's code sets a mode "
-                  f"of its own (a Run's or a step's mode wins over {MODE.name}); its new recording "
-                  f"{record.id[:SHORT_ID]} was not saved.")
+            _say(
+                f"cell {index + 1}: {what} ran live instead of replaying, because the cell's code sets a mode "
+                f"of its own (a Run's or a step's mode wins over {MODE.name}); its new recording "
+                f"{record.id[:SHORT_ID]} was not saved."
+            )
     return EXIT_OK
 
 
-_PROBE = ("(lambda e: print(__import__('json').dumps({'nearest': getattr(getattr(e, 'nearest', None), 'id', None), "
-          "'differing': [str(p) for p in getattr(e, 'differing', ()) or ()]})))"
-          "(getattr(__import__('sys'), 'last_value', None))")
+_PROBE = (
+    "(lambda e: print(__import__('json').dumps({'nearest': getattr(getattr(e, 'nearest', None), 'id', None), "
+    "'differing': [str(p) for p in getattr(e, 'differing', ()) or ()]})))"
+    "(getattr(__import__('sys'), 'last_value', None))"
+)
 
 
 def _miss_details(client: Any, number: int) -> dict[str, Any]:
@@ -528,21 +636,26 @@ def _metadata_block_problems(data: dict[str, Any], path: Path) -> list[str]:
     return []
 
 
-def _check_metadata_block(data: dict[str, Any], path: Path, *,
-                          refusal: str = "so the notebook was not written (that would replace the block)") -> None:
+def _check_metadata_block(
+    data: dict[str, Any], path: Path, *, refusal: str = "so the notebook was not written (that would replace the block)"
+) -> None:
     """Refuse a notebook whose records block is corrupt: rewriting it would lose the recordings it holds."""
     problems = _metadata_block_problems(data, path)
     if problems:
-        raise InputError(f"{problems[0]}\nThe recordings block is corrupt, {refusal}. Fix "
-                         f"metadata[{METADATA_KEY!r}] by hand, or remove it to record again.")
+        raise InputError(
+            f"{problems[0]}\nThe recordings block is corrupt, {refusal}. Fix "
+            f"metadata[{METADATA_KEY!r}] by hand, or remove it to record again."
+        )
 
 
 def _read_v4(path: Path) -> dict[str, Any]:
     """The notebook's JSON; an `InputError` unless it is an nbformat 4 notebook (what nbclient and writing need)."""
     data = read_notebook_json(path)
     if data.get("nbformat") != 4:
-        raise InputError(f"{path}: nbformat {data.get('nbformat')!r} is not supported; open and save it with a "
-                         "current Jupyter to convert it to nbformat 4.")
+        raise InputError(
+            f"{path}: nbformat {data.get('nbformat')!r} is not supported; open and save it with a "
+            "current Jupyter to convert it to nbformat 4."
+        )
     return data
 
 
@@ -557,11 +670,14 @@ def _cell_index(data: dict[str, Any], cell: str, path: Path) -> int:
     chosen = cells[index]
     if not isinstance(chosen, dict) or chosen.get("cell_type") != "code":
         kind = chosen.get("cell_type") if isinstance(chosen, dict) else None
-        raise InputError(f"{path}: cell {index + 1} is a {kind or 'malformed'} cell, not a code cell: no step "
-                         "runs there.")
+        raise InputError(
+            f"{path}: cell {index + 1} is a {kind or 'malformed'} cell, not a code cell: no step runs there."
+        )
     if not _executes(chosen):
-        raise InputError(f"{path}: cell {index + 1} is not executed headlessly (it has no code, or is tagged "
-                         "skip-execution): no step runs there.")
+        raise InputError(
+            f"{path}: cell {index + 1} is not executed headlessly (it has no code, or is tagged "
+            "skip-execution): no step runs there."
+        )
     return index
 
 
@@ -579,9 +695,15 @@ def _client(nb: Any, path: Path, timeout: int | None, progress: _Progress) -> An
 
     # store_widget_state=False: a step's widgets are closed when it ends, and saving their state would only
     # grow the file (nbclient keeps the state of closed widgets too).
-    return nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=False,
-                                   resources={"metadata": {"path": str(path.parent)}},
-                                   on_cell_execute=progress.start, on_cell_executed=progress.done)
+    return nbclient.NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        store_widget_state=False,
+        resources={"metadata": {"path": str(path.parent)}},
+        on_cell_execute=progress.start,
+        on_cell_executed=progress.done,
+    )
 
 
 @contextmanager
@@ -597,8 +719,9 @@ def _failures(progress: _Progress, timeout: int | None, unchanged: str) -> Itera
         raise _Failed(f"cell {progress.cell_number} raised {e.ename}: {e.evalue}\n{unchanged}") from None
     except CellTimeoutError:
         progress.end_line("timed out")
-        raise _Failed(f"cell {progress.cell_number} ran longer than {timeout} second{_s(timeout or 0)}.\n"
-                      f"{unchanged}") from None
+        raise _Failed(
+            f"cell {progress.cell_number} ran longer than {timeout} second{_s(timeout or 0)}.\n{unchanged}"
+        ) from None
     except DeadKernelError as e:
         progress.end_line("kernel died")
         raise _Failed(f"the kernel died while running cell {progress.cell_number} ({e}).\n{unchanged}") from None
@@ -698,8 +821,11 @@ def _source(cell: Mapping[str, Any]) -> str:
 def _executes(cell: Any) -> bool:
     """Whether nbclient executes this cell (its rule: a non-empty code cell not tagged ``skip-execution``)."""
     tags = cell.get("metadata", {}).get("tags", []) if isinstance(cell.get("metadata"), Mapping) else []
-    return bool(cell.get("cell_type") == "code" and _source(cell).strip()
-                and "skip-execution" not in (tags if isinstance(tags, list) else []))
+    return bool(
+        cell.get("cell_type") == "code"
+        and _source(cell).strip()
+        and "skip-execution" not in (tags if isinstance(tags, list) else [])
+    )
 
 
 def _print_traceback(traceback: str) -> None:
@@ -732,10 +858,10 @@ def _notebook_text(nb: Any) -> str:
     if block is None:
         return text
     at = text.index(marker)
-    line = text[text.rindex("\n", 0, at) + 1:at]
-    indent = line[:len(line) - len(line.lstrip(" "))]
+    line = text[text.rindex("\n", 0, at) + 1 : at]
+    indent = line[: len(line) - len(line.lstrip(" "))]
     encoded = json.dumps(block, indent=1, sort_keys=True, ensure_ascii=False, separators=(",", ": "))
-    return text[:at] + encoded.replace("\n", "\n" + indent) + text[at + len(marker):]
+    return text[:at] + encoded.replace("\n", "\n" + indent) + text[at + len(marker) :]
 
 
 # Messages ----------------------------------------------------------------------------------------------------------

@@ -330,14 +330,23 @@ class Runner:
         events: list[Event] = []
         collector = _Collector(forward or events.append)
         outcome = await self.session.step_outcome(call.role, call.message, mode=call.mode, on_event=collector)
-        return RunResult(tuple(events), "".join(collector.text), outcome.truncated, outcome.transcript,
-                         outcome.requests, outcome.usage, collector.replayed)
+        return RunResult(
+            tuple(events),
+            "".join(collector.text),
+            outcome.truncated,
+            outcome.transcript,
+            outcome.requests,
+            outcome.usage,
+            collector.replayed,
+        )
 
     def _call(self, agent: object, message: object, options: RunOptions, where: str) -> _Call:
         unknown = sorted(set(options) - _OPTIONS)
         if unknown:
-            raise TypeError(f"{where}() got an unexpected keyword argument {unknown[0]!r}; its options are "
-                            f"{', '.join(sorted(_OPTIONS))}.")
+            raise TypeError(
+                f"{where}() got an unexpected keyword argument {unknown[0]!r}; its options are "
+                f"{', '.join(sorted(_OPTIONS))}."
+            )
         tool_handlers, client_tools = options.get("tool_handlers"), options.get("client_tools")
         max_tool_roundtrips = options.get("max_tool_roundtrips", DEFAULT_MAX_TOOL_ROUNDTRIPS)
         model, max_tokens, mode = options.get("model"), options.get("max_tokens", 4096), options.get("mode")
@@ -351,8 +360,15 @@ class Runner:
                 raise InputError(f"{what} must be a whole number >= {least}, not {value!r}.")
         _check_model(model, "model=...")
         tools = [_tool(spec, handlers.get(spec.name)) for spec in specs]
-        role: Role[None] = Role(name, instructions, tools, model=model or self.model or DEFAULT_MODEL,
-                                max_tokens=max_tokens, max_tool_roundtrips=max_tool_roundtrips, reminders=0)
+        role: Role[None] = Role(
+            name,
+            instructions,
+            tools,
+            model=model or self.model or DEFAULT_MODEL,
+            max_tokens=max_tokens,
+            max_tool_roundtrips=max_tool_roundtrips,
+            reminders=0,
+        )
         return _Call(role, message, mode)
 
     def __repr__(self) -> str:
@@ -413,8 +429,10 @@ def _check_handlers(handlers: object) -> dict[str, ToolHandler]:
         if not isinstance(name, str):
             raise InputError(f"tool_handlers: the key {name!r} is not a tool name (a string).")
         if not callable(handler):
-            raise InputError(f"tool_handlers[{name!r}] must be a callable handler(args, ctx) returning an awaitable "
-                             f"ToolResult, not {handler!r}.")
+            raise InputError(
+                f"tool_handlers[{name!r}] must be a callable handler(args, ctx) returning an awaitable "
+                f"ToolResult, not {handler!r}."
+            )
     return dict(handlers)
 
 
@@ -428,8 +446,9 @@ def _check_client_tools(tools: object) -> list[_ClientTool]:
     for i, t in enumerate(tools):
         where = f"client_tools[{i}]"
         if not isinstance(t, Mapping):
-            raise InputError(f"{where}: a client tool is a dict {{'name', 'description', 'parameters'}}, not "
-                             f"{type(t).__name__}.")
+            raise InputError(
+                f"{where}: a client tool is a dict {{'name', 'description', 'parameters'}}, not {type(t).__name__}."
+            )
         unknown = sorted(map(str, set(t) - _TOOL_KEYS))
         if unknown:
             raise InputError(f"{where}: unknown keys {unknown}; a client tool has name, description and parameters.")
@@ -443,8 +462,10 @@ def _check_client_tools(tools: object) -> list[_ClientTool]:
         if not isinstance(description, str):
             raise InputError(f"{where} ({name!r}): the description must be a string, not {description!r}.")
         if not isinstance(parameters, Mapping) or parameters.get("type") != "object":
-            raise InputError(f"{where} ({name!r}): parameters must be a JSON Schema of an object, "
-                             f"{{'type': 'object', ...}}, not {parameters!r}.")
+            raise InputError(
+                f"{where} ({name!r}): parameters must be a JSON Schema of an object, "
+                f"{{'type': 'object', ...}}, not {parameters!r}."
+            )
         try:
             # A private copy, as JSON: it is part of the run's fingerprint, so it must not change under the run.
             schema = json.loads(json.dumps(parameters, allow_nan=False))
@@ -471,32 +492,42 @@ def _as_given(data: Any, path: str, problems: list[str]) -> Any:
 
 def _tool(spec: _ClientTool, handler: ToolHandler | None) -> Tool[Any]:
     async def call(args: dict[str, Any]) -> _RoleToolResult:
-        content, is_error = await _call_handler(spec.name, handler, args,
-                                                ToolExecutionContext(current_tool_call_id.get()))
+        content, is_error = await _call_handler(
+            spec.name, handler, args, ToolExecutionContext(current_tool_call_id.get())
+        )
         return _RoleToolResult(content, rejected=is_error)
 
     # Built directly rather than with tool(): the schema is the user's JSON Schema, not one made from a dataclass.
     return Tool(spec.name, spec.description, dict, call, PayloadSpec(dict, spec.parameters, _as_given))
 
 
-async def _call_handler(name: str, handler: ToolHandler | None, args: dict[str, Any], ctx: ToolExecutionContext
-                        ) -> tuple[str, bool]:
+async def _call_handler(
+    name: str, handler: ToolHandler | None, args: dict[str, Any], ctx: ToolExecutionContext
+) -> tuple[str, bool]:
     """Run a handler; what it raises, or a result of the wrong type, becomes an error result (type and message)."""
     if handler is None:
-        return (f"No handler for tool {name}: it is listed in client_tools but tool_handlers has no handler for "
-                "it.", True)
+        return (
+            f"No handler for tool {name}: it is listed in client_tools but tool_handlers has no handler for it.",
+            True,
+        )
     try:
         pending = handler(args, ctx)
         if not inspect.isawaitable(pending):
-            raise TypeError(f"the handler of tool {name!r} returned {type(pending).__name__}, not an awaitable; "
-                            "make it an async function returning ToolResult")
+            raise TypeError(
+                f"the handler of tool {name!r} returned {type(pending).__name__}, not an awaitable; "
+                "make it an async function returning ToolResult"
+            )
         result = await pending
         if not isinstance(result, ToolResult):
-            raise TypeError(f"the handler of tool {name!r} returned {type(result).__name__}; it must return "
-                            "ToolResult(content, is_error=False) from agl_notebook.client_tools")
+            raise TypeError(
+                f"the handler of tool {name!r} returned {type(result).__name__}; it must return "
+                "ToolResult(content, is_error=False) from agl_notebook.client_tools"
+            )
         if not isinstance(result.content, str):
-            raise TypeError(f"the handler of tool {name!r} returned ToolResult content of type "
-                            f"{type(result.content).__name__}; content must be a string")
+            raise TypeError(
+                f"the handler of tool {name!r} returned ToolResult content of type "
+                f"{type(result.content).__name__}; content must be a string"
+            )
     except Exception as e:
         return error_text(e), True
     return result.content, bool(result.is_error)

@@ -35,12 +35,18 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 # The package's folder, as a frame's file name may spell it (absolute, or as the import path had it).
-_PACKAGE = tuple(dict.fromkeys(os.path.join(folder, "") for folder in (
-    os.path.dirname(os.path.abspath(__file__)), os.path.dirname(__file__))))
+_PACKAGE = tuple(
+    dict.fromkeys(
+        os.path.join(folder, "") for folder in (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(__file__))
+    )
+)
 _STDLIB = os.path.dirname(os.path.abspath(os.__file__))
 # What runs a step's code without being the person's: an event loop's callbacks, a worker thread's start.
-_MACHINERY = (os.path.join(_STDLIB, "asyncio", ""), os.path.join(_STDLIB, "concurrent", ""),
-              os.path.join(_STDLIB, "threading.py"))
+_MACHINERY = (
+    os.path.join(_STDLIB, "asyncio", ""),
+    os.path.join(_STDLIB, "concurrent", ""),
+    os.path.join(_STDLIB, "threading.py"),
+)
 
 _call_site: ContextVar[tuple[str, int, dict[str, Any]] | None] = ContextVar("agl_notebook_call_site", default=None)
 
@@ -66,9 +72,15 @@ def warn(message: str, category: type[Warning]) -> None:
     site = (_call_site.get() or _awaiting_cell()) if machinery else None
     if site is not None:
         filename, lineno, module_globals = site
-        warnings.warn_explicit(message, category, filename, lineno, module=module_globals.get("__name__"),
-                               registry=module_globals.setdefault("__warningregistry__", {}),
-                               module_globals=module_globals)
+        warnings.warn_explicit(
+            message,
+            category,
+            filename,
+            lineno,
+            module=module_globals.get("__name__"),
+            registry=module_globals.setdefault("__warningregistry__", {}),
+            module_globals=module_globals,
+        )
         return
     # stacklevel 1 is this function's own line; `out` frames further is the person's.
     warnings.warn(message, category, stacklevel=out + 1 if frame is not None else 1)
@@ -106,14 +118,13 @@ def at_call_site(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) ->
     """
     __tracebackhide__ = True
     frame, _ = _outside_package(sys._getframe(0))
-    token = _call_site.set((frame.f_code.co_filename, frame.f_lineno or 0, frame.f_globals)
-                           if frame is not None else None)
+    token = _call_site.set(
+        (frame.f_code.co_filename, frame.f_lineno or 0, frame.f_globals) if frame is not None else None
+    )
     try:
         return function(*args, **kwargs)
     finally:
         _call_site.reset(token)
-
-
 
 
 class RoleIncompleteError(UpstreamUnexpected):

@@ -37,8 +37,10 @@ def input_label(value: JsonValue) -> str:
     """
     if isinstance(value, dict):
         fields = list(value.values())
-        value = next((v for v in fields if isinstance(v, str) and v.strip()),
-                     next((v for v in fields if isinstance(v, int | float) and not isinstance(v, bool)), None))
+        value = next(
+            (v for v in fields if isinstance(v, str) and v.strip()),
+            next((v for v in fields if isinstance(v, int | float) and not isinstance(v, bool)), None),
+        )
     if value is None or isinstance(value, list | dict):
         return ""
     return " ".join(str(value)[: LABEL_SOURCE_LENGTH * 2].split())[:LABEL_SOURCE_LENGTH]
@@ -363,15 +365,48 @@ FunctionEvent: TypeAlias = (
 
 
 Event: TypeAlias = (
-    StepStarted | OutputTextDelta | ClientToolRequested | ClientToolExecuting | ClientToolResult
-    | ClientToolRoundtrip | PayloadRejected | StepReported | RunTruncated | QuestionAsked | QuestionAnswered
-    | MarkupError | StepFinished | StepFailed | StepReplayed | ModelRetryWaiting | FunctionEvent
+    StepStarted
+    | OutputTextDelta
+    | ClientToolRequested
+    | ClientToolExecuting
+    | ClientToolResult
+    | ClientToolRoundtrip
+    | PayloadRejected
+    | StepReported
+    | RunTruncated
+    | QuestionAsked
+    | QuestionAnswered
+    | MarkupError
+    | StepFinished
+    | StepFailed
+    | StepReplayed
+    | ModelRetryWaiting
+    | FunctionEvent
 )
 """Any event."""
 
 EVENT_TYPES: tuple[type[Event], ...] = (
-    StepStarted, OutputTextDelta, ClientToolRequested, ClientToolExecuting, ClientToolResult, ClientToolRoundtrip,
-    PayloadRejected, StepReported, RunTruncated, QuestionAsked, QuestionAnswered, MarkupError, StepFinished,
-    StepFailed, StepReplayed, ModelRetryWaiting, FunctionCalled, FunctionReturned, CommandStarted, Logged,
-    ErrorHandled, ApiRequested, ApiResponded,
+    StepStarted,
+    OutputTextDelta,
+    ClientToolRequested,
+    ClientToolExecuting,
+    ClientToolResult,
+    ClientToolRoundtrip,
+    PayloadRejected,
+    StepReported,
+    RunTruncated,
+    QuestionAsked,
+    QuestionAnswered,
+    MarkupError,
+    StepFinished,
+    StepFailed,
+    StepReplayed,
+    ModelRetryWaiting,
+    FunctionCalled,
+    FunctionReturned,
+    CommandStarted,
+    Logged,
+    ErrorHandled,
+    ApiRequested,
+    ApiResponded,
 )

@@ -177,7 +177,8 @@ async def run_loop(
         if stop == "model_context_window_exceeded":
             raise ContextWindowExceededError(
                 f"The conversation of the step of {role or 'the agent'!r} no longer fits the model's context window "
-                f"after {requests} request(s); shorten the tool results or split the work into several steps.")
+                f"after {requests} request(s); shorten the tool results or split the work into several steps."
+            )
         if content:
             transcript.append(Message("assistant", content))
         calls = [b for b in content if isinstance(b, ToolUseBlock)]
@@ -226,8 +227,7 @@ async def run_loop(
                 text, is_error = not_offered(call.name), True
             elif at_limit:
                 unanswered.append(call.name)
-                text, is_error = (f"Not run: the limit of {max_tool_roundtrips} tool round trips was reached.",
-                                  True)
+                text, is_error = (f"Not run: the limit of {max_tool_roundtrips} tool round trips was reached.", True)
             else:
                 text, is_error = await _run_tool(by_name[call.name], call, emit)
             results.append(ToolResultBlock(call.id, text, is_error))
@@ -277,8 +277,9 @@ def error_text(error: BaseException) -> str:
     return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
-async def _one_reply(model: Model, request: ModelRequest, emit: Callable[[Event], None]
-                     ) -> tuple[tuple[Block, ...], StopReason, Usage]:
+async def _one_reply(
+    model: Model, request: ModelRequest, emit: Callable[[Event], None]
+) -> tuple[tuple[Block, ...], StopReason, Usage]:
     """Stream one reply, emitting text deltas, and assemble its blocks in order."""
     __tracebackhide__ = True
     blocks: list[Block] = []

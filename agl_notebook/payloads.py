@@ -208,8 +208,15 @@ def _problem(problems: list[str], path: str, message: str) -> Any:
 
 
 def _describe_value(value: object) -> str:
-    kind = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "an array",
-            dict: "an object", type(None): "null"}.get(type(value), type(value).__name__)
+    kind = {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "an array",
+        dict: "an object",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
     text = repr(value)
     if len(text) > 40:
         text = text[:37] + "..."
@@ -284,8 +291,9 @@ def _object_validator(cls: type[Any], fields: list[tuple[str, Validator, bool]])
 
     def validate(value: Any, path: str, problems: list[str]) -> Any:
         if not isinstance(value, dict):
-            return _problem(problems, path, f"expected an object with the fields {listed}, got "
-                                            f"{_describe_value(value)}.")
+            return _problem(
+                problems, path, f"expected an object with the fields {listed}, got {_describe_value(value)}."
+            )
         before = len(problems)
         kwargs: dict[str, Any] = {}
         for name, validate_field, has_default in fields:

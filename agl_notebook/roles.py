@@ -70,16 +70,20 @@ class Role(Generic[T]):
         seen: set[str] = set()
         for t in tools:
             if not isinstance(t, Tool | ReportingTool):
-                raise InputError(f"Role {self.name!r}: {t!r} is not a tool; build tools with tool() or "
-                                 "reporting_tool().")
+                raise InputError(
+                    f"Role {self.name!r}: {t!r} is not a tool; build tools with tool() or reporting_tool()."
+                )
             if t.name in seen:
-                raise InputError(f"Role {self.name!r}: two tools are named {t.name!r}; tool names are unique "
-                                 "within a role.")
+                raise InputError(
+                    f"Role {self.name!r}: two tools are named {t.name!r}; tool names are unique within a role."
+                )
             seen.add(t.name)
             if isinstance(t, ReportingTool):
                 if reporting is not None:
-                    raise InputError(f"Role {self.name!r}: a role has at most one reporting tool, and "
-                                     f"{reporting.name!r} and {t.name!r} are both reporting tools.")
+                    raise InputError(
+                        f"Role {self.name!r}: a role has at most one reporting tool, and "
+                        f"{reporting.name!r} and {t.name!r} are both reporting tools."
+                    )
                 reporting = t
             else:
                 by_name[t.name] = t
@@ -87,8 +91,7 @@ class Role(Generic[T]):
             if accepted is not str:
                 payload_spec(accepted)  # an accepted input must be a payload the model can be shown as JSON
         if self.max_tool_roundtrips < 0 or self.reminders < 0 or self.max_tokens < 1:
-            raise InputError(f"Role {self.name!r}: max_tool_roundtrips and reminders must be >= 0 and "
-                             "max_tokens >= 1.")
+            raise InputError(f"Role {self.name!r}: max_tool_roundtrips and reminders must be >= 0 and max_tokens >= 1.")
         object.__setattr__(self, "_tools_by_name", by_name)
         object.__setattr__(self, "_reporting", reporting)
 
@@ -108,8 +111,9 @@ class RoleFactory(Generic[Params, T]):
     Calling it returns the role with its model and accepted input types filled in.
     """
 
-    def __init__(self, function: Callable[Params, Role[T]], *, model: str | Model | None,
-                 accepts: tuple[type[Any], ...]) -> None:
+    def __init__(
+        self, function: Callable[Params, Role[T]], *, model: str | Model | None, accepts: tuple[type[Any], ...]
+    ) -> None:
         self.function = function
         self.model = model
         self.accepts = accepts
@@ -120,15 +124,17 @@ class RoleFactory(Generic[Params, T]):
         built = self.function(*args, **kwargs)
         if not isinstance(built, Role):
             raise InputError(f"{self.function.__qualname__} must return a Role, not {type(built).__name__}.")
-        return replace(built, model=self.model if built.model is None else built.model,
-                       accepts=built.accepts or self.accepts)
+        return replace(
+            built, model=self.model if built.model is None else built.model, accepts=built.accepts or self.accepts
+        )
 
     def __repr__(self) -> str:
         return f"<role factory {self.function.__qualname__}>"
 
 
-def role(*, model: str | Model | None = None, accepts: Sequence[type[Any]] = ()
-         ) -> Callable[[Callable[Params, Role[T]]], RoleFactory[Params, T]]:
+def role(
+    *, model: str | Model | None = None, accepts: Sequence[type[Any]] = ()
+) -> Callable[[Callable[Params, Role[T]]], RoleFactory[Params, T]]:
     """Decorate a function that returns a `Role`.
 
     Args:

@@ -218,8 +218,9 @@ class Screen(Generic[T]):
     def validate(self, answers: Sequence[object]) -> T:
         """Validate one answer per input; return the value (one input) or the tuple (several)."""
         if len(answers) != len(self.inputs):
-            raise InputError(f"Screen {self.text[:40]!r} has {len(self.inputs)} input(s), got {len(answers)} "
-                             "answer(s).")
+            raise InputError(
+                f"Screen {self.text[:40]!r} has {len(self.inputs)} input(s), got {len(answers)} answer(s)."
+            )
         values = tuple(i.validate(a) for i, a in zip(self.inputs, answers, strict=True))
         return values[0] if len(values) == 1 else values  # type: ignore[return-value]
 

@@ -29,16 +29,16 @@ class Terminal:
     def __init__(self) -> None:
         # One question at a time: steps running under gather must not interleave their prompts. A lock belongs
         # to one event loop, and a Run may serve several (the synchronous form runs each step on its own loop).
-        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
-            weakref.WeakKeyDictionary())
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
 
     async def show(self, screen_fn: Callable[..., Screen[T]], /, **kwargs: Any) -> T:
         """Show the screen ``screen_fn(**kwargs)`` and return the answer (a tuple for several inputs)."""
         __tracebackhide__ = True  # IPython shows the screen function's and the answering code's frames, not these
         screen = screen_fn(**kwargs)
         if not isinstance(screen, Screen):
-            raise InputError(f"{getattr(screen_fn, '__qualname__', screen_fn)!r} must return a Screen, not "
-                             f"{type(screen).__name__}.")
+            raise InputError(
+                f"{getattr(screen_fn, '__qualname__', screen_fn)!r} must return a Screen, not {type(screen).__name__}."
+            )
         scope = current_scope.get()
         labels = tuple(i.label for i in screen.inputs)
         if scope is not None:

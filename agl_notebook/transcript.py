@@ -118,8 +118,12 @@ def _block_from_json(data: JsonValue, where: str) -> Block:
         if kind == "text" and isinstance(data.get("text"), str):
             return TextBlock(str(data["text"]))
         tool_input = data.get("input")
-        if (kind == "tool_use" and isinstance(data.get("id"), str) and isinstance(data.get("name"), str)
-                and isinstance(tool_input, dict)):
+        if (
+            kind == "tool_use"
+            and isinstance(data.get("id"), str)
+            and isinstance(data.get("name"), str)
+            and isinstance(tool_input, dict)
+        ):
             return ToolUseBlock(str(data["id"]), str(data["name"]), tool_input)
         if kind == "tool_result" and isinstance(data.get("tool_use_id"), str) and isinstance(data.get("content"), str):
             return ToolResultBlock(str(data["tool_use_id"]), str(data["content"]), data.get("is_error") is True)

@@ -52,7 +52,9 @@ ROLE: Role[Answer] = Role(
 
 def scripted_model() -> ScriptedModel:
     """The script of the step: the tool call, then the report."""
-    return ScriptedModel([
-        ScriptedTurn(calls=[ScriptedCall("look_up", TOOL_ARGS)]),
-        ScriptedTurn(calls=[ScriptedCall("report_answer", ANSWER_ARGS)]),
-    ])
+    return ScriptedModel(
+        [
+            ScriptedTurn(calls=[ScriptedCall("look_up", TOOL_ARGS)]),
+            ScriptedTurn(calls=[ScriptedCall("report_answer", ANSWER_ARGS)]),
+        ]
+    )

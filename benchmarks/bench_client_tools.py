@@ -47,8 +47,28 @@ from agl_notebook.models.base import ModelEvent, ModelRequest, TextDelta, ToolCa
 from agl_notebook.models.markup import intercept
 from agl_notebook.transcript import user_text
 
-WORDS = ("the", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog", "while", "seventeen", "patient",
-         "engineers", "review", "every", "streamed", "delta", "of", "text", "carefully")
+WORDS = (
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "the",
+    "lazy",
+    "dog",
+    "while",
+    "seventeen",
+    "patient",
+    "engineers",
+    "review",
+    "every",
+    "streamed",
+    "delta",
+    "of",
+    "text",
+    "carefully",
+)
 
 
 def prose(chars: int) -> str:
@@ -75,9 +95,20 @@ def code(chars: int) -> str:
     return "".join(text)[:chars]
 
 
-CALL = (DSML_TOOL_CALL_OPEN + json.dumps({"name": "get_weather", "arguments": {
-    "city": "Sydney", "units": "metric", "note": "a close tag </｜DSML｜tool_call> inside a string"}})
-    + DSML_TOOL_CALL_CLOSE)
+CALL = (
+    DSML_TOOL_CALL_OPEN
+    + json.dumps(
+        {
+            "name": "get_weather",
+            "arguments": {
+                "city": "Sydney",
+                "units": "metric",
+                "note": "a close tag </｜DSML｜tool_call> inside a string",
+            },
+        }
+    )
+    + DSML_TOOL_CALL_CLOSE
+)
 
 
 def with_markup(chars: int, every: int) -> tuple[str, int]:
@@ -98,11 +129,11 @@ def deltas(text: str, size: int | None) -> list[ModelEvent]:
         start = 0
         for i, ch in enumerate(text):
             if ch == " ":
-                pieces.append(text[start:i + 1])
+                pieces.append(text[start : i + 1])
                 start = i + 1
         pieces.append(text[start:])
         return [TextDelta(p) for p in pieces if p]
-    return [TextDelta(text[i:i + size]) for i in range(0, len(text), size)]
+    return [TextDelta(text[i : i + size]) for i in range(0, len(text), size)]
 
 
 REQUEST = ModelRequest("m", "s", (user_text("hi"),), (), 100)
@@ -134,8 +165,9 @@ async def bare(events: list[ModelEvent]) -> tuple[int, int, int]:
     return chars, 0, 0
 
 
-def timed(loop: asyncio.AbstractEventLoop, fn: Callable[[list[ModelEvent]], Any], events: list[ModelEvent],
-          repeats: int) -> float:
+def timed(
+    loop: asyncio.AbstractEventLoop, fn: Callable[[list[ModelEvent]], Any], events: list[ModelEvent], repeats: int
+) -> float:
     """The median seconds of one pass."""
     times = []
     for _ in range(repeats):
@@ -164,19 +196,26 @@ async def calculate(args: dict[str, Any], ctx: ToolExecutionContext) -> ToolResu
 
 
 HANDLERS = {"get_weather": get_weather, "calculate": calculate}
-MODEL = ScriptedModel([
-    {"text": "Let me check the weather first.", "calls": [{"name": "get_weather", "args": {"city": "Sydney"}}]},
-    {"text": "Now the sum.", "calls": [{"name": "calculate", "args": {"a": 15, "b": 23}}]},
-    {"text": "And Oslo.", "calls": [{"name": "get_weather", "args": {"city": "Oslo"}}]},
-    "It is 22 degrees in Sydney and in Oslo, and 15 * 23 = 345.",
-])
+MODEL = ScriptedModel(
+    [
+        {"text": "Let me check the weather first.", "calls": [{"name": "get_weather", "args": {"city": "Sydney"}}]},
+        {"text": "Now the sum.", "calls": [{"name": "calculate", "args": {"a": 15, "b": 23}}]},
+        {"text": "And Oslo.", "calls": [{"name": "get_weather", "args": {"city": "Oslo"}}]},
+        "It is 22 degrees in Sydney and in Oslo, and 15 * 23 = 345.",
+    ]
+)
 
 
 async def stream_runs(n: int) -> int:
     events = 0
     for _ in range(n):
-        async for _event in stream(AGENT, "Weather in Sydney and Oslo, and 15 * 23?", tool_handlers=HANDLERS,
-                                   client_tools=CLIENT_TOOLS, model=MODEL):
+        async for _event in stream(
+            AGENT,
+            "Weather in Sydney and Oslo, and 15 * 23?",
+            tool_handlers=HANDLERS,
+            client_tools=CLIENT_TOOLS,
+            model=MODEL,
+        ):
             events += 1
     return events
 
@@ -184,8 +223,13 @@ async def stream_runs(n: int) -> int:
 async def run_runs(n: int) -> int:
     events = 0
     for _ in range(n):
-        result = await run(AGENT, "Weather in Sydney and Oslo, and 15 * 23?", tool_handlers=HANDLERS,
-                           client_tools=CLIENT_TOOLS, model=MODEL)
+        result = await run(
+            AGENT,
+            "Weather in Sydney and Oslo, and 15 * 23?",
+            tool_handlers=HANDLERS,
+            client_tools=CLIENT_TOOLS,
+            model=MODEL,
+        )
         assert result.requests == 4, result.requests
         assert not result.truncated
         events += len(result.events)
@@ -204,12 +248,20 @@ def main() -> None:
     try:
         markup, markup_calls = with_markup(chars, 2000)
         heavy, heavy_calls = with_markup(chars, 130)
-        texts = {"prose": (prose(chars), 0), "code": (code(chars), 0), "markup": (markup, markup_calls),
-                 "markup-heavy": (heavy, heavy_calls)}
-        print(f"Python {sys.version.split()[0]}. 1. Interceptor throughput: {args.mb:g}M characters per variant, "
-              f"median of {args.repeats} passes, MB = 10^6 bytes of UTF-8 text streamed in.")
-        print(f"{'text':<14}{'deltas':<8}{'MB':>7}{'calls':>8}{'bare MB/s':>11}{'intercepted MB/s':>18}"
-              f"{'µs/delta added':>16}")
+        texts = {
+            "prose": (prose(chars), 0),
+            "code": (code(chars), 0),
+            "markup": (markup, markup_calls),
+            "markup-heavy": (heavy, heavy_calls),
+        }
+        print(
+            f"Python {sys.version.split()[0]}. 1. Interceptor throughput: {args.mb:g}M characters per variant, "
+            f"median of {args.repeats} passes, MB = 10^6 bytes of UTF-8 text streamed in."
+        )
+        print(
+            f"{'text':<14}{'deltas':<8}{'MB':>7}{'calls':>8}{'bare MB/s':>11}{'intercepted MB/s':>18}"
+            f"{'µs/delta added':>16}"
+        )
         for name, (text, calls) in texts.items():
             megabytes = len(text.encode()) / 1e6
             for size in (None, 64):
@@ -221,12 +273,16 @@ def main() -> None:
                 t_bare = timed(loop, bare, events, args.repeats)
                 t_int = timed(loop, through_interceptor, events, args.repeats)
                 added = (t_int - t_bare) / len(events) * 1e6
-                print(f"{name:<14}{'words' if size is None else size:<8}{megabytes:>7.2f}{calls:>8}"
-                      f"{megabytes / t_bare:>11.1f}{megabytes / t_int:>18.1f}{added:>16.2f}")
+                print(
+                    f"{name:<14}{'words' if size is None else size:<8}{megabytes:>7.2f}{calls:>8}"
+                    f"{megabytes / t_bare:>11.1f}{megabytes / t_int:>18.1f}{added:>16.2f}"
+                )
 
         print()
-        print(f"2. Events through stream() and run(): a 4-request run (3 round trips, 2 client tools) on a "
-              f"ScriptedModel; {args.runs} runs per round, {args.repeats} rounds, median.")
+        print(
+            f"2. Events through stream() and run(): a 4-request run (3 round trips, 2 client tools) on a "
+            f"ScriptedModel; {args.runs} runs per round, {args.repeats} rounds, median."
+        )
         per_run: dict[str, list[float]] = {"stream()": [], "run()": []}
         counts: dict[str, int] = {}
         loop.run_until_complete(stream_runs(50))

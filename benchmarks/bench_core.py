@@ -144,24 +144,31 @@ def main() -> None:
         loop.close()
 
     median = {name: statistics.median(times) * 1e6 for name, times in per_run.items()}
-    print(f"Python {sys.version.split()[0]}; one event loop; warm-up {args.warmup}, then {args.repeats} rounds of "
-          f"{args.runs} runs per variant, interleaved; median per-run time over the rounds.")
-    print("Per run, for both: definitions reused (agl role + ScriptedModel / pydantic-ai Agent + TestModel); a new "
-          "Run (and event list) per agl run; one full 2-request run per iteration, request count asserted == 2.")
+    print(
+        f"Python {sys.version.split()[0]}; one event loop; warm-up {args.warmup}, then {args.repeats} rounds of "
+        f"{args.runs} runs per variant, interleaved; median per-run time over the rounds."
+    )
+    print(
+        "Per run, for both: definitions reused (agl role + ScriptedModel / pydantic-ai Agent + TestModel); a new "
+        "Run (and event list) per agl run; one full 2-request run per iteration, request count asserted == 2."
+    )
     print()
     print(f"{'variant':<26}{'µs/run':>10}{'min µs':>10}{'max µs':>10}{'py calls':>10}")
     for name, times in per_run.items():
-        print(f"{name:<26}{median[name]:>10.1f}{min(times) * 1e6:>10.1f}{max(times) * 1e6:>10.1f}"
-              f"{calls[name]:>10}")
+        print(f"{name:<26}{median[name]:>10.1f}{min(times) * 1e6:>10.1f}{max(times) * 1e6:>10.1f}{calls[name]:>10}")
     print()
     ratio = median["pydantic-ai"] / median["agl_notebook"]
     ratio_events = median["pydantic-ai"] / median["agl_notebook + on_event"]
-    print(f"ratio pydantic-ai / agl_notebook:            {ratio:6.1f}x  (target >= {TARGET_RATIO:.0f}x: "
-          f"{'met' if ratio >= TARGET_RATIO else 'NOT met'})")
+    print(
+        f"ratio pydantic-ai / agl_notebook:            {ratio:6.1f}x  (target >= {TARGET_RATIO:.0f}x: "
+        f"{'met' if ratio >= TARGET_RATIO else 'NOT met'})"
+    )
     print(f"ratio pydantic-ai / agl_notebook + on_event: {ratio_events:6.1f}x")
-    print(f"agl_notebook per-step overhead with events collected: {median['agl_notebook + on_event']:.1f} µs "
-          f"({events_per_run} events per step; the sink adds "
-          f"{median['agl_notebook + on_event'] - median['agl_notebook']:+.1f} µs)")
+    print(
+        f"agl_notebook per-step overhead with events collected: {median['agl_notebook + on_event']:.1f} µs "
+        f"({events_per_run} events per step; the sink adds "
+        f"{median['agl_notebook + on_event'] - median['agl_notebook']:+.1f} µs)"
+    )
 
 
 def _collect_events(loop: asyncio.AbstractEventLoop) -> list[Event]:

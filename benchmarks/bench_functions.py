@@ -36,11 +36,17 @@ LOOP_AGENT: dict[str, Any] = {
         "count": {
             "commands": [
                 {"set": {"total": 0, "evens": 0, "squares": 0}},
-                {"loop": {"over": "{ range(1000) }", "max": 1000, "do": [
-                    {"set": {"total": "{ total + item }", "label": "{ f'item {item}' }"}},
-                    {"if": {"condition": "{ item % 2 == 0 }", "then": [{"set": {"evens": "{ evens + 1 }"}}]}},
-                    {"func": {"name": "square", "args": {"n": "{ item }"}}},
-                ]}},
+                {
+                    "loop": {
+                        "over": "{ range(1000) }",
+                        "max": 1000,
+                        "do": [
+                            {"set": {"total": "{ total + item }", "label": "{ f'item {item}' }"}},
+                            {"if": {"condition": "{ item % 2 == 0 }", "then": [{"set": {"evens": "{ evens + 1 }"}}]}},
+                            {"func": {"name": "square", "args": {"n": "{ item }"}}},
+                        ],
+                    }
+                },
                 {"return": "{ {'total': total, 'evens': evens} }"},
             ],
         },
@@ -61,11 +67,21 @@ def big_agent(functions: int = 200) -> dict[str, Any]:
             "commands": [
                 {"set": {"base": f"{{ (limit or {i}) + {i} }}", "tag": f"{{ f'fn{i}-{{orderId}}' }}"}},
                 {"log": f"{{ f'step {i}: {{tag}} {{base}}' }}"},
-                {"if": {"condition": f"{{ base > {i * 2} and len(tag) < 40 }}",
+                {
+                    "if": {
+                        "condition": f"{{ base > {i * 2} and len(tag) < 40 }}",
                         "then": [{"set": {"items": f"{{ [x * {i} for x in range(base % 7)] }}"}}],
-                        "else": [{"set": {"items": "{ [] }"}}]}},
-                {"loop": {"over": "{ items }", "as": "entry", "max": 100,
-                          "do": [{"set": {"last": f"{{ entry + {i} }}"}}]}},
+                        "else": [{"set": {"items": "{ [] }"}}],
+                    }
+                },
+                {
+                    "loop": {
+                        "over": "{ items }",
+                        "as": "entry",
+                        "max": 100,
+                        "do": [{"set": {"last": f"{{ entry + {i} }}"}}],
+                    }
+                },
             ],
             "onError": [
                 {"log": f"{{ f'fn{i} failed for {{orderId}}: {{exc}}' }}"},
@@ -131,11 +147,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()
     rate, commands, seconds = asyncio.run(commands_per_second(args.rounds))
-    print(f"interpreter: {commands:,} commands per call (a 1,000-iteration loop) in {seconds * 1000:.1f} ms "
-          f"-> {rate:,.0f} commands/s")
+    print(
+        f"interpreter: {commands:,} commands per call (a 1,000-iteration loop) in {seconds * 1000:.1f} ms "
+        f"-> {rate:,.0f} commands/s"
+    )
     cold, warm, functions, expressions = validation_time(args.rounds)
-    print(f"validation: {functions} functions, {expressions:,} expressions: {cold * 1000:.1f} ms cold (every "
-          f"expression compiled), {warm * 1000:.1f} ms warm")
+    print(
+        f"validation: {functions} functions, {expressions:,} expressions: {cold * 1000:.1f} ms cold (every "
+        f"expression compiled), {warm * 1000:.1f} ms warm"
+    )
     print(f"python {sys.version.split()[0]}")
 
 

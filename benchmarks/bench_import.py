@@ -55,14 +55,20 @@ def import_costs_ms(envs: list[Env], runs: int) -> list[tuple[float, float]]:
 
 def importtime(env: Env) -> tuple[int, list[tuple[int, str]]]:
     """One ``-X importtime`` run: agl_notebook's cumulative µs, and (self µs, module) for every module imported."""
-    done = subprocess.run([sys.executable, "-X", "importtime", "-c", "import agl_notebook"], cwd=ROOT, env=env,
-                          check=True, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import agl_notebook"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     cumulative = 0
     own: list[tuple[int, str]] = []
     for line in done.stderr.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:
             continue
-        self_us, cumulative_us, name = (part.strip() for part in line[len("import time:"):].split("|"))
+        self_us, cumulative_us, name = (part.strip() for part in line[len("import time:") :].split("|"))
         own.append((int(self_us), name))
         if name == "agl_notebook":
             cumulative = int(cumulative_us)
@@ -71,10 +77,11 @@ def importtime(env: Env) -> tuple[int, list[tuple[int, str]]]:
 
 def imported_forbidden(env: Env) -> list[str]:
     """The forbidden top-level packages in ``sys.modules`` after ``import agl_notebook`` in a fresh interpreter."""
-    code = ("import json, sys, agl_notebook; "
-            f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & set({list(FORBIDDEN)!r}))))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True, capture_output=True,
-                          text=True)
+    code = (
+        "import json, sys, agl_notebook; "
+        f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & set({list(FORBIDDEN)!r}))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True, capture_output=True, text=True)
     found: list[str] = json.loads(done.stdout)
     return found
 
@@ -103,12 +110,15 @@ def main() -> int:
     print(f"{'python -c import agl_notebook':<34}{loaded_ms:>14.1f} ms{loaded_nc_ms:>16.1f} ms")
     print(f"{'import cost (difference)':<34}{cost_ms:>14.1f} ms{loaded_nc_ms - bare_nc_ms:>16.1f} ms")
     print(f"budget {BUDGET_MS:.0f} ms (cached): {'within' if cost_ms <= BUDGET_MS else 'OVER'}")
-    print(f"-X importtime, agl_notebook cumulative (cached, importtime's overhead included): "
-          f"{median_trace[0] / 1e3:.1f} ms; largest own times in that run:")
+    print(
+        f"-X importtime, agl_notebook cumulative (cached, importtime's overhead included): "
+        f"{median_trace[0] / 1e3:.1f} ms; largest own times in that run:"
+    )
     for self_us, name in sorted(median_trace[1], reverse=True)[:8]:
         print(f"  {self_us / 1e3:6.1f} ms  {name}")
-    print(f"forbidden modules imported: {', '.join(forbidden) if forbidden else 'none'} "
-          f"(checked: {', '.join(FORBIDDEN)})")
+    print(
+        f"forbidden modules imported: {', '.join(forbidden) if forbidden else 'none'} (checked: {', '.join(FORBIDDEN)})"
+    )
     if forbidden:
         return 1
     return 2 if cost_ms > BUDGET_MS else 0

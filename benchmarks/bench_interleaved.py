@@ -45,11 +45,19 @@ asyncio.run(main())
 
 def run_once(root: Path) -> tuple[float, float, float]:
     """Live µs, replay µs and import ms of one fresh interpreter on ``root``."""
-    steps = subprocess.run([sys.executable, "-c", MEASURE, str(root)], capture_output=True, text=True, check=True,
-                           cwd=root, timeout=600)
+    steps = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(root)], capture_output=True, text=True, check=True, cwd=root, timeout=600
+    )
     live, replay = map(float, steps.stdout.split())
-    imported = subprocess.run([sys.executable, "-X", "importtime", "-c", "import agl_notebook"], capture_output=True,
-                              text=True, check=True, cwd=root, timeout=60, env={"PYTHONPATH": str(root)})
+    imported = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import agl_notebook"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=root,
+        timeout=60,
+        env={"PYTHONPATH": str(root)},
+    )
     cumulative_us = int(imported.stderr.strip().splitlines()[-1].split("|")[1])
     return live, replay, cumulative_us / 1000
 

@@ -93,11 +93,11 @@ class StreamingModel:
         yield TurnEnd("tool_use", Usage(input_tokens=10, output_tokens=self.deltas))
 '''
 
-STREAM_CELL = '''
+STREAM_CELL = """
 model = StreamingModel({deltas}, {pause})
 result = await Run(model=model).step(role, "stream {label}")
 print(json.dumps({{"calls": model.calls, "duration": model.duration, "result": result.text}}))
-'''
+"""
 
 
 def bench_streaming(deltas: int) -> None:
@@ -112,8 +112,9 @@ def bench_streaming(deltas: int) -> None:
                 msg_id = k.execute(STREAM_CELL.format(deltas=deltas, pause=pause, label=label))
                 reply = k.wait_reply(msg_id, timeout=120)["content"]
                 if reply["status"] != "ok":
-                    raise SystemExit(f"the {label} step failed: {reply.get('ename')}: {reply.get('evalue')}\n"
-                                     f"{k.stream(msg_id)}")
+                    raise SystemExit(
+                        f"the {label} step failed: {reply.get('ename')}: {reply.get('evalue')}\n{k.stream(msg_id)}"
+                    )
                 out = json.loads(k.stream(msg_id).strip().splitlines()[-1])
                 assert out["calls"] == 1, out
                 assert out["result"] == "done", out
@@ -124,11 +125,15 @@ def bench_streaming(deltas: int) -> None:
                 closes = len(k.messages(msg_id, "comm_close"))
                 duration = out["duration"]
                 pace = "sleep(0.001) between deltas" if pause else "no sleep"
-                line = (f"   {label} ({pace}): {deltas:,} deltas streamed in {duration:.2f} s -> {len(comms)} "
-                        f"comm_msg ({len(updates)} updates, {size / 1e3:,.0f} kB of update JSON)")
+                line = (
+                    f"   {label} ({pace}): {deltas:,} deltas streamed in {duration:.2f} s -> {len(comms)} "
+                    f"comm_msg ({len(updates)} updates, {size / 1e3:,.0f} kB of update JSON)"
+                )
                 if duration >= 1:
-                    line += (f", {len(comms) / duration:.1f} updates/s, at most {busiest_second(comms)} in any 1 s "
-                             "window (target <= ~20/s)")
+                    line += (
+                        f", {len(comms) / duration:.1f} updates/s, at most {busiest_second(comms)} in any 1 s "
+                        "window (target <= ~20/s)"
+                    )
                 print(line + f"; {opens} comm_open, {closes} comm_close")
         finally:
             k.close()
@@ -147,7 +152,7 @@ def busiest_second(messages: list[dict[str, Any]]) -> int:
 
 # Part 2 and 3 ------------------------------------------------------------------------------------------------------
 
-TINY_SETUP = '''from dataclasses import dataclass
+TINY_SETUP = """from dataclasses import dataclass
 from agl_notebook import Role, Run, ScriptedModel, describe, reporting_tool
 
 @dataclass(frozen=True)
@@ -159,9 +164,9 @@ def script(request):
     return {"calls": [{"name": "answer", "args": {"text": f"the answer to {question}"}}]}
 
 MODEL = ScriptedModel(script)
-role = Role(name="oracle", instructions="Answer.", tools=[reporting_tool("answer", "Give the answer.", Answer)])'''
+role = Role(name="oracle", instructions="Answer.", tools=[reporting_tool("answer", "Give the answer.", Answer)])"""
 
-LONG_SETUP = '''from dataclasses import dataclass
+LONG_SETUP = """from dataclasses import dataclass
 from agl_notebook import Role, Run, ScriptedModel, ToolResult, describe, reporting_tool, tool
 
 @dataclass(frozen=True)
@@ -197,14 +202,19 @@ def script(request):
 MODEL = ScriptedModel(script)
 role = Role(name="researcher", instructions="Answer using the notes.",
             tools=[tool("look_up", "Look a topic up in the notes.", Lookup, look_up),
-                   reporting_tool("answer", "Report the answer.", Answer)])'''
+                   reporting_tool("answer", "Report the answer.", Answer)])"""
 
 
 def write_notebook(path: Path, setup: str, cells: list[str]) -> Path:
     v4: Any = nbformat.v4
-    nb = v4.new_notebook(cells=[v4.new_code_cell(setup), v4.new_code_cell("run = Run(model=MODEL)"),
-                                *map(v4.new_code_cell, cells),
-                                v4.new_code_cell("print('model calls:', MODEL.calls)")])
+    nb = v4.new_notebook(
+        cells=[
+            v4.new_code_cell(setup),
+            v4.new_code_cell("run = Run(model=MODEL)"),
+            *map(v4.new_code_cell, cells),
+            v4.new_code_cell("print('model calls:', MODEL.calls)"),
+        ]
+    )
     nbformat.write(nb, path)  # type: ignore[no-untyped-call]
     return path
 
@@ -234,10 +244,14 @@ def record_sizes(label: str, found: list[dict[str, Any]]) -> None:
     whole = [len(json.dumps(r)) for r in found]
     transcript = [len(json.dumps(r["transcript"])) for r in found]
     mean_whole, mean_transcript = statistics.mean(whole), statistics.mean(transcript)
-    others = sorted(((statistics.mean(len(json.dumps(r[k])) for r in found), k) for k in found[0]
-                     if k != "transcript"), reverse=True)
-    print(f"   {label}: {len(found)} records, mean record {mean_whole:,.0f} B, "
-          f"mean transcript {mean_transcript:,.0f} B, ratio {mean_whole / mean_transcript:.2f}x (target <= 2x)")
+    others = sorted(
+        ((statistics.mean(len(json.dumps(r[k])) for r in found), k) for k in found[0] if k != "transcript"),
+        reverse=True,
+    )
+    print(
+        f"   {label}: {len(found)} records, mean record {mean_whole:,.0f} B, "
+        f"mean transcript {mean_transcript:,.0f} B, ratio {mean_whole / mean_transcript:.2f}x (target <= 2x)"
+    )
     print("      largest other fields (value JSON): " + ", ".join(f"{k} {n:,.0f} B" for n, k in others[:5]))
 
 
@@ -249,8 +263,9 @@ def bench_notebooks(steps: int, repeats: int) -> None:
     print(f"2. Replay of a {steps}-step notebook, headless (agl-notebook execute, subprocess)")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        steps_nb = write_notebook(folder / "steps.ipynb", TINY_SETUP,
-                                  [f'await run.step(role, "question {i}")' for i in range(steps)])
+        steps_nb = write_notebook(
+            folder / "steps.ipynb", TINY_SETUP, [f'await run.step(role, "question {i}")' for i in range(steps)]
+        )
         base_nb = write_notebook(folder / "baseline.ipynb", TINY_SETUP, [f"x = {i}" for i in range(steps)])
         base_size = base_nb.stat().st_size
 
@@ -269,17 +284,24 @@ def bench_notebooks(steps: int, repeats: int) -> None:
         print(f"   replay   {replay:6.2f} s  (runs: {_spread(replays)})")
         print(f"   baseline {baseline:6.2f} s  (runs: {_spread(baselines)}; {steps} cells of `x = N`)")
         print(f"   live recording (--record) {live:.2f} s")
-        print(f"   replay per step: (replay - baseline) / {steps} = {(replay - baseline) / steps * 1e3:.1f} ms;"
-              f" live per step: {(live - baseline) / steps * 1e3:.1f} ms")
+        print(
+            f"   replay per step: (replay - baseline) / {steps} = {(replay - baseline) / steps * 1e3:.1f} ms;"
+            f" live per step: {(live - baseline) / steps * 1e3:.1f} ms"
+        )
 
         print("3. Bytes per recorded step (notebook metadata records)")
         record_sizes("tiny step (one report call)", recorded)
-        print(f"      notebook file growth over the baseline: {(steps_nb.stat().st_size - base_size) / steps:,.0f} B"
-              " per step (record + static output, nbformat layout)")
+        print(
+            f"      notebook file growth over the baseline: {(steps_nb.stat().st_size - base_size) / steps:,.0f} B"
+            " per step (record + static output, nbformat layout)"
+        )
 
         long_steps = 20
-        long_nb = write_notebook(folder / "long.ipynb", LONG_SETUP,
-                                 [f'await run.step(role, "question {i} about retries")' for i in range(long_steps)])
+        long_nb = write_notebook(
+            folder / "long.ipynb",
+            LONG_SETUP,
+            [f'await run.step(role, "question {i} about retries")' for i in range(long_steps)],
+        )
         cli("execute", str(long_nb), "--record")
         assert model_calls(long_nb) == f"model calls: {2 * long_steps}", model_calls(long_nb)
         long_records = records(long_nb)

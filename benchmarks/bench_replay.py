@@ -82,28 +82,52 @@ async def live_scripted_run() -> int:
 
 # --- Part 2: the Anthropic backend over an in-process HTTP transport -----------------------------------------------
 
+
 def _sse(events: list[dict[str, Any]]) -> bytes:
     return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
 
 
 def _tool_use_reply(call_id: str, name: str, pieces: list[str]) -> bytes:
     """A real-format streamed reply holding one tool_use block whose input arrives in ``pieces``."""
-    return _sse([
-        {"type": "message_start", "message": {
-            "id": f"msg_{call_id}", "type": "message", "role": "assistant", "model": Claude.OPUS.value, "content": [],
-            "stop_reason": None, "stop_sequence": None,
-            "usage": {"input_tokens": 120, "output_tokens": 1, "cache_creation_input_tokens": 0,
-                      "cache_read_input_tokens": 0}}},
-        {"type": "ping"},
-        {"type": "content_block_start", "index": 0,
-         "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}}},
-        *({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": p}}
-          for p in pieces),
-        {"type": "content_block_stop", "index": 0},
-        {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
-         "usage": {"output_tokens": 24}},
-        {"type": "message_stop"},
-    ])
+    return _sse(
+        [
+            {
+                "type": "message_start",
+                "message": {
+                    "id": f"msg_{call_id}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": Claude.OPUS.value,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {
+                        "input_tokens": 120,
+                        "output_tokens": 1,
+                        "cache_creation_input_tokens": 0,
+                        "cache_read_input_tokens": 0,
+                    },
+                },
+            },
+            {"type": "ping"},
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}},
+            },
+            *(
+                {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": p}}
+                for p in pieces
+            ),
+            {"type": "content_block_stop", "index": 0},
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                "usage": {"output_tokens": 24},
+            },
+            {"type": "message_stop"},
+        ]
+    )
 
 
 LOOK_UP_REPLY = _tool_use_reply("toolu_01", "look_up", ["", '{"topic": ', '"a", "lim', 'it": 0}'])
@@ -119,8 +143,9 @@ class FakeAPI:
     def handle(self, request: httpx2.Request) -> httpx2.Response:
         self.requests += 1
         body = REPORT_REPLY if b'"tool_result"' in request.content else LOOK_UP_REPLY
-        return httpx2.Response(200, headers={"content-type": "text/event-stream", "request-id": "req_bench"},
-                               content=body)
+        return httpx2.Response(
+            200, headers={"content-type": "text/event-stream", "request-id": "req_bench"}, content=body
+        )
 
 
 API = FakeAPI()
@@ -161,8 +186,14 @@ BARE_TOOLS[-1]["cache_control"] = {"type": "ephemeral"}
 
 async def _bare_request(messages: list[dict[str, Any]]) -> tuple[str, str, dict[str, Any]]:
     """Send one streamed request; return the (id, name, parsed input) of the reply's tool_use block."""
-    stream = await CLIENT.messages.create(model=Claude.OPUS.value, max_tokens=4096, system=BARE_SYSTEM,  # type: ignore[arg-type]
-                                          tools=BARE_TOOLS, messages=messages, stream=True)  # type: ignore[arg-type]
+    stream = await CLIENT.messages.create(
+        model=Claude.OPUS.value,
+        max_tokens=4096,
+        system=BARE_SYSTEM,  # type: ignore[arg-type]
+        tools=BARE_TOOLS,
+        messages=messages,
+        stream=True,
+    )  # type: ignore[arg-type]
     call_id = name = ""
     parts: list[str] = []
     async for event in stream:
@@ -248,27 +279,35 @@ def main() -> None:
         loop.close()
 
     median = {name: statistics.median(times) * 1e6 for name, times in per_run.items()}
-    print(f"Python {sys.version.split()[0]}, anthropic {anthropic.__version__}; one event loop; warm-up "
-          f"{args.warmup}, then {args.repeats} rounds ({args.runs} runs per scripted variant, {args.http_runs} per "
-          "HTTP variant), variants interleaved; median per-run time over the rounds.")
-    print("The step: request 1 calls look_up (handler runs), request 2 reports Answer. HTTP variants share one "
-          "AsyncAnthropic over httpx2.MockTransport serving real-format SSE.")
+    print(
+        f"Python {sys.version.split()[0]}, anthropic {anthropic.__version__}; one event loop; warm-up "
+        f"{args.warmup}, then {args.repeats} rounds ({args.runs} runs per scripted variant, {args.http_runs} per "
+        "HTTP variant), variants interleaved; median per-run time over the rounds."
+    )
+    print(
+        "The step: request 1 calls look_up (handler runs), request 2 reports Answer. HTTP variants share one "
+        "AsyncAnthropic over httpx2.MockTransport serving real-format SSE."
+    )
     print()
     print(f"{'variant':<34}{'µs/run':>10}{'min µs':>10}{'max µs':>10}")
     for name, times in per_run.items():
         print(f"{name:<34}{median[name]:>10.1f}{min(times) * 1e6:>10.1f}{max(times) * 1e6:>10.1f}")
     print()
     replay, live = median["replay (new Run, shared store)"], median["live, scripted model"]
-    print(f"replay per step: {replay:.1f} µs (target <= {REPLAY_TARGET_US:.0f} µs: "
-          f"{'met' if replay <= REPLAY_TARGET_US else 'NOT met'}); live on the scripted model: {live:.1f} µs "
-          f"({live / replay:.1f}x the replay)")
+    print(
+        f"replay per step: {replay:.1f} µs (target <= {REPLAY_TARGET_US:.0f} µs: "
+        f"{'met' if replay <= REPLAY_TARGET_US else 'NOT met'}); live on the scripted model: {live:.1f} µs "
+        f"({live / replay:.1f}x the replay)"
+    )
     # The fastest rounds are the least disturbed by other work on the machine: the overhead from them too.
     fastest = {name: min(times) * 1e6 for name, times in per_run.items()}
     for name in ("agl + Claude backend, mode off", "agl + Claude backend, default"):
         for label, figures in (("median", median), ("fastest", fastest)):
             agl, bare = figures[name], figures["bare anthropic client"]
-            print(f"{name}: framework overhead over the bare client ({label} rounds) {agl - bare:+.1f} µs per step "
-                  f"({agl / bare:.2f}x the bare client's {bare:.1f} µs)")
+            print(
+                f"{name}: framework overhead over the bare client ({label} rounds) {agl - bare:+.1f} µs per step "
+                f"({agl / bare:.2f}x the bare client's {bare:.1f} µs)"
+            )
 
 
 if __name__ == "__main__":

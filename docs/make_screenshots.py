@@ -70,8 +70,9 @@ def strip_recordings(source: Path, target: Path) -> None:
     target.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def new_notebook_page(server: JupyterServer, browser: Any, artifacts: Artifacts, name: str,
-                      console: list[str]) -> NotebookPage:
+def new_notebook_page(
+    server: JupyterServer, browser: Any, artifacts: Artifacts, name: str, console: list[str]
+) -> NotebookPage:
     """Open a notebook in JupyterLab in a fresh browser context of the screenshot's viewport, file browser shut.
 
     The saved workspaces are deleted first: Lab would otherwise reopen the notebooks of the earlier pages beside
@@ -85,8 +86,11 @@ def new_notebook_page(server: JupyterServer, browser: Any, artifacts: Artifacts,
     page.on("pageerror", lambda e: console.append(f"[{name}] pageerror: {e}"))
     nb = NotebookPage(server, page, artifacts, name, "lab").open()
     page.evaluate("() => { window.jupyterapp.shell.collapseLeft(); window.jupyterapp.shell.collapseRight(); }")
-    nb.wait_js("() => !document.querySelector('#jp-left-stack:not(.lm-mod-hidden)')",
-               "the left sidebar (file browser) to collapse", UI_ACTION)
+    nb.wait_js(
+        "() => !document.querySelector('#jp-left-stack:not(.lm-mod-hidden)')",
+        "the left sidebar (file browser) to collapse",
+        UI_ACTION,
+    )
     page.wait_for_timeout(300)  # the dock panel re-lays out after the sidebar closed
     return nb
 
@@ -114,7 +118,8 @@ def notebook_shot(server: JupyterServer, browser: Any, artifacts: Artifacts, nam
     nb.wait_visible(step, f"the first step's view in {name}", PAGE_LOAD)
     # Show the step's cell from its code down to the end of the view; when that is taller than the notebook
     # area, put the view's bottom (the result table) at the bottom and let the code be cut at the top.
-    page.evaluate("""(step) => {
+    page.evaluate(
+        """(step) => {
         const cell = step.closest('.jp-Cell');
         const scroller = cell.closest('.jp-WindowedPanel-outer') ?? document.scrollingElement;
         const area = scroller.getBoundingClientRect();
@@ -123,15 +128,18 @@ def notebook_shot(server: JupyterServer, browser: Any, artifacts: Artifacts, nam
         if (s.bottom - c.top + 2 * margin <= area.height) scroller.scrollTop += c.top - area.top - margin;
         else if (s.height + 2 * margin <= area.height) scroller.scrollTop += s.bottom - area.bottom + margin;
         else scroller.scrollTop += s.top - area.top - margin;
-    }""", step.element_handle())
+    }""",
+        step.element_handle(),
+    )
     page.wait_for_timeout(300)
     check_no_widget_errors(nb, name)
     panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)").first
     box = panel.bounding_box()
     if box is None:
         raise nb.fail(f"the notebook panel of {name} to have a size")
-    save_png(OUT / f"{Path(name).stem}.png",
-             lambda path: page.screenshot(path=str(path), clip=box, timeout=UI_ACTION * 1000))
+    save_png(
+        OUT / f"{Path(name).stem}.png", lambda path: page.screenshot(path=str(path), clip=box, timeout=UI_ACTION * 1000)
+    )
     page.context.close()
 
 
@@ -154,8 +162,9 @@ def set_theme(nb: NotebookPage, theme: str) -> None:
     nb.page.wait_for_timeout(500)
 
 
-def live_shots(server: JupyterServer, browser: Any, artifacts: Artifacts, console: list[str], *,
-               theme: str = "JupyterLab Light") -> None:
+def live_shots(
+    server: JupyterServer, browser: Any, artifacts: Artifacts, console: list[str], *, theme: str = "JupyterLab Light"
+) -> None:
     """Notebook 03 without recordings: the question asked live, the answer typed, then submitted."""
     suffix = "" if theme == LIGHT else "_dark"
     strip_recordings(NOTEBOOKS / LIVE_SOURCE, server.root / LIVE)
@@ -198,8 +207,10 @@ def main() -> int:
         print(f"This needs the Python package playwright in the venv ({e}).", file=sys.stderr)
         return 2
     if not CHROMIUM.is_file():
-        print(f"This needs chromium at {CHROMIUM} (Debian: apt-get install chromium; or set AGL_BROWSER_CHROMIUM).",
-              file=sys.stderr)
+        print(
+            f"This needs chromium at {CHROMIUM} (Debian: apt-get install chromium; or set AGL_BROWSER_CHROMIUM).",
+            file=sys.stderr,
+        )
         return 2
     notebooks = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
     OUT.mkdir(parents=True, exist_ok=True)
@@ -213,8 +224,9 @@ def main() -> int:
         server.start()
         playwright = sync_playwright().start()
         try:
-            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True,
-                                                 timeout=PAGE_LOAD * 1000)
+            browser = playwright.chromium.launch(
+                executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True, timeout=PAGE_LOAD * 1000
+            )
             try:
                 for notebook in notebooks:
                     notebook_shot(server, browser, artifacts, notebook.name, console)

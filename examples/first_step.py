@@ -61,12 +61,24 @@ def reviewer() -> Role[Review]:
 
 # What the model says, written down: the first reply calls the tool with a wrong argument type (the loop sends
 # the problem back), the second fixes it, the third reports.
-SCRIPT = ScriptedModel([
-    {"text": "Let me check the conventions.", "calls": [{"name": "look_up", "args": {"text": 42}}]},
-    {"calls": [{"name": "look_up", "args": {"text": "retries"}}]},
-    {"text": "The change drops the retry.", "calls": [{"name": "report_review", "args": {
-        "issues": ["The new HTTP call does not retry, against the documented convention."], "approve": False}}]},
-])
+SCRIPT = ScriptedModel(
+    [
+        {"text": "Let me check the conventions.", "calls": [{"name": "look_up", "args": {"text": 42}}]},
+        {"calls": [{"name": "look_up", "args": {"text": "retries"}}]},
+        {
+            "text": "The change drops the retry.",
+            "calls": [
+                {
+                    "name": "report_review",
+                    "args": {
+                        "issues": ["The new HTTP call does not retry, against the documented convention."],
+                        "approve": False,
+                    },
+                }
+            ],
+        },
+    ]
+)
 
 
 def show(event: Event) -> None:

@@ -17,6 +17,7 @@ import nbformat
 
 HERE = Path(__file__).parent
 
+
 def imports(*names: str, extra: str = "") -> str:
     """The first code cell: the dataclass decorator and the agl_notebook names the notebook uses."""
     ordered = sorted(names, key=lambda n: (n[0].islower(), n))  # isort's order: classes, then functions
@@ -25,8 +26,11 @@ def imports(*names: str, extra: str = "") -> str:
         line = "from agl_notebook import (\n" + "".join(f"    {n},\n" for n in ordered) + ")"
     return f"from dataclasses import dataclass\n\n{line}{extra}"
 
+
 FIRST_STEP = [
-    ("md", """\
+    (
+        "md",
+        """\
 # 1. A first step
 
 A **role** is a model, instructions, and tools; its **reporting tool** is how the agent hands back its result.
@@ -35,11 +39,17 @@ A **role** is a model, instructions, and tools; its **reporting tool** is how th
 This notebook runs anywhere, without an API key: every step is **recorded in the notebook's metadata**, so running it
 again replays the recording (no model call). The recordings were made with a *scripted model* standing in for
 Claude, and each step's view says so (`recorded with scripted:…`). Set `ANTHROPIC_API_KEY` and the same cells run
-live against Claude instead."""),
+live against Claude instead.""",
+    ),
     ("code", imports("Claude", "Role", "Run", "describe", "reporting_tool", "role", "scripted_unless_credentials")),
-    ("md", """\
-Payloads are frozen dataclasses. `describe()` is the text the agent reads beside each field."""),
-    ("code", """\
+    (
+        "md",
+        """\
+Payloads are frozen dataclasses. `describe()` is the text the agent reads beside each field.""",
+    ),
+    (
+        "code",
+        """\
 @dataclass(frozen=True)
 class Article:
     text: str = describe("The article to summarise.")
@@ -48,21 +58,33 @@ class Article:
 @dataclass(frozen=True)
 class Summary:
     title: str = describe("A title of at most eight words.")
-    key_points: list[str] = describe("The article's main points, one sentence each.")"""),
-    ("md", """\
-`@role` names the model and the input types the role accepts. The function returns the `Role`."""),
-    ("code", """\
+    key_points: list[str] = describe("The article's main points, one sentence each.")""",
+    ),
+    (
+        "md",
+        """\
+`@role` names the model and the input types the role accepts. The function returns the `Role`.""",
+    ),
+    (
+        "code",
+        """\
 @role(model=Claude.SONNET, accepts=(Article,))
 def summariser() -> Role[Summary]:
     return Role(
         name="summariser",
         instructions="You summarise articles for busy engineers.",
         tools=[reporting_tool("report_summary", "Report the summary.", Summary)],
-    )"""),
-    ("md", """\
+    )""",
+    ),
+    (
+        "md",
+        """\
 Without credentials the scripted model answers; its replies are written down here. With `ANTHROPIC_API_KEY` set,
-`scripted_unless_credentials` gives `None` and each role runs on its own Claude model."""),
-    ("code", """\
+`scripted_unless_credentials` gives `None` and each role runs on its own Claude model.""",
+    ),
+    (
+        "code",
+        """\
 SCRIPT = [{
     "text": "Here is the summary.",
     "calls": [{"name": "report_summary", "args": {
@@ -70,30 +92,57 @@ SCRIPT = [{
         "key_points": ["Transient failures are common.", "Retry with exponential backoff, at most three times."],
     }}],
 }]
-run = Run(model=scripted_unless_credentials(SCRIPT))"""),
-    ("code", """\
+run = Run(model=scripted_unless_credentials(SCRIPT))""",
+    ),
+    (
+        "code",
+        """\
 article = Article(text="Network calls fail now and then. Retrying them with exponential backoff ...")
 summary = await run.step(summariser, article)
-summary"""),
-    ("md", """\
+summary""",
+    ),
+    (
+        "md",
+        """\
 The view above is what the step left in the cell: the streamed text, each tool call (click to open it), and the
-reported payload as a table with each field's description. The result is an ordinary dataclass:"""),
-    ("code", """\
+reported payload as a table with each field's description. The result is an ordinary dataclass:""",
+    ),
+    (
+        "code",
+        """\
 print(summary.title)
 for point in summary.key_points:
-    print("-", point)"""),
+    print("-", point)""",
+    ),
 ]
 
 TOOLS = [
-    ("md", """\
+    (
+        "md",
+        """\
 # 2. Tools, validation and retries
 
 A tool's arguments are checked against its payload dataclass **before** your handler runs. When they do not fit,
 the agent is sent the problems, each naming its field, and tries again. Here the scripted agent first sends a
-quantity as text, is told what is wrong, and fixes its call; the view shows the rejected call and the retry."""),
-    ("code", imports("Claude", "Role", "Run", "ToolResult", "describe", "reporting_tool", "role",
-                     "scripted_unless_credentials", "tool")),
-    ("code", """\
+quantity as text, is told what is wrong, and fixes its call; the view shows the rejected call and the retry.""",
+    ),
+    (
+        "code",
+        imports(
+            "Claude",
+            "Role",
+            "Run",
+            "ToolResult",
+            "describe",
+            "reporting_tool",
+            "role",
+            "scripted_unless_credentials",
+            "tool",
+        ),
+    ),
+    (
+        "code",
+        """\
 PRICES = {"bolt": 0.25, "nut": 0.10, "washer": 0.05}
 
 
@@ -127,8 +176,11 @@ def quoter() -> Role[Quote]:
         instructions="Price every part of the order with the price tool, then report the quote.",
         tools=[tool("price", "Price a quantity of one part.", Item, price),
                reporting_tool("report_quote", "Report the quote.", Quote)],
-    )"""),
-    ("code", """\
+    )""",
+    ),
+    (
+        "code",
+        """\
 SCRIPT = [
     {"text": "I will price the bolts first.",
      "calls": [{"name": "price", "args": {"name": "bolt", "quantity": "three"}}]},
@@ -138,23 +190,35 @@ SCRIPT = [
 ]
 run = Run(model=scripted_unless_credentials(SCRIPT))
 quote = await run.step(quoter, Order(parts=["3 bolts"]))
-quote"""),
-    ("md", """\
+quote""",
+    ),
+    (
+        "md",
+        """\
 The transcript kept for the step shows exactly what the agent read back. Every tool call is answered with a
-result paired by its id: the first was rejected with the field that did not fit."""),
-    ("code", """\
+result paired by its id: the first was rejected with the field that did not fit.""",
+    ),
+    (
+        "code",
+        """\
 for message in run.outcomes[-1].transcript:
     for block in message.content:
         if block.type == "tool_result":
             print(("ERROR " if block.is_error else "") + block.content)
-            print()"""),
-    ("md", """\
+            print()""",
+    ),
+    (
+        "md",
+        """\
 A tool the role does not offer never runs: the agent gets `Tool not offered this turn: <name>`. And if a handler
-raises, the step stops, its work is wiped, and `Run.step` raises the same exception."""),
+raises, the step stops, its work is wiped, and `Run.step` raises the same exception.""",
+    ),
 ]
 
 QUESTIONS = [
-    ("md", """\
+    (
+        "md",
+        """\
 # 3. Asking the person
 
 A tool can ask a question while the agent waits in the same step: its handler calls
@@ -162,10 +226,29 @@ A tool can ask a question while the agent waits in the same step: its handler ca
 running cell**; the answer is checked in place and sent when you press *Submit*. To reach the terminal, the role's
 function takes the `Run` as an argument.
 
-When this notebook replays, nothing is asked again: the recording holds the answers."""),
-    ("code", imports("ChoiceInput", "Claude", "ConfirmInput", "Role", "Run", "Screen", "TextInput", "ToolResult",
-                     "describe", "reporting_tool", "role", "scripted_unless_credentials", "tool")),
-    ("code", """\
+When this notebook replays, nothing is asked again: the recording holds the answers.""",
+    ),
+    (
+        "code",
+        imports(
+            "ChoiceInput",
+            "Claude",
+            "ConfirmInput",
+            "Role",
+            "Run",
+            "Screen",
+            "TextInput",
+            "ToolResult",
+            "describe",
+            "reporting_tool",
+            "role",
+            "scripted_unless_credentials",
+            "tool",
+        ),
+    ),
+    (
+        "code",
+        """\
 @dataclass(frozen=True)
 class Request:
     goal: str = describe("What the meeting is for.")
@@ -197,8 +280,11 @@ def planner(run: Run) -> Role[Plan]:
         instructions="Plan the meeting. Ask the person for anything you need to know.",
         tools=[tool("ask", "Ask the person a question.", Question, ask),
                reporting_tool("report_plan", "Report the plan.", Plan)],
-    )"""),
-    ("code", """\
+    )""",
+    ),
+    (
+        "code",
+        """\
 def script(request):
     \"\"\"The scripted agent: it asks for a day, then plans around the answer it got.\"\"\"
     if len(request.messages) == 1:
@@ -211,11 +297,17 @@ def script(request):
 
 run = Run(model=scripted_unless_credentials(script))
 plan = await run.step(planner, Request(goal="Review the release"))
-plan"""),
-    ("md", """\
+plan""",
+    ),
+    (
+        "md",
+        """\
 A screen can hold several inputs: text (one line or several), numbers with bounds, a choice, a yes/no. `show`
-returns one value per input, as a tuple. Each input validates the answer before it is accepted."""),
-    ("code", """\
+returns one value per input, as a tuple. Each input validates the answer before it is accepted.""",
+    ),
+    (
+        "code",
+        """\
 def booking(rooms: list[str]) -> Screen[tuple[str, bool]]:
     return Screen("Which room, and shall I send the invites?",
                   [ChoiceInput("Room", rooms), ConfirmInput("Send invites")])
@@ -252,11 +344,14 @@ def book(request):
 
 
 booking_run = Run(model=scripted_unless_credentials(book))
-await booking_run.step(booker, plan)"""),
+await booking_run.step(booker, plan)""",
+    ),
 ]
 
 REPLAY = [
-    ("md", """\
+    (
+        "md",
+        """\
 # 4. Recordings and replay
 
 Every finished step is recorded under a **fingerprint** of everything the model sees (role, instructions, tools and
@@ -270,10 +365,24 @@ fingerprint matches. **Modes** decide what happens:
 | `refresh` | runs live and replaces the recording | runs live and records |
 | `off` | runs live, records nothing | runs live, records nothing |
 
-A step's `mode=` wins over the Run's, which wins over `%agl mode`, then `AGL_NOTEBOOK_MODE`, then the default."""),
-    ("code", imports("Claude", "Role", "Run", "describe", "reporting_tool", "role", "scripted_unless_credentials",
-                     extra="\nfrom agl_notebook.replay import ReplayMissError")),
-    ("code", """\
+A step's `mode=` wins over the Run's, which wins over `%agl mode`, then `AGL_NOTEBOOK_MODE`, then the default.""",
+    ),
+    (
+        "code",
+        imports(
+            "Claude",
+            "Role",
+            "Run",
+            "describe",
+            "reporting_tool",
+            "role",
+            "scripted_unless_credentials",
+            extra="\nfrom agl_notebook.replay import ReplayMissError",
+        ),
+    ),
+    (
+        "code",
+        """\
 @dataclass(frozen=True)
 class Claim:
     text: str = describe("A claim to check.")
@@ -299,50 +408,82 @@ def script(request):
 
 
 run = Run(model=scripted_unless_credentials(script))
-await run.step(checker, Claim("Retries should use exponential backoff."))"""),
-    ("md", """\
+await run.step(checker, Claim("Retries should use exponential backoff."))""",
+    ),
+    (
+        "md",
+        """\
 **A miss, explained.** In mode `replay` a step that was never recorded is an error, and the error names the nearest
-recording and which parts of the fingerprint differ. Here only the input changed:"""),
-    ("code", """\
+recording and which parts of the fingerprint differ. Here only the input changed:""",
+    ),
+    (
+        "code",
+        """\
 try:
     await run.step(checker, Claim("Retries should be immediate."), mode="replay")
 except ReplayMissError as miss:
     print(miss)
-    print("differs in:", miss.differing)"""),
-    ("md", """\
+    print("differs in:", miss.differing)""",
+    ),
+    (
+        "md",
+        """\
 **Refreshing one step.** Mode `refresh` runs the step live and replaces its recording; the other steps keep theirs.
-(Here the live run is the scripted model again, so nothing changes; with a key set, it asks Claude.)"""),
-    ("code", """\
-await run.step(checker, Claim("Retries should use exponential backoff."), mode="refresh")"""),
-    ("md", """\
+(Here the live run is the scripted model again, so nothing changes; with a key set, it asks Claude.)""",
+    ),
+    (
+        "code",
+        """\
+await run.step(checker, Claim("Retries should use exponential backoff."), mode="refresh")""",
+    ),
+    (
+        "md",
+        """\
 The `%agl` magic shows and sets the mode for the kernel, lists the notebook's recordings, explains why the latest
 live steps did not replay, and forgets recordings. Its output depends on where the notebook runs, so these cells are
-marked for nbval not to compare them (`# NBVAL_IGNORE_OUTPUT`)."""),
-    ("code", """\
+marked for nbval not to compare them (`# NBVAL_IGNORE_OUTPUT`).""",
+    ),
+    (
+        "code",
+        """\
 # NBVAL_IGNORE_OUTPUT
 %load_ext agl_notebook
-%agl"""),
-    ("code", """\
+%agl""",
+    ),
+    (
+        "code",
+        """\
 # NBVAL_IGNORE_OUTPUT
-%agl list"""),
-    ("md", """\
+%agl list""",
+    ),
+    (
+        "md",
+        """\
 Where recordings live: each finished step's output carries its record (every frontend saves output metadata, and
 nbval ignores it). In JupyterLab and Notebook 7 the bundled extension moves it into the notebook's metadata
 (`metadata["agl_notebook"]`), which survives *Clear All Outputs*. Headless, `agl-notebook execute NOTEBOOK --record`
-does the same. Records are JSON only, and API keys and auth headers are scrubbed before anything is kept."""),
+does the same. Records are JSON only, and API keys and auth headers are scrubbed before anything is kept.""",
+    ),
 ]
 
 TESTING = [
-    ("md", """\
+    (
+        "md",
+        """\
 # 5. Testing agents offline
 
 The scripted model is a public part of the library, so an agent's behaviour can be tested without a network or a
 key: script what the model says, run the step with `mode="off"` (live, nothing recorded), and assert on the result
 and on the events. A script can be a list of turns, a dict of such lists keyed by role name, or a function of the
-request (which sees the whole conversation)."""),
-    ("code", imports("Claude", "Role", "Run", "ScriptedModel", "ToolResult", "describe", "reporting_tool", "role",
-                     "tool")),
-    ("code", """\
+request (which sees the whole conversation).""",
+    ),
+    (
+        "code",
+        imports("Claude", "Role", "Run", "ScriptedModel", "ToolResult", "describe", "reporting_tool", "role", "tool"),
+    ),
+    (
+        "code",
+        """\
 @dataclass(frozen=True)
 class Diff:
     text: str = describe("The change, as a unified diff.")
@@ -370,10 +511,16 @@ async def look_up(query: Query) -> ToolResult:
 def reviewer() -> Role[Review]:
     return Role(name="reviewer", instructions="Review the diff against the conventions.",
                 tools=[tool("look_up", "Search the conventions.", Query, look_up),
-                       reporting_tool("report_review", "Report the review.", Review)])"""),
-    ("md", """\
-A test: the script looks something up, then reports. The events say what happened, in order."""),
-    ("code", """\
+                       reporting_tool("report_review", "Report the review.", Review)])""",
+    ),
+    (
+        "md",
+        """\
+A test: the script looks something up, then reports. The events say what happened, in order.""",
+    ),
+    (
+        "code",
+        """\
 async def test_reviewer_cites_the_retry_convention():
     model = ScriptedModel([
         {"calls": [{"name": "look_up", "args": {"text": "retry"}}]},
@@ -391,11 +538,17 @@ async def test_reviewer_cites_the_retry_convention():
 
 
 events = await test_reviewer_cites_the_retry_convention()
-print("passed;", len(events), "events")"""),
-    ("md", """\
+print("passed;", len(events), "events")""",
+    ),
+    (
+        "md",
+        """\
 A test of a failure: an agent that never reports gets one framed reminder, then the step raises
-`RoleIncompleteError`, which carries the transcript."""),
-    ("code", """\
+`RoleIncompleteError`, which carries the transcript.""",
+    ),
+    (
+        "code",
+        """\
 from agl_notebook import RoleIncompleteError
 
 silent = ScriptedModel(lambda request: "I think it looks fine.")
@@ -403,11 +556,14 @@ try:
     await Run(model=silent, mode="off").step(reviewer, Diff("+ pass"))
 except RoleIncompleteError as error:
     print(error)
-    print([m.role for m in error.transcript])"""),
+    print([m.role for m in error.transcript])""",
+    ),
 ]
 
 CLIENT_TOOLS = [
-("md", """\
+    (
+        "md",
+        """\
 # 6. Client tools
 
 The second API (`agl_notebook.client_tools`) has no roles and no payload types: an agent is a name and
@@ -416,16 +572,25 @@ instructions, tools are declared with a JSON Schema, and **handlers** are plain 
 as `Run.step`, so the runs below draw the same view in the cell, and are recorded in this notebook and replayed
 when it runs again (no model call, no handler).
 
-As in the other notebooks, a scripted model stands in for Claude when no `ANTHROPIC_API_KEY` is set."""),
-("code", """\
+As in the other notebooks, a scripted model stands in for Claude when no `ANTHROPIC_API_KEY` is set.""",
+    ),
+    (
+        "code",
+        """\
 import json
 
 from agl_notebook import Screen, TextInput, scripted_unless_credentials
-from agl_notebook.client_tools import DSML_TOOL_CALL_CLOSE, DSML_TOOL_CALL_OPEN, Runner, ToolResult, run, stream"""),
-("md", """\
+from agl_notebook.client_tools import DSML_TOOL_CALL_CLOSE, DSML_TOOL_CALL_OPEN, Runner, ToolResult, run, stream""",
+    ),
+    (
+        "md",
+        """\
 Declare the tools so the model knows they exist (`parameters` is the JSON Schema it is shown), and register a
-handler for each. A handler gets the arguments as a dict and a context holding the call's id."""),
-("code", """\
+handler for each. A handler gets the arguments as a dict and a context holding the call's id.""",
+    ),
+    (
+        "code",
+        """\
 AGENT = {"name": "assistant", "instructions": "Use the available tools to answer questions."}
 
 client_tools = [
@@ -448,11 +613,17 @@ async def calculate(args, ctx):
         return ToolResult(content="Give a and b as whole numbers.", is_error=True)
 
 
-tool_handlers = {"get_weather": get_weather, "calculate": calculate}"""),
-("md", """\
+tool_handlers = {"get_weather": get_weather, "calculate": calculate}""",
+    ),
+    (
+        "md",
+        """\
 `stream()` yields typed events; match on `event.type` (or on the classes). The view above the printed lines is
-drawn from the same events."""),
-("code", """\
+drawn from the same events.""",
+    ),
+    (
+        "code",
+        """\
 WEATHER_AND_SUM = [
     {"text": "Let me look both up.", "calls": [{"name": "get_weather", "args": {"city": "Sydney"}},
                                                 {"name": "calculate", "args": {"a": 15, "b": 23}}]},
@@ -472,24 +643,36 @@ async for event in stream(AGENT, "What is the weather in Sydney, and what is 15 
     if event.type == "client.tool.roundtrip":
         print(f"  Roundtrip {event.turn}/{event.max_turns}")
     if event.type == "response.output_text.delta":
-        print(event.delta, end="", flush=True)"""),
-("md", """\
+        print(event.delta, end="", flush=True)""",
+    ),
+    (
+        "md",
+        """\
 `run()` runs to the end and returns the events, the final text, the structured transcript (every `tool_use`
-answered by a `tool_result` with its id) and whether the run was cut short."""),
-("code", """\
+answered by a `tool_result` with its id) and whether the run was cut short.""",
+    ),
+    (
+        "code",
+        """\
 result = await run(AGENT, "What is the weather in Sydney, and what is 15 * 23?",
                    tool_handlers=tool_handlers, client_tools=client_tools,
                    model=scripted_unless_credentials(WEATHER_AND_SUM))
 roundtrips = [e for e in result.events if e.type == "client.tool.roundtrip"]
 print(result.text)
-print(f"Roundtrips used: {len(roundtrips)}; requests: {result.requests}; truncated: {result.truncated}")"""),
-("md", """\
+print(f"Roundtrips used: {len(roundtrips)}; requests: {result.requests}; truncated: {result.truncated}")""",
+    ),
+    (
+        "md",
+        """\
 ## The round-trip limit
 
 `max_tool_roundtrips=N` (25 by default) allows N round trips, so at most N+1 model requests. When the last reply
 still asks for tools, those calls are answered "not run" (so the transcript can be continued), a `run.truncated`
-event is emitted and `result.truncated` is true. This scripted agent never stops searching:"""),
-("code", """\
+event is emitted and `result.truncated` is true. This scripted agent never stops searching:""",
+    ),
+    (
+        "code",
+        """\
 def keeps_searching(request):
     return {"text": "Searching again.", "calls": [{"name": "search", "args": {"query": "more"}}]}
 
@@ -504,15 +687,21 @@ result = await run({"name": "searcher", "instructions": "Search until you know."
                    model=scripted_unless_credentials(keeps_searching))
 print(f"requests: {result.requests}, truncated: {result.truncated}")
 print([e.type for e in result.events if e.type in ("client.tool.roundtrip", "run.truncated")])
-print(result.transcript[-1].content[0].content)"""),
-("md", """\
+print(result.transcript[-1].content[0].content)""",
+    ),
+    (
+        "md",
+        """\
 ## Untrusted calls and failing handlers
 
 Only the tools listed in `client_tools` for this turn can run: a call to any other tool gets the error result
 `Tool not offered this turn: <name>` and no handler runs, even when `tool_handlers` has one (and also when no tool
 is listed at all). A handler that raises, or returns something other than a `ToolResult`, gives the model an error
-result with the exception's type and message, and the run goes on."""),
-("code", """\
+result with the exception's type and message, and the run goes on.""",
+    ),
+    (
+        "code",
+        """\
 async def delete_files(args, ctx):
     raise AssertionError("never runs: delete_files is not offered")
 
@@ -530,15 +719,21 @@ result = await run(AGENT, "Clean up, then tell me the weather in Oslo.",
                    client_tools=client_tools[:1], model=scripted_unless_credentials(UNTRUSTED))
 for e in result.events:
     if e.type == "client.tool.result":
-        print(f"{e.name}: {e.result} (is_error={e.is_error})")"""),
-("md", """\
+        print(f"{e.name}: {e.result} (is_error={e.is_error})")""",
+    ),
+    (
+        "md",
+        """\
 ## Tool calls written as text
 
 Some models write a tool call as text, wrapped in DSML markup, instead of calling the tool natively. Every reply of
 every model passes through an interceptor that turns such spans into ordinary tool calls: the handler runs, the
 events show a `client.tool.requested`, and the text never shows the markup. A span that cannot be read is dropped
-alone, with a `markup.error` event."""),
-("code", """\
+alone, with a `markup.error` event.""",
+    ),
+    (
+        "code",
+        """\
 print(DSML_TOOL_CALL_OPEN, DSML_TOOL_CALL_CLOSE)
 WRITTEN_AS_TEXT = [
     "Checking. " + DSML_TOOL_CALL_OPEN + '{"name": "get_weather", "arguments": {"city": "Lima"}}'
@@ -548,14 +743,20 @@ WRITTEN_AS_TEXT = [
 result = await run(AGENT, "Weather in Lima?", tool_handlers=tool_handlers, client_tools=client_tools,
                    model=scripted_unless_credentials(WRITTEN_AS_TEXT))
 print("".join(e.delta for e in result.events if e.type == "response.output_text.delta"))
-print([(e.type, getattr(e, "name", "")) for e in result.events if e.type != "response.output_text.delta"])"""),
-("md", """\
+print([(e.type, getattr(e, "name", "")) for e in result.events if e.type != "response.output_text.delta"])""",
+    ),
+    (
+        "md",
+        """\
 ## A person in the loop
 
 A handler is just an async function, so it can wait for a person. Through a `Runner`, it can ask on the run's
 terminal: in JupyterLab the question is drawn as an input widget inside the running cell, and the answer is recorded
-with the run, so a replay asks nothing."""),
-("code", """\
+with the run, so a replay asks nothing.""",
+    ),
+    (
+        "code",
+        """\
 def question(text: str) -> Screen[str]:
     return Screen(text, [TextInput("Answer", str)])
 
@@ -580,12 +781,15 @@ result = await runner.run(
     tool_handlers={"ask_user": ask_user},
     client_tools=[{"name": "ask_user", "description": "Ask the user a question", "parameters": {"type": "object"}}],
 )
-result.text"""),
+result.text""",
+    ),
 ]
 
 
 FUNCTIONS = [
-("md", """\
+    (
+        "md",
+        """\
 # 7. JSON functions
 
 An agent can also be written as **JSON**: named functions of commands (`set`, `if`, `loop`, `func`, `log`, `ask`,
@@ -593,14 +797,23 @@ An agent can also be written as **JSON**: named functions of commands (`set`, `i
 runs, and `Agent.call` runs one function. A call made with a `Run` is recorded and replayed like a step: running
 this notebook again replays it (no model call, no request, no question).
 
-As in the other notebooks, a scripted model stands in for Claude when no `ANTHROPIC_API_KEY` is set."""),
-("code", """\
+As in the other notebooks, a scripted model stands in for Claude when no `ANTHROPIC_API_KEY` is set.""",
+    ),
+    (
+        "code",
+        """\
 from agl_notebook import Run, scripted_unless_credentials
-from agl_notebook.functions import AgentInvalidError, load_agent"""),
-("md", """\
+from agl_notebook.functions import AgentInvalidError, load_agent""",
+    ),
+    (
+        "md",
+        """\
 A function with a `description` and described arguments is a **tool function**: an `llm` command may offer it to
-the model. `quote` runs the tool loop, and its `output` is the typed result the model hands back."""),
-("code", """\
+the model. `quote` runs the tool loop, and its `output` is the typed result the model hands back.""",
+    ),
+    (
+        "code",
+        """\
 AGENT = {
     "name": "shop",
     "model": "claude-sonnet-5-5",
@@ -624,28 +837,41 @@ AGENT = {
     },
 }
 agent = load_agent(AGENT)
-agent"""),
-("md", """\
-A broken agent never runs: every problem is listed at once, each with its JSON path."""),
-("code", """\
+agent""",
+    ),
+    (
+        "md",
+        """\
+A broken agent never runs: every problem is listed at once, each with its JSON path.""",
+    ),
+    (
+        "code",
+        """\
 broken = {"name": "broken", "functions": {"f": {"commands": [{"set": {"x": "{ 1 + }"}},
                                                            {"func": {"name": "missing"}}]}}}
 try:
     load_agent(broken)
 except AgentInvalidError as error:
     for problem in error.problems:
-        print(problem)"""),
-("md", """\
+        print(problem)""",
+    ),
+    (
+        "md",
+        """\
 Call `quote`: the model calls the `price` tool function twice, then reports the total. The cell shows the calls,
-the log lines and the result; the recording lands in this notebook."""),
-("code", """\
+the log lines and the result; the recording lands in this notebook.""",
+    ),
+    (
+        "code",
+        """\
 SCRIPT = [
     {"text": "Pricing the items.", "calls": [{"name": "price", "args": {"item": "bolt"}},
                                             {"name": "price", "args": {"item": "nut"}}]},
     {"calls": [{"name": "report_result", "args": {"total": 0.35}}]},
 ]
 run = Run(model=scripted_unless_credentials(SCRIPT))
-await agent.call("quote", {"request": "One bolt and one nut, please."}, run=run)"""),
+await agent.call("quote", {"request": "One bolt and one nut, please."}, run=run)""",
+    ),
 ]
 
 
@@ -667,8 +893,9 @@ def write(name: str, cells: list[tuple[str, str]]) -> Path:
     """Write one notebook, without outputs."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
-    nb.cells = [nbformat.v4.new_markdown_cell(text) if kind == "md" else nbformat.v4.new_code_cell(text)
-                for kind, text in cells]
+    nb.cells = [
+        nbformat.v4.new_markdown_cell(text) if kind == "md" else nbformat.v4.new_code_cell(text) for kind, text in cells
+    ]
     for index, cell in enumerate(nb.cells):  # stable ids keep diffs of regenerated notebooks small
         cell["id"] = f"{Path(name).stem[:2]}-{index:02d}"
     path = HERE / name

@@ -47,8 +47,9 @@ def _handler(state: OrdersServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:  # keep the test output clean
             pass
 
-        def _send(self, status: int, body: bytes, content_type: str = "application/json",
-                  extra: dict[str, str] | None = None) -> None:
+        def _send(
+            self, status: int, body: bytes, content_type: str = "application/json", extra: dict[str, str] | None = None
+        ) -> None:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
@@ -64,8 +65,15 @@ def _handler(state: OrdersServer) -> type[BaseHTTPRequestHandler]:
             parts = urlsplit(self.path)
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length).decode() if length else ""
-            state.received.append(Received(self.command, parts.path, parse_qs(parts.query),
-                                           {k.lower(): v for k, v in self.headers.items()}, body))
+            state.received.append(
+                Received(
+                    self.command,
+                    parts.path,
+                    parse_qs(parts.query),
+                    {k.lower(): v for k, v in self.headers.items()},
+                    body,
+                )
+            )
             path = parts.path
             if path.startswith("/api/orders/"):
                 order = ORDERS.get(path.rsplit("/", 1)[1])
@@ -79,8 +87,16 @@ def _handler(state: OrdersServer) -> type[BaseHTTPRequestHandler]:
                 time.sleep(1.5)
                 self._json(200, {"late": True})
             elif path == "/api/echo":
-                self._json(200, {"method": self.command, "url": self.path, "query": parse_qs(parts.query),
-                                 "headers": dict(self.headers.items()), "body": body})
+                self._json(
+                    200,
+                    {
+                        "method": self.command,
+                        "url": self.path,
+                        "query": parse_qs(parts.query),
+                        "headers": dict(self.headers.items()),
+                        "body": body,
+                    },
+                )
             elif path == "/api/echo-escaped":  # as PHP's json_encode writes JSON by default: every '/' as '\/'
                 echoed = {"method": self.command, "url": self.path, "headers": dict(self.headers.items())}
                 self._send(200, json.dumps(echoed).replace("/", "\\/").encode())
@@ -113,8 +129,9 @@ def serve() -> Iterator[OrdersServer]:
     server = _Server(("127.0.0.1", 0), _handler(state))
     state.server = server
     state.base_url = f"http://127.0.0.1:{server.server_address[1]}/api"
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, name="orders-server",
-                              daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.02}, name="orders-server", daemon=True
+    )
     thread.start()
     try:
         yield state

@@ -42,8 +42,14 @@ class Kernel:
     # Sending --------------------------------------------------------------------------------------------------
 
     def execute(self, code: str, *, cell_id: str | None = None, allow_stdin: bool = True) -> str:
-        content = {"code": code, "silent": False, "store_history": True, "user_expressions": {},
-                   "allow_stdin": allow_stdin, "stop_on_error": True}
+        content = {
+            "code": code,
+            "silent": False,
+            "store_history": True,
+            "user_expressions": {},
+            "allow_stdin": allow_stdin,
+            "stop_on_error": True,
+        }
         msg = self.kc.session.msg("execute_request", content, metadata={"cellId": cell_id} if cell_id else {})
         self.kc.shell_channel.send(msg)
         return str(msg["header"]["msg_id"])
@@ -75,8 +81,9 @@ class Kernel:
 
     def submit_form(self, comm_id: str, values: list[Any], attempt: int = 1) -> None:
         """What the question form's frontend sends at Submit: every field's value in one custom message."""
-        self.comm_msg(comm_id, {"method": "custom", "content": {"kind": "submit", "attempt": attempt,
-                                                                "values": values}})
+        self.comm_msg(
+            comm_id, {"method": "custom", "content": {"kind": "submit", "attempt": attempt, "values": values}}
+        )
 
     def answer_question(self, text: str) -> None:
         """Wait for a question's form, type ``text`` into its one field and submit it (as a person would)."""
@@ -136,8 +143,11 @@ class Kernel:
         return dict(reply)
 
     def messages(self, msg_id: str, *kinds: str) -> list[dict[str, Any]]:
-        return [m for m in self.iopub if m["parent_header"].get("msg_id") == msg_id
-                and (not kinds or m["header"]["msg_type"] in kinds)]
+        return [
+            m
+            for m in self.iopub
+            if m["parent_header"].get("msg_id") == msg_id and (not kinds or m["header"]["msg_type"] in kinds)
+        ]
 
     def stream(self, msg_id: str) -> str:
         return "".join(m["content"]["text"] for m in self.messages(msg_id, "stream"))
@@ -158,6 +168,7 @@ class Kernel:
                 continue
             if display_id is not None:
                 by_display[display_id] = len(outputs)
-            outputs.append({"type": kind, **{k: content[k] for k in ("data", "metadata", "text", "ename")
-                                             if k in content}})
+            outputs.append(
+                {"type": kind, **{k: content[k] for k in ("data", "metadata", "text", "ename") if k in content}}
+            )
         return outputs

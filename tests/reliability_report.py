@@ -32,22 +32,32 @@ AREAS = ("Model faults", "Kernel faults", "Bad recordings", "Untrusted notebooks
 """The issue's sections, in its order; a note must name one."""
 
 COUNTED = {
-    "requests_retried": ("Requests retried",
-                         "counted from the requests the in-process HTTP transport served to the real anthropic client "
-                         "(the Anthropic backend retries with the SDK's rules)"),
-    "records_lost": ("Records lost",
-                     "each test asserts that every record it expects is there; a test that lost one would fail "
-                     "and be listed under Failed, so this sums the zeros of the tests that passed"),
-    "secrets_found": ("Planted secrets found",
-                      "a fake key and a secret-named variable's value, planted and searched for in the places "
-                      "counted below; a find fails its test, so this sums the zeros of the tests that passed"),
-    "notebooks_corrupted": ("Notebooks corrupted or overwritten",
-                            "each test that writes or runs a notebook asserts that it is valid, or byte-identical "
-                            "where nothing was to be written; as above, a sum of the passing tests' zeros"),
-    "places_searched": ("Places searched for the planted secrets",
-                        "store files, records, each view's text/plain, text/html and output metadata, every "
-                        "captured log line (the SDK's DEBUG lines in two tests), and the widget messages of one "
-                        "live view; steps through the real anthropic client over an in-process transport"),
+    "requests_retried": (
+        "Requests retried",
+        "counted from the requests the in-process HTTP transport served to the real anthropic client "
+        "(the Anthropic backend retries with the SDK's rules)",
+    ),
+    "records_lost": (
+        "Records lost",
+        "each test asserts that every record it expects is there; a test that lost one would fail "
+        "and be listed under Failed, so this sums the zeros of the tests that passed",
+    ),
+    "secrets_found": (
+        "Planted secrets found",
+        "a fake key and a secret-named variable's value, planted and searched for in the places "
+        "counted below; a find fails its test, so this sums the zeros of the tests that passed",
+    ),
+    "notebooks_corrupted": (
+        "Notebooks corrupted or overwritten",
+        "each test that writes or runs a notebook asserts that it is valid, or byte-identical "
+        "where nothing was to be written; as above, a sum of the passing tests' zeros",
+    ),
+    "places_searched": (
+        "Places searched for the planted secrets",
+        "store files, records, each view's text/plain, text/html and output metadata, every "
+        "captured log line (the SDK's DEBUG lines in two tests), and the widget messages of one "
+        "live view; steps through the real anthropic client over an in-process transport",
+    ),
 }
 """Figures that add up across notes: their headings in the report, and what the sum means."""
 
@@ -73,8 +83,16 @@ class ReliabilityNotes:
         self.examples = 0
         """Examples run so far, for a property-based test (it counts them itself: see `example`)."""
 
-    def note(self, area: str, tried: str, outcome: str, *, measured: dict[str, str] | None = None,
-             how: str = "", **counts: int) -> None:
+    def note(
+        self,
+        area: str,
+        tried: str,
+        outcome: str,
+        *,
+        measured: dict[str, str] | None = None,
+        how: str = "",
+        **counts: int,
+    ) -> None:
         """Record one fault or bad input this test tried, and the outcome it asserted.
 
         ``measured`` figures need ``how``: what ran (which model backend, which kernel or browser) and how the figure
@@ -181,8 +199,12 @@ class ReliabilityReport:
         for trial in self.passed:
             for name, value in trial.measured.items():
                 lines.append(f"| {_cell(name)} | {_cell(value)} | {_cell(trial.how)} |")
-        lines += ["", f"{len(self.passed)} faults and bad inputs tried, in {len({t.test for t in self.passed})} "
-                      f"tests; {len(self.failed)} failed, {len(self.skipped)} not run.", ""]
+        lines += [
+            "",
+            f"{len(self.passed)} faults and bad inputs tried, in {len({t.test for t in self.passed})} "
+            f"tests; {len(self.failed)} failed, {len(self.skipped)} not run.",
+            "",
+        ]
         for area in AREAS:
             trials = [t for t in self.passed if t.area == area]
             if not trials:

@@ -64,22 +64,41 @@ def use(id: str, name: str, *pieces: str, close: bool = True) -> Use:
 
 
 def message_start(input_tokens: int = 10, cache_creation: int = 0, cache_read: int = 0) -> Event:
-    return "message_start", {"type": "message_start", "message": {
-        "id": "msg_test", "type": "message", "role": "assistant", "model": "claude-opus-5-5", "content": [],
-        "stop_reason": None, "stop_sequence": None,
-        "usage": {"input_tokens": input_tokens, "output_tokens": 1, "cache_creation_input_tokens": cache_creation,
-                  "cache_read_input_tokens": cache_read}}}
+    return "message_start", {
+        "type": "message_start",
+        "message": {
+            "id": "msg_test",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-opus-5-5",
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": input_tokens,
+                "output_tokens": 1,
+                "cache_creation_input_tokens": cache_creation,
+                "cache_read_input_tokens": cache_read,
+            },
+        },
+    }
 
 
 def block_start(index: int, block: Text | Use) -> Event:
-    content: dict[str, Any] = ({"type": "text", "text": ""} if isinstance(block, Text)
-                               else {"type": "tool_use", "id": block.id, "name": block.name, "input": {}})
+    content: dict[str, Any] = (
+        {"type": "text", "text": ""}
+        if isinstance(block, Text)
+        else {"type": "tool_use", "id": block.id, "name": block.name, "input": {}}
+    )
     return "content_block_start", {"type": "content_block_start", "index": index, "content_block": content}
 
 
 def block_delta(index: int, block: Text | Use, piece: str) -> Event:
-    delta = ({"type": "text_delta", "text": piece} if isinstance(block, Text)
-             else {"type": "input_json_delta", "partial_json": piece})
+    delta = (
+        {"type": "text_delta", "text": piece}
+        if isinstance(block, Text)
+        else {"type": "input_json_delta", "partial_json": piece}
+    )
     return "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
 
 
@@ -88,16 +107,25 @@ def block_stop(index: int) -> Event:
 
 
 def message_delta(stop_reason: str | None, output_tokens: int = 5) -> Event:
-    return "message_delta", {"type": "message_delta",
-                             "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                             "usage": {"output_tokens": output_tokens}}
+    return "message_delta", {
+        "type": "message_delta",
+        "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+        "usage": {"output_tokens": output_tokens},
+    }
 
 
 MESSAGE_STOP: Event = ("message_stop", {"type": "message_stop"})
 
 
-def reply(*blocks: Text | Use, stop_reason: str = "end_turn", input_tokens: int = 10, output_tokens: int = 5,
-          cache_creation: int = 0, cache_read: int = 0, message_stop: bool = True) -> list[Event]:
+def reply(
+    *blocks: Text | Use,
+    stop_reason: str = "end_turn",
+    input_tokens: int = 10,
+    output_tokens: int = 5,
+    cache_creation: int = 0,
+    cache_read: int = 0,
+    message_stop: bool = True,
+) -> list[Event]:
     """The events of one streamed reply made of ``blocks``, in the order the API sends them (with a ping)."""
     events = [message_start(input_tokens, cache_creation, cache_read), ("ping", {"type": "ping"})]
     for i, block in enumerate(blocks):
@@ -118,17 +146,21 @@ def sse(events: list[Event]) -> bytes:
 async def _chunks(body: bytes, size: int = 37) -> AsyncIterator[bytes]:
     # Odd-sized chunks, so events and UTF-8 characters are split across reads as on a real connection.
     for i in range(0, len(body), size):
-        yield body[i:i + size]
+        yield body[i : i + size]
 
 
 def stream_response(events: list[Event]) -> httpx2.Response:
-    return httpx2.Response(200, headers={"content-type": "text/event-stream", "request-id": "req_test"},
-                           content=_chunks(sse(events)))
+    return httpx2.Response(
+        200, headers={"content-type": "text/event-stream", "request-id": "req_test"}, content=_chunks(sse(events))
+    )
 
 
 def error_response(status: int, kind: str, message: str) -> httpx2.Response:
-    return httpx2.Response(status, headers={"retry-after-ms": "1", "request-id": "req_error"},
-                           json={"type": "error", "error": {"type": kind, "message": message}})
+    return httpx2.Response(
+        status,
+        headers={"retry-after-ms": "1", "request-id": "req_error"},
+        json={"type": "error", "error": {"type": kind, "message": message}},
+    )
 
 
 # --- The fake API ---------------------------------------------------------------------------------------------------
@@ -149,9 +181,12 @@ class FakeAPI:
         return self.responses.pop(0)()
 
     def client(self, **kwargs: Any) -> anthropic.AsyncAnthropic:
-        return anthropic.AsyncAnthropic(api_key=KEY, base_url=BASE_URL,
-                                        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(self.handle)),
-                                        **kwargs)
+        return anthropic.AsyncAnthropic(
+            api_key=KEY,
+            base_url=BASE_URL,
+            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(self.handle)),
+            **kwargs,
+        )
 
     def bodies(self) -> list[dict[str, Any]]:
         return [json.loads(r.content) for r in self.requests]
@@ -170,8 +205,9 @@ def fail(status: int, kind: str, message: str) -> Responder:
     return lambda: error_response(status, kind, message)
 
 
-def request(*messages: Message, tools: tuple[ToolSpec, ...] = (), system: str = "You are terse.",
-            max_tokens: int = 1024) -> ModelRequest:
+def request(
+    *messages: Message, tools: tuple[ToolSpec, ...] = (), system: str = "You are terse.", max_tokens: int = 1024
+) -> ModelRequest:
     return ModelRequest(Claude.OPUS, system, messages or (user_text("Hello"),), tools, max_tokens)
 
 
@@ -179,8 +215,9 @@ async def collect(model: AnthropicModel, req: ModelRequest | None = None) -> lis
     return [e async for e in model.stream(req or request())]
 
 
-LOOK_UP = ToolSpec("look_up", "Look a thing up.", {"type": "object", "properties": {"text": {"type": "string"}},
-                                                   "required": ["text"]})
+LOOK_UP = ToolSpec(
+    "look_up", "Look a thing up.", {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+)
 REPORT = ToolSpec("report", "Report what you found.", {"type": "object", "properties": {"summary": {"type": "string"}}})
 
 # --- Streaming ------------------------------------------------------------------------------------------------------
@@ -198,8 +235,11 @@ async def test_tool_input_split_across_deltas_is_assembled() -> None:
     pieces = ("", '{"te', 'xt": "re', 'tries", "n', '": [1, 2]}')
     fake = api(reply(text("Let me look."), use("toolu_1", "look_up", *pieces), stop_reason="tool_use"))
     events = await collect(AnthropicModel(client=fake.client()), request(tools=(LOOK_UP,)))
-    assert events == [TextDelta("Let me look."), ToolCall("toolu_1", "look_up", {"text": "retries", "n": [1, 2]}),
-                      TurnEnd("tool_use", Usage(10, 5))]
+    assert events == [
+        TextDelta("Let me look."),
+        ToolCall("toolu_1", "look_up", {"text": "retries", "n": [1, 2]}),
+        TurnEnd("tool_use", Usage(10, 5)),
+    ]
 
 
 async def test_tool_call_without_input_deltas_has_empty_args() -> None:
@@ -209,9 +249,15 @@ async def test_tool_call_without_input_deltas_has_empty_args() -> None:
 
 
 async def test_several_tool_calls_in_one_reply() -> None:
-    fake = api(reply(text("Two lookups."), use("toolu_a", "look_up", '{"text": ', '"a"}'),
-                     use("toolu_b", "look_up", '{"text"', ': "b"}'), use("toolu_c", "report", '{"summary": "c"}'),
-                     stop_reason="tool_use"))
+    fake = api(
+        reply(
+            text("Two lookups."),
+            use("toolu_a", "look_up", '{"text": ', '"a"}'),
+            use("toolu_b", "look_up", '{"text"', ': "b"}'),
+            use("toolu_c", "report", '{"summary": "c"}'),
+            stop_reason="tool_use",
+        )
+    )
     events = await collect(AnthropicModel(client=fake.client()))
     assert [e for e in events if isinstance(e, ToolCall)] == [
         ToolCall("toolu_a", "look_up", {"text": "a"}),
@@ -222,9 +268,19 @@ async def test_several_tool_calls_in_one_reply() -> None:
 
 async def test_interleaved_tool_blocks_are_assembled_by_index() -> None:
     a, b = use("toolu_a", "look_up"), use("toolu_b", "look_up")
-    events = [message_start(), block_start(0, a), block_start(1, b),
-              block_delta(1, b, '{"text": '), block_delta(0, a, '{"text": '), block_delta(0, a, '"A"}'),
-              block_delta(1, b, '"B"}'), block_stop(1), block_stop(0), message_delta("tool_use"), MESSAGE_STOP]
+    events = [
+        message_start(),
+        block_start(0, a),
+        block_start(1, b),
+        block_delta(1, b, '{"text": '),
+        block_delta(0, a, '{"text": '),
+        block_delta(0, a, '"A"}'),
+        block_delta(1, b, '"B"}'),
+        block_stop(1),
+        block_stop(0),
+        message_delta("tool_use"),
+        MESSAGE_STOP,
+    ]
     out = await collect(AnthropicModel(client=api(events).client()))
     assert out[:2] == [ToolCall("toolu_b", "look_up", {"text": "B"}), ToolCall("toolu_a", "look_up", {"text": "A"})]
 
@@ -243,8 +299,13 @@ async def test_tool_use_stop_reason_after_tool_call() -> None:
 
 
 async def test_max_tokens_inside_open_tool_block_names_the_tool() -> None:
-    fake = api(reply(text("Writing it up."), use("toolu_1", "report", '{"summary": "the fi', close=False),
-                     stop_reason="max_tokens"))
+    fake = api(
+        reply(
+            text("Writing it up."),
+            use("toolu_1", "report", '{"summary": "the fi', close=False),
+            stop_reason="max_tokens",
+        )
+    )
     with pytest.raises(ModelOutputTruncatedError, match=r"max_tokens=1024.*'report'"):
         await collect(AnthropicModel(client=fake.client()))
 
@@ -258,13 +319,17 @@ async def test_max_tokens_with_incomplete_tool_json_at_block_stop_names_the_tool
 async def test_max_tokens_after_a_complete_tool_call_is_a_plain_stop() -> None:
     fake = api(reply(use("toolu_1", "look_up", '{"text": "x"}'), text("And then"), stop_reason="max_tokens"))
     events = await collect(AnthropicModel(client=fake.client()))
-    assert events == [ToolCall("toolu_1", "look_up", {"text": "x"}), TextDelta("And then"),
-                      TurnEnd("max_tokens", Usage(10, 5))]
+    assert events == [
+        ToolCall("toolu_1", "look_up", {"text": "x"}),
+        TextDelta("And then"),
+        TurnEnd("max_tokens", Usage(10, 5)),
+    ]
 
 
 async def test_invalid_tool_json_is_upstream_unexpected() -> None:
-    fake = api(reply(use("toolu_1", "look_up", '{"text": "x",, }'), use("toolu_2", "look_up", "{}"),
-                     stop_reason="tool_use"))
+    fake = api(
+        reply(use("toolu_1", "look_up", '{"text": "x",, }'), use("toolu_2", "look_up", "{}"), stop_reason="tool_use")
+    )
     with pytest.raises(UpstreamUnexpected, match="'look_up' could not be read: its input is not valid JSON") as e:
         await collect(AnthropicModel(client=fake.client()))
     assert not isinstance(e.value, ModelOutputTruncatedError)
@@ -289,8 +354,10 @@ async def test_tool_block_never_closed_without_max_tokens_is_upstream_unexpected
 
 
 async def test_error_event_mid_stream_raises_the_sdk_error() -> None:
-    events = [*reply(text("Hi"))[:4],
-              ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})]
+    events = [
+        *reply(text("Hi"))[:4],
+        ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+    ]
     with pytest.raises(anthropic.APIStatusError, match="Overloaded"):
         await collect(AnthropicModel(client=api(events).client()))
 
@@ -298,8 +365,10 @@ async def test_error_event_mid_stream_raises_the_sdk_error() -> None:
 async def test_usage_combines_message_start_and_message_delta() -> None:
     fake = api(reply(text("ok"), input_tokens=120, output_tokens=42, cache_creation=1000, cache_read=300))
     events = await collect(AnthropicModel(client=fake.client()))
-    assert events[-1] == TurnEnd("end_turn", Usage(input_tokens=120, output_tokens=42,
-                                                   cache_creation_input_tokens=1000, cache_read_input_tokens=300))
+    assert events[-1] == TurnEnd(
+        "end_turn",
+        Usage(input_tokens=120, output_tokens=42, cache_creation_input_tokens=1000, cache_read_input_tokens=300),
+    )
 
 
 # --- The request ----------------------------------------------------------------------------------------------------
@@ -321,14 +390,30 @@ async def test_request_body_has_whole_history_system_and_tools_with_cache_marks(
         "model": "claude-opus-5-5",
         "max_tokens": 777,
         "stream": True,
-        "messages": [*messages_to_json(history[:2]), {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "Nothing found.", "is_error": True,
-             "cache_control": {"type": "ephemeral"}}]}],
+        "messages": [
+            *messages_to_json(history[:2]),
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_1",
+                        "content": "Nothing found.",
+                        "is_error": True,
+                        "cache_control": {"type": "ephemeral"},
+                    }
+                ],
+            },
+        ],
         "system": [{"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}],
         "tools": [
             {"name": "look_up", "description": "Look a thing up.", "input_schema": LOOK_UP.input_schema},
-            {"name": "report", "description": "Report what you found.", "input_schema": REPORT.input_schema,
-             "cache_control": {"type": "ephemeral"}},
+            {
+                "name": "report",
+                "description": "Report what you found.",
+                "input_schema": REPORT.input_schema,
+                "cache_control": {"type": "ephemeral"},
+            },
         ],
     }
     assert body["messages"][2]["content"][0]["is_error"] is True
@@ -370,8 +455,7 @@ def test_constructor_checks_its_arguments() -> None:
 # --- Retries and errors ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("status", "kind"), [(429, "rate_limit_error"), (529, "overloaded_error"),
-                                              (500, "api_error")])
+@pytest.mark.parametrize(("status", "kind"), [(429, "rate_limit_error"), (529, "overloaded_error"), (500, "api_error")])
 async def test_retryable_status_is_retried_by_the_sdk(status: int, kind: str) -> None:
     fake = api(fail(status, kind, "Try again later."), reply(text("Made it.")))
     events = await collect(AnthropicModel(client=fake.client()))
@@ -427,11 +511,14 @@ async def _serve_once(body: bytes, seen: list[bytes]) -> tuple[asyncio.Server, i
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
-        length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                      if line.lower().startswith(b"content-length:"))
+        length = next(
+            int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")
+        )
         seen.append(head + await reader.readexactly(length))
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n"
-                     b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n"
+            b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+        )
         await writer.drain()
         writer.close()
 
@@ -457,8 +544,10 @@ def test_importing_the_backend_does_not_import_the_sdk() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, agl_notebook.models.anthropic as m; m.AnthropicModel(model='x').backend_id('x'); "
-            "print('anthropic' in sys.modules)")
+    code = (
+        "import sys, agl_notebook.models.anthropic as m; m.AnthropicModel(model='x').backend_id('x'); "
+        "print('anthropic' in sys.modules)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert done.stdout.strip() == "False"
 
@@ -497,8 +586,10 @@ async def test_run_step_end_to_end_over_the_sdk() -> None:
     researcher: Role[Answer] = Role(
         name="researcher",
         instructions="Look things up, then report.",
-        tools=[tool("look_up", "Look a thing up.", Query, look_up),
-               reporting_tool("report", "Report what you found.", Answer)],
+        tools=[
+            tool("look_up", "Look a thing up.", Query, look_up),
+            reporting_tool("report", "Report what you found.", Answer),
+        ],
         model=Claude.SONNET,
     )
     fake = api(
@@ -519,8 +610,13 @@ async def test_run_step_end_to_end_over_the_sdk() -> None:
         {"type": "tool_use", "id": "toolu_1", "name": "look_up", "input": {"text": "retries"}},
     ]
     assert second["messages"][2]["content"] == [
-        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "Found 3 notes on retries.",
-         "cache_control": {"type": "ephemeral"}}]
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_1",
+            "content": "Found 3 notes on retries.",
+            "cache_control": {"type": "ephemeral"},
+        }
+    ]
     # The history is sent whole each turn; the cache mark moves to the newest block.
     assert second["messages"][0]["content"] == [{"type": "text", "text": "What do we know about retries?"}]
     assert first["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
@@ -530,8 +626,11 @@ async def test_run_step_end_to_end_over_the_sdk() -> None:
 
 
 def asking_to_wait(status: int, headers: dict[str, str]) -> Responder:
-    return lambda: httpx2.Response(status, headers={"request-id": "req_wait", **headers},
-                                   json={"type": "error", "error": {"type": "rate_limit_error", "message": "Wait."}})
+    return lambda: httpx2.Response(
+        status,
+        headers={"request-id": "req_wait", **headers},
+        json={"type": "error", "error": {"type": "rate_limit_error", "message": "Wait."}},
+    )
 
 
 async def collect_in_a_step(model: AnthropicModel) -> tuple[list[ModelEvent], list[object]]:
@@ -546,11 +645,14 @@ async def collect_in_a_step(model: AnthropicModel) -> tuple[list[ModelEvent], li
         current_scope.reset(token)
 
 
-@pytest.mark.parametrize("headers", [{"retry-after": "86400"}, {"retry-after-ms": "86400000"},
-                                     {"retry-after": "Fri, 31 Dec 2100 23:59:59 GMT"}],
-                         ids=["seconds", "milliseconds", "a date"])
+@pytest.mark.parametrize(
+    "headers",
+    [{"retry-after": "86400"}, {"retry-after-ms": "86400000"}, {"retry-after": "Fri, 31 Dec 2100 23:59:59 GMT"}],
+    ids=["seconds", "milliseconds", "a date"],
+)
 async def test_a_long_retry_after_is_capped_at_60_seconds_and_said_live(
-        headers: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    headers: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from agl_notebook.events import ModelRetryWaiting, OutputTextDelta, StepFinished
     from agl_notebook.models import anthropic as backend
     from agl_notebook.notebook.render import StepTrace, render_html

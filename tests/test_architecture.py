@@ -57,8 +57,14 @@ def import_loops(package: str) -> list[list[str]]:
 def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
     """``lint-imports`` on the package under ``root``, with the contract of ``root``'s pyproject.toml."""
     command = Path(sys.executable).parent / "lint-imports"
-    return subprocess.run([str(command), "--no-cache"], cwd=root, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(root)})
+    return subprocess.run(
+        [str(command), "--no-cache"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
 
 
 def test_no_module_of_the_package_imports_itself_round_a_loop() -> None:

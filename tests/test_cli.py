@@ -25,7 +25,7 @@ from agl_notebook.notebook.terminal import ANSWERS_VARIABLE
 from agl_notebook.replay.modes import BLOCK_VARIABLE, ENV_VAR, NBVAL_VARIABLE
 from agl_notebook.replay.records import StepRecord
 
-SETUP = '''from dataclasses import dataclass
+SETUP = """from dataclasses import dataclass
 from agl_notebook import Role, Run, ScriptedModel, describe, reporting_tool
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class Answer:
     text: str = describe("The answer.")
 
 MODEL = ScriptedModel([{"calls": [{"name": "answer", "args": {"text": "forty-two"}}]}])
-role = Role(name="oracle", instructions="Answer.", tools=[reporting_tool("answer", "Give the answer.", Answer)])'''
+role = Role(name="oracle", instructions="Answer.", tools=[reporting_tool("answer", "Give the answer.", Answer)])"""
 
 nbformat: Any = _nbformat  # partly typed; its notebook builders are not
 v4: Any = _nbformat.v4
@@ -43,8 +43,14 @@ STEP = 'result = await run.step(role, "What is six times seven?")\nresult'
 
 def make_notebook(path: Path, *extra: str) -> Path:
     """A markdown cell, then the scripted role, a Run, one step, the model's call count, and ``extra`` cells."""
-    cells = [v4.new_markdown_cell("# The oracle"), v4.new_code_cell(SETUP), v4.new_code_cell("run = Run(model=MODEL)"),
-             v4.new_code_cell(STEP), v4.new_code_cell("print(MODEL.calls)"), *map(v4.new_code_cell, extra)]
+    cells = [
+        v4.new_markdown_cell("# The oracle"),
+        v4.new_code_cell(SETUP),
+        v4.new_code_cell("run = Run(model=MODEL)"),
+        v4.new_code_cell(STEP),
+        v4.new_code_cell("print(MODEL.calls)"),
+        *map(v4.new_code_cell, extra),
+    ]
     nbformat.write(v4.new_notebook(cells=cells), path)
     return path
 
@@ -55,8 +61,12 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def output_records(nb: dict[str, Any]) -> list[Any]:
-    return [o["metadata"][METADATA_KEY] for c in nb["cells"] for o in c.get("outputs", [])
-            if METADATA_KEY in o.get("metadata", {})]
+    return [
+        o["metadata"][METADATA_KEY]
+        for c in nb["cells"]
+        for o in c.get("outputs", [])
+        if METADATA_KEY in o.get("metadata", {})
+    ]
 
 
 def printed_calls(nb: dict[str, Any]) -> str:
@@ -88,7 +98,8 @@ def assert_settings_restored() -> None:
 
 
 def test_execute_leaves_records_in_output_metadata_and_consolidate_moves_them(
-        tmp_path: Path, clean_environment: None, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, clean_environment: None, capsys: pytest.CaptureFixture[str]
+) -> None:
     notebook = make_notebook(tmp_path / "oracle.ipynb")
 
     assert main(["execute", str(notebook)]) == 0
@@ -120,8 +131,9 @@ def test_execute_leaves_records_in_output_metadata_and_consolidate_moves_them(
     assert notebook.read_bytes() == before
 
 
-def test_execute_record_then_replay(tmp_path: Path, clean_environment: None,
-                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_execute_record_then_replay(
+    tmp_path: Path, clean_environment: None, capsys: pytest.CaptureFixture[str]
+) -> None:
     notebook = make_notebook(tmp_path / "oracle.ipynb")
 
     assert main(["execute", str(notebook), "--record"]) == 0
@@ -147,7 +159,8 @@ def test_execute_record_then_replay(tmp_path: Path, clean_environment: None,
 
 
 def test_a_failing_cell_gives_exit_code_1_and_writes_nothing(
-        tmp_path: Path, clean_environment: None, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, clean_environment: None, capsys: pytest.CaptureFixture[str]
+) -> None:
     notebook = make_notebook(tmp_path / "oracle.ipynb", "1 / 0", "print('never')")
     before = notebook.read_bytes()
 
@@ -166,10 +179,22 @@ def test_a_failing_cell_gives_exit_code_1_and_writes_nothing(
 
 
 # Every command, NB standing for the notebook's path.
-COMMANDS = [["execute", "NB"], ["consolidate", "NB"], ["list", "NB"], ["list", "NB", "--json"],
-            ["explain", "NB", "2"], ["clear", "NB", "--all"], ["gc", "NB"]]
-WRITING_COMMANDS = [["consolidate", "NB"], ["execute", "NB", "--record"], ["clear", "NB", "--all"],
-                    ["clear", "NB", "--all", "--dry-run"], ["gc", "NB", "--unknown-too"]]
+COMMANDS = [
+    ["execute", "NB"],
+    ["consolidate", "NB"],
+    ["list", "NB"],
+    ["list", "NB", "--json"],
+    ["explain", "NB", "2"],
+    ["clear", "NB", "--all"],
+    ["gc", "NB"],
+]
+WRITING_COMMANDS = [
+    ["consolidate", "NB"],
+    ["execute", "NB", "--record"],
+    ["clear", "NB", "--all"],
+    ["clear", "NB", "--all", "--dry-run"],
+    ["gc", "NB", "--unknown-too"],
+]
 
 
 def argv(command: list[str], path: Path) -> list[str]:
@@ -185,13 +210,17 @@ def test_a_missing_file(tmp_path: Path, command: list[str], capsys: pytest.Captu
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
-@pytest.mark.parametrize(("content", "message"), [
-    ("[1, 2, 3]\n", "not a notebook (no 'cells' list"),
-    ("just some text\n", "not a notebook: invalid JSON at line 1, column 1"),
-    ('{"cells": "no"}', "not a notebook (no 'cells' list"),
-])
-def test_a_file_that_is_not_a_notebook(tmp_path: Path, command: list[str], content: str, message: str,
-                                       capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("[1, 2, 3]\n", "not a notebook (no 'cells' list"),
+        ("just some text\n", "not a notebook: invalid JSON at line 1, column 1"),
+        ('{"cells": "no"}', "not a notebook (no 'cells' list"),
+    ],
+)
+def test_a_file_that_is_not_a_notebook(
+    tmp_path: Path, command: list[str], content: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "notes.ipynb"
     path.write_text(content, encoding="utf-8")
     assert main(argv(command, path)) == 2
@@ -207,21 +236,26 @@ def test_a_folder_is_not_a_notebook(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 def notebook_with_blocks(path: Path, metadata_block: Any, output_block: Any) -> Path:
     """A notebook (never executed) with the given records block in its metadata and in one output."""
-    cell = v4.new_code_cell("1", outputs=[v4.new_output("display_data", data={"text/plain": "step"},
-                                                       metadata={METADATA_KEY: output_block})])
+    cell = v4.new_code_cell(
+        "1", outputs=[v4.new_output("display_data", data={"text/plain": "step"}, metadata={METADATA_KEY: output_block})]
+    )
     nb = v4.new_notebook(cells=[cell], metadata={METADATA_KEY: metadata_block})
     nbformat.write(nb, path)
     return path
 
 
-@pytest.mark.parametrize(("block", "message"), [
-    ({"version": 99, "records": []}, "reads version 1, found 99"),
-    ({"version": 1, "records": "lost"}, "records: expected a list"),
-    (["not", "a", "block"], "expected an object with 'version' and 'records'"),
-])
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        ({"version": 99, "records": []}, "reads version 1, found 99"),
+        ({"version": 1, "records": "lost"}, "records: expected a list"),
+        (["not", "a", "block"], "expected an object with 'version' and 'records'"),
+    ],
+)
 @pytest.mark.parametrize("command", [*WRITING_COMMANDS, ["list", "NB"], ["explain", "NB", "1"]], ids=" ".join)
-def test_a_corrupt_records_block_is_never_overwritten(tmp_path: Path, block: Any, message: str, command: list[str],
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_corrupt_records_block_is_never_overwritten(
+    tmp_path: Path, block: Any, message: str, command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     path = notebook_with_blocks(tmp_path / "broken.ipynb", block, {"version": 1, "records": []})
     before = path.read_bytes()
 
@@ -235,8 +269,9 @@ def test_a_corrupt_records_block_is_never_overwritten(tmp_path: Path, block: Any
     assert [p.name for p in tmp_path.iterdir()] == ["broken.ipynb"]
 
 
-def test_consolidate_keeps_an_unreadable_output_block_where_it_is(tmp_path: Path,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_consolidate_keeps_an_unreadable_output_block_where_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = notebook_with_blocks(tmp_path / "old.ipynb", {"version": 1, "records": []}, {"version": 7})
     before = path.read_bytes()
 
@@ -271,12 +306,14 @@ def test_the_installed_script() -> None:
 
 
 def test_execute_never_overwrites_a_notebook_saved_while_it_ran(tmp_path: Path) -> None:
-    notebook = make_notebook(tmp_path / "oracle.ipynb",
-                             "import json, pathlib\n"
-                             "p = pathlib.Path('oracle.ipynb')\n"
-                             "nb = json.loads(p.read_text())\n"
-                             "nb['metadata']['edited'] = 'by a person'\n"
-                             "p.write_text(json.dumps(nb))")
+    notebook = make_notebook(
+        tmp_path / "oracle.ipynb",
+        "import json, pathlib\n"
+        "p = pathlib.Path('oracle.ipynb')\n"
+        "nb = json.loads(p.read_text())\n"
+        "nb['metadata']['edited'] = 'by a person'\n"
+        "p.write_text(json.dumps(nb))",
+    )
     assert main(["execute", str(notebook)]) == 1
     assert load(notebook)["metadata"]["edited"] == "by a person"
 
@@ -286,15 +323,26 @@ def test_execute_never_overwrites_a_notebook_saved_while_it_ran(tmp_path: Path) 
 NOW = datetime.datetime.now(datetime.UTC)
 
 
-def record_json(n: int, *, cell_id: str | None = None, days_ago: float | None = 3.0,
-                usage: Usage | None = None) -> dict[str, Any]:
+def record_json(
+    n: int, *, cell_id: str | None = None, days_ago: float | None = 3.0, usage: Usage | None = None
+) -> dict[str, Any]:
     """A readable step record, number ``n`` (its id is made from n)."""
-    recorded_at = (NOW - datetime.timedelta(days=days_ago)).isoformat(timespec="seconds") if days_ago is not None \
-        else ""
-    record = StepRecord(id=hashlib.sha256(str(n).encode()).hexdigest()[:32], parts={"role": "x", "input": str(n)},
-                        occurrence=0, role="oracle", backend="scripted:0123456789abcdef", input=f"question {n}",
-                        result={"text": f"answer {n}"}, transcript=(), usage=usage or Usage(30, 12), cell_id=cell_id,
-                        recorded_at=recorded_at)
+    recorded_at = (
+        (NOW - datetime.timedelta(days=days_ago)).isoformat(timespec="seconds") if days_ago is not None else ""
+    )
+    record = StepRecord(
+        id=hashlib.sha256(str(n).encode()).hexdigest()[:32],
+        parts={"role": "x", "input": str(n)},
+        occurrence=0,
+        role="oracle",
+        backend="scripted:0123456789abcdef",
+        input=f"question {n}",
+        result={"text": f"answer {n}"},
+        transcript=(),
+        usage=usage or Usage(30, 12),
+        cell_id=cell_id,
+        recorded_at=recorded_at,
+    )
     data = record.to_json()
     data["transcript"] = [{"role": "user", "content": f"question {n}"}]
     return data
@@ -310,11 +358,22 @@ UNREADABLE = {"kind": "step", "format": 9, "id": "from-a-newer-version"}
 def notebook_with_records(path: Path, metadata: list[Any], in_output: list[Any]) -> Path:
     """Cells: 1 markdown ``intro``; 2 code ``setup``; 3 code ``ask``, whose output keeps ``in_output``; 4 an emptied
     code cell ``emptied``; 5 a markdown cell ``was-code``. The notebook metadata keeps ``metadata``."""
-    cells = [v4.new_markdown_cell("# Recordings"), v4.new_code_cell("run = Run(model=MODEL)"),
-             v4.new_code_cell(STEP, outputs=[
-                 v4.new_output("display_data", data={"text/plain": "the step"},
-                               metadata={METADATA_KEY: {"version": 1, "records": in_output}})]),
-             v4.new_code_cell(""), v4.new_markdown_cell("was code once")]
+    cells = [
+        v4.new_markdown_cell("# Recordings"),
+        v4.new_code_cell("run = Run(model=MODEL)"),
+        v4.new_code_cell(
+            STEP,
+            outputs=[
+                v4.new_output(
+                    "display_data",
+                    data={"text/plain": "the step"},
+                    metadata={METADATA_KEY: {"version": 1, "records": in_output}},
+                )
+            ],
+        ),
+        v4.new_code_cell(""),
+        v4.new_markdown_cell("was code once"),
+    ]
     for cell, cell_id in zip(cells, ["intro", "setup", "ask", "emptied", "was-code"], strict=True):
         cell["id"] = cell_id
     nbformat.write(v4.new_notebook(cells=cells, metadata={METADATA_KEY: {"version": 1, "records": metadata}}), path)
@@ -323,14 +382,18 @@ def notebook_with_records(path: Path, metadata: list[Any], in_output: list[Any])
 
 def rules_notebook(path: Path) -> Path:
     """One recording per case of the "used" rule (numbers 1 to 6), and a record this version cannot read."""
-    return notebook_with_records(path, [
-        record_json(1, cell_id="ask"),                              # used: its cell is there
-        record_json(2, cell_id="deleted", days_ago=40),              # unused: its cell is gone
-        record_json(3, cell_id="emptied", days_ago=1 / 24),          # unused: its cell has no code
-        record_json(4, cell_id="was-code", days_ago=400),            # unused: its cell is markdown now
-        record_json(5, days_ago=None),                               # unknown: no cell id
-        UNREADABLE,
-    ], [record_json(6)])                                             # used: kept in cell 3's output
+    return notebook_with_records(
+        path,
+        [
+            record_json(1, cell_id="ask"),  # used: its cell is there
+            record_json(2, cell_id="deleted", days_ago=40),  # unused: its cell is gone
+            record_json(3, cell_id="emptied", days_ago=1 / 24),  # unused: its cell has no code
+            record_json(4, cell_id="was-code", days_ago=400),  # unused: its cell is markdown now
+            record_json(5, days_ago=None),  # unknown: no cell id
+            UNREADABLE,
+        ],
+        [record_json(6)],
+    )  # used: kept in cell 3's output
 
 
 def listed(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
@@ -343,8 +406,9 @@ def statuses(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, str]:
     return {r["id"]: r["status"] for r in listed(path, capsys)["recordings"]}
 
 
-def test_list_shows_each_recording_and_whether_a_cell_uses_it(tmp_path: Path,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_list_shows_each_recording_and_whether_a_cell_uses_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = rules_notebook(tmp_path / "rules.ipynb")
     before = path.read_bytes()
 
@@ -356,8 +420,19 @@ def test_list_shows_each_recording_and_whether_a_cell_uses_it(tmp_path: Path,
     assert lines[1].split() == ["ID", "ROLE", "BACKEND", "TOKENS", "AGE", "KEPT", "USED"]
     rows = {line.split()[0]: line for line in lines[2:8]}
     assert set(rows) == {record_id(n)[:12] for n in range(1, 7)}
-    assert rows[record_id(1)[:12]].split() == [record_id(1)[:12], "oracle", "scripted:0123456789abcdef", "42", "3",
-                                               "days", "ago", "metadata", "used", "(cell", "3)"]
+    assert rows[record_id(1)[:12]].split() == [
+        record_id(1)[:12],
+        "oracle",
+        "scripted:0123456789abcdef",
+        "42",
+        "3",
+        "days",
+        "ago",
+        "metadata",
+        "used",
+        "(cell",
+        "3)",
+    ]
     assert rows[record_id(2)[:12]].endswith("5 weeks ago  metadata  unused (cell deleted)")
     assert rows[record_id(3)[:12]].endswith("1 hour ago   metadata  unused (cell empty)")
     assert rows[record_id(4)[:12]].endswith("1 year ago   metadata  unused (not code)")
@@ -374,29 +449,45 @@ def test_list_shows_each_recording_and_whether_a_cell_uses_it(tmp_path: Path,
     by_id = {r["id"]: r for r in data["recordings"]}
     first = by_id[record_id(1)]
     assert first | {"recorded_at": None} == {
-        "id": record_id(1), "short_id": record_id(1)[:12], "role": "oracle", "backend": "scripted:0123456789abcdef",
-        "input_tokens": 30, "output_tokens": 12, "tokens": 42, "recorded_at": None, "age": "3 days ago",
-        "kept": ["metadata"], "output_cells": [], "cell_id": "ask", "cell": 3, "occurrence": 0, "status": "used",
-        "reason": "recorded in cell 3 (id ask)"}
+        "id": record_id(1),
+        "short_id": record_id(1)[:12],
+        "role": "oracle",
+        "backend": "scripted:0123456789abcdef",
+        "input_tokens": 30,
+        "output_tokens": 12,
+        "tokens": 42,
+        "recorded_at": None,
+        "age": "3 days ago",
+        "kept": ["metadata"],
+        "output_cells": [],
+        "cell_id": "ask",
+        "cell": 3,
+        "occurrence": 0,
+        "status": "used",
+        "reason": "recorded in cell 3 (id ask)",
+    }
     assert by_id[record_id(5)]["recorded_at"] is None and by_id[record_id(5)]["age"] == "unknown"
     assert by_id[record_id(6)]["kept"] == ["output"] and by_id[record_id(6)]["output_cells"] == [3]
     assert by_id[record_id(2)]["reason"] == "its cell (id deleted) is no longer in the notebook"
 
 
-def test_used_when_kept_in_a_cells_output_even_if_it_names_another_cell(tmp_path: Path,
-                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_used_when_kept_in_a_cells_output_even_if_it_names_another_cell(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # A cell copied in JupyterLab gets a new id but keeps its outputs: the copy displays the step, so it uses it.
-    path = notebook_with_records(tmp_path / "copied.ipynb", [record_json(1, cell_id="deleted")],
-                                 [record_json(1, cell_id="deleted")])
+    path = notebook_with_records(
+        tmp_path / "copied.ipynb", [record_json(1, cell_id="deleted")], [record_json(1, cell_id="deleted")]
+    )
     (recording,) = listed(path, capsys)["recordings"]
     assert (recording["status"], recording["kept"], recording["cell"]) == ("used", ["metadata", "output"], 3)
 
 
 def test_without_cell_ids_or_code_cells(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # nbformat 4.4: no cell carries an id, so a record naming its cell cannot be judged.
-    old = v4.new_notebook(cells=[v4.new_code_cell("print(1)")],
-                          metadata={METADATA_KEY: {"version": 1, "records": [record_json(1, cell_id="abc"),
-                                                                             record_json(2)]}})
+    old = v4.new_notebook(
+        cells=[v4.new_code_cell("print(1)")],
+        metadata={METADATA_KEY: {"version": 1, "records": [record_json(1, cell_id="abc"), record_json(2)]}},
+    )
     old.nbformat_minor = 4
     del old.cells[0]["id"]
     path = tmp_path / "old.ipynb"
@@ -404,8 +495,10 @@ def test_without_cell_ids_or_code_cells(tmp_path: Path, capsys: pytest.CaptureFi
     assert statuses(path, capsys) == {record_id(1): "unknown", record_id(2): "unknown"}
 
     # No code cell could run a step at all: every recording is unused.
-    prose = v4.new_notebook(cells=[v4.new_markdown_cell("Only prose now."), v4.new_code_cell("  \n")],
-                            metadata={METADATA_KEY: {"version": 1, "records": [record_json(2)]}})
+    prose = v4.new_notebook(
+        cells=[v4.new_markdown_cell("Only prose now."), v4.new_code_cell("  \n")],
+        metadata={METADATA_KEY: {"version": 1, "records": [record_json(2)]}},
+    )
     path = tmp_path / "prose.ipynb"
     nbformat.write(prose, path)
     assert statuses(path, capsys) == {record_id(2): "unused"}
@@ -472,14 +565,18 @@ def test_clear_given_recordings_everywhere_they_are_kept(tmp_path: Path, capsys:
     assert "".join(nb["cells"][2]["outputs"][0]["data"]["text/plain"]) == "the step"  # the output itself is kept
 
 
-@pytest.mark.parametrize(("ids", "message"), [
-    ([], "give the ids of the recordings to remove"),
-    (["--all", "abcdef12"], "or --all, not both"),
-    (["abc"], "'abc' is too short to name a recording"),
-    (["ffffffffff"], "no recording has an id starting with 'ffffffffff'"),
-])
-def test_clear_refuses_what_names_no_single_recording(tmp_path: Path, ids: list[str], message: str,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("ids", "message"),
+    [
+        ([], "give the ids of the recordings to remove"),
+        (["--all", "abcdef12"], "or --all, not both"),
+        (["abc"], "'abc' is too short to name a recording"),
+        (["ffffffffff"], "no recording has an id starting with 'ffffffffff'"),
+    ],
+)
+def test_clear_refuses_what_names_no_single_recording(
+    tmp_path: Path, ids: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = rules_notebook(tmp_path / "rules.ipynb")
     before = path.read_bytes()
     assert main(["clear", str(path), *ids]) == 2
@@ -501,19 +598,23 @@ def test_clear_refuses_an_ambiguous_prefix(tmp_path: Path, capsys: pytest.Captur
     assert path.read_bytes() == before
 
 
-def test_clear_all_takes_every_recording_even_unreadable_ones(tmp_path: Path,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_clear_all_takes_every_recording_even_unreadable_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = rules_notebook(tmp_path / "rules.ipynb")
     nb = load(path)
-    nb["cells"][1]["outputs"] = [{"output_type": "display_data", "data": {"text/plain": "old"},
-                                  "metadata": {METADATA_KEY: {"version": 7}}}]
+    nb["cells"][1]["outputs"] = [
+        {"output_type": "display_data", "data": {"text/plain": "old"}, "metadata": {METADATA_KEY: {"version": 7}}}
+    ]
     path.write_text(json.dumps(nb), encoding="utf-8")
 
     assert main(["clear", str(path), "--all"]) == 0
 
     out = capsys.readouterr().out
-    assert ("removed 6 recordings (5 from the notebook metadata, 1 from outputs' metadata) and 2 this version "
-            "cannot read; 0 left in") in out
+    assert (
+        "removed 6 recordings (5 from the notebook metadata, 1 from outputs' metadata) and 2 this version "
+        "cannot read; 0 left in"
+    ) in out
     nb = load(path)
     assert METADATA_KEY not in nb["metadata"]
     assert output_records(nb) == []
@@ -528,9 +629,11 @@ def test_clear_all_takes_every_recording_even_unreadable_ones(tmp_path: Path,
 
 def test_500_recordings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """list, gc and clear on a notebook with 500 recordings: correct, and quick (timed, printed, not asserted)."""
-    metadata = ([record_json(n, cell_id="ask") for n in range(200)]
-                + [record_json(n, cell_id=f"gone-{n}") for n in range(200, 350)]
-                + [record_json(n) for n in range(350, 450)])
+    metadata = (
+        [record_json(n, cell_id="ask") for n in range(200)]
+        + [record_json(n, cell_id=f"gone-{n}") for n in range(200, 350)]
+        + [record_json(n) for n in range(350, 450)]
+    )
     path = notebook_with_records(tmp_path / "big.ipynb", metadata, [record_json(n) for n in range(450, 500)])
     assert path.stat().st_size > 200_000
     timings: dict[str, float] = {}
@@ -565,10 +668,21 @@ def test_500_recordings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     print("timings (s):", {name: round(seconds, 3) for name, seconds in timings.items()})
 
 
-@pytest.mark.parametrize(("days", "expected"), [
-    (0, "just now"), (2 / 1440, "2 minutes ago"), (1 / 24, "1 hour ago"), (1, "1 day ago"), (3, "3 days ago"),
-    (15, "2 weeks ago"), (59, "8 weeks ago"), (75, "2 months ago"), (800, "2 years ago"), (-1, "in the future"),
-])
+@pytest.mark.parametrize(
+    ("days", "expected"),
+    [
+        (0, "just now"),
+        (2 / 1440, "2 minutes ago"),
+        (1 / 24, "1 hour ago"),
+        (1, "1 day ago"),
+        (3, "3 days ago"),
+        (15, "2 weeks ago"),
+        (59, "8 weeks ago"),
+        (75, "2 months ago"),
+        (800, "2 years ago"),
+        (-1, "in the future"),
+    ],
+)
 def test_age(days: float, expected: str) -> None:
     now = datetime.datetime(2025, 6, 1, 12, tzinfo=datetime.UTC)
     assert age((now - datetime.timedelta(days=days)).isoformat(), now) == expected
@@ -591,8 +705,9 @@ class _Terminal(io.StringIO):
 
 
 def test_progress_is_one_updating_bar_on_a_terminal() -> None:
-    nb = v4.new_notebook(cells=[v4.new_markdown_cell("x"), *(v4.new_code_cell(f"{n}") for n in range(4)),
-                                v4.new_code_cell("")])
+    nb = v4.new_notebook(
+        cells=[v4.new_markdown_cell("x"), *(v4.new_code_cell(f"{n}") for n in range(4)), v4.new_code_cell("")]
+    )
     stream = _Terminal()
     progress = _Progress(nb, stream)
     for index in range(1, 5):
@@ -627,21 +742,27 @@ def test_explain_reports_a_miss_in_an_earlier_cell(capsys: pytest.CaptureFixture
     assert _explain_failure(4, 2, miss, {"nearest": "0123456789abcdef", "differing": ["input"]}) == 1
     assert capsys.readouterr().out.splitlines() == [
         "cell 3, before cell 5, would not replay: No recording matches this step of role 'oracle'.",
-        "nearest recording: 0123456789ab; differs in: input", "cell 5 was not reached."]
+        "nearest recording: 0123456789ab; differs in: input",
+        "cell 5 was not reached.",
+    ]
     blocked = _CellError("ModelCallBlockedError", "A step of role 'oracle' would call a model.")
     assert _explain_failure(4, 4, blocked, {}) == 1
     assert capsys.readouterr().out == "cell 5 would call a model: A step of role 'oracle' would call a model.\n"
 
 
-@pytest.mark.parametrize(("cell", "message"), [
-    ("1", "cell 1 is a markdown cell, not a code cell"),
-    ("7", "no cell '7': give a cell number from 1 to 6, or a cell id"),
-    ("0", "no cell '0'"),
-    ("nope", "no cell 'nope'"),
-    ("6", "cell 6 is not executed headlessly"),
-])
-def test_explain_refuses_a_cell_without_a_step(tmp_path: Path, cell: str, message: str,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("cell", "message"),
+    [
+        ("1", "cell 1 is a markdown cell, not a code cell"),
+        ("7", "no cell '7': give a cell number from 1 to 6, or a cell id"),
+        ("0", "no cell '0'"),
+        ("nope", "no cell 'nope'"),
+        ("6", "cell 6 is not executed headlessly"),
+    ],
+)
+def test_explain_refuses_a_cell_without_a_step(
+    tmp_path: Path, cell: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = make_notebook(tmp_path / "oracle.ipynb", "   ")
     before = path.read_bytes()
     assert main(["explain", str(path), cell]) == 2
@@ -660,8 +781,9 @@ def test_explain_help_says_what_it_runs(capsys: pytest.CaptureFixture[str]) -> N
 # Explain with a kernel ---------------------------------------------------------------------------------------------
 
 
-def test_explain_says_what_replays_and_why_a_step_would_not(tmp_path: Path, clean_environment: None,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_explain_says_what_replays_and_why_a_step_would_not(
+    tmp_path: Path, clean_environment: None, capsys: pytest.CaptureFixture[str]
+) -> None:
     notebook = make_notebook(tmp_path / "oracle.ipynb")
     assert main(["execute", str(notebook), "--record"]) == 0
     (recorded,) = load(notebook)["metadata"][METADATA_KEY]["records"]
@@ -673,8 +795,10 @@ def test_explain_says_what_replays_and_why_a_step_would_not(tmp_path: Path, clea
     assert main(["explain", str(notebook), "4"]) == 0
 
     captured = capsys.readouterr()
-    assert captured.out == (f"cell 4: a step of role 'oracle' (scripted:{recorded['backend'].split(':')[1]}) "
-                            f"replays from recording {recorded['id'][:12]}.\n")
+    assert captured.out == (
+        f"cell 4: a step of role 'oracle' (scripted:{recorded['backend'].split(':')[1]}) "
+        f"replays from recording {recorded['id'][:12]}.\n"
+    )
     assert "[3/3] cell 4 ... ok" in captured.err  # cells 1 to 4 only
     assert notebook.read_bytes() == before
     assert_settings_restored()
@@ -688,8 +812,9 @@ def test_explain_says_what_replays_and_why_a_step_would_not(tmp_path: Path, clea
     assert main(["explain", str(notebook), nb["cells"][3]["id"]]) == 1
 
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("cell 4 would not replay: No recording matches this step of role 'oracle' in the "
-                             "notebook oracle.ipynb.")
+    assert out[0].startswith(
+        "cell 4 would not replay: No recording matches this step of role 'oracle' in the notebook oracle.ipynb."
+    )
     assert "differs in: input." in out[0]
     assert out[1] == f"nearest recording: {recorded['id'][:12]}; differs in: input"
     assert notebook.read_bytes() == before
@@ -717,14 +842,19 @@ def assert_inert(text: str) -> None:
     assert bad == [], f"raw control characters printed: {bad!r} in {text!r}"
 
 
-def test_records_holding_terminal_escapes_are_printed_inert(tmp_path: Path,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    records = [hostile_record(n, role, backend, cell_id="deleted" if n % 2 else None)
-               for n, (role, backend) in enumerate(zip(HOSTILE, reversed(HOSTILE), strict=True), start=1)]
+def test_records_holding_terminal_escapes_are_printed_inert(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    records = [
+        hostile_record(n, role, backend, cell_id="deleted" if n % 2 else None)
+        for n, (role, backend) in enumerate(zip(HOSTILE, reversed(HOSTILE), strict=True), start=1)
+    ]
     path = notebook_with_records(tmp_path / "hostile.ipynb", records, [hostile_record(9, RETITLE, CLEAR_SCREEN)])
 
-    for command in (["list", str(path)], ["gc", str(path), "--unknown-too", "--dry-run"],
-                    ["clear", str(path), "--all", "--dry-run"], ["clear", str(path), record_id(1)]):
+    for command in (
+        ["list", str(path)],
+        ["gc", str(path), "--unknown-too", "--dry-run"],
+        ["clear", str(path), "--all", "--dry-run"],
+        ["clear", str(path), record_id(1)],
+    ):
         assert main(command) == 0, command
         captured = capsys.readouterr()
         assert_inert(captured.out + captured.err)
@@ -736,8 +866,7 @@ def test_records_holding_terminal_escapes_are_printed_inert(tmp_path: Path,
     assert {r["role"] for r in json.loads(out)["recordings"]} == set(HOSTILE)
 
 
-def test_a_notebook_file_name_and_errors_are_printed_inert(tmp_path: Path,
-                                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_notebook_file_name_and_errors_are_printed_inert(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / f"x{CLEAR_SCREEN}.ipynb"
     path.write_text("{not json")
     assert main(["list", str(path)]) == 2
@@ -749,12 +878,26 @@ def test_a_notebook_file_name_and_errors_are_printed_inert(tmp_path: Path,
 def test_explain_prints_what_the_kernel_sent_inert(capsys: pytest.CaptureFixture[str]) -> None:
     from agl_notebook.cli import _explain_success
 
-    assert _explain_failure(4, 4, _CellError("ReplayMissError", f"role {RETITLE!s} missed{CLEAR_SCREEN}"),
-                            {"nearest": f"0123{RETITLE}", "differing": [CLEAR_SCREEN]}) == 1
+    assert (
+        _explain_failure(
+            4,
+            4,
+            _CellError("ReplayMissError", f"role {RETITLE!s} missed{CLEAR_SCREEN}"),
+            {"nearest": f"0123{RETITLE}", "differing": [CLEAR_SCREEN]},
+        )
+        == 1
+    )
     assert _explain_failure(4, 4, _CellError("ModelCallBlockedError", RETITLE), {}) == 1
-    cell = v4.new_code_cell(STEP, outputs=[v4.new_output(
-        "display_data", data={"text/plain": "the step"},
-        metadata={METADATA_KEY: {"version": 1, "records": [hostile_record(1, RETITLE, CLEAR_SCREEN)]}})])
+    cell = v4.new_code_cell(
+        STEP,
+        outputs=[
+            v4.new_output(
+                "display_data",
+                data={"text/plain": "the step"},
+                metadata={METADATA_KEY: {"version": 1, "records": [hostile_record(1, RETITLE, CLEAR_SCREEN)]}},
+            )
+        ],
+    )
     assert _explain_success(4, cell, {record_id(1)}) == 0
     assert _explain_success(4, cell, set()) == 0
     captured = capsys.readouterr()
@@ -768,14 +911,17 @@ def test_explain_prints_what_the_kernel_sent_inert(capsys: pytest.CaptureFixture
 def question_notebook(path: Path) -> Path:
     from tests.browser.notebooks import SETUP as PLANNER_SETUP
 
-    cells = [v4.new_code_cell(PLANNER_SETUP),
-             v4.new_code_cell('run = Run(model=MODEL)\nprint(await run.step(planner, "Plan a meeting"))')]
+    cells = [
+        v4.new_code_cell(PLANNER_SETUP),
+        v4.new_code_cell('run = Run(model=MODEL)\nprint(await run.step(planner, "Plan a meeting"))'),
+    ]
     nbformat.write(v4.new_notebook(cells=cells), path)
     return path
 
 
-def test_execute_answers_live_questions(tmp_path: Path, clean_environment: None,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_execute_answers_live_questions(
+    tmp_path: Path, clean_environment: None, capsys: pytest.CaptureFixture[str]
+) -> None:
     notebook = question_notebook(tmp_path / "planner.ipynb")
     before = notebook.read_bytes()
 
@@ -794,20 +940,25 @@ def test_execute_answers_live_questions(tmp_path: Path, clean_environment: None,
     assert record["records"][0]["questions"][0]["answer"] == "Tuesday"
 
 
-@pytest.mark.parametrize(("answers", "message"), [
-    ('"Tuesday"', "expected a JSON list of answers, not a JSON string"),
-    ("{}", "not a JSON object"),
-    ("[Tuesday]", "expected a JSON list of answers: Expecting value at column 2"),
-])
-def test_execute_refuses_answers_that_are_not_a_json_list(tmp_path: Path, answers: str, message: str,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("answers", "message"),
+    [
+        ('"Tuesday"', "expected a JSON list of answers, not a JSON string"),
+        ("{}", "not a JSON object"),
+        ("[Tuesday]", "expected a JSON list of answers: Expecting value at column 2"),
+    ],
+)
+def test_execute_refuses_answers_that_are_not_a_json_list(
+    tmp_path: Path, answers: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     notebook = question_notebook(tmp_path / "planner.ipynb")
     assert main(["execute", str(notebook), "--answers", answers]) == 2
     assert message in capsys.readouterr().err
 
 
 def test_plain_execute_runs_a_notebook_whose_block_is_corrupt_and_writes_the_block_back_as_it_was(
-        tmp_path: Path, clean_environment: None, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, clean_environment: None, capsys: pytest.CaptureFixture[str]
+) -> None:
     notebook = make_notebook(tmp_path / "oracle.ipynb")
     nb = load(notebook)
     nb["metadata"][METADATA_KEY] = {"version": 99, "records": ["from a newer release"]}

@@ -35,8 +35,11 @@ from agl_notebook.replay import MemoryStore, ReplayMissError
 from agl_notebook.transcript import Message, ToolResultBlock, ToolUseBlock
 
 AGENT = {"name": "assistant", "instructions": "Use the available tools to answer questions."}
-WEATHER = {"name": "get_weather", "description": "Get current weather for a city",
-           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
+WEATHER = {
+    "name": "get_weather",
+    "description": "Get current weather for a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
 CALCULATE = {"name": "calculate", "description": "Evaluate a math expression", "parameters": {"type": "object"}}
 
 
@@ -94,10 +97,26 @@ def always_calls(name: str = "search") -> ScriptedModel:
 
 
 def test_the_module_exports_the_seed_names() -> None:
-    for name in ("stream", "run", "Runner", "ToolResult", "ToolExecutionContext", "ToolHandler", "ToolHandlers",
-                 "DEFAULT_MAX_TOOL_ROUNDTRIPS", "DSML_TOOL_CALL_OPEN", "DSML_TOOL_CALL_CLOSE", "ClientToolRequested",
-                 "ClientToolExecuting", "ClientToolResult", "ClientToolRoundtrip", "OutputTextDelta", "RunTruncated",
-                 "MarkupError", "RunResult"):
+    for name in (
+        "stream",
+        "run",
+        "Runner",
+        "ToolResult",
+        "ToolExecutionContext",
+        "ToolHandler",
+        "ToolHandlers",
+        "DEFAULT_MAX_TOOL_ROUNDTRIPS",
+        "DSML_TOOL_CALL_OPEN",
+        "DSML_TOOL_CALL_CLOSE",
+        "ClientToolRequested",
+        "ClientToolExecuting",
+        "ClientToolResult",
+        "ClientToolRoundtrip",
+        "OutputTextDelta",
+        "RunTruncated",
+        "MarkupError",
+        "RunResult",
+    ):
         assert name in ct.__all__ and hasattr(ct, name), name
     assert DEFAULT_MAX_TOOL_ROUNDTRIPS == 25
     assert DSML_TOOL_CALL_OPEN == "<｜DSML｜tool_call>" and DSML_TOOL_CALL_CLOSE == "</｜DSML｜tool_call>"
@@ -113,28 +132,47 @@ def test_the_module_exports_the_seed_names() -> None:
 
 
 async def test_stream_yields_the_seeds_event_types_with_their_fields() -> None:
-    model = ScriptedModel([
-        {"text": "Let me check.", "calls": [call("get_weather", city="Sydney"), call("calculate", a=15, b=23)]},
-        "It is 22 degrees in Sydney, and 15 * 23 = 345.",
-    ])
-    events = [e async for e in stream(AGENT, "What is the weather in Sydney, and what is 15 * 23?",
-                                      tool_handlers=HANDLERS, client_tools=[WEATHER, CALCULATE], model=model)]
+    model = ScriptedModel(
+        [
+            {"text": "Let me check.", "calls": [call("get_weather", city="Sydney"), call("calculate", a=15, b=23)]},
+            "It is 22 degrees in Sydney, and 15 * 23 = 345.",
+        ]
+    )
+    events = [
+        e
+        async for e in stream(
+            AGENT,
+            "What is the weather in Sydney, and what is 15 * 23?",
+            tool_handlers=HANDLERS,
+            client_tools=[WEATHER, CALCULATE],
+            model=model,
+        )
+    ]
     assert types(events) == [
-        "response.output_text.delta", "response.output_text.delta", "response.output_text.delta",
-        "client.tool.requested", "client.tool.executing", "client.tool.result",
-        "client.tool.requested", "client.tool.executing", "client.tool.result",
+        "response.output_text.delta",
+        "response.output_text.delta",
+        "response.output_text.delta",
+        "client.tool.requested",
+        "client.tool.executing",
+        "client.tool.result",
+        "client.tool.requested",
+        "client.tool.executing",
+        "client.tool.result",
         "client.tool.roundtrip",
         *["response.output_text.delta"] * 12,
     ]
     requested = [e for e in events if isinstance(e, ClientToolRequested)]
     assert [(e.name, e.args, e.id) for e in requested] == [
-        ("get_weather", {"city": "Sydney"}, "toolu_00_0"), ("calculate", {"a": 15, "b": 23}, "toolu_00_1")]
+        ("get_weather", {"city": "Sydney"}, "toolu_00_0"),
+        ("calculate", {"a": 15, "b": 23}, "toolu_00_1"),
+    ]
     executing = [e for e in events if isinstance(e, ClientToolExecuting)]
     assert [(e.name, e.id) for e in executing] == [("get_weather", "toolu_00_0"), ("calculate", "toolu_00_1")]
     results = [e for e in events if isinstance(e, ClientToolResult)]
     assert [(e.name, e.result, e.is_error, e.id) for e in results] == [
         ("get_weather", '{"city": "Sydney", "temp": 22}', False, "toolu_00_0"),
-        ("calculate", "345", False, "toolu_00_1")]
+        ("calculate", "345", False, "toolu_00_1"),
+    ]
     (roundtrip,) = [e for e in events if isinstance(e, ClientToolRoundtrip)]
     assert (roundtrip.turn, roundtrip.max_turns) == (1, 25)
     text = "".join(e.delta for e in events if isinstance(e, OutputTextDelta))
@@ -143,10 +181,15 @@ async def test_stream_yields_the_seeds_event_types_with_their_fields() -> None:
 
 async def test_run_returns_the_events_the_text_and_the_transcript() -> None:
     script = [{"calls": [call("get_weather", city="Oslo")]}, "Cold."]
-    result = await run(AGENT, "Weather in Oslo?", tool_handlers=HANDLERS, client_tools=[WEATHER],
-                       model=ScriptedModel(script))
-    streamed = [e async for e in stream(AGENT, "Weather in Oslo?", tool_handlers=HANDLERS, client_tools=[WEATHER],
-                                        model=ScriptedModel(script))]
+    result = await run(
+        AGENT, "Weather in Oslo?", tool_handlers=HANDLERS, client_tools=[WEATHER], model=ScriptedModel(script)
+    )
+    streamed = [
+        e
+        async for e in stream(
+            AGENT, "Weather in Oslo?", tool_handlers=HANDLERS, client_tools=[WEATHER], model=ScriptedModel(script)
+        )
+    ]
     assert list(result.events) == streamed
     assert result.text == "Cold." and result.truncated is False and result.requests == 2 and not result.replayed
     assert [m.role for m in result.transcript] == ["user", "assistant", "user", "assistant"]
@@ -170,7 +213,8 @@ async def test_the_model_is_sent_the_instructions_the_tools_as_input_schemas_and
     first, second = model.requests
     assert first.system == AGENT["instructions"]
     assert [(t.name, t.description, t.input_schema) for t in first.tools] == [
-        (WEATHER["name"], WEATHER["description"], WEATHER["parameters"])]
+        (WEATHER["name"], WEATHER["description"], WEATHER["parameters"])
+    ]
     assert first.messages[-1].text == "Rome?"
     # The assistant turn is kept, and its result goes back as a tool_result with the call's id.
     assert second.messages[1].content == (ToolUseBlock("toolu_00_0", "get_weather", {"city": "Rome"}),)
@@ -178,12 +222,21 @@ async def test_the_model_is_sent_the_instructions_the_tools_as_input_schemas_and
 
 
 async def test_the_loop_repeats_until_the_model_stops_calling_tools() -> None:
-    model = ScriptedModel([{"calls": [call("calculate", a=1, b=2)]}, {"calls": [call("calculate", a=3, b=4)]},
-                           {"calls": [call("calculate", a=5, b=6)]}, "Done."])
+    model = ScriptedModel(
+        [
+            {"calls": [call("calculate", a=1, b=2)]},
+            {"calls": [call("calculate", a=3, b=4)]},
+            {"calls": [call("calculate", a=5, b=6)]},
+            "Done.",
+        ]
+    )
     result = await run(AGENT, "Go", tool_handlers=HANDLERS, client_tools=[CALCULATE], model=model)
     assert model.calls == 4 and result.requests == 4
     assert [(e.turn, e.max_turns) for e in result.events if isinstance(e, ClientToolRoundtrip)] == [
-        (1, 25), (2, 25), (3, 25)]
+        (1, 25),
+        (2, 25),
+        (3, 25),
+    ]
     assert [e.result for e in result.events if isinstance(e, ClientToolResult)] == ["2", "12", "30"]
     assert result.text == "Done." and not result.truncated
 
@@ -197,16 +250,27 @@ async def test_n_round_trips_means_exactly_n_plus_one_requests_then_truncation(l
         return ToolResult("result")
 
     model = always_calls()
-    events = [e async for e in stream(AGENT, "Search forever", tool_handlers={"search": search}, model=model,
-                                      client_tools=[{"name": "search", "description": "Search",
-                                                     "parameters": {"type": "object"}}],
-                                      max_tool_roundtrips=limit)]
+    events = [
+        e
+        async for e in stream(
+            AGENT,
+            "Search forever",
+            tool_handlers={"search": search},
+            model=model,
+            client_tools=[{"name": "search", "description": "Search", "parameters": {"type": "object"}}],
+            max_tool_roundtrips=limit,
+        )
+    ]
     assert model.calls == limit + 1
     assert len(ran) == limit  # the calls of the last reply are not run
     assert [e.turn for e in events if isinstance(e, ClientToolRoundtrip)] == list(range(1, limit + 1))
     (truncated,) = [e for e in events if isinstance(e, RunTruncated)]
     assert (truncated.type, truncated.turn, truncated.max_turns, truncated.unanswered) == (
-        "run.truncated", limit, limit, ("search",))
+        "run.truncated",
+        limit,
+        limit,
+        ("search",),
+    )
     assert events[-1] is truncated
     last = [e for e in events if isinstance(e, ClientToolResult)][-1]
     assert last.is_error and f"limit of {limit} tool round trips" in last.result
@@ -214,8 +278,14 @@ async def test_n_round_trips_means_exactly_n_plus_one_requests_then_truncation(l
 
 async def test_at_truncation_no_tool_call_is_left_without_a_result() -> None:
     model = ScriptedModel(lambda request: {"calls": [call("search", q="a"), call("search", q="b")]})
-    result = await run(AGENT, "Go", tool_handlers={"search": lambda a, c: _ok()}, model=model, max_tool_roundtrips=2,
-                       client_tools=[{"name": "search", "description": "Search", "parameters": {"type": "object"}}])
+    result = await run(
+        AGENT,
+        "Go",
+        tool_handlers={"search": lambda a, c: _ok()},
+        model=model,
+        max_tool_roundtrips=2,
+        client_tools=[{"name": "search", "description": "Search", "parameters": {"type": "object"}}],
+    )
     assert result.truncated and result.requests == 3
     assert result.transcript[-1].role == "user"
     assert unanswered(result.transcript) == []
@@ -228,16 +298,22 @@ async def _ok() -> ToolResult:
 
 async def test_the_default_limit_is_25_round_trips_so_26_requests() -> None:
     model = always_calls()
-    result = await run(AGENT, "Go", tool_handlers={"search": lambda a, c: _ok()}, model=model,
-                       client_tools=[{"name": "search", "description": "Search", "parameters": {"type": "object"}}])
+    result = await run(
+        AGENT,
+        "Go",
+        tool_handlers={"search": lambda a, c: _ok()},
+        model=model,
+        client_tools=[{"name": "search", "description": "Search", "parameters": {"type": "object"}}],
+    )
     assert model.calls == 26 and result.truncated
     assert sum(1 for e in result.events if isinstance(e, ClientToolRoundtrip)) == 25
 
 
 async def test_stopping_within_the_limit_is_not_truncated() -> None:
     model = ScriptedModel([{"calls": [call("calculate", a=1, b=1)]}, {"calls": [call("calculate", a=1, b=1)]}, "ok"])
-    result = await run(AGENT, "Go", tool_handlers=HANDLERS, client_tools=[CALCULATE], model=model,
-                       max_tool_roundtrips=2)
+    result = await run(
+        AGENT, "Go", tool_handlers=HANDLERS, client_tools=[CALCULATE], model=model, max_tool_roundtrips=2
+    )
     assert model.calls == 3 and not result.truncated
     assert not any(isinstance(e, RunTruncated) for e in result.events)
 
@@ -253,8 +329,13 @@ async def test_a_handler_gets_the_arguments_and_the_call_id_and_its_result_goes_
         return ToolResult("no such order", is_error=True)
 
     model = ScriptedModel([{"calls": [{"name": "lookup", "args": {"id": 7}, "id": "call_1"}]}, "Sorry."])
-    result = await run(AGENT, "Order 7?", tool_handlers={"lookup": lookup}, model=model,
-                       client_tools=[{"name": "lookup", "description": "Look up", "parameters": {"type": "object"}}])
+    result = await run(
+        AGENT,
+        "Order 7?",
+        tool_handlers={"lookup": lookup},
+        model=model,
+        client_tools=[{"name": "lookup", "description": "Look up", "parameters": {"type": "object"}}],
+    )
     assert seen == [({"id": 7}, "call_1")]
     (res,) = [e for e in result.events if isinstance(e, ClientToolResult)]
     assert (res.result, res.is_error, res.tool_call_id) == ("no such order", True, "call_1")
@@ -266,8 +347,10 @@ async def test_a_lambda_returning_a_coroutine_is_a_handler() -> None:
         return ToolResult(f"searched {args['q']}")
 
     result = await Runner().run(
-        {"name": "tool-heavy-agent", "instructions": "Use tools to gather information."}, "Do a task that needs tools",
-        max_tool_roundtrips=5, model=ScriptedModel([{"calls": [call("search", q="x")]}, "done"]),
+        {"name": "tool-heavy-agent", "instructions": "Use tools to gather information."},
+        "Do a task that needs tools",
+        max_tool_roundtrips=5,
+        model=ScriptedModel([{"calls": [call("search", q="x")]}, "done"]),
         tool_handlers={"search": lambda args, ctx: search_handler(args)},
         client_tools=[{"name": "search", "description": "Search", "parameters": {"type": "object"}}],
     )
@@ -310,19 +393,21 @@ def raises_when_called(args: dict[str, Any], ctx: ToolExecutionContext) -> Any:
     raise KeyError("city")
 
 
-@pytest.mark.parametrize(("handler", "expected"), [
-    (raises, "ValueError: the city is not known"),
-    (raises_blank, "Boom"),
-    (returns_str, "TypeError: the handler of tool 'get_weather' returned str; it must return ToolResult("),
-    (returns_role_result, "TypeError: the handler of tool 'get_weather' returned ToolResult; it must return"),
-    (returns_bad_content, "TypeError: the handler of tool 'get_weather' returned ToolResult content of type int"),
-    (sync_handler, "TypeError: the handler of tool 'get_weather' returned ToolResult, not an awaitable"),
-    (raises_when_called, "KeyError: 'city'"),
-])
+@pytest.mark.parametrize(
+    ("handler", "expected"),
+    [
+        (raises, "ValueError: the city is not known"),
+        (raises_blank, "Boom"),
+        (returns_str, "TypeError: the handler of tool 'get_weather' returned str; it must return ToolResult("),
+        (returns_role_result, "TypeError: the handler of tool 'get_weather' returned ToolResult; it must return"),
+        (returns_bad_content, "TypeError: the handler of tool 'get_weather' returned ToolResult content of type int"),
+        (sync_handler, "TypeError: the handler of tool 'get_weather' returned ToolResult, not an awaitable"),
+        (raises_when_called, "KeyError: 'city'"),
+    ],
+)
 async def test_a_failing_handler_becomes_an_error_result_and_the_run_goes_on(handler: Any, expected: str) -> None:
     model = ScriptedModel([{"calls": [call("get_weather", city="Atlantis")]}, "I could not find it."])
-    result = await run(AGENT, "Atlantis?", tool_handlers={"get_weather": handler}, client_tools=[WEATHER],
-                       model=model)
+    result = await run(AGENT, "Atlantis?", tool_handlers={"get_weather": handler}, client_tools=[WEATHER], model=model)
     (res,) = [e for e in result.events if isinstance(e, ClientToolResult)]
     assert res.is_error and res.result.startswith(expected) and res.result.strip()
     assert model.calls == 2 and result.text == "I could not find it."
@@ -348,8 +433,15 @@ async def test_cancelling_a_run_is_not_turned_into_an_error_result() -> None:
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 
-    task = asyncio.create_task(run(AGENT, "Go", tool_handlers={"get_weather": forever}, client_tools=[WEATHER],
-                                   model=ScriptedModel([{"calls": [call("get_weather")]}, "ok"])))
+    task = asyncio.create_task(
+        run(
+            AGENT,
+            "Go",
+            tool_handlers={"get_weather": forever},
+            client_tools=[WEATHER],
+            model=ScriptedModel([{"calls": [call("get_weather")]}, "ok"]),
+        )
+    )
     await started.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -367,12 +459,15 @@ async def test_a_tool_not_offered_gets_the_guard_result_and_its_handler_never_ru
         return ToolResult("leaked")
 
     model = ScriptedModel([{"calls": [call("delete_everything"), call("get_weather", city="Paris")]}, "ok"])
-    result = await run(AGENT, "Go", tool_handlers={**HANDLERS, "delete_everything": secret}, client_tools=[WEATHER],
-                       model=model)
+    result = await run(
+        AGENT, "Go", tool_handlers={**HANDLERS, "delete_everything": secret}, client_tools=[WEATHER], model=model
+    )
     assert ran == []
     results = [(e.name, e.result, e.is_error) for e in result.events if isinstance(e, ClientToolResult)]
-    assert results == [("delete_everything", "Tool not offered this turn: delete_everything", True),
-                       ("get_weather", '{"city": "Paris", "temp": 22}', False)]
+    assert results == [
+        ("delete_everything", "Tool not offered this turn: delete_everything", True),
+        ("get_weather", '{"city": "Paris", "temp": 22}', False),
+    ]
     assert "client.tool.executing" in types(result.events)  # the offered one ran
     assert [e.name for e in result.events if isinstance(e, ClientToolExecuting)] == ["get_weather"]
 
@@ -397,8 +492,9 @@ async def test_the_guard_holds_with_no_tools_listed(client_tools: Any) -> None:
 
 async def test_a_listed_tool_without_a_handler_gets_an_error_result() -> None:
     model = ScriptedModel([{"calls": [call("calculate", a=1, b=2)]}, "ok"])
-    result = await run(AGENT, "Go", tool_handlers={"get_weather": get_weather}, client_tools=[WEATHER, CALCULATE],
-                       model=model)
+    result = await run(
+        AGENT, "Go", tool_handlers={"get_weather": get_weather}, client_tools=[WEATHER, CALCULATE], model=model
+    )
     (res,) = [e for e in result.events if isinstance(e, ClientToolResult)]
     assert res.is_error and res.result.startswith("No handler for tool calculate:")
     assert [t.name for t in model.requests[0].tools] == ["get_weather", "calculate"]
@@ -413,8 +509,9 @@ async def test_the_guard_applies_to_calls_written_as_text_too() -> None:
         return ToolResult("ran")
 
     text = DSML_TOOL_CALL_OPEN + '{"name": "rm", "arguments": {}}' + DSML_TOOL_CALL_CLOSE
-    result = await run(AGENT, "Go", tool_handlers={"rm": handler}, client_tools=[WEATHER],
-                       model=ScriptedModel([text, "ok"]))
+    result = await run(
+        AGENT, "Go", tool_handlers={"rm": handler}, client_tools=[WEATHER], model=ScriptedModel([text, "ok"])
+    )
     assert ran == []
     assert [e.result for e in result.events if isinstance(e, ClientToolResult)] == ["Tool not offered this turn: rm"]
 
@@ -423,17 +520,33 @@ async def test_the_guard_applies_to_calls_written_as_text_too() -> None:
 
 
 async def test_markup_in_streamed_text_surfaces_as_ordinary_tool_call_events() -> None:
-    reply = ("Checking. " + DSML_TOOL_CALL_OPEN + '{"name": "get_weather", "arguments": "{\\"city\\": \\"Sydney\\"}"}'
-             + DSML_TOOL_CALL_CLOSE + DSML_TOOL_CALL_OPEN + "{oops" + DSML_TOOL_CALL_CLOSE + " And "
-             + DSML_TOOL_CALL_OPEN + '{"name": "calculate", "args": {"a": 15, "b": 23}}' + DSML_TOOL_CALL_CLOSE)
+    reply = (
+        "Checking. "
+        + DSML_TOOL_CALL_OPEN
+        + '{"name": "get_weather", "arguments": "{\\"city\\": \\"Sydney\\"}"}'
+        + DSML_TOOL_CALL_CLOSE
+        + DSML_TOOL_CALL_OPEN
+        + "{oops"
+        + DSML_TOOL_CALL_CLOSE
+        + " And "
+        + DSML_TOOL_CALL_OPEN
+        + '{"name": "calculate", "args": {"a": 15, "b": 23}}'
+        + DSML_TOOL_CALL_CLOSE
+    )
     model = ScriptedModel([reply, "Sunny, and 345."])
-    events = [e async for e in stream(AGENT, "Weather and 15*23?", tool_handlers=HANDLERS,
-                                      client_tools=[WEATHER, CALCULATE], model=model)]
+    events = [
+        e
+        async for e in stream(
+            AGENT, "Weather and 15*23?", tool_handlers=HANDLERS, client_tools=[WEATHER, CALCULATE], model=model
+        )
+    ]
     text = "".join(e.delta for e in events if isinstance(e, OutputTextDelta))
     assert text == "Checking.  And Sunny, and 345."
     assert "DSML" not in text and "{" not in text
     assert [(e.name, e.args, e.id) for e in events if isinstance(e, ClientToolRequested)] == [
-        ("get_weather", {"city": "Sydney"}, "markup_00_0"), ("calculate", {"a": 15, "b": 23}, "markup_00_1")]
+        ("get_weather", {"city": "Sydney"}, "markup_00_0"),
+        ("calculate", {"a": 15, "b": 23}, "markup_00_1"),
+    ]
     assert [e.result for e in events if isinstance(e, ClientToolResult)] == ['{"city": "Sydney", "temp": 22}', "345"]
     assert types(events).count("markup.error") == 1
     assert unanswered(model.requests[1].messages) == []
@@ -441,8 +554,9 @@ async def test_markup_in_streamed_text_surfaces_as_ordinary_tool_call_events() -
 
 async def test_the_final_text_never_holds_markup_though_the_transcript_keeps_what_the_model_wrote() -> None:
     broken = DSML_TOOL_CALL_OPEN + '{"name": "get_weather", "arguments": {' + DSML_TOOL_CALL_CLOSE
-    result = await run(AGENT, "Hi", tool_handlers=HANDLERS, client_tools=[WEATHER],
-                       model=ScriptedModel(["Hello " + broken + "there."]))
+    result = await run(
+        AGENT, "Hi", tool_handlers=HANDLERS, client_tools=[WEATHER], model=ScriptedModel(["Hello " + broken + "there."])
+    )
     assert result.text == "Hello there."
     assert result.transcript[-1].text == "Hello " + broken + "there."
     (error,) = [e for e in result.events if e.type == "markup.error"]
@@ -463,10 +577,15 @@ async def test_a_handler_can_wait_for_a_person() -> None:
     waiting = asyncio.Event()
 
     async def consume() -> None:
-        async for e in stream({"name": "clarifier", "instructions": "Ask the user for clarification when needed."},
-                              "Help me plan a trip", tool_handlers={"ask_user": ask_user}, model=model,
-                              client_tools=[{"name": "ask_user", "description": "Ask the user a question",
-                                             "parameters": {"type": "object"}}]):
+        async for e in stream(
+            {"name": "clarifier", "instructions": "Ask the user for clarification when needed."},
+            "Help me plan a trip",
+            tool_handlers={"ask_user": ask_user},
+            model=model,
+            client_tools=[
+                {"name": "ask_user", "description": "Ask the user a question", "parameters": {"type": "object"}}
+            ],
+        ):
             events.append(e)
             if e.type == "client.tool.executing":
                 waiting.set()
@@ -500,8 +619,13 @@ async def test_questions_through_the_runs_terminal_are_recorded_and_replayed_wit
 
     first = await live.run(AGENT, "Plan a trip", tool_handlers={"ask_user": ask_user}, client_tools=tools)
     assert calls == ["asked"] and not first.replayed
-    assert types(first.events)[:5] == ["client.tool.requested", "client.tool.executing", "question.asked",
-                                       "question.answered", "client.tool.result"]
+    assert types(first.events)[:5] == [
+        "client.tool.requested",
+        "client.tool.executing",
+        "question.asked",
+        "question.answered",
+        "client.tool.result",
+    ]
 
     replay = runner_with(None, "replay")
     again = await replay.run(AGENT, "Plan a trip", tool_handlers={"ask_user": ask_user}, client_tools=tools)
@@ -521,18 +645,34 @@ async def test_a_run_is_recorded_and_replays_with_no_model_and_no_handler() -> N
         ran.append(str(ctx.tool_call_id))
         raise RuntimeError("flaky")
 
-    text = (DSML_TOOL_CALL_OPEN + '{"name": "get_weather", "arguments": {"city": "Bern"}}' + DSML_TOOL_CALL_CLOSE
-            + " and " + DSML_TOOL_CALL_OPEN + "{broken" + DSML_TOOL_CALL_CLOSE)
+    text = (
+        DSML_TOOL_CALL_OPEN
+        + '{"name": "get_weather", "arguments": {"city": "Bern"}}'
+        + DSML_TOOL_CALL_CLOSE
+        + " and "
+        + DSML_TOOL_CALL_OPEN
+        + "{broken"
+        + DSML_TOOL_CALL_CLOSE
+    )
     script = [{"text": text, "calls": [call("calculate", a=2, b=3)]}, "Done."]
     live_model = ScriptedModel(script)
-    live = await Runner(run=Run(store=store)).run(AGENT, "Go", tool_handlers={**HANDLERS, "get_weather": counted},
-                                                  client_tools=[WEATHER, CALCULATE], model=live_model)
+    live = await Runner(run=Run(store=store)).run(
+        AGENT,
+        "Go",
+        tool_handlers={**HANDLERS, "get_weather": counted},
+        client_tools=[WEATHER, CALCULATE],
+        model=live_model,
+    )
     assert len(store.records()) == 1 and ran == ["markup_00_0"]
 
     replay_model = ScriptedModel(script)
     again = await Runner(run=Run(store=store, mode="replay")).run(
-        AGENT, "Go", tool_handlers={**HANDLERS, "get_weather": counted}, client_tools=[WEATHER, CALCULATE],
-        model=replay_model)
+        AGENT,
+        "Go",
+        tool_handlers={**HANDLERS, "get_weather": counted},
+        client_tools=[WEATHER, CALCULATE],
+        model=replay_model,
+    )
     assert replay_model.calls == 0 and ran == ["markup_00_0"]
     assert again.replayed and merged(again.events) == merged(live.events) and again.transcript == live.transcript
     assert types(again.events).count("markup.error") == 1  # the dropped span is in the transcript, dropped again
@@ -541,16 +681,24 @@ async def test_a_run_is_recorded_and_replays_with_no_model_and_no_handler() -> N
     # Anything the model sees changing is a miss, never a stale answer.
     with pytest.raises(ReplayMissError, match="tools"):
         await Runner(run=Run(store=store, mode="replay")).run(
-            AGENT, "Go", tool_handlers=HANDLERS, client_tools=[WEATHER], model=ScriptedModel(script))
+            AGENT, "Go", tool_handlers=HANDLERS, client_tools=[WEATHER], model=ScriptedModel(script)
+        )
 
 
 async def test_a_truncated_run_replays_truncated() -> None:
     store = MemoryStore()
     tools = [{"name": "search", "description": "Search", "parameters": {"type": "object"}}]
-    live = await Runner(run=Run(store=store)).run(AGENT, "Go", tool_handlers={"search": lambda a, c: _ok()},
-                                                  client_tools=tools, model=always_calls(), max_tool_roundtrips=1)
+    live = await Runner(run=Run(store=store)).run(
+        AGENT,
+        "Go",
+        tool_handlers={"search": lambda a, c: _ok()},
+        client_tools=tools,
+        model=always_calls(),
+        max_tool_roundtrips=1,
+    )
     again = await Runner(run=Run(store=store, mode="replay")).run(
-        AGENT, "Go", tool_handlers={}, client_tools=tools, model=always_calls(), max_tool_roundtrips=1)
+        AGENT, "Go", tool_handlers={}, client_tools=tools, model=always_calls(), max_tool_roundtrips=1
+    )
     assert live.truncated and again.truncated and merged(again.events) == merged(live.events)
 
 
@@ -584,8 +732,13 @@ async def test_the_runs_view_draws_the_run_like_a_step() -> None:
     (view,) = views
     assert view.role == "assistant"
     # step.started comes first: it is told before the step's first await, so views take their places in start order.
-    assert view.calls == ["step.started", "begin replaying=False", *types(result.events), "step.finished",
-                          "finish recorded=True"]
+    assert view.calls == [
+        "step.started",
+        "begin replaying=False",
+        *types(result.events),
+        "step.finished",
+        "finish recorded=True",
+    ]
 
 
 # Streams: errors, early exits, concurrency -------------------------------------------------------------------------
@@ -595,8 +748,13 @@ async def test_an_error_that_stops_the_run_comes_out_of_the_stream() -> None:
     events: list[Event] = []
 
     async def consume() -> None:
-        async for e in stream(AGENT, "Go", tool_handlers=HANDLERS, client_tools=[CALCULATE],
-                              model=ScriptedModel([{"calls": [call("calculate", a=1, b=2)]}])):
+        async for e in stream(
+            AGENT,
+            "Go",
+            tool_handlers=HANDLERS,
+            client_tools=[CALCULATE],
+            model=ScriptedModel([{"calls": [call("calculate", a=1, b=2)]}]),
+        ):
             events.append(e)
 
     with pytest.raises(ScriptExhaustedError):
@@ -639,8 +797,9 @@ async def test_concurrent_runs_on_one_runner_keep_their_events_apart() -> None:
 
     runner = Runner(model=ScriptedModel(model_for))
     tools = [{"name": "echo", "description": "Echo", "parameters": {"type": "object"}}]
-    results = await asyncio.gather(*(runner.run(AGENT, w, tool_handlers={"echo": echo}, client_tools=tools)
-                                     for w in ("alpha", "beta", "gamma")))
+    results = await asyncio.gather(
+        *(runner.run(AGENT, w, tool_handlers={"echo": echo}, client_tools=tools) for w in ("alpha", "beta", "gamma"))
+    )
     for word, result in zip(("alpha", "beta", "gamma"), results, strict=True):
         assert [e.result for e in result.events if isinstance(e, ClientToolResult)] == [word]
         assert result.text == f"{word} done"
@@ -655,9 +814,12 @@ async def test_a_role_step_started_by_a_handler_does_not_leak_into_the_stream() 
         return ToolResult(shared.outcomes[-1].text)
 
     runner = Runner(model=ScriptedModel([{"calls": [call("delegate")]}, "outer text"]), run=shared)
-    result = await runner.run(AGENT, "Go", tool_handlers={"delegate": delegate},
-                              client_tools=[{"name": "delegate", "description": "Delegate",
-                                             "parameters": {"type": "object"}}])
+    result = await runner.run(
+        AGENT,
+        "Go",
+        tool_handlers={"delegate": delegate},
+        client_tools=[{"name": "delegate", "description": "Delegate", "parameters": {"type": "object"}}],
+    )
     text = "".join(e.delta for e in result.events if isinstance(e, OutputTextDelta))
     assert text == "outer text"
     assert [e.result for e in result.events if isinstance(e, ClientToolResult)] == ["inner text"]
@@ -675,12 +837,15 @@ async def test_without_a_model_the_anthropic_backend_runs_the_default_model(monk
         await run(AGENT, "Hi")
 
 
-@pytest.mark.parametrize(("agent", "message"), [
-    ("assistant", "No agent dict"),
-    ({"name": "a"}, "needs non-empty 'instructions'"),
-    ({"name": " ", "instructions": "x"}, "non-empty 'name'"),
-    ({"name": "a", "instructions": "x", "model": "m"}, "unknown keys ['model']"),
-])
+@pytest.mark.parametrize(
+    ("agent", "message"),
+    [
+        ("assistant", "No agent dict"),
+        ({"name": "a"}, "needs non-empty 'instructions'"),
+        ({"name": " ", "instructions": "x"}, "non-empty 'name'"),
+        ({"name": "a", "instructions": "x", "model": "m"}, "unknown keys ['model']"),
+    ],
+)
 def test_the_agent_is_checked(agent: Any, message: str) -> None:
     with pytest.raises(InputError, match="agent"):
         stream(agent, "Hi", model=ScriptedModel(["x"]))
@@ -689,21 +854,23 @@ def test_the_agent_is_checked(agent: Any, message: str) -> None:
             stream(agent, "Hi", model=ScriptedModel(["x"]))
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    ({"client_tools": [{"name": "has space", "parameters": {"type": "object"}}]}, "client_tools\\[0\\]: the name"),
-    ({"client_tools": [{"name": "f", "params": {}}]}, "unknown keys \\['params'\\]"),
-    ({"client_tools": [{"name": "f", "parameters": {"type": "string"}}]}, "JSON Schema of an object"),
-    ({"client_tools": [{"name": "f", "parameters": {"type": "object", "x": {1, 2}}}]}, "must be JSON"),
-    ({"client_tools": [{"name": "f"}, {"name": "f"}]}, "two client tools are named 'f'"),
-    ({"client_tools": {"name": "f"}}, "client_tools is a list"),
-    ({"tool_handlers": {"f": "not callable"}}, "tool_handlers\\['f'\\] must be a callable"),
-    ({"tool_handlers": [get_weather]}, "tool_handlers is a dict"),
-    ({"max_tool_roundtrips": -1}, "max_tool_roundtrips must be a whole number >= 0"),
-    ({"max_tool_roundtrips": True}, "max_tool_roundtrips"),
-    ({"model": 3}, "model=... takes a model backend"),
-])
-def test_tools_handlers_and_limits_are_checked_when_the_run_is_asked_for(options: dict[str, Any],
-                                                                         message: str) -> None:
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"client_tools": [{"name": "has space", "parameters": {"type": "object"}}]}, "client_tools\\[0\\]: the name"),
+        ({"client_tools": [{"name": "f", "params": {}}]}, "unknown keys \\['params'\\]"),
+        ({"client_tools": [{"name": "f", "parameters": {"type": "string"}}]}, "JSON Schema of an object"),
+        ({"client_tools": [{"name": "f", "parameters": {"type": "object", "x": {1, 2}}}]}, "must be JSON"),
+        ({"client_tools": [{"name": "f"}, {"name": "f"}]}, "two client tools are named 'f'"),
+        ({"client_tools": {"name": "f"}}, "client_tools is a list"),
+        ({"tool_handlers": {"f": "not callable"}}, "tool_handlers\\['f'\\] must be a callable"),
+        ({"tool_handlers": [get_weather]}, "tool_handlers is a dict"),
+        ({"max_tool_roundtrips": -1}, "max_tool_roundtrips must be a whole number >= 0"),
+        ({"max_tool_roundtrips": True}, "max_tool_roundtrips"),
+        ({"model": 3}, "model=... takes a model backend"),
+    ],
+)
+def test_tools_handlers_and_limits_are_checked_when_the_run_is_asked_for(options: dict[str, Any], message: str) -> None:
     with pytest.raises(InputError, match=message):
         stream(AGENT, "Hi", **{"model": ScriptedModel(["x"]), **options})
 
@@ -726,17 +893,35 @@ async def test_the_anthropic_backends_stream_is_intercepted_too() -> None:
     from agl_notebook.models.anthropic import AnthropicModel
     from tests.test_anthropic_backend import api, reply, text
 
-    fake = api(reply(text("Sure. <｜DS", 'ML｜tool_call>{"name": "get_weather", "argu',
-                          'ments": {"city": "Paris"}}</｜DSML｜tool', "_call>")),
-               reply(text("Sunny in Paris.")))
-    result = await run(AGENT, "Paris?", tool_handlers=HANDLERS, client_tools=[WEATHER],
-                       model=AnthropicModel(client=fake.client(), model=Claude.HAIKU))
+    fake = api(
+        reply(
+            text(
+                "Sure. <｜DS",
+                'ML｜tool_call>{"name": "get_weather", "argu',
+                'ments": {"city": "Paris"}}</｜DSML｜tool',
+                "_call>",
+            )
+        ),
+        reply(text("Sunny in Paris.")),
+    )
+    result = await run(
+        AGENT,
+        "Paris?",
+        tool_handlers=HANDLERS,
+        client_tools=[WEATHER],
+        model=AnthropicModel(client=fake.client(), model=Claude.HAIKU),
+    )
     assert "".join(e.delta for e in result.events if isinstance(e, OutputTextDelta)) == "Sure. Sunny in Paris."
     assert [(e.name, e.args) for e in result.events if isinstance(e, ClientToolRequested)] == [
-        ("get_weather", {"city": "Paris"})]
+        ("get_weather", {"city": "Paris"})
+    ]
     second = fake.bodies()[1]["messages"]
-    assert second[1]["content"][1] == {"type": "tool_use", "id": "markup_00_0", "name": "get_weather",
-                                       "input": {"city": "Paris"}}
+    assert second[1]["content"][1] == {
+        "type": "tool_use",
+        "id": "markup_00_0",
+        "name": "get_weather",
+        "input": {"city": "Paris"},
+    }
     assert second[2]["content"][0]["tool_use_id"] == "markup_00_0"
 
 

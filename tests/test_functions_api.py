@@ -27,36 +27,45 @@ def server() -> Iterator[OrdersServer]:
 
 
 def orders_agent(server: OrdersServer, **functions: Any) -> Any:
-    return load_agent({
-        "profiles": {"orders": {
-            "baseUrl": server.base_url,
-            "headers": {"Accept": "application/json", "Authorization": {"env": "ORDERS_BEARER", "prefix": "Bearer "}},
-            "query": {"apikey": {"env": "ORDERS_QUERY_KEY"}, "v": "2"},
-            "timeout": 0.5,
-            "maxResponseBytes": 10_000,
-        }},
-        "functions": {
-            "lookupOrder": {
-                "description": "Looks up one order by id and returns its status and total.",
-                "args": {"orderId": {"type": "str", "description": "The order id, such as ORD-1042."}},
-                "commands": {
-                    "api": {"profile": "orders", "path": "{ f'/orders/{orderId}' }"},
-                    "return": "{ {'status': result['status'], 'total': result['total']} }",
-                },
-                "onError": {
-                    "log": "{ f'Order lookup failed: {exc}' }",
-                    "return": "{ {'error': 'order not found', 'status': exc.status, 'type': exc.type} }",
-                },
+    return load_agent(
+        {
+            "profiles": {
+                "orders": {
+                    "baseUrl": server.base_url,
+                    "headers": {
+                        "Accept": "application/json",
+                        "Authorization": {"env": "ORDERS_BEARER", "prefix": "Bearer "},
+                    },
+                    "query": {"apikey": {"env": "ORDERS_QUERY_KEY"}, "v": "2"},
+                    "timeout": 0.5,
+                    "maxResponseBytes": 10_000,
+                }
             },
-            **functions,
+            "functions": {
+                "lookupOrder": {
+                    "description": "Looks up one order by id and returns its status and total.",
+                    "args": {"orderId": {"type": "str", "description": "The order id, such as ORD-1042."}},
+                    "commands": {
+                        "api": {"profile": "orders", "path": "{ f'/orders/{orderId}' }"},
+                        "return": "{ {'status': result['status'], 'total': result['total']} }",
+                    },
+                    "onError": {
+                        "log": "{ f'Order lookup failed: {exc}' }",
+                        "return": "{ {'error': 'order not found', 'status': exc.status, 'type': exc.type} }",
+                    },
+                },
+                **functions,
+            },
         },
-    }, environ={"ORDERS_BEARER": TOKEN, "ORDERS_QUERY_KEY": KEY})
+        environ={"ORDERS_BEARER": TOKEN, "ORDERS_QUERY_KEY": KEY},
+    )
 
 
 def fetch(path: str, **api: Any) -> dict[str, Any]:
-    return {"commands": [{"api": {"profile": "orders", "path": path, **api}}, {"return": "{ result }"}],
-            "onError": {"return": "{ {'type': exc.type, 'status': exc.status, 'message': exc.message, "
-                                  "'body': exc.body} }"}}
+    return {
+        "commands": [{"api": {"profile": "orders", "path": path, **api}}, {"return": "{ result }"}],
+        "onError": {"return": "{ {'type': exc.type, 'status': exc.status, 'message': exc.message, 'body': exc.body} }"},
+    }
 
 
 async def run_call(agent: Any, function: str, args: dict[str, Any] | None = None) -> tuple[Any, list[Any]]:
@@ -74,22 +83,29 @@ async def test_the_seed_example_looks_up_an_order(server: OrdersServer) -> None:
     assert request.query == {"apikey": [KEY], "v": ["2"]}
     url = f"{server.base_url}/orders/ORD-1?v=2"
     assert [e for e in events if isinstance(e, fev.ApiRequested | fev.ApiResponded)] == [
-        fev.ApiRequested("orders", "GET", url), fev.ApiResponded("orders", "GET", url, 200, False)]
+        fev.ApiRequested("orders", "GET", url),
+        fev.ApiResponded("orders", "GET", url, 200, False),
+    ]
 
 
 async def test_a_4xx_goes_to_on_error_with_status_and_body(server: OrdersServer) -> None:
     result, events = await run_call(orders_agent(server), "lookupOrder", {"orderId": "ORD-404"})
     assert result == {"error": "order not found", "status": 404, "type": "ApiError"}
     assert [e.message for e in events if isinstance(e, fev.Logged)] == [
-        f"Order lookup failed: HTTP 404 Not Found from GET {server.base_url}/orders/ORD-404?v=2."]
+        f"Order lookup failed: HTTP 404 Not Found from GET {server.base_url}/orders/ORD-404?v=2."
+    ]
     result, _ = await run_call(orders_agent(server, get=fetch("/orders/nope")), "get")
     assert result["body"] == {"detail": "no such order"}
 
 
 async def test_a_5xx_goes_to_on_error(server: OrdersServer) -> None:
     result, events = await run_call(orders_agent(server, get=fetch("/boom")), "get")
-    assert result == {"type": "ApiError", "status": 500, "body": "internal trouble",
-                      "message": f"HTTP 500 Internal Server Error from GET {server.base_url}/boom?v=2."}
+    assert result == {
+        "type": "ApiError",
+        "status": 500,
+        "body": "internal trouble",
+        "message": f"HTTP 500 Internal Server Error from GET {server.base_url}/boom?v=2.",
+    }
     assert [e.status for e in events if isinstance(e, fev.ApiResponded)] == [500]
 
 
@@ -123,10 +139,17 @@ async def test_an_unhandled_http_error_ends_the_call(server: OrdersServer) -> No
 
 
 async def test_post_sends_json_with_query_and_headers(server: OrdersServer) -> None:
-    agent = orders_agent(server, send=fetch("/echo", method="post", body="{ {'ids': [1, 2], 'note': note} }",
-                                            query={"page": "{ 2 }", "tag": ["a", "b"], "none": None},
-                                            headers={"X-Request-Id": "{ 'req-' + note }"}) | {
-        "args": {"note": {}}})
+    agent = orders_agent(
+        server,
+        send=fetch(
+            "/echo",
+            method="post",
+            body="{ {'ids': [1, 2], 'note': note} }",
+            query={"page": "{ 2 }", "tag": ["a", "b"], "none": None},
+            headers={"X-Request-Id": "{ 'req-' + note }"},
+        )
+        | {"args": {"note": {}}},
+    )
     result, _ = await run_call(agent, "send", {"note": "n1"})
     assert result["method"] == "POST"
     assert json.loads(result["body"]) == {"ids": [1, 2], "note": "n1"}
@@ -191,13 +214,19 @@ def _leaks(text: str) -> list[str]:
     return [s for secret in (TOKEN, KEY) for s in {secret, quote(secret, safe=""), quote_plus(secret)} if s in text]
 
 
-async def test_secrets_never_reach_logs_views_recordings_or_errors(server: OrdersServer,
-                                                                   caplog: pytest.LogCaptureFixture) -> None:
+async def test_secrets_never_reach_logs_views_recordings_or_errors(
+    server: OrdersServer, caplog: pytest.LogCaptureFixture
+) -> None:
     agent = orders_agent(
         server,
-        echo={"commands": [{"api": {"profile": "orders", "path": "/echo"}}, {"set": {"echoed": "{ result }"}},
-                           {"log": "{ echoed }"},
-                           {"return": "{ {'seen': echoed['headers']['Authorization'], 'url': echoed['url']} }"}]},
+        echo={
+            "commands": [
+                {"api": {"profile": "orders", "path": "/echo"}},
+                {"set": {"echoed": "{ result }"}},
+                {"log": "{ echoed }"},
+                {"return": "{ {'seen': echoed['headers']['Authorization'], 'url': echoed['url']} }"},
+            ]
+        },
         fail={"commands": [{"api": {"profile": "orders", "path": "/boom"}}]},
         slow={"commands": [{"api": {"profile": "orders", "path": "/slow"}}]},
     )
@@ -216,8 +245,14 @@ async def test_secrets_never_reach_logs_views_recordings_or_errors(server: Order
     trace = StepTrace("orders.echo")
     for event in events:
         trace.apply(event)
-    shown = [render_text(trace, ()), render_html(trace, ()), repr(events), json.dumps(recording.tape),
-             "\n".join(caplog.messages), *errors]
+    shown = [
+        render_text(trace, ()),
+        render_html(trace, ()),
+        repr(events),
+        json.dumps(recording.tape),
+        "\n".join(caplog.messages),
+        *errors,
+    ]
     for text in shown:
         assert _leaks(text) == [], text[:500]
     assert "[REDACTED]" in json.dumps(recording.tape)
@@ -227,12 +262,19 @@ SLASHED = "Zq9/tk+Lm4/Wx8Rv"  # a secret with slashes, which PHP's JSON writes a
 
 
 async def test_a_secret_echoed_with_escaped_slashes_is_scrubbed_from_the_decoded_body(
-        server: OrdersServer, caplog: pytest.LogCaptureFixture) -> None:
-    agent = orders_agent(server, echo={"commands": [
-        {"api": {"profile": "orders", "path": "/echo-escaped"}},
-        {"set": {"echoed": "{ result }"}},
-        {"log": "{ echoed['headers'] }"},
-        {"return": "{ echoed['headers']['Authorization'] }"}]})
+    server: OrdersServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    agent = orders_agent(
+        server,
+        echo={
+            "commands": [
+                {"api": {"profile": "orders", "path": "/echo-escaped"}},
+                {"set": {"echoed": "{ result }"}},
+                {"log": "{ echoed['headers'] }"},
+                {"return": "{ echoed['headers']['Authorization'] }"},
+            ]
+        },
+    )
     agent._environ = {"ORDERS_BEARER": SLASHED, "ORDERS_QUERY_KEY": KEY}
     caplog.set_level(logging.DEBUG)
     events: list[Any] = []

@@ -68,19 +68,26 @@ def test_flat_and_walked_lists_weigh_the_same() -> None:
 BIG = "'😀'.ljust(3999990)"  # a new 16-MB string (4 bytes a character) just under the size bound, each time
 
 
-@pytest.mark.parametrize("template", [
-    "[{items}]",
-    "({items},)",
-    "max({items})",
-    "[*[{first}], {rest}]",
-    "{{{pairs}}}",
-    "dict({keywords})",
-])
+@pytest.mark.parametrize(
+    "template",
+    [
+        "[{items}]",
+        "({items},)",
+        "max({items})",
+        "[*[{first}], {rest}]",
+        "{{{pairs}}}",
+        "dict({keywords})",
+    ],
+)
 def test_a_display_or_call_of_many_large_items_is_refused_at_the_second(template: str) -> None:
     count = 10  # all built first: 160 MB before the refusal
-    source = template.format(items=", ".join([BIG] * count), first=BIG, rest=", ".join([BIG] * (count - 1)),
-                             pairs=", ".join(f"{i}: {BIG}" for i in range(count)),
-                             keywords=", ".join(f"k{i}={BIG}" for i in range(count)))
+    source = template.format(
+        items=", ".join([BIG] * count),
+        first=BIG,
+        rest=", ".join([BIG] * (count - 1)),
+        pairs=", ".join(f"{i}: {BIG}" for i in range(count)),
+        keywords=", ".join(f"k{i}={BIG}" for i in range(count)),
+    )
     with pytest.raises(ExpressionLimitError, match="too large"):
         evaluate(source)
     assert peak_bytes(lambda: evaluate(source)) < 50 * MB
@@ -110,10 +117,18 @@ def test_displays_and_calls_within_the_bound_still_work() -> None:
 
 
 async def test_a_loop_whose_collected_values_outgrow_the_size_bound_stops_with_its_path() -> None:
-    agent = load_agent({"functions": {"main": {"commands": [
-        {"loop": {"over": "{ range(20) }", "do": [{"set": {"big": f"{{ {BIG} }}"}}]}},
-        {"return": "{ len(result) }"},
-    ]}}})
+    agent = load_agent(
+        {
+            "functions": {
+                "main": {
+                    "commands": [
+                        {"loop": {"over": "{ range(20) }", "do": [{"set": {"big": f"{{ {BIG} }}"}}]}},
+                        {"return": "{ len(result) }"},
+                    ]
+                }
+            }
+        }
+    )
     tracemalloc.start()
     try:
         with pytest.raises(FunctionCallError) as e:
@@ -129,14 +144,30 @@ async def test_a_loop_whose_collected_values_outgrow_the_size_bound_stops_with_i
 
 
 async def test_a_loop_result_within_the_bound_is_kept_and_errors_can_be_handled() -> None:
-    agent = load_agent({"functions": {"main": {"commands": [
-        {"loop": {"over": "{ range(3) }", "as": "i", "do": {"set": {"s": "{ 'ab' * 1000 }"}}}},
-        {"set": {"lengths": "{ [len(s) for s in result] }"}},
-        {"loop": {"over": "{ range(3) }", "do": {"set": {"s": "{ 'x' * 1999000 }"}},
-                  "onError": {"return": "{ [lengths, exc.type, exc.command] }"}}},
-    ]}}})
-    assert await agent.call("main", run=Run()) == [[2000, 2000, 2000], "LoopBoundError",
-                                                   "functions.main.commands[2].loop"]
+    agent = load_agent(
+        {
+            "functions": {
+                "main": {
+                    "commands": [
+                        {"loop": {"over": "{ range(3) }", "as": "i", "do": {"set": {"s": "{ 'ab' * 1000 }"}}}},
+                        {"set": {"lengths": "{ [len(s) for s in result] }"}},
+                        {
+                            "loop": {
+                                "over": "{ range(3) }",
+                                "do": {"set": {"s": "{ 'x' * 1999000 }"}},
+                                "onError": {"return": "{ [lengths, exc.type, exc.command] }"},
+                            }
+                        },
+                    ]
+                }
+            }
+        }
+    )
+    assert await agent.call("main", run=Run()) == [
+        [2000, 2000, 2000],
+        "LoopBoundError",
+        "functions.main.commands[2].loop",
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -145,13 +176,16 @@ async def test_a_loop_result_within_the_bound_is_kept_and_errors_can_be_handled(
 P = 2305843009213693951  # 2**61 - 1: every multiple of it hashes to 0, so a dict of them takes quadratic time
 
 
-@pytest.mark.parametrize("source", [
-    f"{{i * {P}: 0 for i in range(55000)}}",
-    f"dict([[i * {P}, 0] for i in range(20000)])",
-    f"{{(i * {P}, 'id'): 0 for i in range(55000)}}",
-    f"{{**{{i * {P}: 0 for i in range(40)}}, **{{i * {P}: 0 for i in range(40, 80)}}}}",
-    "{**d, **e}",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        f"{{i * {P}: 0 for i in range(55000)}}",
+        f"dict([[i * {P}, 0] for i in range(20000)])",
+        f"{{(i * {P}, 'id'): 0 for i in range(55000)}}",
+        f"{{**{{i * {P}: 0 for i in range(40)}}, **{{i * {P}: 0 for i in range(40, 80)}}}}",
+        "{**d, **e}",
+    ],
+)
 def test_a_dict_of_keys_that_hash_alike_is_refused_within_the_deadline(source: str) -> None:
     # Keys can come from data (ids in an API response): a display, a comprehension or dict() over them.
     variables = {"d": {i * P: 0 for i in range(40)}, "e": {i * P: 0 for i in range(40, 80)}}

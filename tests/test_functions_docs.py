@@ -23,7 +23,7 @@ def examples(text: str) -> list[tuple[str, dict[str, Any], str]]:
     """Each JSON example as (its heading, its check, its agent text); an example without a check is an error."""
     found = []
     for match in _BLOCK.finditer(text):
-        heading = re.findall(r"^#+ (.+)$", text[:match.start()], re.MULTILINE)[-1]
+        heading = re.findall(r"^#+ (.+)$", text[: match.start()], re.MULTILINE)[-1]
         if match.group("check") is None:
             raise AssertionError(f"the example under {heading!r} has no <!-- check: {{...}} --> comment above it")
         found.append((heading, json.loads(match.group("check")), match.group("agent")))
@@ -59,8 +59,9 @@ async def run_example(check: dict[str, Any], agent: str, server: OrdersServer) -
 
 
 @pytest.mark.parametrize(("heading", "check", "agent"), EXAMPLES, ids=[h for h, _, _ in EXAMPLES])
-async def test_each_example_runs_and_gives_its_result(heading: str, check: dict[str, Any], agent: str,
-                                                      server: OrdersServer) -> None:
+async def test_each_example_runs_and_gives_its_result(
+    heading: str, check: dict[str, Any], agent: str, server: OrdersServer
+) -> None:
     await run_example(check, agent, server)
 
 

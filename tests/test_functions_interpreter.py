@@ -28,8 +28,9 @@ def agent_of(**functions: Any) -> Any:
     return load_agent({"model": "claude-haiku-5-5", "functions": functions})
 
 
-async def call(agent: Any, function: str, args: dict[str, Any] | None = None, **run_options: Any
-               ) -> tuple[Any, list[Any]]:
+async def call(
+    agent: Any, function: str, args: dict[str, Any] | None = None, **run_options: Any
+) -> tuple[Any, list[Any]]:
     events: list[Any] = []
     run = Run(on_event=events.append, **run_options)
     result = await agent.call(function, args or {}, run=run)
@@ -45,17 +46,22 @@ def logs(events: list[Any]) -> list[str]:
 
 
 async def test_commands_run_in_order_and_result_holds_the_previous_value() -> None:
-    agent = agent_of(main={"commands": [
-        {"log": "first"},
-        {"set": {"a": 2, "b": "{ a * 10 }"}},
-        {"log": "{ f'set gave {result}' }"},
-        {"return": "{ [a, b, result] }"},
-    ]})
+    agent = agent_of(
+        main={
+            "commands": [
+                {"log": "first"},
+                {"set": {"a": 2, "b": "{ a * 10 }"}},
+                {"log": "{ f'set gave {result}' }"},
+                {"return": "{ [a, b, result] }"},
+            ]
+        }
+    )
     result, events = await call(agent, "main")
     assert result == [2, 20, "set gave 20"]
     assert logs(events) == ["first", "set gave 20"]
     assert [e.path for e in events if isinstance(e, fev.CommandStarted)] == [
-        f"functions.main.commands[{i}].{k}" for i, k in enumerate(["log", "set", "log", "return"])]
+        f"functions.main.commands[{i}].{k}" for i, k in enumerate(["log", "set", "log", "return"])
+    ]
 
 
 async def test_a_function_without_return_returns_none() -> None:
@@ -86,11 +92,16 @@ async def test_an_omitted_argument_is_none_for_func_and_for_a_top_level_call() -
 
 async def test_an_argument_named_like_a_builtin_leaves_the_builtin_usable() -> None:
     agent = agent_of(
-        stats={"description": "Sums up numbers.", "args": {
-            "len": {"type": "int", "description": "How many to keep."},
-            "max": {"type": "int", "description": "The largest allowed."}},
-            "commands": {"return": "{ [min(n, max) for n in range(len(range(len)))] + [max(1, 2)] }"}},
-        main={"commands": {"func": {"name": "stats", "args": {"len": 3, "max": 1}}, "return": "{ result }"}})
+        stats={
+            "description": "Sums up numbers.",
+            "args": {
+                "len": {"type": "int", "description": "How many to keep."},
+                "max": {"type": "int", "description": "The largest allowed."},
+            },
+            "commands": {"return": "{ [min(n, max) for n in range(len(range(len)))] + [max(1, 2)] }"},
+        },
+        main={"commands": {"func": {"name": "stats", "args": {"len": 3, "max": 1}}, "return": "{ result }"}},
+    )
     assert (await call(agent, "main"))[0] == [0, 1, 1, 2]
 
 
@@ -118,28 +129,42 @@ def test_a_tool_function_shows_the_model_each_argument_type_and_description() ->
 
 
 def test_required_only_tells_the_model() -> None:
-    agent = agent_of(tool={"description": "A tool.", "args": {
-        "q": {"type": "str", "description": "The query."},
-        "limit": {"type": "int | None", "description": "At most this many.", "required": False}},
-        "commands": {"return": 1}})
+    agent = agent_of(
+        tool={
+            "description": "A tool.",
+            "args": {
+                "q": {"type": "str", "description": "The query."},
+                "limit": {"type": "int | None", "description": "At most this many.", "required": False},
+            },
+            "commands": {"return": 1},
+        }
+    )
     schema = agent.tool_specs()[0].input_schema
     assert schema["required"] == ["q"]
-    assert schema["properties"]["limit"] == {"anyOf": [{"type": "integer"}, {"type": "null"}],
-                                             "description": "At most this many."}
+    assert schema["properties"]["limit"] == {
+        "anyOf": [{"type": "integer"}, {"type": "null"}],
+        "description": "At most this many.",
+    }
 
 
 async def test_a_tool_call_without_a_required_argument_runs_with_it_none() -> None:
     agent = agent_of(
-        find={"description": "Finds things.", "args": {
-            "q": {"type": "str", "description": "The query."},
-            "limit": {"type": "int", "description": "At most this many.", "required": False}},
-            "commands": {"return": "{ {'q': q, 'limit': limit} }"}},
-        main={"commands": {"llm": {"prompt": "Find.", "tools": ["find"]}, "return": "{ result }"}})
+        find={
+            "description": "Finds things.",
+            "args": {
+                "q": {"type": "str", "description": "The query."},
+                "limit": {"type": "int", "description": "At most this many.", "required": False},
+            },
+            "commands": {"return": "{ {'q': q, 'limit': limit} }"},
+        },
+        main={"commands": {"llm": {"prompt": "Find.", "tools": ["find"]}, "return": "{ result }"}},
+    )
     model = ScriptedModel([ScriptedTurn("", [ScriptedCall("find", {"limit": 3})]), "Done."])
     result, events = await call(agent, "main", model=model)
     assert result == "Done."
     assert [(e.name, e.result, e.is_error) for e in events if isinstance(e, ev.ClientToolResult)] == [
-        ("find", '{"q": null, "limit": 3}', False)]
+        ("find", '{"q": null, "limit": 3}', False)
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -147,34 +172,55 @@ async def test_a_tool_call_without_a_required_argument_runs_with_it_none() -> No
 
 
 TOOLS = {
-    "double": {"description": "Doubles a number.", "args": {"n": {"type": "int", "description": "The number."}},
-               "commands": {"return": "{ n * 2 }"}},
+    "double": {
+        "description": "Doubles a number.",
+        "args": {"n": {"type": "int", "description": "The number."}},
+        "commands": {"return": "{ n * 2 }"},
+    },
     "fail": {"description": "Always fails.", "commands": {"return": "{ 1 / 0 }"}},
-    "main": {"args": {"question": {}}, "commands": {"llm": {
-        "system": "Use the tools.", "prompt": "{ question }", "tools": ["double", "fail"],
-        "output": {"answer": {"type": "int", "description": "The answer."}}}, "return": "{ result }"}, "onError": {
-        "return": "{ {'failed': exc.type} }"}},
+    "main": {
+        "args": {"question": {}},
+        "commands": {
+            "llm": {
+                "system": "Use the tools.",
+                "prompt": "{ question }",
+                "tools": ["double", "fail"],
+                "output": {"answer": {"type": "int", "description": "The answer."}},
+            },
+            "return": "{ result }",
+        },
+        "onError": {"return": "{ {'failed': exc.type} }"},
+    },
     "chat": {"commands": {"llm": "Say hello.", "return": "{ result }"}},
 }
 
 
 async def test_llm_runs_tool_functions_through_the_loop_and_reports_a_typed_result() -> None:
-    model = ScriptedModel([
-        ScriptedTurn("Let me double it.", [ScriptedCall("double", {"n": 21}), ScriptedCall("double", {"n": "x"}),
-                                           ScriptedCall("fail", {})]),
-        {"calls": [{"name": "report_result", "args": {"answer": 42}}]},
-    ])
+    model = ScriptedModel(
+        [
+            ScriptedTurn(
+                "Let me double it.",
+                [ScriptedCall("double", {"n": 21}), ScriptedCall("double", {"n": "x"}), ScriptedCall("fail", {})],
+            ),
+            {"calls": [{"name": "report_result", "args": {"answer": 42}}]},
+        ]
+    )
     result, events = await call(agent_of(**TOOLS), "main", {"question": "Double 21."}, model=model)
     assert result == {"answer": 42}
     first = model.requests[0]
     assert [t.name for t in first.tools] == ["double", "fail", "report_result"]
-    assert first.system.startswith("Use the tools.\n\nWhen you have the result, hand it back by calling the "
-                                   "`report_result` tool.")
+    assert first.system.startswith(
+        "Use the tools.\n\nWhen you have the result, hand it back by calling the `report_result` tool."
+    )
     assert first.messages[0].text == "Double 21."
     assert [(e.name, e.result, e.is_error) for e in events if isinstance(e, ev.ClientToolResult)] == [
         ("double", "42", False),
-        ("double", "The arguments for `double` do not fit its schema:\n- n: expected a whole number, got a string "
-                   "('x').\nFix these and call `double` again.", True),
+        (
+            "double",
+            "The arguments for `double` do not fit its schema:\n- n: expected a whole number, got a string "
+            "('x').\nFix these and call `double` again.",
+            True,
+        ),
         ("fail", "ZeroDivisionError: division by zero", True),
         ("report_result", "Reported. Your work on this step is done.", False),
     ]
@@ -215,23 +261,38 @@ async def test_the_scripted_model_sees_the_function_name_as_the_role() -> None:
 
 
 async def test_a_command_on_error_gives_the_command_its_value() -> None:
-    agent = agent_of(main={"commands": [
-        {"set": {"x": "{ {}['missing'] }", "onError": {"log": "{ f'{exc.type}: {exc.message}' }",
-                                                        "set": {"x": 0}}}},
-        {"return": "{ [x, result] }"},
-    ]})
+    agent = agent_of(
+        main={
+            "commands": [
+                {
+                    "set": {
+                        "x": "{ {}['missing'] }",
+                        "onError": {"log": "{ f'{exc.type}: {exc.message}' }", "set": {"x": 0}},
+                    }
+                },
+                {"return": "{ [x, result] }"},
+            ]
+        }
+    )
     result, events = await call(agent, "main")
     assert result == [0, 0]
     assert logs(events) == ["KeyError: no key 'missing' (the keys are none)."]
     handled = [e for e in events if isinstance(e, fev.ErrorHandled)]
-    assert handled == [fev.ErrorHandled("main", "functions.main.commands[0].set.onError", "KeyError",
-                                        "no key 'missing' (the keys are none).")]
+    assert handled == [
+        fev.ErrorHandled(
+            "main", "functions.main.commands[0].set.onError", "KeyError", "no key 'missing' (the keys are none)."
+        )
+    ]
 
 
 async def test_an_unhandled_error_runs_the_function_on_error_instead_of_the_rest() -> None:
-    agent = agent_of(main={"args": {"n": {}}, "commands": [
-        {"log": "before"}, {"set": {"x": "{ 1 / n }"}}, {"log": "never"}],
-        "onError": [{"log": "{ f'{exc.command}: {exc}' }"}, {"return": "{ {'n': n, 'error': exc.type} }"}]})
+    agent = agent_of(
+        main={
+            "args": {"n": {}},
+            "commands": [{"log": "before"}, {"set": {"x": "{ 1 / n }"}}, {"log": "never"}],
+            "onError": [{"log": "{ f'{exc.command}: {exc}' }"}, {"return": "{ {'n': n, 'error': exc.type} }"}],
+        }
+    )
     result, events = await call(agent, "main", {"n": 0})
     assert result == {"n": 0, "error": "ZeroDivisionError"}
     assert logs(events) == ["before", "functions.main.commands[1].set: division by zero"]
@@ -254,8 +315,10 @@ async def test_an_error_nobody_handles_ends_the_call_with_where_and_the_chain() 
     )
     with pytest.raises(FunctionCallError) as e:
         await call(agent, "outer")
-    assert str(e.value) == ("outer failed at functions.inner.commands[1].return (call chain: outer → inner): "
-                            "KeyError: no key 'k' (the keys are none).")
+    assert str(e.value) == (
+        "outer failed at functions.inner.commands[1].return (call chain: outer → inner): "
+        "KeyError: no key 'k' (the keys are none)."
+    )
     assert e.value.chain == ("outer", "inner")
     assert e.value.error.type == "KeyError"
 
@@ -285,8 +348,10 @@ class ReenteringTerminal(Terminal):
 
 async def test_reentrancy_is_refused_at_run_time_with_the_call_chain() -> None:
     terminal = ReenteringTerminal()
-    agent = agent_of(main={"commands": {"func": {"name": "confirm", "onError": {"return": "handled?"}}}},
-                     confirm={"commands": {"ask": {"text": "Sure?", "onError": {"return": "handled?"}}}})
+    agent = agent_of(
+        main={"commands": {"func": {"name": "confirm", "onError": {"return": "handled?"}}}},
+        confirm={"commands": {"ask": {"text": "Sure?", "onError": {"return": "handled?"}}}},
+    )
     terminal.agent = agent
     with pytest.raises(ReentrancyError) as e:
         await agent.call("main", run=Run(terminal=terminal))
@@ -295,8 +360,10 @@ async def test_reentrancy_is_refused_at_run_time_with_the_call_chain() -> None:
 
 
 async def test_the_same_function_may_run_again_after_it_returned() -> None:
-    agent = agent_of(one={"commands": {"return": 1}},
-                     main={"commands": [{"func": "one"}, {"func": "one"}, {"return": "{ result + 1 }"}]})
+    agent = agent_of(
+        one={"commands": {"return": 1}},
+        main={"commands": [{"func": "one"}, {"func": "one"}, {"return": "{ result + 1 }"}]},
+    )
     assert (await call(agent, "main"))[0] == 2
 
 
@@ -305,16 +372,20 @@ async def test_the_same_function_may_run_again_after_it_returned() -> None:
 
 
 async def test_ask_goes_through_the_run_terminal_with_typed_inputs() -> None:
-    agent = agent_of(main={"commands": [
-        {"ask": "Your name?"},
-        {"set": {"name": "{ result }"}},
-        {"ask": {"text": "{ f'Hi {name}, pick one' }", "input": "choice", "options": "{ ['tea', 'coffee'] }"}},
-        {"set": {"drink": "{ result }"}},
-        {"ask": {"text": "How many?", "input": "integer", "min": 1, "max": 3}},
-        {"set": {"count": "{ result }"}},
-        {"ask": {"text": "Sure?", "input": "confirm"}},
-        {"return": "{ [name, drink, count, result] }"},
-    ]})
+    agent = agent_of(
+        main={
+            "commands": [
+                {"ask": "Your name?"},
+                {"set": {"name": "{ result }"}},
+                {"ask": {"text": "{ f'Hi {name}, pick one' }", "input": "choice", "options": "{ ['tea', 'coffee'] }"}},
+                {"set": {"drink": "{ result }"}},
+                {"ask": {"text": "How many?", "input": "integer", "min": 1, "max": 3}},
+                {"set": {"count": "{ result }"}},
+                {"ask": {"text": "Sure?", "input": "confirm"}},
+                {"return": "{ [name, drink, count, result] }"},
+            ]
+        }
+    )
     result, events = await call(agent, "main", answers=["Ada", "coffee", 2, True])
     assert result == ["Ada", "coffee", 2, True]
     asked = [(e.text, e.inputs) for e in events if isinstance(e, ev.QuestionAsked)]
@@ -323,12 +394,23 @@ async def test_ask_goes_through_the_run_terminal_with_typed_inputs() -> None:
 
 
 async def test_loop_goes_over_a_list_with_its_variables_and_collects_values() -> None:
-    agent = agent_of(main={"commands": [
-        {"set": {"total": 0}},
-        {"loop": {"over": "{ [3, 4, 5] }", "as": "n", "index": "i", "max": 3, "do": [
-            {"set": {"total": "{ total + n * i }"}}]}},
-        {"return": "{ [total, result] }"},
-    ]})
+    agent = agent_of(
+        main={
+            "commands": [
+                {"set": {"total": 0}},
+                {
+                    "loop": {
+                        "over": "{ [3, 4, 5] }",
+                        "as": "n",
+                        "index": "i",
+                        "max": 3,
+                        "do": [{"set": {"total": "{ total + n * i }"}}],
+                    }
+                },
+                {"return": "{ [total, result] }"},
+            ]
+        }
+    )
     assert (await call(agent, "main"))[0] == [14, [0, 4, 14]]
 
 
@@ -341,10 +423,21 @@ async def test_a_loop_over_more_items_than_its_bound_fails_rather_than_skipping(
 
 
 async def test_if_runs_one_branch_and_gives_its_last_value() -> None:
-    agent = agent_of(main={"args": {"n": {}}, "commands": [
-        {"if": {"condition": "{ n > 1 }", "then": [{"log": "big"}, {"set": {"v": "big"}}],
-                "else": {"set": {"v": "small"}}}},
-        {"return": "{ [v, result] }"}]})
+    agent = agent_of(
+        main={
+            "args": {"n": {}},
+            "commands": [
+                {
+                    "if": {
+                        "condition": "{ n > 1 }",
+                        "then": [{"log": "big"}, {"set": {"v": "big"}}],
+                        "else": {"set": {"v": "small"}},
+                    }
+                },
+                {"return": "{ [v, result] }"},
+            ],
+        }
+    )
     assert (await call(agent, "main", {"n": 5}))[0] == ["big", "big"]
     assert (await call(agent, "main", {"n": 0}))[0] == ["small", "small"]
 
@@ -360,9 +453,14 @@ async def test_end_ends_the_whole_call_through_every_function() -> None:
 
 
 async def test_return_and_log_accept_their_own_on_error() -> None:
-    agent = agent_of(main={"commands": [
-        {"log": {"value": "{ 1 / 0 }", "onError": {"set": {"logged": "no"}}}},
-        {"return": {"value": "{ missing }", "onError": {"return": "{ [result, exc.type] }"}}}]})
+    agent = agent_of(
+        main={
+            "commands": [
+                {"log": {"value": "{ 1 / 0 }", "onError": {"set": {"logged": "no"}}}},
+                {"return": {"value": "{ missing }", "onError": {"return": "{ [result, exc.type] }"}}},
+            ]
+        }
+    )
     assert (await call(agent, "main"))[0] == ["no", "NameError"]
 
 
@@ -376,14 +474,30 @@ async def test_function_events_nest_with_depth_and_caller() -> None:
     agent = agent_of(a={"commands": {"func": "b"}}, b={"commands": {"return": 7}})
     _, events = await call(agent, "a")
     flow = [e for e in events if isinstance(e, fev.FunctionCalled | fev.FunctionReturned)]
-    assert flow == [fev.FunctionCalled("a", {}, 0, ""), fev.FunctionCalled("b", {}, 1, "functions.a.commands[0].func"),
-                    fev.FunctionReturned("b", 7, 1), fev.FunctionReturned("a", None, 0)]
+    assert flow == [
+        fev.FunctionCalled("a", {}, 0, ""),
+        fev.FunctionCalled("b", {}, 1, "functions.a.commands[0].func"),
+        fev.FunctionReturned("b", 7, 1),
+        fev.FunctionReturned("a", None, 0),
+    ]
 
 
 async def test_a_runaway_call_stops_at_the_command_budget_and_no_handler_keeps_it_going() -> None:
-    spec = {"functions": {"main": {"commands": {"loop": {"over": "{ range(100) }", "max": 100, "do": {
-        "loop": {"over": "{ range(100) }", "max": 100, "do": {"set": {"x": 1}}}}, "onError": {"return": 0}}},
-        "onError": {"return": "handled"}}}}
+    spec = {
+        "functions": {
+            "main": {
+                "commands": {
+                    "loop": {
+                        "over": "{ range(100) }",
+                        "max": 100,
+                        "do": {"loop": {"over": "{ range(100) }", "max": 100, "do": {"set": {"x": 1}}}},
+                        "onError": {"return": 0},
+                    }
+                },
+                "onError": {"return": "handled"},
+            }
+        }
+    }
     agent = load_agent(spec, max_commands=500)
     with pytest.raises(CommandBudgetError, match="more than 500 commands"):
         await agent.call("main", run=Run())
@@ -396,8 +510,9 @@ def test_call_sync_runs_outside_an_event_loop() -> None:
 
 
 async def test_results_are_json() -> None:
-    agent = agent_of(main={"commands": {"return": "{ {'t': (1, 2), 1: None} }"}},
-                     bad={"commands": {"return": "{ float('nan') }"}})
+    agent = agent_of(
+        main={"commands": {"return": "{ {'t': (1, 2), 1: None} }"}}, bad={"commands": {"return": "{ float('nan') }"}}
+    )
     assert (await call(agent, "main"))[0] == {"t": [1, 2], "1": None}
     with pytest.raises(FunctionCallError, match="nan cannot be written as JSON"):
         await call(agent, "bad")

@@ -35,8 +35,17 @@ class UnitRun(Run):
         self.records: dict[str, Any] = {} if records is None else records
         self.live = self.replayed = 0
 
-    async def unit(self, name: str, input: JsonValue, *, parts: Mapping[str, JsonValue], backend: str,
-                   network: bool, work: Work, mode: Any = None) -> UnitOutcome:
+    async def unit(
+        self,
+        name: str,
+        input: JsonValue,
+        *,
+        parts: Mapping[str, JsonValue],
+        backend: str,
+        network: bool,
+        work: Work,
+        mode: Any = None,
+    ) -> UnitOutcome:
         key = digest({"name": name, "input": input, "parts": dict(parts), "backend": backend})
         token = current_scope.set(StepScope(name, emit=self._emit))
         try:
@@ -63,42 +72,59 @@ def server() -> Iterator[OrdersServer]:
 
 
 def support_agent(server: OrdersServer, **functions: Any) -> Any:
-    return load_agent({
-        "name": "support",
-        "model": "claude-sonnet-5-5",
-        "profiles": {"orders": {"baseUrl": server.base_url, "timeout": 0.5,
-                                "headers": {"Authorization": {"env": "ORDERS_TOKEN", "prefix": "Bearer "}}}},
-        "functions": {
-            "lookupOrder": {
-                "description": "Looks up one order by id and returns its status and total.",
-                "args": {"orderId": {"type": "str", "description": "The order id, such as ORD-1042."}},
-                "commands": {"api": {"profile": "orders", "path": "{ f'/orders/{orderId}' }"},
-                             "return": "{ {'status': result['status'], 'total': result['total']} }"},
-                "onError": {"return": "{ {'error': exc.message, 'status': exc.status} }"},
+    return load_agent(
+        {
+            "name": "support",
+            "model": "claude-sonnet-5-5",
+            "profiles": {
+                "orders": {
+                    "baseUrl": server.base_url,
+                    "timeout": 0.5,
+                    "headers": {"Authorization": {"env": "ORDERS_TOKEN", "prefix": "Bearer "}},
+                }
             },
-            "support": {
-                "args": {"question": {"type": "str"}},
-                "commands": [
-                    {"ask": {"text": "{ f'May I look into: {question}?' }", "input": "confirm"}},
-                    {"if": {"condition": "{ not result }", "then": [{"end": "declined"}]}},
-                    {"func": {"name": "lookupOrder", "args": {"orderId": "ORD-404"}}},
-                    {"set": {"missing": "{ result }"}},
-                    {"llm": {"prompt": "{ question }", "tools": ["lookupOrder"],
-                             "output": {"answer": {"type": "str", "description": "The answer."}}}},
-                    {"return": "{ {'answer': result['answer'], 'missing': missing} }"},
-                ],
+            "functions": {
+                "lookupOrder": {
+                    "description": "Looks up one order by id and returns its status and total.",
+                    "args": {"orderId": {"type": "str", "description": "The order id, such as ORD-1042."}},
+                    "commands": {
+                        "api": {"profile": "orders", "path": "{ f'/orders/{orderId}' }"},
+                        "return": "{ {'status': result['status'], 'total': result['total']} }",
+                    },
+                    "onError": {"return": "{ {'error': exc.message, 'status': exc.status} }"},
+                },
+                "support": {
+                    "args": {"question": {"type": "str"}},
+                    "commands": [
+                        {"ask": {"text": "{ f'May I look into: {question}?' }", "input": "confirm"}},
+                        {"if": {"condition": "{ not result }", "then": [{"end": "declined"}]}},
+                        {"func": {"name": "lookupOrder", "args": {"orderId": "ORD-404"}}},
+                        {"set": {"missing": "{ result }"}},
+                        {
+                            "llm": {
+                                "prompt": "{ question }",
+                                "tools": ["lookupOrder"],
+                                "output": {"answer": {"type": "str", "description": "The answer."}},
+                            }
+                        },
+                        {"return": "{ {'answer': result['answer'], 'missing': missing} }"},
+                    ],
+                },
+                "unrelated": {"commands": {"return": 1}},
+                **functions,
             },
-            "unrelated": {"commands": {"return": 1}},
-            **functions,
         },
-    }, environ={"ORDERS_TOKEN": TOKEN})
+        environ={"ORDERS_TOKEN": TOKEN},
+    )
 
 
 def scripted() -> ScriptedModel:
-    return ScriptedModel([
-        ScriptedTurn("Looking it up.", [ScriptedCall("lookupOrder", {"orderId": "ORD-1"})]),
-        {"calls": [{"name": "report_result", "args": {"answer": "ORD-1 has shipped."}}]},
-    ])
+    return ScriptedModel(
+        [
+            ScriptedTurn("Looking it up.", [ScriptedCall("lookupOrder", {"orderId": "ORD-1"})]),
+            {"calls": [{"name": "report_result", "args": {"answer": "ORD-1 has shipped."}}]},
+        ]
+    )
 
 
 def visible(events: Sequence[Any]) -> list[Any]:
@@ -115,9 +141,10 @@ async def test_a_replayed_call_reaches_no_model_server_or_person(server: OrdersS
     live = UnitRun(model=model, answers=[True], on_event=live_events.append)
     agent = support_agent(server)
     result = await agent.call("support", {"question": "Where is ORD-1?"}, run=live)
-    expected = {"answer": "ORD-1 has shipped.",
-                "missing": {"error": f"HTTP 404 Not Found from GET {server.base_url}/orders/ORD-404.",
-                            "status": 404}}
+    expected = {
+        "answer": "ORD-1 has shipped.",
+        "missing": {"error": f"HTTP 404 Not Found from GET {server.base_url}/orders/ORD-404.", "status": 404},
+    }
     assert result == expected
     assert (live.live, model.calls, len(server.received)) == (1, 2, 2)
     kinds = [e["kind"] for e in live.records[next(iter(live.records))]["tape"]]
@@ -129,15 +156,19 @@ async def test_a_replayed_call_reaches_no_model_server_or_person(server: OrdersS
     assert await support_agent(server).call("support", {"question": "Where is ORD-1?"}, run=again) == expected
     assert (again.replayed, model.calls, len(server.received)) == (1, 2, 2)
     assert visible(replay_events) == visible(live_events)
-    assert [e.type for e in replay_events if e.type in LIFECYCLE] == ["step.started", "step.replayed",
-                                                                       "step.finished"]
+    assert [e.type for e in replay_events if e.type in LIFECYCLE] == ["step.started", "step.replayed", "step.finished"]
     assert "step.reported" in [e.type for e in visible(replay_events)]
     assert TOKEN not in json.dumps(live.records)
 
 
 async def test_recorded_errors_replay_into_the_same_handlers(server: OrdersServer) -> None:
-    agent = support_agent(server, slow={"commands": {"api": {"profile": "orders", "path": "/slow"}},
-                                        "onError": {"return": "{ [exc.type, exc.message] }"}})
+    agent = support_agent(
+        server,
+        slow={
+            "commands": {"api": {"profile": "orders", "path": "/slow"}},
+            "onError": {"return": "{ [exc.type, exc.message] }"},
+        },
+    )
     run = UnitRun()
     first = await agent.call("slow", run=run)
     assert first[0] == "ApiTimeoutError"
@@ -154,8 +185,15 @@ async def test_the_fingerprint_covers_what_the_call_can_reach_and_nothing_else(s
     assert base.reachable("support") == ["support", "lookupOrder"]
     changed_unrelated = support_agent(server, unrelated={"commands": {"return": 2}})
     assert changed_unrelated.fingerprint_parts("lookupOrder") == parts
-    changed = load_agent({**_raw(base), "functions": {**_raw(base)["functions"], "lookupOrder": {
-        **_raw(base)["functions"]["lookupOrder"], "onError": {"return": "changed"}}}})
+    changed = load_agent(
+        {
+            **_raw(base),
+            "functions": {
+                **_raw(base)["functions"],
+                "lookupOrder": {**_raw(base)["functions"]["lookupOrder"], "onError": {"return": "changed"}},
+            },
+        }
+    )
     assert changed.fingerprint_parts("lookupOrder") != parts
     assert changed.fingerprint_parts("support") != base.fingerprint_parts("support")
     other_url = support_agent(server)

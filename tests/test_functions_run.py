@@ -29,41 +29,58 @@ def server() -> Iterator[OrdersServer]:
 
 
 def support_agent(server: OrdersServer, **functions: Any) -> Any:
-    return load_agent({
-        "name": "support",
-        "model": "claude-sonnet-5-5",
-        "profiles": {"orders": {"baseUrl": server.base_url, "timeout": 0.5,
-                                "headers": {"Authorization": {"env": "ORDERS_TOKEN", "prefix": "Bearer "}}}},
-        "functions": {
-            "lookupOrder": {
-                "description": "Looks up one order by id and returns its status and total.",
-                "args": {"orderId": {"type": "str", "description": "The order id, such as ORD-1042."}},
-                "commands": [{"log": "{ f'looking up <{orderId}>' }"},
-                             {"api": {"profile": "orders", "path": "{ f'/orders/{orderId}' }"}},
-                             {"return": "{ {'status': result['status'], 'total': result['total']} }"}],
-                "onError": {"return": "{ {'error': exc.message, 'status': exc.status} }"},
+    return load_agent(
+        {
+            "name": "support",
+            "model": "claude-sonnet-5-5",
+            "profiles": {
+                "orders": {
+                    "baseUrl": server.base_url,
+                    "timeout": 0.5,
+                    "headers": {"Authorization": {"env": "ORDERS_TOKEN", "prefix": "Bearer "}},
+                }
             },
-            "support": {
-                "args": {"question": {"type": "str"}},
-                "commands": [
-                    {"func": {"name": "lookupOrder", "args": {"orderId": "ORD-404"}}},
-                    {"set": {"missing": "{ result }"}},
-                    {"llm": {"prompt": "{ question }", "tools": ["lookupOrder"],
-                             "output": {"answer": {"type": "str", "description": "The answer."}}}},
-                    {"return": "{ {'answer': result['answer'], 'missing': missing} }"},
-                ],
+            "functions": {
+                "lookupOrder": {
+                    "description": "Looks up one order by id and returns its status and total.",
+                    "args": {"orderId": {"type": "str", "description": "The order id, such as ORD-1042."}},
+                    "commands": [
+                        {"log": "{ f'looking up <{orderId}>' }"},
+                        {"api": {"profile": "orders", "path": "{ f'/orders/{orderId}' }"}},
+                        {"return": "{ {'status': result['status'], 'total': result['total']} }"},
+                    ],
+                    "onError": {"return": "{ {'error': exc.message, 'status': exc.status} }"},
+                },
+                "support": {
+                    "args": {"question": {"type": "str"}},
+                    "commands": [
+                        {"func": {"name": "lookupOrder", "args": {"orderId": "ORD-404"}}},
+                        {"set": {"missing": "{ result }"}},
+                        {
+                            "llm": {
+                                "prompt": "{ question }",
+                                "tools": ["lookupOrder"],
+                                "output": {"answer": {"type": "str", "description": "The answer."}},
+                            }
+                        },
+                        {"return": "{ {'answer': result['answer'], 'missing': missing} }"},
+                    ],
+                },
+                "broken": {"commands": {"return": "{ 1 / 0 }"}},
+                **functions,
             },
-            "broken": {"commands": {"return": "{ 1 / 0 }"}},
-            **functions,
         },
-    }, environ={"ORDERS_TOKEN": TOKEN})
+        environ={"ORDERS_TOKEN": TOKEN},
+    )
 
 
 def scripted() -> ScriptedModel:
-    return ScriptedModel([
-        ScriptedTurn("Looking it up.", [ScriptedCall("lookupOrder", {"orderId": "ORD-1"})]),
-        {"calls": [{"name": "report_result", "args": {"answer": "ORD-1 has shipped."}}]},
-    ])
+    return ScriptedModel(
+        [
+            ScriptedTurn("Looking it up.", [ScriptedCall("lookupOrder", {"orderId": "ORD-1"})]),
+            {"calls": [{"name": "report_result", "args": {"answer": "ORD-1 has shipped."}}]},
+        ]
+    )
 
 
 LIFECYCLE = ("step.started", "step.replayed", "step.finished", "step.failed")
@@ -77,9 +94,10 @@ async def test_a_call_records_once_and_replays_in_a_new_run_with_no_model_or_ser
     model = scripted()
     live_events: list[Any] = []
     live = Run(model=model, on_event=live_events.append)
-    expected = {"answer": "ORD-1 has shipped.",
-                "missing": {"error": f"HTTP 404 Not Found from GET {server.base_url}/orders/ORD-404.",
-                            "status": 404}}
+    expected = {
+        "answer": "ORD-1 has shipped.",
+        "missing": {"error": f"HTTP 404 Not Found from GET {server.base_url}/orders/ORD-404.", "status": 404},
+    }
     assert await support_agent(server).call("support", {"question": "Where is ORD-1?"}, run=live) == expected
     assert (model.calls, len(server.received)) == (2, 2)
     (record,) = live.store.records()
@@ -95,8 +113,7 @@ async def test_a_call_records_once_and_replays_in_a_new_run_with_no_model_or_ser
     assert await support_agent(server).call("support", {"question": "Where is ORD-1?"}, run=again) == expected
     assert (model.calls, len(server.received)) == (2, 2)  # no model call, no HTTP request
     assert visible(replay_events) == visible(live_events)
-    assert [e.type for e in replay_events if e.type in LIFECYCLE] == ["step.started", "step.replayed",
-                                                                       "step.finished"]
+    assert [e.type for e in replay_events if e.type in LIFECYCLE] == ["step.started", "step.replayed", "step.finished"]
     assert len(live.store.records()) == 1
 
 
@@ -119,9 +136,14 @@ async def test_a_miss_in_mode_replay_names_the_differing_part(server: OrdersServ
         await support_agent(server).call("lookupOrder", {"orderId": "ORD-2"}, run=replay)
     assert other_input.value.differing == ("input",)
     assert "differs in: input" in str(other_input.value)
-    changed = support_agent(server, lookupOrder={"description": "Changed.", "args": {"orderId": {
-        "type": "str", "description": "The order id."}},
-                                                 "commands": {"return": "changed"}})
+    changed = support_agent(
+        server,
+        lookupOrder={
+            "description": "Changed.",
+            "args": {"orderId": {"type": "str", "description": "The order id."}},
+            "commands": {"return": "changed"},
+        },
+    )
     with pytest.raises(ReplayMissError) as other_agent:
         await changed.call("lookupOrder", {"orderId": "ORD-1"}, run=replay)
     assert other_agent.value.differing == ("agent",)
@@ -129,7 +151,8 @@ async def test_a_miss_in_mode_replay_names_the_differing_part(server: OrdersServ
 
 
 async def test_a_live_call_that_reaches_the_network_is_blocked_where_model_calls_are(
-        server: OrdersServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    server: OrdersServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     run = Run()
     agent = support_agent(server)
     await agent.call("lookupOrder", {"orderId": "ORD-1"}, run=run)
@@ -185,10 +208,15 @@ def test_function_events_are_drawn_escaped_and_deterministically() -> None:
         Logged,
     )
 
-    events: list[FunctionEvent] = [FunctionCalled("f", {"x": "<b>"}, 0), FunctionCalled("g", {}, 1, "$.f[0]"),
-              ApiResponded("p", "GET", "https://x.example/<a>", None, True),
-              ErrorHandled("g", "$.g.onError", "ApiConnectionError", "refused <now>"),
-              FunctionReturned("g", None, 1), Logged("f", "$.f[1]", "done & dusted"), FunctionReturned("f", 3, 0)]
+    events: list[FunctionEvent] = [
+        FunctionCalled("f", {"x": "<b>"}, 0),
+        FunctionCalled("g", {}, 1, "$.f[0]"),
+        ApiResponded("p", "GET", "https://x.example/<a>", None, True),
+        ErrorHandled("g", "$.g.onError", "ApiConnectionError", "refused <now>"),
+        FunctionReturned("g", None, 1),
+        Logged("f", "$.f[1]", "done & dusted"),
+        FunctionReturned("f", 3, 0),
+    ]
     drawn: set[tuple[str, str]] = set()
     for _ in range(2):
         trace = StepTrace("a.f")
@@ -196,24 +224,56 @@ def test_function_events_are_drawn_escaped_and_deterministically() -> None:
             trace.apply(e)
         drawn.add((render_text(trace, ()), render_html(trace, ())))
     ((text, page),) = drawn
-    assert text.splitlines()[1:] == ['  call f {"x": "<b>"}', "    call g {}",
-                                     "    api GET https://x.example/<a>: no response",
-                                     "    handled ApiConnectionError in g: refused <now>", "    returned g: null",
-                                     "  log f: done & dusted", "  returned f: 3"]
-    assert "<b>\"" not in page and "&lt;a&gt;" in page and "done &amp; dusted" in page
+    assert text.splitlines()[1:] == [
+        '  call f {"x": "<b>"}',
+        "    call g {}",
+        "    api GET https://x.example/<a>: no response",
+        "    handled ApiConnectionError in g: refused <now>",
+        "    returned g: null",
+        "  log f: done & dusted",
+        "  returned f: 3",
+    ]
+    assert '<b>"' not in page and "&lt;a&gt;" in page and "done &amp; dusted" in page
 
 
 def test_a_tape_is_kept_only_when_there_is_one_and_read_back() -> None:
-    run_fp = fingerprint(role="a.f", backend="none", system="", tools=(), reporting=None, input_type="arguments",
-                         input={}, settings={}, extra={"agent": "x", "function": "f"})
+    run_fp = fingerprint(
+        role="a.f",
+        backend="none",
+        system="",
+        tools=(),
+        reporting=None,
+        input_type="arguments",
+        input={},
+        settings={},
+        extra={"agent": "x", "function": "f"},
+    )
     assert {"agent", "function"} <= set(run_fp.parts)
     with pytest.raises(ValueError, match="input"):
-        fingerprint(role="a.f", backend="none", system="", tools=(), reporting=None, input_type="arguments",
-                    input={}, settings={}, extra={"input": 1})
+        fingerprint(
+            role="a.f",
+            backend="none",
+            system="",
+            tools=(),
+            reporting=None,
+            input_type="arguments",
+            input={},
+            settings={},
+            extra={"input": 1},
+        )
     from agl_notebook.replay.records import StepRecord
 
-    unit = StepRecord(id="u", parts=run_fp.parts, occurrence=0, role="a.f", backend="none", input={}, result=1,
-                      transcript=(), tape=({"kind": "api", "status": 200},))
+    unit = StepRecord(
+        id="u",
+        parts=run_fp.parts,
+        occurrence=0,
+        role="a.f",
+        backend="none",
+        input={},
+        result=1,
+        transcript=(),
+        tape=({"kind": "api", "status": 200},),
+    )
     step = StepRecord(id="s", parts={}, occurrence=0, role="r", backend="none", input="", result=None, transcript=())
     assert "tape" not in step.to_json()
     assert record_from_json(unit.to_json()).tape == unit.tape
@@ -227,7 +287,10 @@ def test_the_errors_of_running_an_agent_are_of_the_packages_families() -> None:
     from agl_notebook import errors
     from agl_notebook.functions import errors as function_errors
 
-    raised = [c for _, c in inspect.getmembers(function_errors, inspect.isclass)
-              if issubclass(c, Exception) and c.__module__ == function_errors.__name__]
+    raised = [
+        c
+        for _, c in inspect.getmembers(function_errors, inspect.isclass)
+        if issubclass(c, Exception) and c.__module__ == function_errors.__name__
+    ]
     assert raised and all(issubclass(c, errors.UpstreamUnexpected) for c in raised), raised
     assert errors.ReplayMissError.__module__ == "agl_notebook.errors"

@@ -71,18 +71,45 @@ def test_the_schema_is_shipped_beside_the_package_and_is_a_valid_schema() -> Non
     assert schema_path().parent == Path(__file__).parent.parent / "agl_notebook" / "functions"
     jsonschema.Draft202012Validator.check_schema(agent_schema())
     schema = agent_schema()
-    assert set(schema["$defs"]["commands"]) == {"set", "log", "return", "func", "ask", "api", "llm", "if", "loop",
-                                                "end"}
+    assert set(schema["$defs"]["commands"]) == {
+        "set",
+        "log",
+        "return",
+        "func",
+        "ask",
+        "api",
+        "llm",
+        "if",
+        "loop",
+        "end",
+    }
     assert "dynamic" in schema["$defs"]["template"]["description"]
     assert "Ends the whole top-level call" in schema["$defs"]["commands"]["end"]["description"]
 
 
-STRUCTURAL = ["02_not_an_object", "03_no_functions", "04_unknown_top_level_field", "05_unknown_command",
-              "06_bad_argument_name", "07_reserved_argument_names", "08_tool_argument_without_type",
-              "09_tool_argument_without_description", "28_api_unknown_profile", "30_base_url_with_credentials",
-              "32_loop_bound_and_body", "33_bad_type_string", "35_list_block_item_with_two_commands",
-              "39_unknown_function_field", "40_set_reserved_names", "41_ask_shapes", "42_if_shape",
-              "43_version_and_model", "45_bad_block_shapes", "46_llm_shape", "47_function_name_rules"]
+STRUCTURAL = [
+    "02_not_an_object",
+    "03_no_functions",
+    "04_unknown_top_level_field",
+    "05_unknown_command",
+    "06_bad_argument_name",
+    "07_reserved_argument_names",
+    "08_tool_argument_without_type",
+    "09_tool_argument_without_description",
+    "28_api_unknown_profile",
+    "30_base_url_with_credentials",
+    "32_loop_bound_and_body",
+    "33_bad_type_string",
+    "35_list_block_item_with_two_commands",
+    "39_unknown_function_field",
+    "40_set_reserved_names",
+    "41_ask_shapes",
+    "42_if_shape",
+    "43_version_and_model",
+    "45_bad_block_shapes",
+    "46_llm_shape",
+    "47_function_name_rules",
+]
 
 
 @pytest.mark.parametrize("name", STRUCTURAL)
@@ -121,8 +148,9 @@ def test_what_the_schema_pattern_accepts_the_parser_accepts(text: str) -> None:
 
 def test_type_strings_map_to_json_schema() -> None:
     assert parse_type("list[dict[str, int | None]]").schema() == {
-        "type": "array", "items": {"type": "object", "additionalProperties": {"anyOf": [{"type": "integer"},
-                                                                                         {"type": "null"}]}}}
+        "type": "array",
+        "items": {"type": "object", "additionalProperties": {"anyOf": [{"type": "integer"}, {"type": "null"}]}},
+    }
     assert str(parse_type(" list [ str ] |None")) == "list[str] | None"
     with pytest.raises(TypeSyntaxError, match="Did you mean 'float'"):
         parse_type("flaot")
@@ -132,8 +160,12 @@ def test_type_strings_map_to_json_schema() -> None:
 # The rules, one test each (the corpus holds the exact messages; these say what each rule is)
 
 SEED = {
-    "profiles": {"orders": {"baseUrl": "https://orders.example/api",
-                            "headers": {"Authorization": {"env": "ORDERS_TOKEN", "prefix": "Bearer "}}}},
+    "profiles": {
+        "orders": {
+            "baseUrl": "https://orders.example/api",
+            "headers": {"Authorization": {"env": "ORDERS_TOKEN", "prefix": "Bearer "}},
+        }
+    },
     "functions": {
         "lookupOrder": {
             "description": "Looks up one order by id and returns its status and total.",
@@ -170,7 +202,8 @@ def test_rule_unknown_commands() -> None:
 @pytest.mark.parametrize("name", ["order-id", "2nd", "result", "exc", "class", "None", "__x"])
 def test_rule_argument_names_follow_variable_rules_and_reserved_names_are_refused(name: str) -> None:
     assert paths_of(agent_with(a={"args": {name: {}}, "commands": {"return": 1}})) == [
-        f"functions.a.args.{name}" if re.fullmatch(r"[A-Za-z_]\w*", name) else f'functions.a.args["{name}"]']
+        f"functions.a.args.{name}" if re.fullmatch(r"[A-Za-z_]\w*", name) else f'functions.a.args["{name}"]'
+    ]
 
 
 def test_rule_tool_functions_need_argument_types_and_descriptions() -> None:
@@ -194,19 +227,35 @@ def test_rule_ask_in_an_error_handler() -> None:
 
 
 def test_rule_an_error_handler_reads_only_arguments_exc_and_its_own_variables() -> None:
-    fn: dict[str, Any] = {"args": {"orderId": {}}, "commands": {"set": {"total": 1}},
-          "onError": [{"set": {"note": "{ f'{orderId}: {exc.message}' }"}}, {"log": "{ note }"},
-                      {"return": "{ [result, total] }"}]}
+    fn: dict[str, Any] = {
+        "args": {"orderId": {}},
+        "commands": {"set": {"total": 1}},
+        "onError": [
+            {"set": {"note": "{ f'{orderId}: {exc.message}' }"}},
+            {"log": "{ note }"},
+            {"return": "{ [result, total] }"},
+        ],
+    }
     assert problems_of(agent_with(a=fn))[0][0] == "functions.a.onError[2].return"
-    assert "'total' is neither an argument of a nor set earlier in this error handler" in \
-        problems_of(agent_with(a=fn))[0][1]
+    assert (
+        "'total' is neither an argument of a nor set earlier in this error handler"
+        in problems_of(agent_with(a=fn))[0][1]
+    )
     fn["onError"] = fn["onError"][:2]
     assert check_agent(agent_with(a=fn)) == []
 
 
 def test_rule_a_name_set_in_both_branches_counts_after_the_if() -> None:
-    handler = [{"if": {"condition": "{ exc.status == 404 }", "then": {"set": {"why": "missing"}},
-                       "else": {"set": {"why": "failed"}}}}, {"return": "{ why }"}]
+    handler = [
+        {
+            "if": {
+                "condition": "{ exc.status == 404 }",
+                "then": {"set": {"why": "missing"}},
+                "else": {"set": {"why": "failed"}},
+            }
+        },
+        {"return": "{ why }"},
+    ]
     assert check_agent(agent_with(a={"commands": {"log": "x"}, "onError": handler})) == []
 
 
@@ -216,7 +265,8 @@ def test_rule_func_targets_must_exist() -> None:
 
 def test_rule_call_cycles_that_can_be_seen() -> None:
     assert paths_of(agent_with(a={"commands": {"func": "b"}}, b={"commands": {"func": "a"}})) == [
-        "functions.b.commands[0].func"]
+        "functions.b.commands[0].func"
+    ]
     assert case("20_llm_tools_cycle")["problems"][0]["message"].startswith("call cycle research → research")
 
 
@@ -236,8 +286,7 @@ def test_duplicate_keys_in_a_command_block_are_kept_in_order() -> None:
     agent = load_agent(text)
     kinds = [(c.kind, c.args.value.raw if c.kind == "log" else None) for c in agent.spec.functions["a"].commands]
     assert kinds == [("log", "one"), ("set", None), ("log", "two"), ("return", None)]
-    assert [k for k, _ in pairs_of(parse_json(text)["functions"]["a"]["commands"])] == ["log", "set", "log",
-                                                                                         "return"]
+    assert [k for k, _ in pairs_of(parse_json(text)["functions"]["a"]["commands"])] == ["log", "set", "log", "return"]
 
 
 def test_object_and_list_blocks_give_the_same_paths() -> None:
@@ -246,12 +295,24 @@ def test_object_and_list_blocks_give_the_same_paths() -> None:
     assert paths_of(agent_with(a=as_object)) == paths_of(agent_with(a=as_list)) == ["functions.a.commands[1].sett"]
 
 
-@pytest.mark.parametrize(("name", "header", "secret"), [
-    ("Authorization", True, True), ("Proxy-Authorization", True, True), ("X-Api-Key", True, True),
-    ("X-Auth-Token", True, True), ("Cookie", True, True), ("X-Author", True, False),
-    ("Idempotency-Key", True, False), ("Accept", True, False), ("api_key", False, True), ("key", False, True),
-    ("access_token", False, True), ("page", False, False), ("monkey", False, False),
-])
+@pytest.mark.parametrize(
+    ("name", "header", "secret"),
+    [
+        ("Authorization", True, True),
+        ("Proxy-Authorization", True, True),
+        ("X-Api-Key", True, True),
+        ("X-Auth-Token", True, True),
+        ("Cookie", True, True),
+        ("X-Author", True, False),
+        ("Idempotency-Key", True, False),
+        ("Accept", True, False),
+        ("api_key", False, True),
+        ("key", False, True),
+        ("access_token", False, True),
+        ("page", False, False),
+        ("monkey", False, False),
+    ],
+)
 def test_names_that_carry_secrets(name: str, header: bool, secret: bool) -> None:
     from agl_notebook.functions.validate import sensitive_name
 

@@ -42,7 +42,8 @@ def runner_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: agl-notebook-papermill-entry\nVersion: 0\n")
     (info / "entry_points.txt").write_text(
-        "[papermill.engine]\n" + "".join(f"{name} = {target}\n" for name, target in engines.items()))
+        "[papermill.engine]\n" + "".join(f"{name} = {target}\n" for name, target in engines.items())
+    )
     env = {k: v for k, v in os.environ.items() if k not in SETTINGS}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(info.parent), *filter(None, [env.get("PYTHONPATH")])])
     return env
@@ -55,8 +56,9 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([sys.executable, "-m", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
     assert done.returncode == 0, f"{args} failed:\n{done.stdout}\n{done.stderr}"
     return done
 
@@ -75,13 +77,13 @@ def all_outputs_text(nb: dict[str, Any]) -> str:
 
 def test_the_engine_entry_point_is_declared() -> None:
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    assert declared["project"]["entry-points"]["papermill.engine"] == {
-        "agl-notebook": "agl_notebook.papermill_engine"}
+    assert declared["project"]["entry-points"]["papermill.engine"] == {"agl-notebook": "agl_notebook.papermill_engine"}
     assert any(dep.startswith("papermill") for dep in declared["project"]["optional-dependencies"]["test"])
 
 
 def test_papermill_replays_with_its_output_beside_the_notebook(
-        tmp_path: Path, clean_environment: None, runner_env: dict[str, str]) -> None:
+    tmp_path: Path, clean_environment: None, runner_env: dict[str, str]
+) -> None:
     notebook = recorded(tmp_path / "oracle.ipynb")
     before = notebook.read_bytes()
 
@@ -93,7 +95,8 @@ def test_papermill_replays_with_its_output_beside_the_notebook(
 
 
 def test_papermill_from_the_parent_folder_replays(
-        tmp_path: Path, clean_environment: None, runner_env: dict[str, str]) -> None:
+    tmp_path: Path, clean_environment: None, runner_env: dict[str, str]
+) -> None:
     (tmp_path / "nbs").mkdir()
     (tmp_path / "out").mkdir()
     recorded(tmp_path / "nbs" / "oracle.ipynb")
@@ -104,7 +107,8 @@ def test_papermill_from_the_parent_folder_replays(
 
 
 def test_papermill_with_another_working_folder_replays(
-        tmp_path: Path, clean_environment: None, runner_env: dict[str, str]) -> None:
+    tmp_path: Path, clean_environment: None, runner_env: dict[str, str]
+) -> None:
     (tmp_path / "elsewhere").mkdir()
     recorded(tmp_path / "oracle.ipynb")
 
@@ -114,7 +118,8 @@ def test_papermill_with_another_working_folder_replays(
 
 
 def test_a_notebook_recorded_under_papermill_in_place_replays_under_papermill(
-        tmp_path: Path, clean_environment: None, runner_env: dict[str, str]) -> None:
+    tmp_path: Path, clean_environment: None, runner_env: dict[str, str]
+) -> None:
     make_notebook(tmp_path / "oracle.ipynb")
 
     run(["papermill", "-k", "python3", "oracle.ipynb", "oracle.ipynb"], tmp_path, runner_env)
@@ -131,7 +136,8 @@ def test_a_notebook_recorded_under_papermill_in_place_replays_under_papermill(
 
 
 def test_nbconvert_replays_on_a_second_run_beside_its_first_output(
-        tmp_path: Path, clean_environment: None, runner_env: dict[str, str]) -> None:
+    tmp_path: Path, clean_environment: None, runner_env: dict[str, str]
+) -> None:
     make_notebook(tmp_path / "oracle.ipynb")
     nbconvert = ["jupyter", "nbconvert", "--to", "notebook", "--execute", "oracle.ipynb"]
     run(nbconvert, tmp_path, runner_env)
@@ -145,7 +151,8 @@ def test_nbconvert_replays_on_a_second_run_beside_its_first_output(
 
 
 def test_a_stale_nbconvert_copy_does_not_bring_back_cleared_records(
-        tmp_path: Path, clean_environment: None, runner_env: dict[str, str]) -> None:
+    tmp_path: Path, clean_environment: None, runner_env: dict[str, str]
+) -> None:
     recorded(tmp_path / "oracle.ipynb")
     nbconvert = ["jupyter", "nbconvert", "--to", "notebook", "--execute", "oracle.ipynb"]
     run(nbconvert, tmp_path, runner_env)
@@ -169,7 +176,8 @@ def test_jupyter_execute_replays(tmp_path: Path, clean_environment: None, runner
 
 
 def test_a_kernel_that_cannot_tell_its_notebook_says_so_once_on_the_runners_stderr(
-        tmp_path: Path, clean_environment: None, runner_env: dict[str, str]) -> None:
+    tmp_path: Path, clean_environment: None, runner_env: dict[str, str]
+) -> None:
     recorded(tmp_path / "oracle.ipynb")
     (tmp_path / "oracle copy.ipynb").write_bytes((tmp_path / "oracle.ipynb").read_bytes())  # two equal notebooks
 
@@ -187,17 +195,29 @@ def test_a_kernel_that_cannot_tell_its_notebook_says_so_once_on_the_runners_stde
 
 
 def notebook_file(path: Path, code: str, metadata: dict[str, Any] | None = None) -> Path:
-    path.write_text(json.dumps({"cells": [{"cell_type": "code", "source": code, "metadata": {}, "outputs": [],
-                                           "execution_count": None}],
-                                "metadata": metadata or {}, "nbformat": 4, "nbformat_minor": 5}))
+    path.write_text(
+        json.dumps(
+            {
+                "cells": [
+                    {"cell_type": "code", "source": code, "metadata": {}, "outputs": [], "execution_count": None}
+                ],
+                "metadata": metadata or {},
+                "nbformat": 4,
+                "nbformat_minor": 5,
+            }
+        )
+    )
     return path
 
 
-@pytest.mark.parametrize(("copy", "metadata"), [
-    ("nb.nbconvert.ipynb", None),
-    ("nb.out.ipynb", {"papermill": {"input_path": "nb.ipynb", "output_path": "nb.out.ipynb"}}),
-    ("nb.out.ipynb", {"papermill": {"input_path": "../nbs/nb.ipynb", "output_path": "nb.out.ipynb"}}),
-])
+@pytest.mark.parametrize(
+    ("copy", "metadata"),
+    [
+        ("nb.nbconvert.ipynb", None),
+        ("nb.out.ipynb", {"papermill": {"input_path": "nb.ipynb", "output_path": "nb.out.ipynb"}}),
+        ("nb.out.ipynb", {"papermill": {"input_path": "../nbs/nb.ipynb", "output_path": "nb.out.ipynb"}}),
+    ],
+)
 def test_a_runners_copy_gives_way_to_its_notebook(tmp_path: Path, copy: str, metadata: dict[str, Any] | None) -> None:
     original = notebook_file(tmp_path / "nb.ipynb", "x = 1")
     notebook_file(tmp_path / copy, "x = 1", metadata)  # written after the notebook: the newer file
@@ -216,10 +236,12 @@ def test_a_copy_alone_is_the_notebook(tmp_path: Path) -> None:
 
 
 def test_papermill_in_place_is_not_a_copy(tmp_path: Path) -> None:
-    original = notebook_file(tmp_path / "nb.ipynb", "x = 1",
-                             {"papermill": {"input_path": "nb.ipynb", "output_path": "nb.ipynb"}})
-    notebook_file(tmp_path / "nb.out.ipynb", "x = 1",
-                  {"papermill": {"input_path": "nb.ipynb", "output_path": "nb.out.ipynb"}})
+    original = notebook_file(
+        tmp_path / "nb.ipynb", "x = 1", {"papermill": {"input_path": "nb.ipynb", "output_path": "nb.ipynb"}}
+    )
+    notebook_file(
+        tmp_path / "nb.out.ipynb", "x = 1", {"papermill": {"input_path": "nb.ipynb", "output_path": "nb.out.ipynb"}}
+    )
 
     assert locate(environ={}, user_ns={}, code="x = 1", cwd=tmp_path).path == original
 

@@ -37,8 +37,9 @@ def step_display(k: Kernel, msg_id: str) -> dict[str, object]:
 
 
 def test_a_question_is_answered_through_the_widgets_in_the_same_cell(kernel: Kernel) -> None:
-    msg_id = kernel.execute('run = Run(model=MODEL)\nplan = await run.step(planner, "Plan a meeting")\nprint(plan)',
-                            cell_id="cell-1")
+    msg_id = kernel.execute(
+        'run = Run(model=MODEL)\nplan = await run.step(planner, "Plan a meeting")\nprint(plan)', cell_id="cell-1"
+    )
     kernel.answer_question("Saturday")
     reply = kernel.wait_reply(msg_id)["content"]
     assert reply["status"] == "ok", reply
@@ -69,8 +70,9 @@ def test_step_sync_answers_a_question_from_a_synchronous_cell(kernel: Kernel) ->
 
 @pytest.mark.parametrize("form", ["await", "sync"])
 def test_an_interrupt_while_waiting_ends_the_step_cleanly(kernel: Kernel, form: str) -> None:
-    call = ('await run.step(planner, "Plan a meeting")' if form == "await"
-            else 'run.step_sync(planner, "Plan a meeting")')
+    call = (
+        'await run.step(planner, "Plan a meeting")' if form == "await" else 'run.step_sync(planner, "Plan a meeting")'
+    )
     msg_id = kernel.execute(f"run = Run(model=MODEL)\n{call}")
     kernel.wait_for(lambda: bool(kernel.widget_ids("AnyModel")))
     kernel.km.interrupt_kernel()
@@ -90,11 +92,19 @@ def test_an_interrupt_while_waiting_ends_the_step_cleanly(kernel: Kernel, form: 
 def test_a_step_recorded_headlessly_replays_in_a_fresh_kernel(tmp_path: Path) -> None:
     path = tmp_path / "demo.ipynb"
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(SETUP.replace("MODEL = ScriptedModel(script)", (
-        'MODEL = ScriptedModel([{"text": "Looking <b>now</b>.", "calls": [{"name": "report_plan", "args": '
-        '{"steps": ["a", "b & c"]}}]}])'))),
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            SETUP.replace(
+                "MODEL = ScriptedModel(script)",
+                (
+                    'MODEL = ScriptedModel([{"text": "Looking <b>now</b>.", "calls": [{"name": "report_plan", "args": '
+                    '{"steps": ["a", "b & c"]}}]}])'
+                ),
+            )
+        ),
         nbformat.v4.new_code_cell('run = Run(model=MODEL)\nplan = await run.step(planner, "Plan <it>")\nplan'),
-        nbformat.v4.new_code_cell("print(MODEL.calls, len(CALLS))")]
+        nbformat.v4.new_code_cell("print(MODEL.calls, len(CALLS))"),
+    ]
     nbformat.write(nb, path)
     recorded = _execute(path)
     assert recorded.cells[2].outputs[0]["text"] == "1 0\n"
@@ -112,8 +122,13 @@ def test_a_step_recorded_headlessly_replays_in_a_fresh_kernel(tmp_path: Path) ->
 
 def _execute(path: Path) -> nbformat.NotebookNode:
     nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=60, kernel_name="python3", store_widget_state=False,
-                                     resources={"metadata": {"path": str(path.parent)}})
+    client = nbclient.NotebookClient(
+        nb,
+        timeout=60,
+        kernel_name="python3",
+        store_widget_state=False,
+        resources={"metadata": {"path": str(path.parent)}},
+    )
     client.execute()
     return nb
 
@@ -140,17 +155,19 @@ def test_a_headless_run_fails_a_live_question_naming_it(kernel: Kernel) -> None:
 
 
 def test_identical_steps_of_two_runs_in_one_cell_are_numbered_together(kernel: Kernel) -> None:
-    kernel.run('''
+    kernel.run("""
 import asyncio, itertools
 from agl_notebook import Role
 counter = itertools.count()
 SAMPLER = ScriptedModel(lambda request: {"calls": [
     {"name": "report_plan", "args": {"steps": [f"sample {next(counter)}"]}}]})
 sampler = Role(name="sampler", instructions="Sample.", tools=[reporting_tool("report_plan", "Report.", Plan)])
-''')
-    cell = ("first, second = Run(model=SAMPLER), Run(model=SAMPLER)\n"
-            "results = await asyncio.gather(first.step(sampler, 'go'), second.step(sampler, 'go'))\n"
-            "print([r.steps[0] for r in results], SAMPLER.calls)")
+""")
+    cell = (
+        "first, second = Run(model=SAMPLER), Run(model=SAMPLER)\n"
+        "results = await asyncio.gather(first.step(sampler, 'go'), second.step(sampler, 'go'))\n"
+        "print([r.steps[0] for r in results], SAMPLER.calls)"
+    )
     live = kernel.execute(cell)
     kernel.wait_reply(live)
     printed = kernel.stream(live)
@@ -164,8 +181,9 @@ def test_a_headless_run_takes_the_answers_it_was_given(tmp_path: Path) -> None:
     k = Kernel(cwd=tmp_path, env={"AGL_NOTEBOOK_ANSWERS": '["Tuesday"]'})
     try:
         k.run(SETUP)
-        msg_id = k.execute('run = Run(model=MODEL)\nprint(await run.step(planner, "Plan a meeting"))',
-                           allow_stdin=False)
+        msg_id = k.execute(
+            'run = Run(model=MODEL)\nprint(await run.step(planner, "Plan a meeting"))', allow_stdin=False
+        )
         assert k.wait_reply(msg_id)["content"]["status"] == "ok"
         assert k.stream(msg_id) == "Plan(steps=['Meet on Tuesday'])\n"
         record = step_display(k, msg_id)["metadata"]["agl_notebook"]["records"][0]  # type: ignore[index]

@@ -1,7 +1,6 @@
 """The tool loop (docs/roles-and-tools.md, "The loop"): argument checks, payloads, roles without a reporting tool,
 round trips, reports, stop reasons, events; and the scripted model."""
 
-
 from __future__ import annotations
 
 import dataclasses
@@ -101,19 +100,28 @@ def assert_every_call_answered(transcript: Sequence[Message]) -> None:
 
 async def test_a_step_with_a_tool_call_then_a_report_emits_the_vocabulary_in_order() -> None:
     recorder = Recorder()
-    run, model, events = make_run([
-        ScriptedTurn("Let me look.", [ScriptedCall("look_up", {"text": "retries"})]),
-        {"calls": [report(["no retries"])]},
-    ])
+    run, model, events = make_run(
+        [
+            ScriptedTurn("Let me look.", [ScriptedCall("look_up", {"text": "retries"})]),
+            {"calls": [report(["no retries"])]},
+        ]
+    )
     result = await run.step(make_role(recorder), "Review this.")
     assert result == Review(["no retries"])
     assert recorder.calls == ["retries"]
     assert len(model.requests) == 2
     assert types(events) == [
         "step.started",
-        "response.output_text.delta", "response.output_text.delta", "response.output_text.delta",
-        "client.tool.requested", "client.tool.executing", "client.tool.result", "client.tool.roundtrip",
-        "client.tool.requested", "step.reported", "client.tool.result",
+        "response.output_text.delta",
+        "response.output_text.delta",
+        "response.output_text.delta",
+        "client.tool.requested",
+        "client.tool.executing",
+        "client.tool.result",
+        "client.tool.roundtrip",
+        "client.tool.requested",
+        "step.reported",
+        "client.tool.result",
         "step.finished",
     ]
     assert [e.delta for e in events if isinstance(e, ev.OutputTextDelta)] == ["Let ", "me ", "look."]
@@ -128,8 +136,10 @@ async def test_a_step_with_a_tool_call_then_a_report_emits_the_vocabulary_in_ord
     assert outcome.requests == 2
     assert outcome.truncated is False
     assert [m.role for m in outcome.transcript] == ["user", "assistant", "user", "assistant", "user"]
-    assert outcome.transcript[1].content == (TextBlock("Let me look."),
-                                             ToolUseBlock("toolu_00_0", "look_up", {"text": "retries"}))
+    assert outcome.transcript[1].content == (
+        TextBlock("Let me look."),
+        ToolUseBlock("toolu_00_0", "look_up", {"text": "retries"}),
+    )
     assert outcome.transcript[2].content == (ToolResultBlock("toolu_00_0", "found retries", False),)
     assert_every_call_answered(outcome.transcript)
 
@@ -151,20 +161,24 @@ async def test_a_rejected_tool_result_reaches_the_model_as_an_error() -> None:
 
 async def test_arguments_that_do_not_fit_are_sent_back_and_the_handler_does_not_run() -> None:
     recorder = Recorder()
-    run, model, events = make_run([
-        {"calls": [{"name": "look_up", "args": {"text": 3, "extra": True}}]},
-        {"calls": [look("fixed")]},
-        {"calls": [report([])]},
-    ])
+    run, model, events = make_run(
+        [
+            {"calls": [{"name": "look_up", "args": {"text": 3, "extra": True}}]},
+            {"calls": [look("fixed")]},
+            {"calls": [report([])]},
+        ]
+    )
     assert await run.step(make_role(recorder), "go") == Review([])
     assert recorder.calls == ["fixed"]
     rejected = [e for e in events if isinstance(e, ev.PayloadRejected)]
     problems = ("text: expected a string, got a number (3).", "extra: unknown field; the fields are: text.")
     assert rejected == [ev.PayloadRejected("look_up", "toolu_00_0", {"text": 3, "extra": True}, problems)]
-    expected_text = ("The arguments for `look_up` do not fit its schema:\n"
-                     "- text: expected a string, got a number (3).\n"
-                     "- extra: unknown field; the fields are: text.\n"
-                     "Fix these and call `look_up` again.")
+    expected_text = (
+        "The arguments for `look_up` do not fit its schema:\n"
+        "- text: expected a string, got a number (3).\n"
+        "- extra: unknown field; the fields are: text.\n"
+        "Fix these and call `look_up` again."
+    )
     assert results(events)[0] == ("look_up", expected_text, True)
     assert "client.tool.executing" not in types(events)[: types(events).index("client.tool.roundtrip")]
     assert len(model.requests) == 3
@@ -175,11 +189,13 @@ async def test_arguments_that_do_not_fit_are_sent_back_and_the_handler_does_not_
 
 
 async def test_a_report_that_does_not_fit_is_sent_back_and_the_next_one_counts() -> None:
-    run, model, events = make_run([
-        {"calls": [report("not a list")]},
-        {"calls": [report(["a", 2])]},
-        {"calls": [report(["a", "b"])]},
-    ])
+    run, model, events = make_run(
+        [
+            {"calls": [report("not a list")]},
+            {"calls": [report(["a", 2])]},
+            {"calls": [report(["a", "b"])]},
+        ]
+    )
     assert await run.step(make_role(Recorder()), "go") == Review(["a", "b"])
     assert len(model.requests) == 3
     assert [e.problems for e in events if isinstance(e, ev.PayloadRejected)] == [
@@ -213,11 +229,14 @@ async def test_calls_before_the_report_run_and_calls_after_it_are_skipped() -> N
         ("look_up", "Skipped: the step already reported its result.", True),
     ]
     transcript = run.outcomes[-1].transcript
-    assert transcript[-1] == Message("user", (
-        ToolResultBlock("toolu_00_0", "found before", False),
-        ToolResultBlock("toolu_00_1", "Reported. Your work on this step is done.", False),
-        ToolResultBlock("toolu_00_2", "Skipped: the step already reported its result.", True),
-    ))
+    assert transcript[-1] == Message(
+        "user",
+        (
+            ToolResultBlock("toolu_00_0", "found before", False),
+            ToolResultBlock("toolu_00_1", "Reported. Your work on this step is done.", False),
+            ToolResultBlock("toolu_00_2", "Skipped: the step already reported its result.", True),
+        ),
+    )
     assert_every_call_answered(transcript)
 
 
@@ -240,17 +259,23 @@ async def test_role_incomplete_after_exactly_one_reminder() -> None:
     with pytest.raises(RoleIncompleteError) as e:
         await run.step(make_role(Recorder()), "go")
     assert len(model.requests) == 2
-    reminder = ("[agl_notebook] Your last reply did not call a tool. This step ends only when you call "
-                "`report_review` with your result: call it now.")
+    reminder = (
+        "[agl_notebook] Your last reply did not call a tool. This step ends only when you call "
+        "`report_review` with your result: call it now."
+    )
     assert model.requests[1].messages[-1] == Message("user", (TextBlock(reminder),))
     assert e.value.role == "reviewer"
     assert [(m.role, m.text) for m in e.value.transcript] == [
-        ("user", "go"), ("assistant", "I think it is fine."), ("user", reminder),
+        ("user", "go"),
+        ("assistant", "I think it is fine."),
+        ("user", reminder),
         ("assistant", "Really, it is fine."),
     ]
-    assert str(e.value) == ("The agent of 'reviewer' stopped without calling its reporting tool 'report_review' "
-                            "(after 1 reminder(s)); its work was wiped. The transcript is on this error's "
-                            ".transcript.")
+    assert str(e.value) == (
+        "The agent of 'reviewer' stopped without calling its reporting tool 'report_review' "
+        "(after 1 reminder(s)); its work was wiped. The transcript is on this error's "
+        ".transcript."
+    )
     assert isinstance(e.value, UpstreamUnexpected)
     assert types(events)[-1] == "step.failed"
     assert events[-1] == ev.StepFailed("reviewer", "RoleIncompleteError", str(e.value))
@@ -283,7 +308,9 @@ async def test_max_tool_roundtrips_n_allows_n_round_trips_and_n_plus_one_request
     assert model.calls == 3
     assert recorder.calls == ["0", "1"]
     assert [e for e in events if isinstance(e, ev.ClientToolRoundtrip)] == [
-        ev.ClientToolRoundtrip(1, 2), ev.ClientToolRoundtrip(2, 2)]
+        ev.ClientToolRoundtrip(1, 2),
+        ev.ClientToolRoundtrip(2, 2),
+    ]
     assert [e for e in events if isinstance(e, ev.RunTruncated)] == [ev.RunTruncated(2, 2, ("look_up",))]
     assert results(events)[-1] == ("look_up", "Not run: the limit of 2 tool round trips was reached.", True)
     assert events[-1] == ev.StepFinished("reviewer", None, 3, True)
@@ -334,11 +361,14 @@ async def test_truncation_of_a_role_that_must_report_raises_role_incomplete_with
     with pytest.raises(RoleIncompleteError) as e:
         await run.step(make_role(Recorder(), max_tool_roundtrips=1), "go")
     assert len(model.requests) == 2
-    assert str(e.value) == ("The agent of 'reviewer' did not report within 1 tool round trips; its work was wiped. "
-                            "The transcript is on this error's .transcript.")
+    assert str(e.value) == (
+        "The agent of 'reviewer' did not report within 1 tool round trips; its work was wiped. "
+        "The transcript is on this error's .transcript."
+    )
     assert_every_call_answered(e.value.transcript)
     assert e.value.transcript[-1].content == (
-        ToolResultBlock("toolu_01_0", "Not run: the limit of 1 tool round trips was reached.", True),)
+        ToolResultBlock("toolu_01_0", "Not run: the limit of 1 tool round trips was reached.", True),
+    )
     assert types(events)[-2:] == ["run.truncated", "step.failed"]
 
 
@@ -362,8 +392,10 @@ async def test_a_call_to_a_tool_not_offered_gets_the_guard_result_and_no_handler
     assert await run.step(make_role(recorder, reporting=False), "go") is None
     assert recorder.calls == ["a"]
     assert not_offered("delete_everything") == "Tool not offered this turn: delete_everything"
-    assert results(events) == [("delete_everything", "Tool not offered this turn: delete_everything", True),
-                               ("look_up", "found a", False)]
+    assert results(events) == [
+        ("delete_everything", "Tool not offered this turn: delete_everything", True),
+        ("look_up", "found a", False),
+    ]
     assert [e.name for e in events if isinstance(e, ev.ClientToolExecuting)] == ["look_up"]
 
 
@@ -372,8 +404,10 @@ async def test_the_guard_fails_closed_when_no_tools_are_offered() -> None:
     role: Role[Any] = Role("bare", "Do it.", model=Claude.OPUS)
     assert await run.step(role, "go") is None
     assert model.requests[0].tools == ()
-    assert results(events) == [("look_up", "Tool not offered this turn: look_up", True),
-                               ("report_review", "Tool not offered this turn: report_review", True)]
+    assert results(events) == [
+        ("look_up", "Tool not offered this turn: look_up", True),
+        ("report_review", "Tool not offered this turn: report_review", True),
+    ]
     assert "client.tool.executing" not in types(events)
     assert "step.reported" not in types(events)
 
@@ -381,8 +415,9 @@ async def test_the_guard_fails_closed_when_no_tools_are_offered() -> None:
 async def test_the_guard_uses_each_turns_offered_tools() -> None:
     recorder = Recorder()
     role = make_role(recorder)
-    run, model, events = make_run([
-        {"calls": [look("a")]}, {"calls": [{"name": "look_up ", "args": {"text": "b"}}]}, {"calls": [report([])]}])
+    run, model, events = make_run(
+        [{"calls": [look("a")]}, {"calls": [{"name": "look_up ", "args": {"text": "b"}}]}, {"calls": [report([])]}]
+    )
     assert await run.step(role, "go") == Review([])
     assert [[t.name for t in r.tools] for r in model.requests] == [["look_up", "report_review"]] * 3
     assert results(events)[1] == ("look_up ", "Tool not offered this turn: look_up ", True)
@@ -394,15 +429,20 @@ async def test_the_guard_uses_each_turns_offered_tools() -> None:
 
 
 async def test_pause_turn_is_resent() -> None:
-    run, model, events = make_run([
-        ScriptedTurn("Searching...", stop_reason="pause_turn"),
-        ScriptedTurn("Still searching...", stop_reason="pause_turn"),
-        {"calls": [report(["found"])]},
-    ])
+    run, model, events = make_run(
+        [
+            ScriptedTurn("Searching...", stop_reason="pause_turn"),
+            ScriptedTurn("Still searching...", stop_reason="pause_turn"),
+            {"calls": [report(["found"])]},
+        ]
+    )
     assert await run.step(make_role(Recorder()), "go") == Review(["found"])
     assert len(model.requests) == 3
     assert [(m.role, m.text) for m in model.requests[2].messages] == [
-        ("user", "go"), ("assistant", "Searching..."), ("assistant", "Still searching...")]
+        ("user", "go"),
+        ("assistant", "Searching..."),
+        ("assistant", "Still searching..."),
+    ]
     assert "client.tool.roundtrip" not in types(events)
 
 
@@ -436,8 +476,9 @@ async def test_refusal_after_tool_calls_does_not_run_them() -> None:
 
 async def test_max_tokens_inside_a_tool_call_is_an_error_the_step_reports() -> None:
     recorder = Recorder()
-    run, _model, events = make_run([ScriptedTurn("Let me", [ScriptedCall("look_up", {"text": "a"})],
-                                                stop_reason="max_tokens")])
+    run, _model, events = make_run(
+        [ScriptedTurn("Let me", [ScriptedCall("look_up", {"text": "a"})], stop_reason="max_tokens")]
+    )
     with pytest.raises(ModelOutputTruncatedError) as e:
         await run.step(make_role(recorder), "go")
     assert isinstance(e.value, UpstreamUnexpected)
@@ -486,17 +527,39 @@ VOCABULARY: list[tuple[type[Any], str, list[str]]] = [
 
 def test_the_vocabulary_is_complete() -> None:
     assert {cls for cls, _, _ in VOCABULARY} == set(ev.EVENT_TYPES)
-    assert sorted(t for _, t, _ in VOCABULARY) == sorted({
-        "client.tool.requested", "client.tool.executing", "client.tool.result", "client.tool.roundtrip",
-        "response.output_text.delta", "step.started", "step.finished", "step.failed", "step.replayed",
-        "step.reported", "payload.rejected", "run.truncated", "question.asked", "question.answered",
-        "markup.error", "model.retry_waiting", "function.called", "function.returned", "command.started",
-        "function.log", "function.error_handled", "api.requested", "api.responded"})
+    assert sorted(t for _, t, _ in VOCABULARY) == sorted(
+        {
+            "client.tool.requested",
+            "client.tool.executing",
+            "client.tool.result",
+            "client.tool.roundtrip",
+            "response.output_text.delta",
+            "step.started",
+            "step.finished",
+            "step.failed",
+            "step.replayed",
+            "step.reported",
+            "payload.rejected",
+            "run.truncated",
+            "question.asked",
+            "question.answered",
+            "markup.error",
+            "model.retry_waiting",
+            "function.called",
+            "function.returned",
+            "command.started",
+            "function.log",
+            "function.error_handled",
+            "api.requested",
+            "api.responded",
+        }
+    )
 
 
 @pytest.mark.parametrize(("cls", "type_string", "field_names"), VOCABULARY, ids=[t for _, t, _ in VOCABULARY])
-def test_each_event_is_a_frozen_dataclass_with_its_type(cls: type[Any], type_string: str,
-                                                        field_names: list[str]) -> None:
+def test_each_event_is_a_frozen_dataclass_with_its_type(
+    cls: type[Any], type_string: str, field_names: list[str]
+) -> None:
     assert dataclasses.is_dataclass(cls)
     fields = dataclasses.fields(cls)
     assert [f.name for f in fields] == [*field_names, "type"]
@@ -530,21 +593,27 @@ async def _collect(model: ScriptedModel, request: ModelRequest) -> list[Any]:
 
 
 async def test_scripted_model_data_script_streams_turns_by_position() -> None:
-    model = ScriptedModel([
-        ScriptedTurn("Let me look.", [ScriptedCall("look_up", {"text": "retries"}, id="call_a")]),
-        {"text": "Done", "calls": [{"name": "report_review", "args": {"issues": []}}]},
-        "plain text",
-    ])
+    model = ScriptedModel(
+        [
+            ScriptedTurn("Let me look.", [ScriptedCall("look_up", {"text": "retries"}, id="call_a")]),
+            {"text": "Done", "calls": [{"name": "report_review", "args": {"issues": []}}]},
+            "plain text",
+        ]
+    )
     first = await _collect(model, _request())
     assert [type(e).__name__ for e in first] == ["TextDelta", "TextDelta", "TextDelta", "ToolCall", "TurnEnd"]
     assert (first[3].id, first[3].name, first[3].args) == ("call_a", "look_up", {"text": "retries"})
     assert first[-1].stop_reason == "tool_use"
-    second_messages = (Message("user", (TextBlock("hi"),)), Message("assistant", (TextBlock("x"),)),
-                       Message("user", (TextBlock("y"),)))
+    second_messages = (
+        Message("user", (TextBlock("hi"),)),
+        Message("assistant", (TextBlock("x"),)),
+        Message("user", (TextBlock("y"),)),
+    )
     second = await _collect(model, _request(messages=second_messages))
     assert (second[1].id, second[1].name) == ("toolu_01_0", "report_review")
-    third = await _collect(model, _request(messages=(*second_messages, Message("assistant", ()),
-                                                     Message("user", (TextBlock("z"),)))))
+    third = await _collect(
+        model, _request(messages=(*second_messages, Message("assistant", ()), Message("user", (TextBlock("z"),))))
+    )
     assert [getattr(e, "text", None) for e in third[:-1]] == ["plain ", "text"]
     assert third[-1].stop_reason == "end_turn"
     assert len(model.requests) == 3
@@ -609,16 +678,19 @@ async def test_scripted_model_exhausted_says_which_turn() -> None:
     run, _model, events = make_run([{"calls": [look("a")]}])
     with pytest.raises(ScriptExhaustedError) as e:
         await run.step(make_role(Recorder()), "go")
-    assert str(e.value) == ("ScriptedModel was asked for turn 2 of role 'reviewer' but its script has 1 turn(s). "
-                            "Last message sent: ''")
+    assert str(e.value) == (
+        "ScriptedModel was asked for turn 2 of role 'reviewer' but its script has 1 turn(s). Last message sent: ''"
+    )
     assert events[-1].type == "step.failed"
 
 
 def test_scripted_model_refuses_bad_scripts() -> None:
     with pytest.raises(InputError) as e:
         ScriptedModel("just a string")
-    assert str(e.value) == ("ScriptedModel takes a list of turns, a dict of lists keyed by role name, or a function "
-                            "of the request, not str.")
+    assert str(e.value) == (
+        "ScriptedModel takes a list of turns, a dict of lists keyed by role name, or a function "
+        "of the request, not str."
+    )
     with pytest.raises(InputError) as e:
         ScriptedModel([{"text": "x", "tools": []}])
     assert str(e.value) == "script[0]: unknown keys ['tools']; a turn has text, calls and stop_reason."

@@ -16,7 +16,7 @@ from agl_notebook.notebook.nbfile import METADATA_KEY
 from agl_notebook.replay import MemoryStore, block_to_json
 from tests.kernel_harness import Kernel
 
-SETUP = '''
+SETUP = """
 %load_ext agl_notebook
 from dataclasses import dataclass
 from agl_notebook import Role, Run, ScriptedModel, describe, reporting_tool
@@ -27,7 +27,7 @@ class Answer:
 
 MODEL = ScriptedModel([{"calls": [{"name": "answer", "args": {"text": "forty-two"}}]}])
 oracle = Role(name="oracle", instructions="Answer.", tools=[reporting_tool("answer", "Give the answer.", Answer)])
-'''
+"""
 STEP = 'await Run(model=MODEL).step(oracle, "What is six times seven?")\nprint(MODEL.calls)'
 
 
@@ -61,7 +61,7 @@ def test_mode_is_shown_set_and_dropped(kernel: Kernel) -> None:
 
 USAGE_ERRORS = {
     "%agl mode sometimes": "%agl mode: unknown mode 'sometimes'; the modes are auto, replay, refresh, off, and default "
-                           "drops the one set here.",
+    "drops the one set here.",
     "%agl mode auto off": "%agl mode takes one mode, not 2: 'auto off'.",
     "%agl frobnicate": "%agl has no command 'frobnicate'.",
     "%agl list everything": "%agl list takes nothing after it, not 'everything'.",
@@ -76,8 +76,10 @@ def test_every_usage_error_is_one_line_with_no_traceback(kernel: Kernel) -> None
     for line, problem in USAGE_ERRORS.items():
         msg_id = kernel.execute(line)
         kernel.wait_reply(msg_id)
-        shown = [(m["header"]["msg_type"], m["content"].get("name"), m["content"].get("text"))
-                 for m in kernel.messages(msg_id, "stream", "error", "display_data", "execute_result")]
+        shown = [
+            (m["header"]["msg_type"], m["content"].get("name"), m["content"].get("text"))
+            for m in kernel.messages(msg_id, "stream", "error", "display_data", "execute_result")
+        ]
         assert shown == [("stream", "stderr", f"UsageError: {problem} {USAGE}\n")], line
 
 
@@ -89,8 +91,8 @@ def test_list_explain_and_forget(kernel: Kernel) -> None:
     assert listed.startswith("1 recording(s) in this kernel session")
     assert "role 'oracle'  scripted:" in listed
     assert output(kernel, "%agl explain") == (
-        "- No recording of a step of role 'oracle' exists in this kernel session (the notebook file was not "
-        "found).\n")
+        "- No recording of a step of role 'oracle' exists in this kernel session (the notebook file was not found).\n"
+    )
     assert output(kernel, STEP) == "1\n", "the second run replays: no new model call"
     assert output(kernel, "%agl forget oracle").startswith("Forgot 1 recording(s)")
     assert output(kernel, STEP) == "2\n", "a forgotten recording is not replayed"
@@ -134,8 +136,9 @@ def test_list_numbers_cells_and_calls_a_recording_of_a_cell_the_saved_notebook_l
     Run(model=setup["MODEL"], store=store).step_sync(setup["oracle"], "Who was here before?")
     (gone,) = store.records()
     path = tmp_path / "demo.ipynb"
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(SETUP, id="c-setup"),
-                                         nbformat.v4.new_code_cell(STEP, id="c-step")])
+    nb = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(SETUP, id="c-setup"), nbformat.v4.new_code_cell(STEP, id="c-step")]
+    )
     nb.metadata[METADATA_KEY] = block_to_json([dataclasses.replace(gone, cell_id="c-deleted")])
     nbformat.write(nb, path)
     k = Kernel(cwd=tmp_path, env={"JPY_SESSION_NAME": str(path)})

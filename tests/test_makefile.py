@@ -23,9 +23,14 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is no
 
 def would_run(target: str, venv: Path) -> list[str]:
     """The commands ``make TARGET`` would run (``make -n``), with the virtual environment in ``venv``."""
-    done = subprocess.run(["make", "-n", "--no-print-directory", "-C", str(ROOT), target, f"VENV={venv}"],
-                          capture_output=True, text=True, timeout=60, check=True,
-                          env={k: v for k, v in os.environ.items() if k != "MAKEFLAGS"})
+    done = subprocess.run(
+        ["make", "-n", "--no-print-directory", "-C", str(ROOT), target, f"VENV={venv}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env={k: v for k, v in os.environ.items() if k != "MAKEFLAGS"},
+    )
     return done.stdout.splitlines()
 
 
@@ -78,16 +83,36 @@ def test_the_package_installs_without_node(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(PATH=str(bin_dir), SKIP_JUPYTER_BUILDER="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
     copy = tmp_path / "src"  # a clean copy: no built extension in it, nothing written into the working tree
-    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".git", ".venv", "node_modules", "__pycache__",
-                                                              "labextension", ".*_cache"))
-    shutil.copytree(ROOT / "labextension", copy / "labextension",
-                    ignore=shutil.ignore_patterns("node_modules", "lib", "*.tsbuildinfo"))
+    shutil.copytree(
+        ROOT,
+        copy,
+        ignore=shutil.ignore_patterns(".git", ".venv", "node_modules", "__pycache__", "labextension", ".*_cache"),
+    )
+    shutil.copytree(
+        ROOT / "labextension",
+        copy / "labextension",
+        ignore=shutil.ignore_patterns("node_modules", "lib", "*.tsbuildinfo"),
+    )
     assert not (copy / "agl_notebook" / "labextension").exists()
 
-    done = subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "--quiet", "--no-deps", "-e", str(copy)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(
+        [str(bin_dir / "python"), "-m", "pip", "install", "--quiet", "--no-deps", "-e", str(copy)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
     assert done.returncode == 0, done.stderr
-    imported = subprocess.run([str(bin_dir / "python"), "-c", "import agl_notebook; print(agl_notebook.__file__)"],
-                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=True)
+    imported = subprocess.run(
+        [str(bin_dir / "python"), "-c", "import agl_notebook; print(agl_notebook.__file__)"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert imported.stdout.strip() == str(copy / "agl_notebook" / "__init__.py")

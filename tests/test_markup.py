@@ -80,19 +80,25 @@ def test_the_tags_use_full_width_bars() -> None:
 
 def test_a_call_becomes_a_tool_call_and_the_text_around_it_stays() -> None:
     reply = "Let me look. " + span({"name": "get_weather", "arguments": {"city": "Sydney"}}) + " Done."
-    assert parse([reply]) == [("text", "Let me look. "), ("call", "markup_00_0", "get_weather", {"city": "Sydney"}),
-                              ("text", " Done.")]
+    assert parse([reply]) == [
+        ("text", "Let me look. "),
+        ("call", "markup_00_0", "get_weather", {"city": "Sydney"}),
+        ("text", " Done."),
+    ]
 
 
-@pytest.mark.parametrize(("body", "args"), [
-    ({"name": "f", "args": {"x": 1}}, {"x": 1}),
-    ({"name": "f", "arguments": json.dumps({"x": [1, "a"]})}, {"x": [1, "a"]}),
-    ({"name": "f", "args": '{"x": 2}'}, {"x": 2}),
-    ({"name": "f"}, {}),
-    ({"name": "f", "arguments": None}, {}),
-    ({"name": "f", "arguments": "  "}, {}),
-    ({"name": "f", "arguments": {"y": 1}, "args": {"x": 1}}, {"y": 1}),
-])
+@pytest.mark.parametrize(
+    ("body", "args"),
+    [
+        ({"name": "f", "args": {"x": 1}}, {"x": 1}),
+        ({"name": "f", "arguments": json.dumps({"x": [1, "a"]})}, {"x": [1, "a"]}),
+        ({"name": "f", "args": '{"x": 2}'}, {"x": 2}),
+        ({"name": "f"}, {}),
+        ({"name": "f", "arguments": None}, {}),
+        ({"name": "f", "arguments": "  "}, {}),
+        ({"name": "f", "arguments": {"y": 1}, "args": {"x": 1}}, {"y": 1}),
+    ],
+)
 def test_arguments_or_args_as_an_object_or_a_json_string(body: dict[str, Any], args: dict[str, Any]) -> None:
     assert parse([span(body)]) == [("call", "markup_00_0", "f", args)]
 
@@ -106,21 +112,26 @@ def test_a_close_tag_inside_a_json_string_is_not_a_close() -> None:
 def test_several_calls_in_one_reply_get_numbered_ids_from_the_turn() -> None:
     reply = span({"name": "a"}) + "then" + span({"name": "b", "args": {"k": "v"}}) + span({"name": "c"})
     assert parse([reply], turn=3) == [
-        ("call", "markup_03_0", "a", {}), ("text", "then"), ("call", "markup_03_1", "b", {"k": "v"}),
+        ("call", "markup_03_0", "a", {}),
+        ("text", "then"),
+        ("call", "markup_03_1", "b", {"k": "v"}),
         ("call", "markup_03_2", "c", {}),
     ]
 
 
-@pytest.mark.parametrize(("body", "reason"), [
-    ('{"name": "f", "arguments": {"x": }', "not valid JSON"),
-    ('["f", {}]', "must be a JSON object"),
-    ('{"arguments": {}}', 'has no "name"'),
-    ('{"name": "  "}', 'has no "name"'),
-    ('{"name": "f", "arguments": [1]}', "not a JSON object"),
-    ('{"name": "f", "arguments": "{nope"}', "a string that is not valid JSON"),
-    ('{"name": "f", "arguments": "[1, 2]"}', "not a JSON object"),
-    ('{"name": "f", "arguments": {"x": NaN}}', "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ('{"name": "f", "arguments": {"x": }', "not valid JSON"),
+        ('["f", {}]', "must be a JSON object"),
+        ('{"arguments": {}}', 'has no "name"'),
+        ('{"name": "  "}', 'has no "name"'),
+        ('{"name": "f", "arguments": [1]}', "not a JSON object"),
+        ('{"name": "f", "arguments": "{nope"}', "a string that is not valid JSON"),
+        ('{"name": "f", "arguments": "[1, 2]"}', "not a JSON object"),
+        ('{"name": "f", "arguments": {"x": NaN}}', "not valid JSON"),
+    ],
+)
 def test_a_malformed_span_is_dropped_alone(body: str, reason: str) -> None:
     reply = "before " + span(body) + " middle " + span({"name": "ok", "args": {"n": 1}}) + " after"
     items = parse([reply])
@@ -197,7 +208,8 @@ def test_inside_a_call_nothing_is_released_until_its_close() -> None:
 
 def test_an_escaped_quote_split_from_its_backslash() -> None:
     assert parse([OPEN + '{"name": "f", "args": {"s": "a\\', '"' + CLOSE + '"}}' + CLOSE]) == [
-        ("call", "markup_00_0", "f", {"s": 'a"' + CLOSE})]
+        ("call", "markup_00_0", "f", {"s": 'a"' + CLOSE})
+    ]
 
 
 def test_text_without_markup_is_never_changed() -> None:
@@ -207,13 +219,38 @@ def test_text_without_markup_is_never_changed() -> None:
 
 # Property tests: any split of a reply reads the same ---------------------------------------------------------------
 
-_ALPHABET = st.sampled_from(["a", " ", "<", ">", "/", "｜", "D", "S", "M", "L", "_", '"', "\\", "{", "}", ":", "\n",
-                             "é", "tool_call", OPEN[:5], CLOSE[:6]])
+_ALPHABET = st.sampled_from(
+    [
+        "a",
+        " ",
+        "<",
+        ">",
+        "/",
+        "｜",
+        "D",
+        "S",
+        "M",
+        "L",
+        "_",
+        '"',
+        "\\",
+        "{",
+        "}",
+        ":",
+        "\n",
+        "é",
+        "tool_call",
+        OPEN[:5],
+        CLOSE[:6],
+    ]
+)
 _free_text = st.lists(_ALPHABET, max_size=8).map("".join)
 _json_text = st.lists(st.sampled_from([*'ab "\\<>/｜{}', CLOSE, OPEN, CLOSE[:4]]), max_size=6).map("".join)
-_args = st.dictionaries(st.sampled_from(["city", "q", "n"]), st.one_of(_json_text, st.integers(-5, 5), st.none(),
-                                                                       st.lists(_json_text, max_size=2)),
-                        max_size=3)
+_args = st.dictionaries(
+    st.sampled_from(["city", "q", "n"]),
+    st.one_of(_json_text, st.integers(-5, 5), st.none(), st.lists(_json_text, max_size=2)),
+    max_size=3,
+)
 
 
 @st.composite
@@ -221,15 +258,21 @@ def _call_span(draw: st.DrawFn) -> str:
     name = draw(st.sampled_from(["get_weather", "calc", "f"]))
     args = draw(_args)
     key = draw(st.sampled_from(["arguments", "args", "string"]))
-    body: dict[str, Any] = ({"name": name, "arguments": json.dumps(args)} if key == "string"
-                            else {"name": name, key: args})
+    body: dict[str, Any] = (
+        {"name": name, "arguments": json.dumps(args)} if key == "string" else {"name": name, key: args}
+    )
     return span(json.dumps(body, ensure_ascii=draw(st.booleans())))
 
 
-_broken_span = st.sampled_from([
-    span('{"name": "f", "arguments": {'), span("nope"), span('{"args": {}}'), span('{"name": "f", "args": "[1]"}'),
-    OPEN + '{"name": "g", "arguments": {"x": "unterminated}}' + CLOSE,
-])
+_broken_span = st.sampled_from(
+    [
+        span('{"name": "f", "arguments": {'),
+        span("nope"),
+        span('{"args": {}}'),
+        span('{"name": "f", "args": "[1]"}'),
+        OPEN + '{"name": "g", "arguments": {"x": "unterminated}}' + CLOSE,
+    ]
+)
 _reply = st.lists(st.one_of(_free_text, _call_span(), _broken_span), max_size=6).map("".join)
 _tail = st.sampled_from(["", OPEN + '{"name": "f"', OPEN[:7], OPEN + '{"a": "' + CLOSE[:3]])
 
@@ -271,8 +314,11 @@ async def test_the_stream_interceptor_reads_random_deltas_like_the_whole_reply(r
     chunks = [reply[a:b] for a, b in zip([0, *points], [*points, len(reply)], strict=True)]
     whole = await intercepted([TextDelta(reply), TurnEnd("end_turn")])
     split = await intercepted([*(TextDelta(c) for c in chunks), TurnEnd("end_turn")])
-    assert normal([e for e in split if not isinstance(e, TurnEnd)]) == normal(
-        [e for e in whole if not isinstance(e, TurnEnd)]) == parse([reply])
+    assert (
+        normal([e for e in split if not isinstance(e, TurnEnd)])
+        == normal([e for e in whole if not isinstance(e, TurnEnd)])
+        == parse([reply])
+    )
     assert split[-1] == whole[-1]
 
 
@@ -295,8 +341,9 @@ def transcript_of(events: Sequence[Any]) -> list[Any]:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_reply, _tail, st.lists(st.integers(0, 10_000), max_size=12))
-async def test_a_recorded_reply_replays_to_the_same_text_calls_and_errors(reply: str, tail: str,
-                                                                           cuts: list[int]) -> None:
+async def test_a_recorded_reply_replays_to_the_same_text_calls_and_errors(
+    reply: str, tail: str, cuts: list[int]
+) -> None:
     # A recording keeps the transcript; replaying streams each text block as one delta and each call natively.
     reply += tail
     points = sorted({c % (len(reply) + 1) for c in cuts})
@@ -347,8 +394,15 @@ async def test_a_reply_whose_calls_were_written_as_text_stops_for_tool_use() -> 
 
 
 async def test_a_native_event_ends_the_text_so_an_open_span_is_dropped() -> None:
-    out = await intercepted([TextDelta("a <｜DS"), ToolCall("t1", "g", {}), TextDelta(OPEN + '{"name"'),
-                             ToolCall("t2", "h", {}), TurnEnd("tool_use")])
+    out = await intercepted(
+        [
+            TextDelta("a <｜DS"),
+            ToolCall("t1", "g", {}),
+            TextDelta(OPEN + '{"name"'),
+            ToolCall("t2", "h", {}),
+            TurnEnd("tool_use"),
+        ]
+    )
     assert out[0] == TextDelta("a ")
     assert out[1] == TextDelta("<｜DS")
     assert out[2] == ToolCall("t1", "g", {})
@@ -394,10 +448,12 @@ async def test_a_role_step_runs_a_tool_called_through_markup_and_reports_markup_
         return ToolResult(f"found {q.text}")
 
     role = Role("reader", "Read.", [tool("look_up", "Search.", Query, look_up)], model=Claude.OPUS)
-    model = ScriptedModel([
-        "Looking. " + span("{broken") + span({"name": "look_up", "arguments": {"text": "retries"}}) + " ok",
-        "Found it.",
-    ])
+    model = ScriptedModel(
+        [
+            "Looking. " + span("{broken") + span({"name": "look_up", "arguments": {"text": "retries"}}) + " ok",
+            "Found it.",
+        ]
+    )
     events: list[Event] = []
     await Run(model=model, on_event=events.append).step(role, "go")
     assert seen == ["retries"]

@@ -16,8 +16,17 @@ from agl_notebook.transcript import user_text
 
 
 def record(record_id: str) -> StepRecord:
-    return StepRecord(id=record_id, parts={"role": "r"}, occurrence=0, role="r", backend="scripted:x", input="q",
-                      result=None, transcript=(user_text("q"),), usage=Usage(1, 2))
+    return StepRecord(
+        id=record_id,
+        parts={"role": "r"},
+        occurrence=0,
+        role="r",
+        backend="scripted:x",
+        input="q",
+        result=None,
+        transcript=(user_text("q"),),
+        usage=Usage(1, 2),
+    )
 
 
 def output_with(block: Any) -> dict[str, Any]:
@@ -25,17 +34,28 @@ def output_with(block: Any) -> dict[str, Any]:
 
 
 def notebook(*outputs: dict[str, Any], metadata_block: Any = None) -> dict[str, Any]:
-    nb: dict[str, Any] = {"nbformat": 4, "nbformat_minor": 5, "metadata": {},
-                          "cells": [{"cell_type": "code", "source": "x", "metadata": {}, "outputs": list(outputs)}]}
+    nb: dict[str, Any] = {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {},
+        "cells": [{"cell_type": "code", "source": "x", "metadata": {}, "outputs": list(outputs)}],
+    }
     if metadata_block is not None:
         nb["metadata"][METADATA_KEY] = metadata_block
     return nb
 
 
-@pytest.mark.parametrize("damage", [
-    {"cells": None}, {"cells": [None, 3, "x"]}, {"cells": [{"outputs": None}]}, {"cells": [{"outputs": [None, 1]}]},
-    {"cells": [{"outputs": [{"metadata": None}]}]}, {"metadata": None},
-])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"cells": None},
+        {"cells": [None, 3, "x"]},
+        {"cells": [{"outputs": None}]},
+        {"cells": [{"outputs": [None, 1]}]},
+        {"cells": [{"outputs": [{"metadata": None}]}]},
+        {"metadata": None},
+    ],
+)
 def test_a_damaged_notebook_is_read_as_far_as_it_goes(damage: dict[str, Any]) -> None:
     nb = {"nbformat": 4, "metadata": {}, "cells": []} | damage
     assert records_in_notebook(nb).records == {}

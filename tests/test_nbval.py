@@ -18,8 +18,14 @@ from tests.test_cli import load, make_notebook, output_records
 
 def nbval(notebook: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGL_NOTEBOOK_")}
-    return subprocess.run([sys.executable, "-m", "pytest", "--nbval", "-p", "no:cacheprovider", "-q",
-                           str(notebook)], cwd=notebook.parent, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "--nbval", "-p", "no:cacheprovider", "-q", str(notebook)],
+        cwd=notebook.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 # Under nbval a model call fails loudly (the plugin blocks them), and this cell checks none was made; it prints
@@ -59,7 +65,7 @@ def test_the_plugin_spells_the_variables_as_the_package_reads_them() -> None:
     assert pytest_plugin.PATH_VARIABLE == PATH_VARIABLE
 
 
-GATHERED_SETUP = '''import asyncio, hashlib
+GATHERED_SETUP = """import asyncio, hashlib
 from dataclasses import dataclass
 from agl_notebook import Role, Run, ScriptedModel, describe, reporting_tool
 
@@ -75,7 +81,7 @@ async def reply(request):
 
 MODEL = ScriptedModel(reply)
 role = Role(name="oracle", instructions="Answer.", tools=[reporting_tool("answer", "Give the answer.", Answer)])
-run = Run(model=MODEL)'''
+run = Run(model=MODEL)"""
 
 GATHERED = "results = await asyncio.gather(*(run.step(role, f'question {i}') for i in range(50)))"
 
@@ -85,8 +91,12 @@ def test_fifty_steps_gathered_and_recorded_headlessly_pass_nbval(tmp_path: Path)
 
     notebook = tmp_path / "gathered.ipynb"
     v4: Any = nbformat.v4
-    nbformat.write(v4.new_notebook(cells=[v4.new_code_cell(GATHERED_SETUP), v4.new_code_cell(GATHERED),
-                                          v4.new_code_cell(NO_CALLS)]), notebook)
+    nbformat.write(
+        v4.new_notebook(
+            cells=[v4.new_code_cell(GATHERED_SETUP), v4.new_code_cell(GATHERED), v4.new_code_cell(NO_CALLS)]
+        ),
+        notebook,
+    )
     assert main(["execute", str(notebook), "--record"]) == 0
     outputs = load(notebook)["cells"][1]["outputs"]
     shown = ["".join(o["data"]["text/plain"]) for o in outputs if o["output_type"] == "display_data"]

@@ -27,8 +27,9 @@ async def test_sdk_with_default_base_url_cannot_reach_the_api() -> None:
     assert str(client.base_url).startswith("https://api.anthropic.com")
     async with client:
         with pytest.raises(anthropic.APIConnectionError) as e:
-            await client.messages.create(model="claude-haiku-5-5", max_tokens=10,
-                                         messages=[{"role": "user", "content": "Hi"}])
+            await client.messages.create(
+                model="claude-haiku-5-5", max_tokens=10, messages=[{"role": "user", "content": "Hi"}]
+            )
     assert _blocked(e.value), [repr(x) for x in _chain(e.value)]
 
 

@@ -55,7 +55,8 @@ def fake_api() -> Iterator[str]:
 
 
 def test_with_a_key_the_first_notebook_runs_live_against_the_messages_api(
-        tmp_path: Path, fake_api: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, fake_api: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     notebook = tmp_path / "01_first_step.ipynb"
     shutil.copy(NOTEBOOKS / "01_first_step.ipynb", notebook)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-real-key")

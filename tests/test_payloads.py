@@ -1,6 +1,5 @@
 """Payloads (docs/roles-and-tools.md, "Payloads"): `describe`, supported types, validation, `JsonValue`."""
 
-
 from __future__ import annotations
 
 import dataclasses
@@ -178,8 +177,15 @@ def test_a_payload_of_every_supported_type_is_built() -> None:
     assert isinstance(value.scores, tuple)
     assert isinstance(value.address, Address)
     assert dump(value) == {
-        "name": "Ada", "age": 36, "height": 2.0, "active": True, "address": {"city": "London", "zip": None},
-        "tags": ["a", "b"], "point": [1, 2], "scores": [1.5, 2.0], "nickname": None,
+        "name": "Ada",
+        "age": 36,
+        "height": 2.0,
+        "active": True,
+        "address": {"city": "London", "zip": None},
+        "tags": ["a", "b"],
+        "point": [1, 2],
+        "scores": [1.5, 2.0],
+        "nickname": None,
     }
 
 
@@ -213,8 +219,16 @@ def test_unknown_fields_are_refused() -> None:
 
 def test_every_problem_is_reported_at_once() -> None:
     value, problems = payload_spec(Person).validate(
-        {"name": 1, "age": True, "height": "tall", "active": 1, "address": {"zip": 3}, "tags": ["a", "b", 3],
-         "point": [1, 2, 3], "x": 1}
+        {
+            "name": 1,
+            "age": True,
+            "height": "tall",
+            "active": 1,
+            "address": {"zip": 3},
+            "tags": ["a", "b", 3],
+            "point": [1, 2, 3],
+            "x": 1,
+        }
     )
     assert value is None
     assert problems == (
@@ -271,7 +285,9 @@ def test_optional_fields_take_null_or_the_type() -> None:
 
 def test_arguments_that_are_not_an_object() -> None:
     assert payload_spec(Address).validate([1]) == (
-        None, ("arguments: expected an object with the fields city, zip, got an array ([1]).",))
+        None,
+        ("arguments: expected an object with the fields city, zip, got an array ([1]).",),
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -291,8 +307,10 @@ def test_arguments_that_are_not_an_object() -> None:
 def test_unsupported_field_types_are_an_input_error_when_the_tool_is_built(
     payload: type[Any], where: str, type_name: str
 ) -> None:
-    suffix = (f"{where}: the type {type_name} can't be saved as JSON. Payload fields may be str, bool, int, float, "
-              "another dataclass, a list or tuple of these, or optional (X | None).")
+    suffix = (
+        f"{where}: the type {type_name} can't be saved as JSON. Payload fields may be str, bool, int, float, "
+        "another dataclass, a list or tuple of these, or optional (X | None)."
+    )
     with pytest.raises(InputError) as e:
         tool("look_up", "Search.", payload, _ok)
     assert str(e.value) == f"tool 'look_up': {suffix}"
@@ -303,14 +321,19 @@ def test_unsupported_field_types_are_an_input_error_when_the_tool_is_built(
 
 @pytest.mark.parametrize(
     ("payload", "shown"),
-    [(NotADataclass, "the class NotADataclass"), (Address("x"), "Address Address(city='x', zip=None)"),
-     (str, "the class str")],
+    [
+        (NotADataclass, "the class NotADataclass"),
+        (Address("x"), "Address Address(city='x', zip=None)"),
+        (str, "the class str"),
+    ],
 )
 def test_a_payload_that_is_not_a_dataclass_type_is_refused(payload: Any, shown: str) -> None:
     with pytest.raises(InputError) as e:
         reporting_tool("report", "Report.", payload)
-    assert str(e.value) == (f"reporting_tool 'report': A payload must be a dataclass type, not {shown}: a payload "
-                            "that can't be saved as JSON.")
+    assert str(e.value) == (
+        f"reporting_tool 'report': A payload must be a dataclass type, not {shown}: a payload "
+        "that can't be saved as JSON."
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -41,10 +41,15 @@ async def look_up(query: Query) -> ToolResult:
     return ToolResult(f"notes on {query.text}")
 
 
-ROLE: Role[Answer] = Role(name="researcher", instructions="Look things up, then report.",
-                          tools=[tool("look_up", "Look a thing up.", Query, look_up),
-                                 reporting_tool("report", "Report what you found.", Answer)],
-                          model=Claude.SONNET)
+ROLE: Role[Answer] = Role(
+    name="researcher",
+    instructions="Look things up, then report.",
+    tools=[
+        tool("look_up", "Look a thing up.", Query, look_up),
+        reporting_tool("report", "Report what you found.", Answer),
+    ],
+    model=Claude.SONNET,
+)
 
 
 def report(summary: str) -> list[Any]:
@@ -87,7 +92,7 @@ def reset_mid_stream() -> httpx2.Response:
 def raw_stream(body: bytes) -> Responder:
     async def chunks() -> AsyncIterator[bytes]:
         for i in range(0, len(body), 41):
-            yield body[i:i + 41]
+            yield body[i : i + 41]
 
     return lambda: httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=chunks())
 
@@ -95,8 +100,12 @@ def raw_stream(body: bytes) -> Responder:
 def malformed_sse() -> httpx2.Response:
     """Garbage lines, then an event whose data is not JSON, in the middle of an otherwise good reply."""
     events = report("x")
-    body = (b"this line is garbage\n:a comment\n\n" + sse(events[:3])
-            + b"event: content_block_delta\ndata: {not json at all\n\n" + sse(events[3:]))
+    body = (
+        b"this line is garbage\n:a comment\n\n"
+        + sse(events[:3])
+        + b"event: content_block_delta\ndata: {not json at all\n\n"
+        + sse(events[3:])
+    )
     return raw_stream(body)()
 
 
@@ -109,8 +118,11 @@ def timeout() -> httpx2.Response:
 
 
 def retry_after(status: int, kind: str, seconds: str) -> Responder:
-    return lambda: httpx2.Response(status, headers={"retry-after": seconds, "request-id": "req_retry"},
-                                   json={"type": "error", "error": {"type": kind, "message": "Slow down, please."}})
+    return lambda: httpx2.Response(
+        status,
+        headers={"retry-after": seconds, "request-id": "req_retry"},
+        json={"type": "error", "error": {"type": kind, "message": "Slow down, please."}},
+    )
 
 
 async def assert_next_step_works(h: Harness, requests_before: int) -> None:
@@ -148,12 +160,18 @@ async def test_retryable_faults_are_retried_and_the_step_succeeds(fault: str, re
         # retry-after: 0.01 s is honoured (the SDK's own backoff would wait at least 0.375 s).
         assert time.monotonic() - started < 0.35
     await assert_next_step_works(h, 2)
-    reliability.note("Model faults", fault, "retried once (2 requests); the step succeeds, recorded once; "
-                     "the next step works", requests_retried=1, records_lost=0)
+    reliability.note(
+        "Model faults",
+        fault,
+        "retried once (2 requests); the step succeeds, recorded once; the next step works",
+        requests_retried=1,
+        records_lost=0,
+    )
 
 
-async def test_a_retry_after_of_a_day_is_capped_at_60_seconds(reliability: ReliabilityNotes,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_retry_after_of_a_day_is_capped_at_60_seconds(
+    reliability: ReliabilityNotes, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from agl_notebook.events import ModelRetryWaiting
     from agl_notebook.models import anthropic as backend
 
@@ -173,10 +191,14 @@ async def test_a_retry_after_of_a_day_is_capped_at_60_seconds(reliability: Relia
     bundle = h.last_bundle()
     assert "waiting" not in bundle["text/plain"] and "waiting" not in bundle["text/html"]  # a live line only
     await assert_next_step_works(h, 2)
-    reliability.note("Model faults", "a 429 whose retry-after asks for a day (86400 s)",
-                     "the retry waits 60 s, not a day (the backend's cap), and the step's view says so while it "
-                     "waits (not in its final view); the step succeeds, recorded once; the next step works",
-                     requests_retried=1, records_lost=0)
+    reliability.note(
+        "Model faults",
+        "a 429 whose retry-after asks for a day (86400 s)",
+        "the retry waits 60 s, not a day (the backend's cap), and the step's view says so while it "
+        "waits (not in its final view); the step succeeds, recorded once; the next step works",
+        requests_retried=1,
+        records_lost=0,
+    )
 
 
 # --- Not retried (or retries exhausted): the step fails clearly ----------------------------------------------------
@@ -192,28 +214,46 @@ class Failure:
 
 FAILURES: dict[str, Callable[[], Failure]] = {
     "429 retries exhausted": lambda: Failure(
-        (retry_after(429, "rate_limit_error", "0.01"),) * 2, anthropic.RateLimitError, "Slow down, please.", 2),
+        (retry_after(429, "rate_limit_error", "0.01"),) * 2, anthropic.RateLimitError, "Slow down, please.", 2
+    ),
     "529 retries exhausted": lambda: Failure(
-        (fail(529, "overloaded_error", "Overloaded"),) * 2, anthropic.OverloadedError, "Overloaded", 2),
+        (fail(529, "overloaded_error", "Overloaded"),) * 2, anthropic.OverloadedError, "Overloaded", 2
+    ),
     "timeout, retries exhausted": lambda: Failure((timeout, timeout), anthropic.APITimeoutError, "timed out", 2),
-    "connection reset mid-stream": lambda: Failure((reset_mid_stream,), UpstreamUnexpected,
-                                                   "The Anthropic stream broke off: ReadError: Connection reset", 1),
+    "connection reset mid-stream": lambda: Failure(
+        (reset_mid_stream,), UpstreamUnexpected, "The Anthropic stream broke off: ReadError: Connection reset", 1
+    ),
     "stream without message_stop": lambda: Failure(
-        (lambda: stream_response(reply(text("Half a rep"), message_stop=False)),), UpstreamUnexpected,
-        "ended before message_stop", 1),
-    "malformed SSE": lambda: Failure((malformed_sse,), UpstreamUnexpected,
-                                     "The Anthropic stream broke off: JSONDecodeError: Expecting property name", 1),
+        (lambda: stream_response(reply(text("Half a rep"), message_stop=False)),),
+        UpstreamUnexpected,
+        "ended before message_stop",
+        1,
+    ),
+    "malformed SSE": lambda: Failure(
+        (malformed_sse,),
+        UpstreamUnexpected,
+        "The Anthropic stream broke off: JSONDecodeError: Expecting property name",
+        1,
+    ),
     "invalid tool_use JSON": lambda: Failure(
         (lambda: stream_response(reply(use("toolu_1", "look_up", '{"text": ,,}'), stop_reason="tool_use")),),
-        UpstreamUnexpected, "'look_up' could not be read: its input is not valid JSON", 1),
-    "400 bad request": lambda: Failure((fail(400, "invalid_request_error", "max_tokens: too large"),),
-                                       anthropic.BadRequestError, "max_tokens: too large", 1),
+        UpstreamUnexpected,
+        "'look_up' could not be read: its input is not valid JSON",
+        1,
+    ),
+    "400 bad request": lambda: Failure(
+        (fail(400, "invalid_request_error", "max_tokens: too large"),),
+        anthropic.BadRequestError,
+        "max_tokens: too large",
+        1,
+    ),
 }
 
 
 @pytest.mark.parametrize("fault", list(FAILURES))
 async def test_a_fault_fails_the_step_clearly_records_nothing_shows_it_and_the_next_step_works(
-    fault: str, reliability: ReliabilityNotes,
+    fault: str,
+    reliability: ReliabilityNotes,
 ) -> None:
     case = FAILURES[fault]()
     h = Harness(api(*case.responders, report("next works")), max_retries=1)
@@ -230,19 +270,28 @@ async def test_a_fault_fails_the_step_clearly_records_nothing_shows_it_and_the_n
     assert "agl-failed" in bundle["text/html"]
     await assert_next_step_works(h, case.requests)
     retried = "retried once, then " if case.requests > 1 else ""
-    reliability.note("Model faults", fault,
-                     f"{retried}the step fails with {case.error.__name__} (\"{case.fragment}\"); nothing recorded; "
-                     "the view shows the failure; the next step works",
-                     requests_retried=case.requests - 1, records_lost=0)
+    reliability.note(
+        "Model faults",
+        fault,
+        f'{retried}the step fails with {case.error.__name__} ("{case.fragment}"); nothing recorded; '
+        "the view shows the failure; the next step works",
+        requests_retried=case.requests - 1,
+        records_lost=0,
+    )
 
 
 async def test_a_fault_after_a_tool_ran_loses_the_whole_step_and_a_retry_is_the_same_step(
     reliability: ReliabilityNotes,
 ) -> None:
-    h = Harness(api(reply(text("Looking."), use("toolu_1", "look_up", '{"text": "x"}'), stop_reason="tool_use"),
-                    reset_mid_stream,
-                    reply(use("toolu_1", "look_up", '{"text": "x"}'), stop_reason="tool_use"),
-                    report("next works")), max_retries=0)
+    h = Harness(
+        api(
+            reply(text("Looking."), use("toolu_1", "look_up", '{"text": "x"}'), stop_reason="tool_use"),
+            reset_mid_stream,
+            reply(use("toolu_1", "look_up", '{"text": "x"}'), stop_reason="tool_use"),
+            report("next works"),
+        ),
+        max_retries=0,
+    )
     with pytest.raises(UpstreamUnexpected, match="stream broke off"):
         await h.run.step(ROLE, "And the next thing?")
     assert h.run.store.records() == ()
@@ -251,19 +300,27 @@ async def test_a_fault_after_a_tool_ran_loses_the_whole_step_and_a_retry_is_the_
     assert await h.run.step(ROLE, "And the next thing?") == Answer("next works")
     (record,) = h.run.store.records()
     assert record.occurrence == 0
-    reliability.note("Model faults", "a connection reset after a tool already ran",
-                     "the whole step fails, nothing recorded; retrying the same input is the same step "
-                     "(occurrence 0), recorded once", records_lost=0)
+    reliability.note(
+        "Model faults",
+        "a connection reset after a tool already ran",
+        "the whole step fails, nothing recorded; retrying the same input is the same step "
+        "(occurrence 0), recorded once",
+        records_lost=0,
+    )
 
 
 # --- A stream that breaks while being read says so, whatever broke it ---------------------------------------------
 
 
 @pytest.mark.parametrize("responder", [reset_mid_stream, malformed_sse], ids=["reset", "malformed"])
-async def test_a_broken_stream_is_reported_as_upstream_unexpected(responder: Responder,
-                                                                  reliability: ReliabilityNotes) -> None:
+async def test_a_broken_stream_is_reported_as_upstream_unexpected(
+    responder: Responder, reliability: ReliabilityNotes
+) -> None:
     h = Harness(api(responder), max_retries=0)
     with pytest.raises(UpstreamUnexpected, match="Anthropic"):
         await h.run.step(ROLE, "What do we know?")
-    reliability.note("Model faults", f"{responder.__name__.replace('_', ' ')} with retries off",
-                     "UpstreamUnexpected naming the Anthropic stream, never a raw httpx or JSON error")
+    reliability.note(
+        "Model faults",
+        f"{responder.__name__.replace('_', ' ')} with retries off",
+        "UpstreamUnexpected naming the Anthropic stream, never a raw httpx or JSON error",
+    )

@@ -23,8 +23,9 @@ from .reliability_report import ReliabilityNotes
 
 Shape = tuple[Any, ...]
 # The `reliability` fixture is function-scoped on purpose: it gathers every example's note into one.
-SETTINGS = settings(max_examples=200, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 UNKNOWN = "not_a_field"
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -45,7 +46,8 @@ def _extend(child: st.SearchStrategy[Shape]) -> st.SearchStrategy[Shape]:
 
 FIELD_TYPES = st.recursive(LEAVES, _extend, max_leaves=8)
 ROOTS: st.SearchStrategy[Shape] = st.tuples(
-    st.just("dc"), st.lists(st.tuples(st.booleans(), FIELD_TYPES), min_size=1, max_size=5).map(tuple))
+    st.just("dc"), st.lists(st.tuples(st.booleans(), FIELD_TYPES), min_size=1, max_size=5).map(tuple)
+)
 
 _names = itertools.count()
 _built: dict[Shape, Any] = {}
@@ -110,11 +112,14 @@ def valid(shape: Shape) -> st.SearchStrategy[tuple[Any, Any]]:
     if kind == "bool":
         return st.booleans().map(lambda b: (b, b))
     if kind == "int":
-        return st.one_of(st.integers().map(lambda n: (n, n)),
-                         st.integers(-(2**50), 2**50).map(lambda n: (float(n), n)))  # JSON's 3.0 is an int
+        return st.one_of(
+            st.integers().map(lambda n: (n, n)), st.integers(-(2**50), 2**50).map(lambda n: (float(n), n))
+        )  # JSON's 3.0 is an int
     if kind == "float":
-        return st.one_of(st.floats(allow_nan=False, allow_infinity=False).map(lambda x: (x, x)),
-                         st.integers(-(2**60), 2**60).map(lambda n: (n, float(n))))
+        return st.one_of(
+            st.floats(allow_nan=False, allow_infinity=False).map(lambda x: (x, x)),
+            st.integers(-(2**60), 2**60).map(lambda n: (n, float(n))),
+        )
     if kind in ("list", "tuple"):
         return st.lists(valid(shape[1]), max_size=3).map(lambda xs: ([x for x, _ in xs], [e for _, e in xs]))
     if kind == "fixed":
@@ -150,8 +155,9 @@ def same(a: Any, b: Any) -> bool:
 
 @SETTINGS
 @given(data=st.data())
-def test_valid_json_for_any_shape_builds_the_class_and_dumps_back(data: st.DataObject,
-                                                                  reliability: ReliabilityNotes) -> None:
+def test_valid_json_for_any_shape_builds_the_class_and_dumps_back(
+    data: st.DataObject, reliability: ReliabilityNotes
+) -> None:
     shape = data.draw(ROOTS, label="shape")
     cls = python_type(shape)
     value, expected = data.draw(valid(shape), label="json")
@@ -159,8 +165,11 @@ def test_valid_json_for_any_shape_builds_the_class_and_dumps_back(data: st.DataO
     assert problems == ()
     assert type(payload) is cls
     assert same(dump(payload), expected), (dump(payload), expected)
-    reliability.example("Fuzzing", "valid JSON for random dataclass shapes (nested dataclasses, lists, tuples, "
-                        "optionals, defaults)", "always builds the class, no problems, and dumps back equal")
+    reliability.example(
+        "Fuzzing",
+        "valid JSON for random dataclass shapes (nested dataclasses, lists, tuples, optionals, defaults)",
+        "always builds the class, no problems, and dumps back equal",
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -230,8 +239,9 @@ def mutate(shape: Shape, value: Any, path: str, target: tuple[str, str, Any], wr
     if shape[0] in ("list", "tuple"):
         return [mutate(shape[1], v, f"{path}[{i}]", target, wrong) for i, v in enumerate(value)]
     if shape[0] == "fixed":
-        return [mutate(s, v, f"{path}[{i}]", target, wrong) for i, (s, v) in enumerate(zip(shape[1], value,
-                                                                                             strict=True))]
+        return [
+            mutate(s, v, f"{path}[{i}]", target, wrong) for i, (s, v) in enumerate(zip(shape[1], value, strict=True))
+        ]
     if shape[0] == "dc":
         out = dict(value)
         if kind == "unknown" and where == join(path, UNKNOWN):
@@ -250,8 +260,9 @@ def mutate(shape: Shape, value: Any, path: str, target: tuple[str, str, Any], wr
 
 @SETTINGS
 @given(data=st.data())
-def test_invalid_json_names_the_path_of_the_problem_and_never_raises(data: st.DataObject,
-                                                                     reliability: ReliabilityNotes) -> None:
+def test_invalid_json_names_the_path_of_the_problem_and_never_raises(
+    data: st.DataObject, reliability: ReliabilityNotes
+) -> None:
     shape = data.draw(ROOTS, label="shape")
     cls = python_type(shape)
     value, _ = data.draw(valid(shape), label="valid json")
@@ -262,8 +273,11 @@ def test_invalid_json_names_the_path_of_the_problem_and_never_raises(data: st.Da
     assert payload is None
     named = target[1] or "arguments"
     assert any(p.startswith(f"{named}: ") for p in problems), (named, problems)
-    reliability.example("Fuzzing", "valid JSON with one mutation (a wrong type, a missing or an unknown field) "
-                        "at a random path", "never builds, never raises; a problem names the mutated path")
+    reliability.example(
+        "Fuzzing",
+        "valid JSON with one mutation (a wrong type, a missing or an unknown field) at a random path",
+        "never builds, never raises; a problem names the mutated path",
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -272,9 +286,12 @@ def test_invalid_json_names_the_path_of_the_problem_and_never_raises(data: st.Da
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=6),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.one_of(st.sampled_from(["f0", "f1", "f2", "f3", UNKNOWN]), st.text(max_size=4)), children,
-                      max_size=5),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.one_of(st.sampled_from(["f0", "f1", "f2", "f3", UNKNOWN]), st.text(max_size=4)), children, max_size=5
+        )
+    ),
     max_leaves=20,
 )
 
@@ -292,21 +309,29 @@ def check_outcome(cls: Any, value: Any) -> None:
 
 @SETTINGS
 @given(shape=ROOTS, value=JSON)
-def test_arbitrary_json_against_any_shape_only_returns_a_payload_or_problems(shape: Shape, value: Any,
-                                                                             reliability: ReliabilityNotes) -> None:
+def test_arbitrary_json_against_any_shape_only_returns_a_payload_or_problems(
+    shape: Shape, value: Any, reliability: ReliabilityNotes
+) -> None:
     check_outcome(python_type(shape), value)
-    reliability.example("Fuzzing", "arbitrary JSON against a random shape",
-                        "only ever a payload of the class or a list of problems, nothing raised")
+    reliability.example(
+        "Fuzzing",
+        "arbitrary JSON against a random shape",
+        "only ever a payload of the class or a list of problems, nothing raised",
+    )
 
 
 @SETTINGS
 @given(data=st.data())
-def test_arbitrary_json_inside_a_valid_object_only_returns_a_payload_or_problems(data: st.DataObject,
-                                                                                 reliability: ReliabilityNotes) -> None:
+def test_arbitrary_json_inside_a_valid_object_only_returns_a_payload_or_problems(
+    data: st.DataObject, reliability: ReliabilityNotes
+) -> None:
     shape = data.draw(ROOTS, label="shape")
     value, _ = data.draw(valid(shape), label="valid json")
     field = data.draw(st.sampled_from([f"f{i}" for i in range(len(shape[1]))] + [UNKNOWN]), label="field")
     value[field] = data.draw(JSON, label="replacement")
     check_outcome(python_type(shape), value)
-    reliability.example("Fuzzing", "arbitrary JSON in one field of a valid object",
-                        "only ever a payload of the class or a list of problems, nothing raised")
+    reliability.example(
+        "Fuzzing",
+        "arbitrary JSON in one field of a valid object",
+        "only ever a payload of the class or a list of problems, nothing raised",
+    )

@@ -30,9 +30,11 @@ nbformat: Any = _nbformat
 AREA = "Kernel faults"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 LONG = 60  # seconds a slow model or tool would take: an interrupt that does not land times the test out
-KERNEL_TIMING = ("scripted model (its slow reply is an asyncio.sleep, with no HTTP client to unwind: not the real "
-                 "anthropic client's timing), in a real ipykernel driven through jupyter_client; from "
-                 "interrupt_kernel() to the cell's reply, one run")
+KERNEL_TIMING = (
+    "scripted model (its slow reply is an asyncio.sleep, with no HTTP client to unwind: not the real "
+    "anthropic client's timing), in a real ipykernel driven through jupyter_client; from "
+    "interrupt_kernel() to the cell's reply, one run"
+)
 """How the interrupt figures are measured (the reliability page shows it beside each)."""
 
 # An oracle whose model and tool can be made slow from the notebook (SLOW), and whose tool registers undo work.
@@ -100,10 +102,13 @@ PRINTED = "Answer(text='forty-two')\n"
 
 def done(k: Kernel, msg_id: str, timeout: float = 60) -> dict[str, Any]:
     """The execution's reply, once the kernel is idle again after it (so every output of it has arrived)."""
+
     def idle() -> bool:
         return msg_id in k.replies and any(
             m["header"]["msg_type"] == "status" and m["content"]["execution_state"] == "idle"
-            for m in k.messages(msg_id))
+            for m in k.messages(msg_id)
+        )
+
     k.wait_for(idle, timeout)
     return k.replies[msg_id]
 
@@ -239,14 +244,17 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kernel]:
 @pytest.fixture
 def kernel(shared: Kernel) -> Kernel:
     # Each test starts live: the session's records so far are forgotten (%agl forget all).
-    run_ok(shared, 'SLOW.update(model=0, tool=None); UNDONE.clear(); SCRATCH.clear(); run = Run(model=ORACLE_MODEL)\n'
-               'ORACLE_MODEL.calls = 0\nforget([r.id for r in run.store.records()])')
+    run_ok(
+        shared,
+        "SLOW.update(model=0, tool=None); UNDONE.clear(); SCRATCH.clear(); run = Run(model=ORACLE_MODEL)\n"
+        "ORACLE_MODEL.calls = 0\nforget([r.id for r in run.store.records()])",
+    )
     return shared
 
 
 def the_next_step_runs(k: Kernel) -> None:
     """The kernel is usable after the interrupt: the same step runs live to the end and is recorded once."""
-    run_ok(k, 'SLOW.update(model=0, tool=None)')
+    run_ok(k, "SLOW.update(model=0, tool=None)")
     msg_id = step_cell(k)
     assert k.stream(msg_id) == PRINTED
     assert len(records_of(step_display(k, msg_id))) == 1
@@ -254,7 +262,8 @@ def the_next_step_runs(k: Kernel) -> None:
 
 @pytest.mark.parametrize("form", ["await", "sync"])
 def test_an_interrupt_during_a_model_call_ends_the_step_and_keeps_nothing(
-        kernel: Kernel, form: str, reliability: ReliabilityNotes) -> None:
+    kernel: Kernel, form: str, reliability: ReliabilityNotes
+) -> None:
     run_ok(kernel, f"SLOW['model'] = {LONG}")
     call = STEP if form == "await" else STEP.replace("await run.step(", "run.step_sync(")
     msg_id = kernel.execute(call)
@@ -262,17 +271,23 @@ def test_an_interrupt_during_a_model_call_ends_the_step_and_keeps_nothing(
     reply, took = interrupted(kernel, msg_id)
     assert printed(kernel, "print(state(run))") == "(0, 0, 0, 0, 1)\n", "no record, no outcome"
     the_next_step_runs(kernel)
-    reliability.note(AREA, f"an interrupt during a model call ({form} form; the model awaits a 60 s reply)",
-                     f"the cell ends with {reply['ename']} within 3 s; the view is static and says the step was "
-                     "interrupted; nothing is recorded (no output metadata, no session record); the next step in the "
-                     "kernel runs and records", records_lost=0, notebooks_corrupted=0,
-                     measured={f"Interrupt during a model call ({form}): time to end the cell": f"{took:.2f} s"},
-                     how=KERNEL_TIMING)
+    reliability.note(
+        AREA,
+        f"an interrupt during a model call ({form} form; the model awaits a 60 s reply)",
+        f"the cell ends with {reply['ename']} within 3 s; the view is static and says the step was "
+        "interrupted; nothing is recorded (no output metadata, no session record); the next step in the "
+        "kernel runs and records",
+        records_lost=0,
+        notebooks_corrupted=0,
+        measured={f"Interrupt during a model call ({form}): time to end the cell": f"{took:.2f} s"},
+        how=KERNEL_TIMING,
+    )
 
 
 @pytest.mark.parametrize("how", ["awaiting tool", "blocking tool", "awaiting tool, sync form"])
 def test_an_interrupt_during_a_tool_wipes_the_step_and_keeps_nothing(
-        kernel: Kernel, how: str, reliability: ReliabilityNotes) -> None:
+    kernel: Kernel, how: str, reliability: ReliabilityNotes
+) -> None:
     run_ok(kernel, f"SLOW['tool'] = {'blocking' if how == 'blocking tool' else 'awaiting'!r}")
     call = STEP if "sync" not in how else STEP.replace("await run.step(", "run.step_sync(")
     msg_id = kernel.execute(call)
@@ -282,14 +297,22 @@ def test_an_interrupt_during_a_tool_wipes_the_step_and_keeps_nothing(
     calls = 2 if how == "blocking tool" else 1  # the blocking tool returns, and the model is asked once more
     assert printed(kernel, "print(state(run))") == f"(0, 0, 1, 0, {calls})\n"
     the_next_step_runs(kernel)
-    outcome = (f"the cell ends with {reply['ename']} when the blocking call returns (2 s), not recording the step"
-               if how == "blocking tool" else f"the cell ends with {reply['ename']} within 3 s")
-    reliability.note(AREA, f"an interrupt during a tool ({how})",
-                     f"{outcome}; the step's undo work ran and its scratch folder is gone; nothing is recorded; the "
-                     "next step runs and records", records_lost=0, notebooks_corrupted=0,
-                     measured={f"Interrupt during a tool ({how}): time to end the cell": f"{took:.2f} s"},
-                     how=KERNEL_TIMING + ("; the tool blocks in time.sleep, which no interrupt shortens"
-                                          if how == "blocking tool" else ""))
+    outcome = (
+        f"the cell ends with {reply['ename']} when the blocking call returns (2 s), not recording the step"
+        if how == "blocking tool"
+        else f"the cell ends with {reply['ename']} within 3 s"
+    )
+    reliability.note(
+        AREA,
+        f"an interrupt during a tool ({how})",
+        f"{outcome}; the step's undo work ran and its scratch folder is gone; nothing is recorded; the "
+        "next step runs and records",
+        records_lost=0,
+        notebooks_corrupted=0,
+        measured={f"Interrupt during a tool ({how}): time to end the cell": f"{took:.2f} s"},
+        how=KERNEL_TIMING
+        + ("; the tool blocks in time.sleep, which no interrupt shortens" if how == "blocking tool" else ""),
+    )
 
 
 REAL_CLIENT = f"""\
@@ -309,7 +332,8 @@ real_run = Run(model=AnthropicModel(model="claude-sonnet-5-5", client=anthropic.
 
 
 def test_an_interrupt_during_a_real_client_request_ends_the_step_and_keeps_nothing(
-        kernel: Kernel, reliability: ReliabilityNotes) -> None:
+    kernel: Kernel, reliability: ReliabilityNotes
+) -> None:
     run_ok(kernel, REAL_CLIENT)
     held = "print(len(real_run.store.records()), len(real_run.outcomes))"
     before = printed(kernel, held)
@@ -318,19 +342,23 @@ def test_an_interrupt_during_a_real_client_request_ends_the_step_and_keeps_nothi
     reply, took = interrupted(kernel, msg_id, within=10)
     assert printed(kernel, held) == before, "no record, no outcome"
     the_next_step_runs(kernel)
-    reliability.note(AREA, "an interrupt during a model call through the real anthropic client (its request "
-                     "awaits a 60 s answer)",
-                     f"the cell ends with {reply['ename']} within 10 s; the view is static and says the step was "
-                     "interrupted; nothing is recorded; the next step in the kernel runs and records",
-                     records_lost=0, notebooks_corrupted=0,
-                     measured={"Interrupt during a real client's request: time to end the cell": f"{took:.2f} s"},
-                     how="the real anthropic client and its HTTP stack, its request awaiting an in-process "
-                         "transport (httpx2.MockTransport) that answers after 60 s, in a real ipykernel driven "
-                         "through jupyter_client; from interrupt_kernel() to the cell's reply, one run")
+    reliability.note(
+        AREA,
+        "an interrupt during a model call through the real anthropic client (its request awaits a 60 s answer)",
+        f"the cell ends with {reply['ename']} within 10 s; the view is static and says the step was "
+        "interrupted; nothing is recorded; the next step in the kernel runs and records",
+        records_lost=0,
+        notebooks_corrupted=0,
+        measured={"Interrupt during a real client's request: time to end the cell": f"{took:.2f} s"},
+        how="the real anthropic client and its HTTP stack, its request awaiting an in-process "
+        "transport (httpx2.MockTransport) that answers after 60 s, in a real ipykernel driven "
+        "through jupyter_client; from interrupt_kernel() to the cell's reply, one run",
+    )
 
 
 def test_an_interrupt_during_gathered_steps_cancels_them_and_the_kernel_lives(
-        kernel: Kernel, reliability: ReliabilityNotes) -> None:
+    kernel: Kernel, reliability: ReliabilityNotes
+) -> None:
     # Each gathered step is a task of its own: an interrupt noticed inside one must not escape the event loop.
     run_ok(kernel, "SLOW['tool'] = 'blocking'")
     msg_id = kernel.execute("r = await asyncio.gather(run.step(oracle(run), 'a'), run.step(oracle(run), 'b'))")
@@ -340,18 +368,27 @@ def test_an_interrupt_during_gathered_steps_cancels_them_and_the_kernel_lives(
     assert_failed_unrecorded(kernel, msg_id, steps=2)
     assert printed(kernel, "print(state(run)[:2])") == "(0, 0)\n", "no record, no outcome"
     the_next_step_runs(kernel)
-    reliability.note(AREA, "an interrupt during two steps run with asyncio.gather (each a task of its own), one "
-                     "in a blocking tool", f"the cell ends with {reply['ename']}; the kernel lives; neither step is "
-                     "recorded; the next step runs and records", records_lost=0, notebooks_corrupted=0,
-                     measured={"Interrupt during gathered steps: time to end the cell": f"{took:.2f} s"},
-                     how=KERNEL_TIMING + "; one step's tool blocks in time.sleep")
+    reliability.note(
+        AREA,
+        "an interrupt during two steps run with asyncio.gather (each a task of its own), one in a blocking tool",
+        f"the cell ends with {reply['ename']}; the kernel lives; neither step is "
+        "recorded; the next step runs and records",
+        records_lost=0,
+        notebooks_corrupted=0,
+        measured={"Interrupt during gathered steps: time to end the cell": f"{took:.2f} s"},
+        how=KERNEL_TIMING + "; one step's tool blocks in time.sleep",
+    )
 
 
 def test_a_step_left_running_by_an_earlier_cell_does_not_hide_later_interrupts(
-        kernel: Kernel, reliability: ReliabilityNotes) -> None:
+    kernel: Kernel, reliability: ReliabilityNotes
+) -> None:
     # A step started as a task outlives its cell; ipykernel puts its own SIGINT handler back when that cell ends.
-    run_ok(kernel, f"SLOW['model'] = {LONG}\nbg = asyncio.ensure_future(run.step(oracle(run), 'background'))\n"
-                   "await asyncio.sleep(0.3)")
+    run_ok(
+        kernel,
+        f"SLOW['model'] = {LONG}\nbg = asyncio.ensure_future(run.step(oracle(run), 'background'))\n"
+        "await asyncio.sleep(0.3)",
+    )
     try:
         run_ok(kernel, "SLOW.update(model=0, tool='blocking')")
         msg_id = kernel.execute(STEP)
@@ -362,16 +399,22 @@ def test_a_step_left_running_by_an_earlier_cell_does_not_hide_later_interrupts(
     finally:
         run_ok(kernel, "bg.cancel()")
     the_next_step_runs(kernel)
-    reliability.note(AREA, "an interrupt during a blocking tool while a step of an earlier cell still runs",
-                     f"the cell ends with {reply['ename']}; the interrupted step is not recorded",
-                     records_lost=0, notebooks_corrupted=0)
+    reliability.note(
+        AREA,
+        "an interrupt during a blocking tool while a step of an earlier cell still runs",
+        f"the cell ends with {reply['ename']}; the interrupted step is not recorded",
+        records_lost=0,
+        notebooks_corrupted=0,
+    )
 
 
 @pytest.mark.parametrize("form", ["await", "sync"])
 def test_an_interrupt_while_waiting_for_an_answer_keeps_nothing(
-        kernel: Kernel, form: str, reliability: ReliabilityNotes) -> None:
-    call = ('await run.step(planner, "Plan a meeting")' if form == "await"
-            else 'run.step_sync(planner, "Plan a meeting")')
+    kernel: Kernel, form: str, reliability: ReliabilityNotes
+) -> None:
+    call = (
+        'await run.step(planner, "Plan a meeting")' if form == "await" else 'run.step_sync(planner, "Plan a meeting")'
+    )
     run_ok(kernel, "run = Run(model=MODEL); CALLS.clear()")
     msg_id = kernel.execute(call)
     kernel.wait_for(lambda: bool(kernel.widget_ids("AnyModel")))
@@ -384,24 +427,30 @@ def test_an_interrupt_while_waiting_for_an_answer_keeps_nothing(
     assert kernel.stream(again) == "Plan(steps=['Meet on Friday'])\n"
     (record,) = records_of(step_display(kernel, again))
     assert record["questions"][0]["answer"] == "Friday"
-    reliability.note(AREA, f"an interrupt while waiting for a person's answer ({form} form)",
-                     f"the cell ends with {reply['ename']} within 3 s; the question's widgets are closed; nothing is "
-                     "recorded; asked again, the question is answered and the step recorded with the answer",
-                     records_lost=0, notebooks_corrupted=0,
-                     measured={f"Interrupt while waiting for an answer ({form}): time to end the cell":
-                               f"{took:.2f} s"}, how=KERNEL_TIMING)
+    reliability.note(
+        AREA,
+        f"an interrupt while waiting for a person's answer ({form} form)",
+        f"the cell ends with {reply['ename']} within 3 s; the question's widgets are closed; nothing is "
+        "recorded; asked again, the question is answered and the step recorded with the answer",
+        records_lost=0,
+        notebooks_corrupted=0,
+        measured={f"Interrupt while waiting for an answer ({form}): time to end the cell": f"{took:.2f} s"},
+        how=KERNEL_TIMING,
+    )
 
 
 # --- kernel restarts -------------------------------------------------------------------------------------------
 
 
 def test_a_restart_loses_only_unsaved_records_and_never_touches_the_file(
-        tmp_path: Path, reliability: ReliabilityNotes) -> None:
+    tmp_path: Path, reliability: ReliabilityNotes
+) -> None:
     path = tmp_path / "demo.ipynb"
     cells = (SETUP, "run = Run(model=ORACLE_MODEL)", STEP, "print(state(run))")
     original = notebook(path, *cells)
     k = Kernel(cwd=tmp_path, env={"JPY_SESSION_NAME": str(path)})  # how JupyterLab tells the kernel its notebook
     try:
+
         def run_cells() -> str:
             run_ok(k, FAST_HELLO)
             run_ok(k, SETUP, cell_id="c0")
@@ -412,8 +461,7 @@ def test_a_restart_loses_only_unsaved_records_and_never_touches_the_file(
         (record,) = records_of(step_display(k, live))
         assert printed(k, "print(run.store.path.name, state(run))") == "demo.ipynb (1, 1, 0, 0, 1)\n"
         # Unsaved, the record replays in this kernel session.
-        assert printed(k, f"run = Run(model=ORACLE_MODEL)\n{STEP}\nprint(state(run))") == \
-            f"{PRINTED}(1, 1, 0, 0, 1)\n"
+        assert printed(k, f"run = Run(model=ORACLE_MODEL)\n{STEP}\nprint(state(run))") == f"{PRINTED}(1, 1, 0, 0, 1)\n"
 
         restart(k)  # without saving: the session's record is gone, the file is as it was
         assert path.read_bytes() == original
@@ -440,10 +488,14 @@ def test_a_restart_loses_only_unsaved_records_and_never_touches_the_file(
         nbformat.validate(nbformat.read(path, as_version=4))
     finally:
         k.close()
-    reliability.note(AREA, "a kernel restart with an unsaved recording, and a restart in the middle of a step",
-                     "the file is byte-identical after both; the unsaved step runs live again and is recorded whole "
-                     "(same id and result); once saved with its output, it replays after a restart",
-                     records_lost=0, notebooks_corrupted=0)
+    reliability.note(
+        AREA,
+        "a kernel restart with an unsaved recording, and a restart in the middle of a step",
+        "the file is byte-identical after both; the unsaved step runs live again and is recorded whole "
+        "(same id and result); once saved with its output, it replays after a restart",
+        records_lost=0,
+        notebooks_corrupted=0,
+    )
 
 
 class FakeExtension:
@@ -461,7 +513,7 @@ class FakeExtension:
 
     def serve(self) -> None:
         """Answer every hello and store every record that arrived since the last call."""
-        for msg in self.k.iopub[self.seen:]:
+        for msg in self.k.iopub[self.seen :]:
             kind, content = msg["header"]["msg_type"], msg["content"]
             if kind == "comm_open" and content.get("target_name") == "agl_notebook":
                 if content["comm_id"] not in self.answered:
@@ -491,7 +543,8 @@ class FakeExtension:
 
 
 def test_a_restart_gets_unsaved_records_back_from_the_frontend_extension(
-        tmp_path: Path, reliability: ReliabilityNotes) -> None:
+    tmp_path: Path, reliability: ReliabilityNotes
+) -> None:
     path = tmp_path / "demo.ipynb"
     original = notebook(path, SETUP, STEP)
     k = Kernel(cwd=tmp_path, env={"JPY_SESSION_NAME": str(path)})
@@ -504,8 +557,10 @@ def test_a_restart_gets_unsaved_records_back_from_the_frontend_extension(
         assert extension.block is not None
         (record,) = extension.block["records"]
         assert records_of(step_display(k, live)) == [record]
-        assert printed(k, "from agl_notebook.notebook.frontend import link\nprint(sorted(link().stored))") == \
-            f"[{record['id']!r}]\n"
+        assert (
+            printed(k, "from agl_notebook.notebook.frontend import link\nprint(sorted(link().stored))")
+            == f"[{record['id']!r}]\n"
+        )
 
         restart(k)  # the model still holds the record in its metadata; the file was never saved
         assert path.read_bytes() == original
@@ -516,10 +571,14 @@ def test_a_restart_gets_unsaved_records_back_from_the_frontend_extension(
         assert extension.block["records"] == [record], "stored again in place, not duplicated"
     finally:
         k.close()
-    reliability.note(AREA, "a kernel restart with a recording the frontend extension holds but nobody saved",
-                     "the restarted kernel gets the record in the extension's hello answer and the step replays "
-                     "(no model request); the file is byte-identical; the record is whole, stored once",
-                     records_lost=0, notebooks_corrupted=0)
+    reliability.note(
+        AREA,
+        "a kernel restart with a recording the frontend extension holds but nobody saved",
+        "the restarted kernel gets the record in the extension's hello answer and the step replays "
+        "(no model request); the file is byte-identical; the record is whole, stored once",
+        records_lost=0,
+        notebooks_corrupted=0,
+    )
 
 
 # --- the frontend extension missing or disabled -----------------------------------------------------------------
@@ -527,13 +586,17 @@ def test_a_restart_gets_unsaved_records_back_from_the_frontend_extension(
 
 def agl_comms(k: Kernel) -> set[str]:
     """The ids of the comms the kernel opened to the frontend extension."""
-    return {m["content"]["comm_id"] for m in k.iopub if m["header"]["msg_type"] == "comm_open"
-            and m["content"].get("target_name") == "agl_notebook"}
+    return {
+        m["content"]["comm_id"]
+        for m in k.iopub
+        if m["header"]["msg_type"] == "comm_open" and m["content"].get("target_name") == "agl_notebook"
+    }
 
 
 @pytest.mark.parametrize("extension", ["missing", "disabled"])
 def test_without_the_extension_a_step_waits_once_and_its_record_travels_in_the_output(
-        tmp_path: Path, extension: str, reliability: ReliabilityNotes) -> None:
+    tmp_path: Path, extension: str, reliability: ReliabilityNotes
+) -> None:
     path = tmp_path / "demo.ipynb"
     original = notebook(path, SETUP, STEP)
     k = Kernel(cwd=tmp_path, env={"JPY_SESSION_NAME": str(path)})
@@ -580,28 +643,32 @@ def test_without_the_extension_a_step_waits_once_and_its_record_travels_in_the_o
         assert k.stream(replay) == f"{PRINTED}(1, 1, 0, 0, 0)\n", "replayed from the saved output"
     finally:
         k.close()
-    reliability.note(AREA, f"the frontend extension {extension} (interactive kernel; "
-                     f"{'nobody answers the comm' if extension == 'missing' else 'the frontend closes the comm'})",
-                     f"the first step takes {first - second:.1f} s longer than the next (it waits up to "
-                     f"{HELLO_SECONDS:.0f} s for the extension's answer"
-                     f"{'' if extension == 'missing' else ', a wait the closed comm ends at once'}); later steps do "
-                     "not wait; the record is in the step's output "
-                     "metadata, so saving keeps it and a restarted kernel replays it",
-                     records_lost=0, notebooks_corrupted=0,
-                     measured={f"Extension {extension}: extra wait on the first step": f"{first - second:.2f} s"},
-                     how="scripted model, in a real ipykernel driven through jupyter_client as an interactive "
-                         "frontend; the first step's wall time less the second's, one run")
+    reliability.note(
+        AREA,
+        f"the frontend extension {extension} (interactive kernel; "
+        f"{'nobody answers the comm' if extension == 'missing' else 'the frontend closes the comm'})",
+        f"the first step takes {first - second:.1f} s longer than the next (it waits up to "
+        f"{HELLO_SECONDS:.0f} s for the extension's answer"
+        f"{'' if extension == 'missing' else ', a wait the closed comm ends at once'}); later steps do "
+        "not wait; the record is in the step's output "
+        "metadata, so saving keeps it and a restarted kernel replays it",
+        records_lost=0,
+        notebooks_corrupted=0,
+        measured={f"Extension {extension}: extra wait on the first step": f"{first - second:.2f} s"},
+        how="scripted model, in a real ipykernel driven through jupyter_client as an interactive "
+        "frontend; the first step's wall time less the second's, one run",
+    )
 
 
 # --- two notebooks on one kernel path ---------------------------------------------------------------------------
 
 
 def test_two_notebooks_in_one_folder_each_keep_only_their_own_records(
-        tmp_path: Path, reliability: ReliabilityNotes) -> None:
+    tmp_path: Path, reliability: ReliabilityNotes
+) -> None:
     steps = {"a": STEP, "b": STEP.replace("six times seven", "seven times six")}
     paths = {name: tmp_path / f"{name}.ipynb" for name in steps}
-    originals = {name: notebook(paths[name], SETUP, "run = Run(model=ORACLE_MODEL)", steps[name])
-                 for name in steps}
+    originals = {name: notebook(paths[name], SETUP, "run = Run(model=ORACLE_MODEL)", steps[name]) for name in steps}
     kernels: dict[str, Kernel] = {}
     try:  # started inside the try: a kernel that fails to start leaves none running
         for name in steps:
@@ -617,8 +684,10 @@ def test_two_notebooks_in_one_folder_each_keep_only_their_own_records(
             (record,) = records_of(step_display(k, running[name]))
             assert record["input"] == steps[name].split('"')[1]
             ids[name] = record["id"]
-            assert printed(k, "print(run.store.path.name, [r.input for r in run.store.records()])") == \
-                f"{name}.ipynb [{record['input']!r}]\n"
+            assert (
+                printed(k, "print(run.store.path.name, [r.input for r in run.store.records()])")
+                == f"{name}.ipynb [{record['input']!r}]\n"
+            )
         assert ids["a"] != ids["b"]
         assert {name: p.read_bytes() for name, p in paths.items()} == originals
         for name, k in kernels.items():
@@ -628,16 +697,22 @@ def test_two_notebooks_in_one_folder_each_keep_only_their_own_records(
             restart(k)
             run_ok(k, FAST_HELLO)
             run_ok(k, SETUP)
-            assert printed(k, "run = Run(model=ORACLE_MODEL)\nprint([r.id for r in run.store.records()])") == \
-                f"[{ids[name]!r}]\n"
+            assert (
+                printed(k, "run = Run(model=ORACLE_MODEL)\nprint([r.id for r in run.store.records()])")
+                == f"[{ids[name]!r}]\n"
+            )
     finally:
         for k in kernels.values():
             k.close()
-    reliability.note(AREA, "two notebooks in one folder, each with its kernel (same working directory), running "
-                     "their steps at the same time",
-                     "each step's record is in its own cell's output only, each kernel's store holds only its own "
-                     "notebook's record, before and after saving and restarting; neither file is touched by a kernel",
-                     records_lost=0, notebooks_corrupted=0)
+    reliability.note(
+        AREA,
+        "two notebooks in one folder, each with its kernel (same working directory), running "
+        "their steps at the same time",
+        "each step's record is in its own cell's output only, each kernel's store holds only its own "
+        "notebook's record, before and after saving and restarting; neither file is touched by a kernel",
+        records_lost=0,
+        notebooks_corrupted=0,
+    )
 
 
 def test_one_notebook_open_in_two_kernels_gets_one_whole_record(tmp_path: Path, reliability: ReliabilityNotes) -> None:
@@ -666,21 +741,28 @@ def test_one_notebook_open_in_two_kernels_gets_one_whole_record(tmp_path: Path, 
         restart(kernels[1])
         run_ok(kernels[1], FAST_HELLO)
         run_ok(kernels[1], SETUP)
-        assert printed(kernels[1], f"run = Run(model=ORACLE_MODEL)\n{STEP}\nprint(state(run))") == \
-            f"{PRINTED}(1, 1, 0, 0, 0)\n"
+        assert (
+            printed(kernels[1], f"run = Run(model=ORACLE_MODEL)\n{STEP}\nprint(state(run))")
+            == f"{PRINTED}(1, 1, 0, 0, 0)\n"
+        )
         nb = json.loads(path.read_text(encoding="utf-8"))
         assert len([o for c in nb["cells"] for o in c.get("outputs", []) if METADATA_KEY in o.get("metadata", {})]) == 1
     finally:
         for k in kernels:
             k.close()
-    reliability.note(AREA, "one notebook open in two kernels at once, the same step run in both",
-                     "both records are whole and identical (same id and result); the file is untouched until saved; "
-                     "the last save leaves exactly one copy, which the other kernel replays after a restart",
-                     records_lost=0, notebooks_corrupted=0)
+    reliability.note(
+        AREA,
+        "one notebook open in two kernels at once, the same step run in both",
+        "both records are whole and identical (same id and result); the file is untouched until saved; "
+        "the last save leaves exactly one copy, which the other kernel replays after a restart",
+        records_lost=0,
+        notebooks_corrupted=0,
+    )
 
 
 def test_two_notebooks_sharing_one_kernel_keep_their_records_apart(
-        tmp_path: Path, reliability: ReliabilityNotes) -> None:
+    tmp_path: Path, reliability: ReliabilityNotes
+) -> None:
     # JupyterLab's "use the kernel of another notebook": b.ipynb runs in the kernel started for a.ipynb.
     steps = {"a": STEP, "b": STEP.replace("six times seven", "seven times six")}
     paths = {name: tmp_path / f"{name}.ipynb" for name in steps}
@@ -695,8 +777,11 @@ def test_two_notebooks_sharing_one_kernel_keep_their_records_apart(
             msg_id, _ = collector.run_step(steps[name], cell_id=f"{name}-step")
             (records[name],) = records_of(step_display(k, msg_id))  # each cell's output: its own record only
             assert records[name]["cell_id"] == f"{name}-step"
-        sent = [(m["content"]["data"]["cell_id"], m["content"]["data"]["record"]["id"]) for m in k.iopub
-                if m["header"]["msg_type"] == "comm_msg" and m["content"]["data"].get("op") == "record"]
+        sent = [
+            (m["content"]["data"]["cell_id"], m["content"]["data"]["record"]["id"])
+            for m in k.iopub
+            if m["header"]["msg_type"] == "comm_msg" and m["content"]["data"].get("op") == "record"
+        ]
         assert sent == [(f"{name}-step", records[name]["id"]) for name in steps], "each record names its cell"
 
         restart(k)  # neither notebook saved; each frontend's model holds its own record
@@ -712,16 +797,23 @@ def test_two_notebooks_sharing_one_kernel_keep_their_records_apart(
         for extension in extensions:
             extension.serve()
         done(k, opened)
-        k.wait_for(lambda: printed(k, "from agl_notebook.notebook.frontend import link\nprint(link().path)")
-                   == "b.ipynb\n")  # both answers arrived
+        k.wait_for(
+            lambda: printed(k, "from agl_notebook.notebook.frontend import link\nprint(link().path)") == "b.ipynb\n"
+        )  # both answers arrived
         for name in steps:
-            assert printed(k, f"run = Run(model=ORACLE_MODEL)\n{steps[name]}\nprint(ORACLE_MODEL.calls)") == \
-                f"{PRINTED}0\n", f"{name}.ipynb's unsaved record replayed"
+            assert (
+                printed(k, f"run = Run(model=ORACLE_MODEL)\n{steps[name]}\nprint(ORACLE_MODEL.calls)")
+                == f"{PRINTED}0\n"
+            ), f"{name}.ipynb's unsaved record replayed"
     finally:
         k.close()
-    reliability.note(AREA, "two notebooks sharing one kernel (JupyterLab: use the kernel of another notebook), "
-                     "neither saved, then a restart",
-                     "each cell's output carries only its own record, and the record sent to the frontends names its "
-                     "cell; after the restart both frontends answer the hello and each notebook's unsaved record "
-                     "replays (neither answer hides the other's); neither file is touched",
-                     records_lost=0, notebooks_corrupted=0)
+    reliability.note(
+        AREA,
+        "two notebooks sharing one kernel (JupyterLab: use the kernel of another notebook), "
+        "neither saved, then a restart",
+        "each cell's output carries only its own record, and the record sent to the frontends names its "
+        "cell; after the restart both frontends answer the hello and each notebook's unsaved record "
+        "replays (neither answer hides the other's); neither file is touched",
+        records_lost=0,
+        notebooks_corrupted=0,
+    )

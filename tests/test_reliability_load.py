@@ -65,8 +65,7 @@ async def reply(request: ModelRequest) -> dict[str, Any]:
     results = [b for b in request.messages[-1].content if isinstance(b, ToolResultBlock)]
     if not results:
         return {"calls": [{"name": "look_up", "args": {"text": asked}}]}
-    return {"calls": [{"name": "report_answer", "args": {"summary": f"{asked} => {results[0].content}",
-                                                         "count": n}}]}
+    return {"calls": [{"name": "report_answer", "args": {"summary": f"{asked} => {results[0].content}", "count": n}}]}
 
 
 def worker(handled: list[str]) -> Role[Answer]:
@@ -75,9 +74,14 @@ def worker(handled: list[str]) -> Role[Answer]:
         await asyncio.sleep(0.001 * (number_of(query.text) % 3))
         return ToolResult(f"looked up {query.text}")
 
-    return Role("worker", "Look each item up and report it.",
-                [tool("look_up", "Look an item up.", Query, look_up),
-                 reporting_tool("report_answer", "Report the item.", Answer)])
+    return Role(
+        "worker",
+        "Look each item up and report it.",
+        [
+            tool("look_up", "Look an item up.", Query, look_up),
+            reporting_tool("report_answer", "Report the item.", Answer),
+        ],
+    )
 
 
 def figure(record_property: Callable[[str, object], None], name: str, value: object) -> None:
@@ -86,7 +90,8 @@ def figure(record_property: Callable[[str, object], None], name: str, value: obj
 
 
 async def test_200_concurrent_steps_have_no_cross_talk_record_once_and_replay_without_the_model(
-    record_property: Callable[[str, object], None], reliability: ReliabilityNotes,
+    record_property: Callable[[str, object], None],
+    reliability: ReliabilityNotes,
 ) -> None:
     handled: list[str] = []
     role = worker(handled)
@@ -132,18 +137,27 @@ async def test_200_concurrent_steps_have_no_cross_talk_record_once_and_replay_wi
     assert model.calls == 2 * CONCURRENT
     assert len(handled) == CONCURRENT
     assert len(run.store.records()) == CONCURRENT
-    reliability.note("Load", f"{CONCURRENT} concurrent steps on one Run (scripted model, a tool call each)",
-                     "no cross-talk (each result and tool call names its own input), every record written once, "
-                     "all replayed with no model or tool call", records_lost=0,
-                     measured={f"Peak memory growth, {CONCURRENT} concurrent steps":
-                               f"{growth / 2**20:.1f} MB (limit {MEMORY_LIMIT // 2**20} MB)",
-                               f"{CONCURRENT} concurrent steps, wall time": f"{seconds:.2f} s"},
-                     how="scripted model, no kernel (asyncio.gather in the test process); memory is tracemalloc's "
-                         "peak above its baseline (Python allocations only), time by perf_counter; one run")
+    reliability.note(
+        "Load",
+        f"{CONCURRENT} concurrent steps on one Run (scripted model, a tool call each)",
+        "no cross-talk (each result and tool call names its own input), every record written once, "
+        "all replayed with no model or tool call",
+        records_lost=0,
+        measured={
+            f"Peak memory growth, {CONCURRENT} concurrent steps": (
+                f"{growth / 2**20:.1f} MB (limit {MEMORY_LIMIT // 2**20} MB)"
+            ),
+            f"{CONCURRENT} concurrent steps, wall time": f"{seconds:.2f} s",
+        },
+        how="scripted model, no kernel (asyncio.gather in the test process); memory is tracemalloc's "
+        "peak above its baseline (Python allocations only), time by perf_counter; one run",
+    )
 
 
 async def test_a_2000_step_recording_replays_from_a_file_without_the_model(
-    tmp_path: Path, record_property: Callable[[str, object], None], reliability: ReliabilityNotes,
+    tmp_path: Path,
+    record_property: Callable[[str, object], None],
+    reliability: ReliabilityNotes,
 ) -> None:
     handled: list[str] = []
     role = worker(handled)
@@ -158,8 +172,10 @@ async def test_a_2000_step_recording_replays_from_a_file_without_the_model(
     assert model.calls == 2 * LONG
     assert len(live.store.records()) == LONG
     # The file is exactly what serialising the whole block at once writes (the store joins kept texts).
-    assert path.read_text(encoding="utf-8") == json.dumps(block_to_json(live.store.records()), ensure_ascii=False,
-                                                          indent=1) + "\n"
+    assert (
+        path.read_text(encoding="utf-8")
+        == json.dumps(block_to_json(live.store.records()), ensure_ascii=False, indent=1) + "\n"
+    )
     assert record_seconds < RECORD_SECONDS
     figure(record_property, "long_recording_steps", LONG)
     figure(record_property, "long_recording_seconds", round(record_seconds, 2))
@@ -180,10 +196,14 @@ async def test_a_2000_step_recording_replays_from_a_file_without_the_model(
     assert len(handled) == LONG
     assert len(store.records()) == LONG
     size = path.stat().st_size / 2**20
-    reliability.note("Load", f"a {LONG:,}-step recording: recorded into a JSON file, then replayed from it",
-                     "every record in the file once; the replay makes no model call and returns every result",
-                     records_lost=0,
-                     measured={f"{LONG:,} steps recorded into a JSON file ({size:.1f} MB)": f"{record_seconds:.1f} s",
-                               f"{LONG:,}-step replay from that file": f"{replay_seconds:.2f} s"},
-                     how="scripted model, no kernel, a JsonFileStore rewritten atomically after each record; "
-                         "perf_counter; one run")
+    reliability.note(
+        "Load",
+        f"a {LONG:,}-step recording: recorded into a JSON file, then replayed from it",
+        "every record in the file once; the replay makes no model call and returns every result",
+        records_lost=0,
+        measured={
+            f"{LONG:,} steps recorded into a JSON file ({size:.1f} MB)": f"{record_seconds:.1f} s",
+            f"{LONG:,}-step replay from that file": f"{replay_seconds:.2f} s",
+        },
+        how="scripted model, no kernel, a JsonFileStore rewritten atomically after each record; perf_counter; one run",
+    )

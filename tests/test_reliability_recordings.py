@@ -62,8 +62,10 @@ def answering(request: ModelRequest) -> dict[str, Any]:
     (report,) = [t for t in request.tools if t.name == "answer"]
     properties = report.input_schema.get("properties")
     assert isinstance(properties, dict)
-    args = {name: 42 if isinstance(spec, dict) and spec.get("type") == "integer" else f"{name} of {request.role}"
-            for name, spec in properties.items()}
+    args = {
+        name: 42 if isinstance(spec, dict) and spec.get("type") == "integer" else f"{name} of {request.role}"
+        for name, spec in properties.items()
+    }
     return {"calls": [{"name": "answer", "args": args}]}
 
 
@@ -81,12 +83,29 @@ async def recorded(question: str) -> StepRecord:
 
 def write_notebook(path: Path, *, metadata_block: Any = None, output_block: Any = None) -> Path:
     """A saved nbformat 4 notebook with one code cell, the given records blocks in its metadata and its output."""
-    outputs = [] if output_block is None else [
-        {"output_type": "display_data", "data": {"text/plain": ["step"]}, "metadata": {METADATA_KEY: output_block}}]
+    outputs = (
+        []
+        if output_block is None
+        else [
+            {"output_type": "display_data", "data": {"text/plain": ["step"]}, "metadata": {METADATA_KEY: output_block}}
+        ]
+    )
     metadata: dict[str, Any] = {} if metadata_block is None else {METADATA_KEY: metadata_block}
-    nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": metadata,
-          "cells": [{"cell_type": "code", "id": "cell-1", "execution_count": 1, "metadata": {},
-                     "source": ["await run.step(oracle, question)"], "outputs": outputs}]}
+    nb = {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": metadata,
+        "cells": [
+            {
+                "cell_type": "code",
+                "id": "cell-1",
+                "execution_count": 1,
+                "metadata": {},
+                "source": ["await run.step(oracle, question)"],
+                "outputs": outputs,
+            }
+        ],
+    }
     path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
 
@@ -142,7 +161,8 @@ def only_file(path: Path) -> None:
 
 
 async def test_a_truncated_notebook_file_runs_live_names_line_and_column_and_is_never_rewritten(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], reliability: ReliabilityNotes) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], reliability: ReliabilityNotes
+) -> None:
     record = await recorded("q")
     path = write_notebook(tmp_path / "cut.ipynb", metadata_block=block_to_json([record]))
     whole = path.read_bytes()
@@ -167,46 +187,71 @@ async def test_a_truncated_notebook_file_runs_live_names_line_and_column_and_is_
     assert path.read_bytes() == before
 
     # Every command says the same and writes nothing; none starts a kernel.
-    for command in (["execute"], ["execute", "--record"], ["consolidate"], ["list"], ["list", "--json"],
-                    ["clear", "--all"], ["gc"], ["explain", "1"]):
+    for command in (
+        ["execute"],
+        ["execute", "--record"],
+        ["consolidate"],
+        ["list"],
+        ["list", "--json"],
+        ["clear", "--all"],
+        ["gc"],
+        ["explain", "1"],
+    ):
         assert cli(command[0], path, *command[1:]) == 2, command
     err = capsys.readouterr().err
     assert err.count(f"{path}: not a notebook: {where}") == 8
     assert path.read_bytes() == before
     only_file(path)
-    reliability.note(AREA, "the notebook file itself truncated two thirds of the way through (invalid JSON)",
-                     "one RecordingWarning naming the file, line and column; its steps ran live; every command "
-                     "(execute, consolidate, list, clear, gc, explain) exits 2 with the same words; the file's bytes "
-                     "are unchanged", records_lost=0, notebooks_corrupted=0)
+    reliability.note(
+        AREA,
+        "the notebook file itself truncated two thirds of the way through (invalid JSON)",
+        "one RecordingWarning naming the file, line and column; its steps ran live; every command "
+        "(execute, consolidate, list, clear, gc, explain) exits 2 with the same words; the file's bytes "
+        "are unchanged",
+        records_lost=0,
+        notebooks_corrupted=0,
+    )
 
 
 GOOD_BLOCK = '{"version": 1, "records": []}'
 SHAPE = ": expected an object with 'version' and 'records'. "
 
 WRONG_BLOCKS = [
-    pytest.param('{"version": 1, "records": [{"kind": "step", "format": 1, "id": "0f3a',
-                 SHAPE + "Found a string of 68 characters holding JSON cut short or broken (line 1, column 64: "
-                 "Unterminated string starting at)", id="a string of truncated JSON"),
-    pytest.param(GOOD_BLOCK, SHAPE + "Found a string of 29 characters holding JSON: the block was saved as text "
-                 "instead of as an object", id="a string of JSON"),
+    pytest.param(
+        '{"version": 1, "records": [{"kind": "step", "format": 1, "id": "0f3a',
+        SHAPE + "Found a string of 68 characters holding JSON cut short or broken (line 1, column 64: "
+        "Unterminated string starting at)",
+        id="a string of truncated JSON",
+    ),
+    pytest.param(
+        GOOD_BLOCK,
+        SHAPE + "Found a string of 29 characters holding JSON: the block was saved as text instead of as an object",
+        id="a string of JSON",
+    ),
     pytest.param([{"version": 1, "records": []}], SHAPE + "Found a list.", id="a list"),
     pytest.param(1, SHAPE + "Found a number.", id="a number"),
-    pytest.param({"version": 2, "records": []}, ".version: this version of agl_notebook reads version 1, found 2.",
-                 id="version 2"),
-    pytest.param({"version": "1", "records": []}, ".version: this version of agl_notebook reads version 1, found '1' "
-                 "(a string).", id="version '1'"),
-    pytest.param({"records": []}, ".version: missing; this version of agl_notebook reads version 1.",
-                 id="no version"),
-    pytest.param({"version": 1, "records": {"0f3a": {}}}, ".records: expected a list. Found an object.",
-                 id="records an object"),
+    pytest.param(
+        {"version": 2, "records": []},
+        ".version: this version of agl_notebook reads version 1, found 2.",
+        id="version 2",
+    ),
+    pytest.param(
+        {"version": "1", "records": []},
+        ".version: this version of agl_notebook reads version 1, found '1' (a string).",
+        id="version '1'",
+    ),
+    pytest.param({"records": []}, ".version: missing; this version of agl_notebook reads version 1.", id="no version"),
+    pytest.param(
+        {"version": 1, "records": {"0f3a": {}}}, ".records: expected a list. Found an object.", id="records an object"
+    ),
     pytest.param({"version": 1, "records": None}, ".records: expected a list. Found null.", id="records null"),
 ]
 
 
 @pytest.mark.parametrize(("block", "problem"), WRONG_BLOCKS)
 async def test_a_metadata_block_of_the_wrong_shape_or_version_is_named_and_the_notebook_still_runs(
-        tmp_path: Path, block: Any, problem: str, capsys: pytest.CaptureFixture[str],
-        reliability: ReliabilityNotes) -> None:
+    tmp_path: Path, block: Any, problem: str, capsys: pytest.CaptureFixture[str], reliability: ReliabilityNotes
+) -> None:
     # The block in the notebook metadata is bad; a record a headless run left in an output (path 2) is good.
     record = await recorded("recorded")
     path = write_notebook(tmp_path / "bad.ipynb", metadata_block=block, output_block=block_to_json([record]))
@@ -232,10 +277,15 @@ async def test_a_metadata_block_of_the_wrong_shape_or_version_is_named_and_the_n
         assert "Fix metadata['agl_notebook'] by hand, or remove it to record again." in err
     assert path.read_bytes() == before
     only_file(path)
-    reliability.note(AREA, f"the notebook metadata's agl_notebook block is {_words(block)}",
-                     "a RecordingWarning names the file, the block and what was found; a good record in an output "
-                     "still replays and a new step runs live; consolidate, execute --record, clear, gc and list "
-                     "refuse (exit 2) and the file's bytes are unchanged", records_lost=0, notebooks_corrupted=0)
+    reliability.note(
+        AREA,
+        f"the notebook metadata's agl_notebook block is {_words(block)}",
+        "a RecordingWarning names the file, the block and what was found; a good record in an output "
+        "still replays and a new step runs live; consolidate, execute --record, clear, gc and list "
+        "refuse (exit 2) and the file's bytes are unchanged",
+        records_lost=0,
+        notebooks_corrupted=0,
+    )
 
 
 def _words(block: Any) -> str:
@@ -252,6 +302,7 @@ def _words(block: Any) -> str:
 
 def wrong_records(good: dict[str, Any]) -> list[tuple[Any, str]]:
     """Records with a field of the wrong type (each its own id), and the message naming that field."""
+
     def bad(n: int, **fields: Any) -> dict[str, Any]:
         return {**good, "id": f"bad{n}", **fields}
 
@@ -264,20 +315,27 @@ def wrong_records(good: dict[str, Any]) -> list[tuple[Any, str]]:
         (bad(6, occurrence="0"), ".occurrence: expected a whole number >= 0."),
         (bad(7, role=None), ".role: expected a non-empty string."),
         (bad(8, transcript={"role": "user"}), ".transcript: expected a list of messages."),
-        (bad(9, transcript=[{"role": "robot", "content": []}]),
-         ".transcript[0]: expected an object with role 'user' or 'assistant'."),
-        (bad(10, transcript=[{"role": "user", "content": [{"type": "image"}]}]),
-         ".transcript[0].content[0]: not a text, tool_use or tool_result block."),
+        (
+            bad(9, transcript=[{"role": "robot", "content": []}]),
+            ".transcript[0]: expected an object with role 'user' or 'assistant'.",
+        ),
+        (
+            bad(10, transcript=[{"role": "user", "content": [{"type": "image"}]}]),
+            ".transcript[0].content[0]: not a text, tool_use or tool_result block.",
+        ),
         (bad(11, usage={"input_tokens": "many"}), ".usage: expected an object of token counts."),
         (bad(12, questions="none"), ".questions: expected a list."),
-        (bad(13, questions=[{"tool_call_id": "t", "text": "Which?", "inputs": "Answer", "answer": "x"}]),
-         ".questions[0].inputs: expected a list of labels."),
+        (
+            bad(13, questions=[{"tool_call_id": "t", "text": "Which?", "inputs": "Answer", "answer": "x"}]),
+            ".questions[0].inputs: expected a list of labels.",
+        ),
         (bad(14, tape={}), ".tape: expected a list of effects."),
     ]
 
 
 async def test_records_of_the_wrong_types_are_named_by_position_and_field_skipped_and_kept_verbatim(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], reliability: ReliabilityNotes) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], reliability: ReliabilityNotes
+) -> None:
     good = await recorded("q")
     wrong = wrong_records(good.to_json())
     block = block_to_json([good], [w for w, _ in wrong])  # the good record first, then the bad ones
@@ -292,8 +350,9 @@ async def test_records_of_the_wrong_types_are_named_by_position_and_field_skippe
         assert steps.model.calls == 1
     (warning,) = recording_warnings(given)
     listed = [line.removeprefix("- ") for line in warning.splitlines()[1:]]
-    assert listed == [f"{path} metadata['agl_notebook'].records[{i + 1}]{message}"
-                      for i, (_, message) in enumerate(wrong)]
+    assert listed == [
+        f"{path} metadata['agl_notebook'].records[{i + 1}]{message}" for i, (_, message) in enumerate(wrong)
+    ]
     assert path.read_bytes() == before
 
     # list names each unreadable record, and lists the good one.
@@ -308,8 +367,13 @@ async def test_records_of_the_wrong_types_are_named_by_position_and_field_skippe
     # version cannot read stay, verbatim and in order, through both writes.
     newer = await recorded("newer")
     nb = load(path)
-    nb["cells"][0]["outputs"] = [{"output_type": "display_data", "data": {"text/plain": ["step"]},
-                                  "metadata": {METADATA_KEY: block_to_json([newer])}}]
+    nb["cells"][0]["outputs"] = [
+        {
+            "output_type": "display_data",
+            "data": {"text/plain": ["step"]},
+            "metadata": {METADATA_KEY: block_to_json([newer])},
+        }
+    ]
     path.write_text(json.dumps(nb, indent=1), encoding="utf-8")
     assert cli("consolidate", path) == 0
     assert "moved 1 record into the notebook metadata" in capsys.readouterr().out
@@ -323,12 +387,16 @@ async def test_records_of_the_wrong_types_are_named_by_position_and_field_skippe
     assert kept[0]["id"] == newer.id
     assert kept[1:] == [w for w, _ in wrong]
     only_file(path)
-    reliability.note(AREA, f"{len(wrong)} records with a field of the wrong type (not an object, kind, format, id, "
-                     "parts, occurrence, role, transcript and its messages and blocks, usage, questions, tape) next "
-                     "to a good one",
-                     "one RecordingWarning lists each by position and field; the good record replays and a new step "
-                     "runs live; the file is unchanged; consolidate and clear keep every unreadable record verbatim",
-                     records_lost=0, notebooks_corrupted=0)
+    reliability.note(
+        AREA,
+        f"{len(wrong)} records with a field of the wrong type (not an object, kind, format, id, "
+        "parts, occurrence, role, transcript and its messages and blocks, usage, questions, tape) next "
+        "to a good one",
+        "one RecordingWarning lists each by position and field; the good record replays and a new step "
+        "runs live; the file is unchanged; consolidate and clear keep every unreadable record verbatim",
+        records_lost=0,
+        notebooks_corrupted=0,
+    )
 
 
 # Payload no longer fits the dataclass ------------------------------------------------------------------------------
@@ -359,7 +427,8 @@ CHANGED = [
 
 @pytest.mark.parametrize(("payload", "live"), CHANGED)
 async def test_a_recording_whose_payload_no_longer_fits_the_dataclass_runs_live_or_fails_clearly(
-        tmp_path: Path, payload: type[Any], live: Any, reliability: ReliabilityNotes) -> None:
+    tmp_path: Path, payload: type[Any], live: Any, reliability: ReliabilityNotes
+) -> None:
     old = await recorded("q")  # made when the role reported Answer(summary: str)
     path = write_notebook(tmp_path / "stale.ipynb", metadata_block=block_to_json([old]))
     before = path.read_bytes()
@@ -387,17 +456,24 @@ async def test_a_recording_whose_payload_no_longer_fits_the_dataclass_runs_live_
     assert await steps.step("q", payload=payload, mode="replay") == live
     assert steps.model.calls == 1
     assert path.read_bytes() == before
-    reliability.note(AREA, f"a recording made when the payload was Answer(summary: str), replayed with "
-                     f"{payload.__name__}{_fields(payload)}",
-                     "mode replay: ReplayMissError naming the notebook, the nearest record and the part that "
-                     "differs (reporting) and saying what to do, no model call; mode auto: the step runs live and "
-                     "returns the new dataclass; no TypeError; the file is unchanged",
-                     records_lost=0, notebooks_corrupted=0)
+    reliability.note(
+        AREA,
+        f"a recording made when the payload was Answer(summary: str), replayed with "
+        f"{payload.__name__}{_fields(payload)}",
+        "mode replay: ReplayMissError naming the notebook, the nearest record and the part that "
+        "differs (reporting) and saying what to do, no model call; mode auto: the step runs live and "
+        "returns the new dataclass; no TypeError; the file is unchanged",
+        records_lost=0,
+        notebooks_corrupted=0,
+    )
 
 
 def _fields(payload: type[Any]) -> str:
-    return "(" + ", ".join(f"{name}: {t if isinstance(t, str) else t.__name__}"
-                           for name, t in payload.__annotations__.items()) + ")"
+    return (
+        "("
+        + ", ".join(f"{name}: {t if isinstance(t, str) else t.__name__}" for name, t in payload.__annotations__.items())
+        + ")"
+    )
 
 
 @dataclass(frozen=True)
@@ -431,10 +507,12 @@ NO_LONGER_VALID = [
 @pytest.mark.parametrize("mode", ["auto", "replay"])
 @pytest.mark.parametrize(("payload", "summary"), NO_LONGER_VALID)
 async def test_a_recording_that_matches_but_whose_report_no_longer_validates(
-        tmp_path: Path, payload: type[Any], summary: Any, mode: str, reliability: ReliabilityNotes) -> None:
+    tmp_path: Path, payload: type[Any], summary: Any, mode: str, reliability: ReliabilityNotes
+) -> None:
     old = await recorded("q")
-    path = write_notebook(tmp_path / "checked.ipynb", metadata_block={"version": 1,
-                                                                      "records": [with_summary(old, summary)]})
+    path = write_notebook(
+        tmp_path / "checked.ipynb", metadata_block={"version": 1, "records": [with_summary(old, summary)]}
+    )
     before = path.read_bytes()
     steps = Steps(path)
     if mode == "replay":
@@ -450,11 +528,15 @@ async def test_a_recording_that_matches_but_whose_report_no_longer_validates(
         assert steps.model.calls == 1
         assert any(old.id in w and "summary" in w for w in recording_warnings(given))
     assert path.read_bytes() == before
-    reliability.note(AREA, f"a recording whose report no longer validates ({summary!r} for {payload.__name__}), "
-                     f"mode {mode}",
-                     "a ReplayMissError naming the record and the field, saying to record it again; no model call"
-                     if mode == "replay" else "a RecordingWarning naming the record and the field; the step runs "
-                     "live and returns the new payload", records_lost=0, notebooks_corrupted=0)
+    reliability.note(
+        AREA,
+        f"a recording whose report no longer validates ({summary!r} for {payload.__name__}), mode {mode}",
+        "a ReplayMissError naming the record and the field, saying to record it again; no model call"
+        if mode == "replay"
+        else "a RecordingWarning naming the record and the field; the step runs live and returns the new payload",
+        records_lost=0,
+        notebooks_corrupted=0,
+    )
 
 
 # In a real kernel (agl-notebook execute: nbclient) -----------------------------------------------------------------
@@ -471,8 +553,8 @@ def cell_text(nb: dict[str, Any], index: int) -> str:
 
 
 def test_a_real_kernel_runs_a_notebook_whose_block_is_truncated_json_live_and_keeps_the_block(
-        tmp_path: Path, clean_environment: None, capsys: pytest.CaptureFixture[str],
-        reliability: ReliabilityNotes) -> None:
+    tmp_path: Path, clean_environment: None, capsys: pytest.CaptureFixture[str], reliability: ReliabilityNotes
+) -> None:
     notebook = make_notebook(tmp_path / "oracle.ipynb")
     cut = '{"version": 1, "records": [{"kind": "step", "format": 1, "id": "6a5e'
     set_metadata_block(notebook, cut)
@@ -482,8 +564,10 @@ def test_a_real_kernel_runs_a_notebook_whose_block_is_truncated_json_live_and_ke
     assert cli("execute", notebook, "--output", executed) == 0
 
     err = capsys.readouterr().err
-    assert (f"agl-notebook: warning: {notebook}: metadata['agl_notebook']: expected an object with 'version' and "
-            "'records'. Found a string of 68 characters holding JSON cut short or broken (line 1, column 64") in err
+    assert (
+        f"agl-notebook: warning: {notebook}: metadata['agl_notebook']: expected an object with 'version' and "
+        "'records'. Found a string of 68 characters holding JSON cut short or broken (line 1, column 64"
+    ) in err
     nb = load(executed)
     assert printed_calls(nb) == "1"  # the step ran live, on the scripted model
     assert step_result(nb) == "Answer(text='forty-two')"
@@ -494,25 +578,28 @@ def test_a_real_kernel_runs_a_notebook_whose_block_is_truncated_json_live_and_ke
     assert cli("execute", notebook, "--record") == 2  # recording would replace the block: refused, before a kernel
     assert "The recordings block is corrupt, so the notebook was not written" in capsys.readouterr().err
     assert notebook.read_bytes() == before
-    reliability.note(AREA, "agl-notebook execute (a real kernel) of a notebook whose agl_notebook block is a string "
-                     "of truncated JSON",
-                     "a warning on the command line and in the cell names the file, the block, line and column; "
-                     "the step runs live; the executed copy keeps the block as it was; --record refuses; the "
-                     "notebook's bytes are unchanged", records_lost=0, notebooks_corrupted=0)
+    reliability.note(
+        AREA,
+        "agl-notebook execute (a real kernel) of a notebook whose agl_notebook block is a string of truncated JSON",
+        "a warning on the command line and in the cell names the file, the block, line and column; "
+        "the step runs live; the executed copy keeps the block as it was; --record refuses; the "
+        "notebook's bytes are unchanged",
+        records_lost=0,
+        notebooks_corrupted=0,
+    )
 
 
 def test_a_real_notebook_whose_payload_dataclass_changed_after_recording(
-        tmp_path: Path, clean_environment: None, capsys: pytest.CaptureFixture[str],
-        reliability: ReliabilityNotes) -> None:
+    tmp_path: Path, clean_environment: None, capsys: pytest.CaptureFixture[str], reliability: ReliabilityNotes
+) -> None:
     notebook = make_notebook(tmp_path / "oracle.ipynb")
     assert cli("execute", notebook, "--record") == 0  # recorded with Answer(text: str)
     nb = load(notebook)
     (old,) = nb["metadata"][METADATA_KEY]["records"]
-    nb["cells"][1]["source"] = (SETUP.replace('    text: str = describe("The answer.")',
-                                              '    title: str = describe("A title.")\n'
-                                              '    text: str = describe("The answer.")')
-                                .replace('"args": {"text": "forty-two"}', '"args": {"title": "Oracle", '
-                                                                          '"text": "forty-two"}'))
+    nb["cells"][1]["source"] = SETUP.replace(
+        '    text: str = describe("The answer.")',
+        '    title: str = describe("A title.")\n    text: str = describe("The answer.")',
+    ).replace('"args": {"text": "forty-two"}', '"args": {"title": "Oracle", "text": "forty-two"}')
     assert "title: str" in nb["cells"][1]["source"]
     notebook.write_text(json.dumps(nb, indent=1) + "\n", encoding="utf-8")
     before = notebook.read_bytes()
@@ -521,8 +608,10 @@ def test_a_real_notebook_whose_payload_dataclass_changed_after_recording(
     # As nbval would (replay only): the cell fails, saying which recording is nearest, what differs and what to do.
     assert cli("execute", notebook, "--mode", "replay", "--output", tmp_path / "replayed.ipynb") == 1
     err = capsys.readouterr().err
-    assert "cell 4 raised ReplayMissError: No recording matches this step of role 'oracle' in the notebook " \
-           "oracle.ipynb." in err
+    assert (
+        "cell 4 raised ReplayMissError: No recording matches this step of role 'oracle' in the notebook "
+        "oracle.ipynb." in err
+    )
     assert "reporting" in err.split("differs in:")[1].splitlines()[0]
     assert "Mode 'replay' never calls a model" in err
     assert "TypeError" not in err
@@ -536,11 +625,16 @@ def test_a_real_notebook_whose_payload_dataclass_changed_after_recording(
     assert printed_calls(nb) == "1"
     assert nb["metadata"][METADATA_KEY]["records"] == [old]
     assert notebook.read_bytes() == before
-    reliability.note(AREA, "a real notebook recorded with Answer(text: str), then its cell changed to Answer(title, "
-                     "text), executed in a real kernel",
-                     "replay only: the cell fails with ReplayMissError naming the notebook and the differing part "
-                     "(reporting), no TypeError; auto: runs live and shows the new dataclass; the recording and the "
-                     "notebook's bytes are unchanged", records_lost=0, notebooks_corrupted=0)
+    reliability.note(
+        AREA,
+        "a real notebook recorded with Answer(text: str), then its cell changed to Answer(title, "
+        "text), executed in a real kernel",
+        "replay only: the cell fails with ReplayMissError naming the notebook and the differing part "
+        "(reporting), no TypeError; auto: runs live and shows the new dataclass; the recording and the "
+        "notebook's bytes are unchanged",
+        records_lost=0,
+        notebooks_corrupted=0,
+    )
 
 
 # 50 MB -------------------------------------------------------------------------------------------------------------
@@ -556,18 +650,30 @@ def fifty_mb_notebook(path: Path, good: StepRecord, moved: StepRecord) -> int:
     filler: list[dict[str, Any]] = []
     for n in range(RECORDS):  # many small records, and every tenth with a payload and transcript of some size
         text = f"finding {n}: " + "lorem ipsum dolor sit amet " * (200 if n % 10 == 0 else 2)
-        filler.append({**base, "id": f"{n:032x}", "input": f"question {n}", "result": {"summary": text},
-                       "transcript": [{"role": "user", "content": [{"type": "text", "text": f"question {n}"}]},
-                                      {"role": "assistant", "content": [
-                                          {"type": "text", "text": text},
-                                          {"type": "tool_use", "id": "toolu_00_0", "name": "answer",
-                                           "input": {"summary": text}}]}]})
-    records = [*filler[:RECORDS // 2], base, *filler[RECORDS // 2:]]
+        filler.append(
+            {
+                **base,
+                "id": f"{n:032x}",
+                "input": f"question {n}",
+                "result": {"summary": text},
+                "transcript": [
+                    {"role": "user", "content": [{"type": "text", "text": f"question {n}"}]},
+                    {
+                        "role": "assistant",
+                        "content": [
+                            {"type": "text", "text": text},
+                            {"type": "tool_use", "id": "toolu_00_0", "name": "answer", "input": {"summary": text}},
+                        ],
+                    },
+                ],
+            }
+        )
+    records = [*filler[: RECORDS // 2], base, *filler[RECORDS // 2 :]]
     write_notebook(path, metadata_block={"version": 1, "records": records}, output_block=block_to_json([moved]))
     return len(records)
 
 
-MEASURE = textwrap.dedent('''
+MEASURE = textwrap.dedent("""
     import asyncio, json, resource, sys, time
     from pathlib import Path
 
@@ -600,20 +706,26 @@ MEASURE = textwrap.dedent('''
     else:
         out = {"code": main(what.split(" ")[:1] + [str(path)]), "seconds": time.perf_counter() - started}
     print(json.dumps({**out, "base": base, "peak": peak()}))
-''')
+""")
 
 
 def measure(path: Path, what: str) -> dict[str, Any]:
-    done = subprocess.run([sys.executable, "-c", MEASURE, str(path), what], capture_output=True, text=True,
-                          timeout=120, cwd=Path(__file__).resolve().parent.parent,
-                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(path), what],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parent.parent,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
     assert done.returncode == 0, done.stderr
     result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
     return result
 
 
 async def test_a_notebook_holding_50_mb_of_recordings_reads_and_replays_in_bounded_time_and_memory(
-        tmp_path: Path, reliability: ReliabilityNotes) -> None:
+    tmp_path: Path, reliability: ReliabilityNotes
+) -> None:
     good, moved = await recorded("q"), await recorded("moved")
     path = tmp_path / "big.ipynb"
     count = fifty_mb_notebook(path, good, moved)
@@ -640,15 +752,19 @@ async def test_a_notebook_holding_50_mb_of_recordings_reads_and_replays_in_bound
     assert len(block["records"]) == count + 1
     assert block["records"][count // 2] == json.loads(before)["metadata"][METADATA_KEY]["records"][count // 2]
     reliability.note(
-        AREA, f"a notebook whose agl_notebook block holds {size:.0f} MB ({count:,} valid records)",
+        AREA,
+        f"a notebook whose agl_notebook block holds {size:.0f} MB ({count:,} valid records)",
         f"all records read in {got['read']:.1f} s; a step replaying one of them (reading the file itself) in "
         f"{got['step']:.1f} s with no model call; peak memory {got['peak']:.0f} MB; the file untouched; "
         f"consolidate (the person's choice) rewrote it in {written['seconds']:.1f} s, keeping every record",
-        measured={"50 MB metadata block: read": f"{got['read']:.1f} s",
-                  "50 MB metadata block: replay one step (file read included)": f"{got['step']:.1f} s",
-                  "50 MB metadata block: peak memory": f"{got['peak']:.0f} MB",
-                  "50 MB metadata block: consolidate (rewrite)": f"{written['seconds']:.1f} s, peak "
-                                                                 f"{written['peak']:.0f} MB"},
+        measured={
+            "50 MB metadata block: read": f"{got['read']:.1f} s",
+            "50 MB metadata block: replay one step (file read included)": f"{got['step']:.1f} s",
+            "50 MB metadata block: peak memory": f"{got['peak']:.0f} MB",
+            "50 MB metadata block: consolidate (rewrite)": f"{written['seconds']:.1f} s, peak {written['peak']:.0f} MB",
+        },
         how="scripted model, no kernel: each figure in a fresh Python process (the store read, one replayed step, "
-            "or agl-notebook consolidate); perf_counter, and the process's peak resident memory (VmHWM); one run",
-        records_lost=0, notebooks_corrupted=0)
+        "or agl-notebook consolidate); perf_counter, and the process's peak resident memory (VmHWM); one run",
+        records_lost=0,
+        notebooks_corrupted=0,
+    )

@@ -70,17 +70,24 @@ class Planted:
     def run(self, fake: FakeAPI, *, live: bool = False) -> Run:
         self.fake = fake
         self.displays = []
-        client = anthropic.AsyncAnthropic(api_key=os.environ["ANTHROPIC_API_KEY"], base_url=BASE_URL,
-                                          http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(fake.handle)),
-                                          max_retries=0)
+        client = anthropic.AsyncAnthropic(
+            api_key=os.environ["ANTHROPIC_API_KEY"],
+            base_url=BASE_URL,
+            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(fake.handle)),
+            max_retries=0,
+        )
 
         def view(role: Role[Any]) -> NotebookView:
             assert self.displays is not None
             self.displays.append(FakeDisplay())
             return NotebookView(role, display=self.displays[-1], live=live)
 
-        return Run(model=AnthropicModel(client=client), answers=[f"the answer is {self.both}"] * 4,
-                   store=JsonFileStore(self.folder / "records.json"), view=view)
+        return Run(
+            model=AnthropicModel(client=client),
+            answers=[f"the answer is {self.both}"] * 4,
+            store=JsonFileStore(self.folder / "records.json"),
+            view=view,
+        )
 
     def role(self, run: Run, *, broken: bool = False) -> Role[Answer]:
         async def look_up(query: Query) -> ToolResult:
@@ -89,10 +96,15 @@ class Planted:
                 raise PermissionError(f"login refused for {self.both}")
             return ToolResult(f"config: ANTHROPIC_API_KEY={self.key} token={self.token}; you said {answer}")
 
-        return Role(name="researcher", instructions="Look things up, then report.",
-                    tools=[tool("look_up", "Look a thing up.", Query, look_up),
-                           reporting_tool("report", "Report what you found.", Answer)],
-                    model=Claude.SONNET)
+        return Role(
+            name="researcher",
+            instructions="Look things up, then report.",
+            tools=[
+                tool("look_up", "Look a thing up.", Query, look_up),
+                reporting_tool("report", "Report what you found.", Answer),
+            ],
+            model=Claude.SONNET,
+        )
 
     def places(self, caplog: pytest.LogCaptureFixture, *, sdk_logs: bool) -> Iterator[tuple[str, str]]:
         """Every place a secret could have been written to, as (where, text).
@@ -122,17 +134,24 @@ class Planted:
         leaks: list[str] = []
         for where, found in self.places(caplog, sdk_logs=sdk_logs):
             searched += 1
-            leaks += [f"the {name} leaked into {where}" for name, secret in (("API key", self.key),
-                                                                               ("secret token", self.token))
-                      if secret in found]
+            leaks += [
+                f"the {name} leaked into {where}"
+                for name, secret in (("API key", self.key), ("secret token", self.token))
+                if secret in found
+            ]
         assert not leaks, leaks
         self.searched += searched
         return searched
 
     def note(self, reliability: ReliabilityNotes, tried: str) -> None:
-        reliability.note("Secrets", tried, f"the key and a secret-named variable's value appear in none of the "
-                         f"{self.searched} places searched (store file, records, view bundles and metadata, logs)",
-                         secrets_found=0, places_searched=self.searched)
+        reliability.note(
+            "Secrets",
+            tried,
+            f"the key and a secret-named variable's value appear in none of the "
+            f"{self.searched} places searched (store file, records, view bundles and metadata, logs)",
+            secrets_found=0,
+            places_searched=self.searched,
+        )
 
 
 @pytest.fixture
@@ -148,12 +167,18 @@ def tool_turn() -> list[Any]:
     return reply(text("Let me look."), use("toolu_1", "look_up", '{"text": "credentials"}'), stop_reason="tool_use")
 
 
-async def test_a_successful_step_leaks_no_secret(planted: Planted, caplog: pytest.LogCaptureFixture,
-    reliability: ReliabilityNotes) -> None:
+async def test_a_successful_step_leaks_no_secret(
+    planted: Planted, caplog: pytest.LogCaptureFixture, reliability: ReliabilityNotes
+) -> None:
     k = planted
-    fake = api(tool_turn(),
-               reply(text(f"I see {k.both}."),
-                     use("toolu_2", "report", json.dumps({"summary": f"found {k.both}"})), stop_reason="tool_use"))
+    fake = api(
+        tool_turn(),
+        reply(
+            text(f"I see {k.both}."),
+            use("toolu_2", "report", json.dumps({"summary": f"found {k.both}"})),
+            stop_reason="tool_use",
+        ),
+    )
     run = k.run(fake)
     answer = await run.step(k.role(run), f"Use {k.both} to look it up.")
     assert answer == Answer(f"found {k.both}")  # the caller's own value, returned as is
@@ -165,13 +190,16 @@ async def test_a_successful_step_leaks_no_secret(planted: Planted, caplog: pytes
     assert REDACTED in k.displays[0].shown[0][0]["text/html"]  # type: ignore[index]
     assert any(e.name.startswith(("anthropic", "httpx")) for e in caplog.records), "no DEBUG logs were captured"
     assert k.assert_nowhere(caplog) >= 5  # the file, its record, and the view's three parts
-    k.note(reliability, "a key in the environment (as the SDK's key) and in a secret-named variable, both also in "
-           "the input, the model's text, a tool's result, the answer to a question and the reported payload")
+    k.note(
+        reliability,
+        "a key in the environment (as the SDK's key) and in a secret-named variable, both also in "
+        "the input, the model's text, a tool's result, the answer to a question and the reported payload",
+    )
 
 
-async def test_a_tool_error_carrying_a_secret_is_drawn_scrubbed(planted: Planted,
-                                                                 caplog: pytest.LogCaptureFixture,
-    reliability: ReliabilityNotes) -> None:
+async def test_a_tool_error_carrying_a_secret_is_drawn_scrubbed(
+    planted: Planted, caplog: pytest.LogCaptureFixture, reliability: ReliabilityNotes
+) -> None:
     k = planted
     run = k.run(api(tool_turn(), tool_turn()))
     with pytest.raises(PermissionError) as raised:
@@ -183,8 +211,10 @@ async def test_a_tool_error_carrying_a_secret_is_drawn_scrubbed(planted: Planted
     assert run.store.records() == ()
     assert not (k.folder / "records.json").exists()
     ((bundle, metadata),) = k.displays[0].shown  # type: ignore[index]
-    assert (f"error: PermissionError in the handler of tool look_up: login refused for {REDACTED} and {REDACTED}"
-            in bundle["text/plain"])
+    assert (
+        f"error: PermissionError in the handler of tool look_up: login refused for {REDACTED} and {REDACTED}"
+        in bundle["text/plain"]
+    )
     assert metadata == {}
     k.assert_nowhere(caplog)
     # The next step of the same Run still works, and still leaks nothing.
@@ -202,9 +232,9 @@ def _report(summary: str) -> httpx2.Response:
     return stream_response(reply(use("toolu_9", "report", json.dumps({"summary": summary})), stop_reason="tool_use"))
 
 
-async def test_an_api_error_echoing_the_key_is_drawn_and_logged_scrubbed(planted: Planted,
-                                                                        caplog: pytest.LogCaptureFixture,
-    reliability: ReliabilityNotes) -> None:
+async def test_an_api_error_echoing_the_key_is_drawn_and_logged_scrubbed(
+    planted: Planted, caplog: pytest.LogCaptureFixture, reliability: ReliabilityNotes
+) -> None:
     k = planted
     run = k.run(api(lambda: error_response(401, "authentication_error", f"invalid x-api-key: {k.key} ({k.token})")))
     with pytest.raises(anthropic.AuthenticationError) as raised:
@@ -225,8 +255,9 @@ def test_the_key_is_never_spelled_in_this_file() -> None:
     assert ("sk-ant-" + "api03-") not in source
 
 
-async def test_the_sdks_debug_logs_leak_no_secret(planted: Planted, caplog: pytest.LogCaptureFixture,
-    reliability: ReliabilityNotes) -> None:
+async def test_the_sdks_debug_logs_leak_no_secret(
+    planted: Planted, caplog: pytest.LogCaptureFixture, reliability: ReliabilityNotes
+) -> None:
     k = planted
     run = k.run(api(lambda: _report("done")))
     await run.step(k.role(run), f"Use {k.both}.")
@@ -234,8 +265,9 @@ async def test_the_sdks_debug_logs_leak_no_secret(planted: Planted, caplog: pyte
     k.note(reliability, "the SDK's DEBUG request logs of a step whose input holds both secrets")
 
 
-async def test_the_sdk_logs_no_auth_header(planted: Planted, caplog: pytest.LogCaptureFixture,
-    reliability: ReliabilityNotes) -> None:
+async def test_the_sdk_logs_no_auth_header(
+    planted: Planted, caplog: pytest.LogCaptureFixture, reliability: ReliabilityNotes
+) -> None:
     # The key as the auth header (not as content the person typed) never reaches any log line, the SDK's included.
     k = planted
     run = k.run(api(lambda: _report("done")))
@@ -245,9 +277,9 @@ async def test_the_sdk_logs_no_auth_header(planted: Planted, caplog: pytest.LogC
     k.note(reliability, "the key as the x-api-key/authorization header, in every log line at DEBUG")
 
 
-async def test_the_live_widget_messages_leak_no_secret(planted: Planted, caplog: pytest.LogCaptureFixture,
-                                                       reliability: ReliabilityNotes,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_live_widget_messages_leak_no_secret(
+    planted: Planted, caplog: pytest.LogCaptureFixture, reliability: ReliabilityNotes, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The live (widget) view too: every comm message sent while the step runs and asks its question is searched.
     import comm
 
@@ -256,9 +288,14 @@ async def test_the_live_widget_messages_leak_no_secret(planted: Planted, caplog:
     sent: list[tuple[str, Any]] = []
     monkeypatch.setattr(comm, "create_comm", lambda *a, **kw: RecordingComm(sent, *a, **kw))
     k = planted
-    fake = api(tool_turn(), reply(text(f"I see {k.both}."),
-                                  use("toolu_2", "report", json.dumps({"summary": f"found {k.both}"})),
-                                  stop_reason="tool_use"))
+    fake = api(
+        tool_turn(),
+        reply(
+            text(f"I see {k.both}."),
+            use("toolu_2", "report", json.dumps({"summary": f"found {k.both}"})),
+            stop_reason="tool_use",
+        ),
+    )
     run = k.run(fake, live=True)
     await run.step(k.role(run), f"Use {k.both} to look it up.")
     assert sent, "no widget message was sent"

@@ -66,9 +66,11 @@ def hostile_role(run: Run, called: list[str]) -> Role[Verdict]:
         answer = await run.terminal.show(which, text=f"Which one? {EVERYTHING}")
         return ToolResult(f"result {EVERYTHING} / answer {answer}")
 
-    return Role(name="judge", instructions="Judge.",
-                tools=[tool("look_up", "Look it up.", Query, look_up),
-                       reporting_tool("verdict", "Give the verdict.", Verdict)])
+    return Role(
+        name="judge",
+        instructions="Judge.",
+        tools=[tool("look_up", "Look it up.", Query, look_up), reporting_tool("verdict", "Give the verdict.", Verdict)],
+    )
 
 
 SCRIPT = [
@@ -90,6 +92,7 @@ def guarded(folder: Path, opened: list[str]) -> Iterator[None]:
     def refuse(name: str) -> Any:
         def tripped(*args: Any, **kwargs: Any) -> Any:
             raise Tripwire(f"replay called {name}{args!r}")
+
         return tripped
 
     real_open, real_os_open = io.open, os.open
@@ -155,8 +158,25 @@ def assert_html_is_inert(page: str) -> None:
         assert raw not in page, raw
     parsed = Tags()
     parsed.feed(page)
-    assert parsed.tags <= {"div", "b", "span", "details", "summary", "pre", "code", "table", "thead", "tbody", "tr",
-                           "th", "td", "br", "i", "ul", "li"}, parsed.tags
+    assert parsed.tags <= {
+        "div",
+        "b",
+        "span",
+        "details",
+        "summary",
+        "pre",
+        "code",
+        "table",
+        "thead",
+        "tbody",
+        "tr",
+        "th",
+        "td",
+        "br",
+        "i",
+        "ul",
+        "li",
+    }, parsed.tags
     assert parsed.attributes <= {"class", "style", "title"}, parsed.attributes
     assert not any("javascript:" in v or "alert" in v for v in parsed.values)
 
@@ -171,14 +191,25 @@ async def recorded(tmp_path: Path) -> tuple[dict[str, Any], Path]:
     data = record.to_json()
     data["backend"] = CLAIMED_BACKEND  # what the record claims; not part of its id
     data["cell_id"] = PASSWD
-    crafted = {**data, "id": "crafted", "role": SCRIPT_TAG, "backend": f"file://{PASSWD}",
-               "input": {"__class__": PY, "path": PASSWD}, "result": {TEMPLATE: IMG},
-               "transcript": [{"role": "assistant", "content": [
-                   {"type": "tool_use", "id": PASSWD, "name": PY, "input": {"cmd": PY}}]}]}
+    crafted = {
+        **data,
+        "id": "crafted",
+        "role": SCRIPT_TAG,
+        "backend": f"file://{PASSWD}",
+        "input": {"__class__": PY, "path": PASSWD},
+        "result": {TEMPLATE: IMG},
+        "transcript": [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": PASSWD, "name": PY, "input": {"cmd": PY}}]}
+        ],
+    }
     folder = tmp_path / "nb"
     folder.mkdir()
-    notebook = {"nbformat": 4, "nbformat_minor": 5, "cells": [],
-                "metadata": {METADATA_KEY: {"version": 1, "records": [data, crafted]}}}
+    notebook = {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "cells": [],
+        "metadata": {METADATA_KEY: {"version": 1, "records": [data, crafted]}},
+    }
     (folder / "hostile.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
     (folder / "records.json").write_text(json.dumps({"version": 1, "records": [data, crafted]}), encoding="utf-8")
     return data, folder
@@ -214,8 +245,9 @@ async def replay_and_check(store: Any, folder: Path, opened: list[str]) -> None:
     assert metadata[METADATA_KEY]["records"][0]["backend"] == CLAIMED_BACKEND
 
 
-async def test_a_crafted_record_in_notebook_metadata_replays_as_data_only(tmp_path: Path,
-                                                                          reliability: ReliabilityNotes) -> None:
+async def test_a_crafted_record_in_notebook_metadata_replays_as_data_only(
+    tmp_path: Path, reliability: ReliabilityNotes
+) -> None:
     data, folder = await recorded(tmp_path)
     opened: list[str] = []
     with guarded(folder, opened):
@@ -226,22 +258,29 @@ async def test_a_crafted_record_in_notebook_metadata_replays_as_data_only(tmp_pa
     assert found.records[data["id"]].cell_id == PASSWD  # a string, never used as a path
     await replay_and_check(MemoryStore(list(found.records.values())), folder, opened)
     assert opened == [str((folder / "hostile.ipynb").resolve())]  # replay itself opened nothing
-    reliability.note("Untrusted notebooks", "a crafted record in notebook metadata: script tags, event handlers, "
-                     "javascript: URLs, template syntax, Python source and paths outside the folder in every string",
-                     "replayed as data: no code run (os.system, subprocess, eval, exec guarded), no file opened "
-                     "but the notebook, the strings come back untouched, the HTML holds no live markup")
+    reliability.note(
+        "Untrusted notebooks",
+        "a crafted record in notebook metadata: script tags, event handlers, "
+        "javascript: URLs, template syntax, Python source and paths outside the folder in every string",
+        "replayed as data: no code run (os.system, subprocess, eval, exec guarded), no file opened "
+        "but the notebook, the strings come back untouched, the HTML holds no live markup",
+    )
 
 
-async def test_a_crafted_record_in_a_json_file_store_replays_as_data_only(tmp_path: Path,
-                                                                          reliability: ReliabilityNotes) -> None:
+async def test_a_crafted_record_in_a_json_file_store_replays_as_data_only(
+    tmp_path: Path, reliability: ReliabilityNotes
+) -> None:
     _, folder = await recorded(tmp_path)
     opened: list[str] = []
     store = JsonFileStore(folder / "records.json")
     await replay_and_check(store, folder, opened)
     assert set(opened) == {str((folder / "records.json").resolve())}
     assert store.problem is None
-    reliability.note("Untrusted notebooks", "the same crafted record in a JSON recordings file",
-                     "replayed as data; only the recordings file is opened")
+    reliability.note(
+        "Untrusted notebooks",
+        "the same crafted record in a JSON recordings file",
+        "replayed as data; only the recordings file is opened",
+    )
 
 
 async def test_the_hand_written_record_draws_inert_html(tmp_path: Path, reliability: ReliabilityNotes) -> None:
@@ -259,12 +298,16 @@ async def test_the_hand_written_record_draws_inert_html(tmp_path: Path, reliabil
     assert_html_is_inert(bundle["text/html"])
     assert f"recorded with file://{PASSWD}" in bundle["text/plain"]
     assert html.escape(SCRIPT_TAG) in bundle["text/html"]
-    reliability.note("Untrusted notebooks", "a hand-written record whose role is a script tag and whose backend "
-                     "claims a file:// path", "drawn escaped; the claim shown as \"recorded with ...\", never used")
+    reliability.note(
+        "Untrusted notebooks",
+        "a hand-written record whose role is a script tag and whose backend claims a file:// path",
+        'drawn escaped; the claim shown as "recorded with ...", never used',
+    )
 
 
-async def test_a_replayed_view_states_the_backend_the_record_claims(tmp_path: Path,
-                                                                    reliability: ReliabilityNotes) -> None:
+async def test_a_replayed_view_states_the_backend_the_record_claims(
+    tmp_path: Path, reliability: ReliabilityNotes
+) -> None:
     _, folder = await recorded(tmp_path)
     displays: list[FakeDisplay] = []
     run = replay_run(JsonFileStore(folder / "records.json"), displays)
@@ -273,15 +316,22 @@ async def test_a_replayed_view_states_the_backend_the_record_claims(tmp_path: Pa
     assert f"recorded with {CLAIMED_BACKEND}" in bundle["text/plain"]
     assert html.escape(f"recorded with {CLAIMED_BACKEND}", quote=True) in bundle["text/html"]
     assert_html_is_inert(bundle["text/html"])
-    reliability.note("Untrusted notebooks", "a record claiming a backend other than the one running",
-                     "the view states provenance as the record's claim (\"recorded with ...\"), not as fact")
+    reliability.note(
+        "Untrusted notebooks",
+        "a record claiming a backend other than the one running",
+        'the view states provenance as the record\'s claim ("recorded with ..."), not as fact',
+    )
 
 
 def test_the_guard_itself_trips(tmp_path: Path) -> None:
     opened: list[str] = []
     with guarded(tmp_path, opened):
-        for attempt in (lambda: os.system("true"), lambda: eval("1"), lambda: subprocess.Popen(["true"]),
-                        lambda: open("/etc/hostname")):  # noqa: SIM115
+        for attempt in (
+            lambda: os.system("true"),
+            lambda: eval("1"),
+            lambda: subprocess.Popen(["true"]),
+            lambda: open("/etc/hostname"),  # noqa: SIM115
+        ):
             with pytest.raises(Tripwire):
                 attempt()
     assert opened == [str(Path("/etc/hostname").resolve())]
@@ -289,9 +339,20 @@ def test_the_guard_itself_trips(tmp_path: Path) -> None:
 
 def test_the_block_written_back_keeps_the_hostile_strings_verbatim_as_json(reliability: ReliabilityNotes) -> None:
     # Writing a record back is JSON serialisation only: nothing is interpreted on the way out either.
-    record = StepRecord(id="x", parts={}, occurrence=0, role=SCRIPT_TAG, backend=CLAIMED_BACKEND, input=PY,
-                        result={TEMPLATE: IMG}, transcript=())
+    record = StepRecord(
+        id="x",
+        parts={},
+        occurrence=0,
+        role=SCRIPT_TAG,
+        backend=CLAIMED_BACKEND,
+        input=PY,
+        result={TEMPLATE: IMG},
+        transcript=(),
+    )
     text = json.dumps(block_to_json([record]))
     assert json.loads(text)["records"][0]["result"] == {TEMPLATE: IMG}
-    reliability.note("Untrusted notebooks", "writing a record of hostile strings back to a notebook",
-                     "JSON serialisation only: the strings round-trip verbatim, nothing interpreted")
+    reliability.note(
+        "Untrusted notebooks",
+        "writing a record of hostile strings back to a notebook",
+        "JSON serialisation only: the strings round-trip verbatim, nothing interpreted",
+    )

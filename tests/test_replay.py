@@ -116,8 +116,10 @@ def researcher(
     return Role(
         name,
         instructions,
-        [tool("look_up", tool_description, tool_payload, look_up),
-         reporting_tool("report_answer", report_description, report_payload)],
+        [
+            tool("look_up", tool_description, tool_payload, look_up),
+            reporting_tool("report_answer", report_description, report_payload),
+        ],
         max_tokens=max_tokens,
         max_tool_roundtrips=max_tool_roundtrips,
         reminders=reminders,
@@ -151,8 +153,9 @@ def only(store: Store) -> StepRecord:
     return records[0]
 
 
-async def record_once(model: Model, store: Store | None = None, value: object = Request("retries"),
-                      **changes: Any) -> Run:
+async def record_once(
+    model: Model, store: Store | None = None, value: object = Request("retries"), **changes: Any
+) -> Run:
     """Run the researcher live once (mode auto) and return its Run (whose store holds the record)."""
     run = Run(model=model, answers=answering([]), store=store)
     assert await run.step(researcher(run, [], **changes), value) == RESULT
@@ -200,17 +203,39 @@ async def test_a_recorded_step_replays_with_no_model_call_no_tool_call_and_no_qu
 
     # The live deltas come word by word; the replay gives one delta per text block.
     assert [e.delta for e in live_events if isinstance(e, ev.OutputTextDelta)] == [
-        "Let ", "me ", "look ", "that ", "up.", "Found ", "two ", "of ", "them."]
+        "Let ",
+        "me ",
+        "look ",
+        "that ",
+        "up.",
+        "Found ",
+        "two ",
+        "of ",
+        "them.",
+    ]
     assert [e.delta for e in replay_events if isinstance(e, ev.OutputTextDelta)] == [
-        "Let me look that up.", "Found two of them."]
+        "Let me look that up.",
+        "Found two of them.",
+    ]
     replayed_event = ev.StepReplayed("researcher", record.id, f"scripted:{model.digest}")
     expected = joined(live_events)
     assert replay_events == [expected[0], replayed_event, *expected[1:]]
     assert [e.type for e in replay_events] == [
-        "step.started", "step.replayed", "response.output_text.delta", "client.tool.requested",
-        "client.tool.executing", "question.asked", "question.answered", "client.tool.result",
-        "client.tool.roundtrip", "response.output_text.delta", "client.tool.requested", "step.reported",
-        "client.tool.result", "step.finished"]
+        "step.started",
+        "step.replayed",
+        "response.output_text.delta",
+        "client.tool.requested",
+        "client.tool.executing",
+        "question.asked",
+        "question.answered",
+        "client.tool.result",
+        "client.tool.roundtrip",
+        "response.output_text.delta",
+        "client.tool.requested",
+        "step.reported",
+        "client.tool.result",
+        "step.finished",
+    ]
     assert again.outcomes[0].usage == live.outcomes[0].usage
     assert again.outcomes[0].transcript == live.outcomes[0].transcript
 
@@ -239,10 +264,10 @@ async def test_a_json_file_store_round_trip_replays_in_a_fresh_run(tmp_path: Pat
 
     data = json.loads(path.read_text(encoding="utf-8"))
     assert data["version"] == 1
-    assert [(r["kind"], r["format"], r["id"], r["occurrence"]) for r in data["records"]] == [
-        ("step", 1, kept.id, 0)]
+    assert [(r["kind"], r["format"], r["id"], r["occurrence"]) for r in data["records"]] == [("step", 1, kept.id, 0)]
     assert data["records"][0]["questions"] == [
-        {"tool_call_id": "toolu_00_0", "text": "Which retries?", "inputs": ["Answer"], "answer": "the slow ones"}]
+        {"tool_call_id": "toolu_00_0", "text": "Which retries?", "inputs": ["Answer"], "answer": "the slow ones"}
+    ]
 
     fresh = JsonFileStore(path)
     assert fresh.records() == (kept,)  # nothing lost in the round trip
@@ -258,13 +283,22 @@ def test_a_json_file_store_writes_what_json_dumps_writes_whatever_the_strings_ho
     # Line and paragraph separators (U+2028, U+2029, U+0085) stay raw in JSON written with ensure_ascii=False: the
     # store's kept texts must not break lines inside such strings.
     path = tmp_path / "recordings.json"
-    path.write_text(json.dumps({"version": 1, "records": [{"kind": "unknown", "text": "a\u2028b"}]}),
-                    encoding="utf-8")
+    path.write_text(json.dumps({"version": 1, "records": [{"kind": "unknown", "text": "a\u2028b"}]}), encoding="utf-8")
     store = JsonFileStore(path)
     odd = "line\u2028separator\u2029paragraph\u0085next\nnewline \u00e9\u00e8 \U0001f600"
     for n in range(3):
-        store.put(StepRecord(id=f"r{n}", parts={}, occurrence=n, role="r", backend="scripted:x", input=odd,
-                             result={"s": odd}, transcript=()))
+        store.put(
+            StepRecord(
+                id=f"r{n}",
+                parts={},
+                occurrence=n,
+                role="r",
+                backend="scripted:x",
+                input=odd,
+                result={"s": odd},
+                transcript=(),
+            )
+        )
     text = path.read_text(encoding="utf-8")
     data = json.loads(text)
     assert text == json.dumps(data, ensure_ascii=False, indent=1) + "\n"
@@ -277,22 +311,27 @@ def test_a_json_file_store_writes_what_json_dumps_writes_whatever_the_strings_ho
 
 
 def _miss_message(part: str, store: Store, record: StepRecord, role: str = "researcher") -> str:
-    return (f"No recording matches this step of role {role!r} in {store!r}. The nearest (role {record.role!r}, "
-            f"recorded with {record.backend}) differs in: {part}. Mode 'replay' never calls a model: run it in "
-            "mode 'auto' or 'refresh' to record it.")
+    return (
+        f"No recording matches this step of role {role!r} in {store!r}. The nearest (role {record.role!r}, "
+        f"recorded with {record.backend}) differs in: {part}. Mode 'replay' never calls a model: run it in "
+        "mode 'auto' or 'refresh' to record it."
+    )
 
 
-@pytest.mark.parametrize(("part", "changes"), [
-    ("role", {"name": "other_researcher"}),
-    ("instructions", {"instructions": "You look things up carefully and report what you found."}),
-    ("tools", {"tool_description": "Look a topic up in the index."}),
-    ("tools", {"tool_payload": QueryWithLimit}),
-    ("reporting", {"report_description": "Report what you found, briefly."}),
-    ("reporting", {"report_payload": AnswerWithSource}),
-    ("settings", {"max_tokens": 1000}),
-    ("settings", {"max_tool_roundtrips": 3}),
-    ("settings", {"reminders": 0}),
-])
+@pytest.mark.parametrize(
+    ("part", "changes"),
+    [
+        ("role", {"name": "other_researcher"}),
+        ("instructions", {"instructions": "You look things up carefully and report what you found."}),
+        ("tools", {"tool_description": "Look a topic up in the index."}),
+        ("tools", {"tool_payload": QueryWithLimit}),
+        ("reporting", {"report_description": "Report what you found, briefly."}),
+        ("reporting", {"report_payload": AnswerWithSource}),
+        ("settings", {"max_tokens": 1000}),
+        ("settings", {"max_tool_roundtrips": 3}),
+        ("settings", {"reminders": 0}),
+    ],
+)
 async def test_a_changed_role_part_misses_and_names_that_part(part: str, changes: dict[str, Any]) -> None:
     model = ScriptedModel(SCRIPT)
     live = await record_once(model)
@@ -343,7 +382,8 @@ async def test_an_identical_step_beyond_the_recorded_occurrences_misses_on_occur
     assert str(e.value) == (
         f"{live.store!r} holds identical steps of role 'researcher', but not a recording for occurrence 2 of it in "
         "this cell execution (the nearest is occurrence 1). Mode 'replay' never calls a model: run it in mode "
-        "'auto' or 'refresh' to record it.")
+        "'auto' or 'refresh' to record it."
+    )
     assert model.calls == 2
 
 
@@ -353,8 +393,10 @@ async def test_mode_replay_with_an_empty_store_says_no_recording_exists() -> Non
     run = Run(model=model, answers=answering([]), mode="replay", on_event=events.append)
     with pytest.raises(ReplayMissError) as e:
         await run.step(researcher(run, []), Request("retries"))
-    assert str(e.value) == ("No recording of a step of role 'researcher' exists in MemoryStore(0 records). Mode "
-                            "'replay' never calls a model: run it in mode 'auto' or 'refresh' to record it.")
+    assert str(e.value) == (
+        "No recording of a step of role 'researcher' exists in MemoryStore(0 records). Mode "
+        "'replay' never calls a model: run it in mode 'auto' or 'refresh' to record it."
+    )
     assert (e.value.nearest, e.value.differing) == (None, ())
     assert model.calls == 0
     assert [e.type for e in events] == ["step.started", "step.failed"]
@@ -387,7 +429,8 @@ async def test_gathered_identical_steps_replay_in_the_recorded_order() -> None:
     # They finished (and were recorded) in the reverse order, yet each record holds its own start position.
     assert [r.occurrence for r in live.store.records()] == [2, 1, 0]
     assert {r.occurrence: r.result for r in live.store.records()} == {
-        n: {"summary": f"reply {n}", "count": n} for n in range(3)}
+        n: {"summary": f"reply {n}", "count": n} for n in range(3)
+    }
 
     again = Run(model=model, store=live.store, mode="replay")
     assert await asyncio.gather(*(again.step(COUNTER_ROLE, "count") for _ in range(3))) == expected
@@ -459,8 +502,7 @@ async def test_off_neither_reads_nor_writes() -> None:
     assert alone.store.records() == ()
 
 
-async def test_mode_precedence_is_step_then_run_then_environment_then_default(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_mode_precedence_is_step_then_run_then_environment_then_default(monkeypatch: pytest.MonkeyPatch) -> None:
     model = ScriptedModel(SCRIPT)
     # Default: auto, so a miss runs live and records.
     default = Run(model=model, answers=answering([]))
@@ -497,13 +539,17 @@ async def test_the_magic_sits_between_the_run_and_the_environment(monkeypatch: p
     assert resolve_mode(run="refresh") == "refresh"
 
 
-@pytest.mark.parametrize(("where", "message"), [
-    ("run", "Run(mode=...): unknown mode 'bogus'; the modes are auto, replay, refresh, off."),
-    ("step", "run.step(mode=...): unknown mode 'bogus'; the modes are auto, replay, refresh, off."),
-    ("env", "AGL_NOTEBOOK_MODE: unknown mode 'bogus'; the modes are auto, replay, refresh, off."),
-])
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        ("run", "Run(mode=...): unknown mode 'bogus'; the modes are auto, replay, refresh, off."),
+        ("step", "run.step(mode=...): unknown mode 'bogus'; the modes are auto, replay, refresh, off."),
+        ("env", "AGL_NOTEBOOK_MODE: unknown mode 'bogus'; the modes are auto, replay, refresh, off."),
+    ],
+)
 async def test_an_invalid_mode_is_an_input_error_naming_where_it_came_from(
-        where: str, message: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    where: str, message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     model = ScriptedModel(SCRIPT)
     bogus: Any = "bogus"
     if where == "env":
@@ -550,14 +596,15 @@ KEY = "sk-ant-api03-" + "abcdefghij" * 4
 ENV_SECRET = "supersecretvalue123"
 
 
-async def test_secrets_are_scrubbed_from_every_record_and_file(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_secrets_are_scrubbed_from_every_record_and_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MY_SERVICE_TOKEN", ENV_SECRET)
     path = tmp_path / "recordings.json"
-    model = ScriptedModel([
-        ScriptedTurn(f"I will use {KEY} now.", [ScriptedCall("look_up", {"text": "keys"})]),
-        ScriptedTurn("Done.", [ScriptedCall("report_answer", {"summary": f"used {KEY}", "count": 1})]),
-    ])
+    model = ScriptedModel(
+        [
+            ScriptedTurn(f"I will use {KEY} now.", [ScriptedCall("look_up", {"text": "keys"})]),
+            ScriptedTurn("Done.", [ScriptedCall("report_answer", {"summary": f"used {KEY}", "count": 1})]),
+        ]
+    )
     run = Run(model=model, answers=answering([], f"use {KEY}"), store=JsonFileStore(path))
     role = researcher(run, [], result_text=f"token {ENV_SECRET}, key {KEY}")
     assert await run.step(role, Request(f"please use {KEY}")) == Answer(f"used {KEY}", 1)  # live: unaffected
@@ -588,21 +635,26 @@ async def test_an_auth_header_in_a_tool_result_is_scrubbed_and_the_record_stays_
     assert await run.step(researcher(run, [], result_text=header), Request("retries")) == RESULT
     record = only(JsonFileStore(path))
     assert record.transcript[2].content[0] == ToolResultBlock(
-        "toolu_00_0", f'curl -H "Authorization: Bearer {REDACTED}" -d \'{{"x-api-key": "{REDACTED}"}}\'')
+        "toolu_00_0", f'curl -H "Authorization: Bearer {REDACTED}" -d \'{{"x-api-key": "{REDACTED}"}}\''
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Corrupt stores: say what is wrong, keep what is good, never lose or overwrite anything
 
 
-@pytest.mark.parametrize(("content", "problem"), [
-    ("truncated", ": invalid JSON at line "),
-    ('{"version": 2, "records": []}\n', ".version: this version of agl_notebook reads version 1, found 2."),
-    ('{"version": 1, "records": {}}\n', ".records: expected a list."),
-    ("[]\n", ": expected an object with 'version' and 'records'."),
-])
-async def test_a_wholly_corrupt_file_is_read_as_empty_and_never_overwritten(tmp_path: Path, content: str,
-                                                                            problem: str) -> None:
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ("truncated", ": invalid JSON at line "),
+        ('{"version": 2, "records": []}\n', ".version: this version of agl_notebook reads version 1, found 2."),
+        ('{"version": 1, "records": {}}\n', ".records: expected a list."),
+        ("[]\n", ": expected an object with 'version' and 'records'."),
+    ],
+)
+async def test_a_wholly_corrupt_file_is_read_as_empty_and_never_overwritten(
+    tmp_path: Path, content: str, problem: str
+) -> None:
     path = tmp_path / "recordings.json"
     model = ScriptedModel(SCRIPT)
     if content == "truncated":
@@ -651,8 +703,8 @@ async def test_a_malformed_record_is_skipped_with_a_warning_and_kept_verbatim(tm
     with pytest.warns(RecordingWarning) as warned:
         assert await replay.step(researcher(replay, handled), Request("retries")) == RESULT
     assert [str(w.message) for w in warned] == [
-        f"A recording was skipped (kept in the file as it is): {path}.records[1].parts: expected an object of "
-        "digests."]
+        f"A recording was skipped (kept in the file as it is): {path}.records[1].parts: expected an object of digests."
+    ]
     assert await replay.step(researcher(replay, handled), Request("timeouts")) == RESULT  # the one after it
     assert (model.calls, handled) == (4, [])
 
@@ -673,13 +725,14 @@ async def test_a_miss_without_credentials_says_it_is_not_recorded(model: Anthrop
     run = Run(answers=answering([]))
     events: list[Event] = []
     run.add_sink(events.append)
-    role: Role[Answer] = Role("caller", "Say hello.", [reporting_tool("report_answer", "Report.", Answer)],
-                              model=model)
+    role: Role[Answer] = Role("caller", "Say hello.", [reporting_tool("report_answer", "Report.", Answer)], model=model)
     with pytest.raises(MissingCredentialsError) as e:
         await run.step(role, "hello")
     message = str(e.value)
-    assert message == ("This step is not recorded, so it must run live. No recording of a step of role 'caller' "
-                       f"exists in MemoryStore(0 records).\n\n{NO_CREDENTIALS_MESSAGE}")
+    assert message == (
+        "This step is not recorded, so it must run live. No recording of a step of role 'caller' "
+        f"exists in MemoryStore(0 records).\n\n{NO_CREDENTIALS_MESSAGE}"
+    )
     assert "sk-ant" not in message
     assert run.store.records() == ()
     assert [event.type for event in events] == ["step.started", "step.failed"]
@@ -687,8 +740,12 @@ async def test_a_miss_without_credentials_says_it_is_not_recorded(model: Anthrop
 
 async def test_a_miss_without_credentials_in_refresh_mode_gives_the_backends_own_message() -> None:
     run = Run(mode="refresh")
-    role: Role[Answer] = Role("caller", "Say hello.", [reporting_tool("report_answer", "Report.", Answer)],
-                              model=AnthropicModel(model=Claude.HAIKU))
+    role: Role[Answer] = Role(
+        "caller",
+        "Say hello.",
+        [reporting_tool("report_answer", "Report.", Answer)],
+        model=AnthropicModel(model=Claude.HAIKU),
+    )
     with pytest.raises(MissingCredentialsError) as e:
         await run.step(role, "hello")
     assert str(e.value) == NO_CREDENTIALS_MESSAGE
@@ -702,11 +759,17 @@ async def test_a_failed_step_gives_its_occurrence_back_so_a_retry_is_the_same_st
             raise ConnectionError("the docs server is down")
         return ToolResult(text="found")
 
-    role = Role(name="retrier", instructions="Look it up.",
-                tools=[tool("look_up", "Look it up.", Query, look_up),
-                       reporting_tool("report", "Report.", Query)])
-    model = ScriptedModel([{"calls": [{"name": "look_up", "args": {"text": "x"}}]},
-                           {"calls": [{"name": "report", "args": {"text": "done"}}]}])
+    role = Role(
+        name="retrier",
+        instructions="Look it up.",
+        tools=[tool("look_up", "Look it up.", Query, look_up), reporting_tool("report", "Report.", Query)],
+    )
+    model = ScriptedModel(
+        [
+            {"calls": [{"name": "look_up", "args": {"text": "x"}}]},
+            {"calls": [{"name": "report", "args": {"text": "done"}}]},
+        ]
+    )
     run = Run(model=model)
     with pytest.raises(ConnectionError):
         await run.step(role, "retry me")

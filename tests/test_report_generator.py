@@ -15,8 +15,14 @@ def test_a_measured_figure_needs_to_say_how_it_was_measured() -> None:
 
 def test_each_figure_is_shown_with_what_ran_and_how() -> None:
     notes = ReliabilityNotes("tests/test_reliability_x.py::test_x")
-    notes.note("Kernel faults", "an interrupt", "the cell ends", records_lost=0,
-               measured={"Interrupt: time to end the cell": "0.50 s"}, how="scripted model, in a real kernel")
+    notes.note(
+        "Kernel faults",
+        "an interrupt",
+        "the cell ends",
+        records_lost=0,
+        measured={"Interrupt: time to end the cell": "0.50 s"},
+        how="scripted model, in a real kernel",
+    )
     report = ReliabilityReport()
     report.trials[notes.test] = notes.trials
 

@@ -1,6 +1,5 @@
 """`Run.step`: roles and factories, accepts, handler errors, wiping a failed step, concurrency."""
 
-
 from __future__ import annotations
 
 import asyncio
@@ -89,8 +88,10 @@ async def test_step_takes_a_called_role() -> None:
     request = model.requests[0]
     assert request.model == "claude-opus-5-5"
     assert request.role == "reviewer"
-    assert request.system == ("Review the request and list every problem.\n\nWhen you have the result, hand it back "
-                              "by calling the `report_review` tool. Calling it ends your work on this step.")
+    assert request.system == (
+        "Review the request and list every problem.\n\nWhen you have the result, hand it back "
+        "by calling the `report_review` tool. Calling it ends your work on this step."
+    )
     assert request.messages[0].text == 'Request:\n{\n  "text": "check"\n}'
     assert [t.name for t in request.tools] == ["report_review"]
 
@@ -117,8 +118,9 @@ async def test_a_factory_whose_only_parameter_is_run_gets_the_run() -> None:
         seen.append(run)
         return Role("keyword", "Plan.")
 
-    model = ScriptedModel({"planner": [{"calls": [{"name": "ask", "args": {"text": "q"}}]}, "done"],
-                           "keyword": ["done"]})
+    model = ScriptedModel(
+        {"planner": [{"calls": [{"name": "ask", "args": {"text": "q"}}]}, "done"], "keyword": ["done"]}
+    )
     run = Run(model=model)
     assert await run.step(planner_role, "plan it") is None
     assert await run.step(planner_role(run), "plan it") is None
@@ -134,8 +136,9 @@ async def test_a_factory_needing_other_arguments_is_refused() -> None:
     run = Run(model=ScriptedModel(["x"]))
     with pytest.raises(InputError) as e:
         await run.step(needs, "go")
-    assert str(e.value) == (f"{needs.function.__qualname__} needs arguments (topic, run): call it first, as "
-                            "run.step(needs(...), input).")
+    assert str(e.value) == (
+        f"{needs.function.__qualname__} needs arguments (topic, run): call it first, as run.step(needs(...), input)."
+    )
 
 
 async def test_step_refuses_what_is_not_a_role() -> None:
@@ -193,15 +196,19 @@ async def test_a_role_may_carry_its_own_model_backend() -> None:
 async def test_a_role_without_any_model_is_an_input_error() -> None:
     with pytest.raises(InputError) as e:
         await Run(answers=[]).step(Role("r", "Do it."), "go")
-    assert str(e.value) == ("Role 'r' has no model: give it one with @role(model=Claude.OPUS), or run it with "
-                            "Run(model=ScriptedModel(...)).")
+    assert str(e.value) == (
+        "Role 'r' has no model: give it one with @role(model=Claude.OPUS), or run it with "
+        "Run(model=ScriptedModel(...))."
+    )
 
 
 def test_run_refuses_a_model_id_string() -> None:
     with pytest.raises(InputError) as e:
         Run(model="claude-opus-5-5")  # type: ignore[arg-type]
-    assert str(e.value) == ("Run(model=...) takes a model backend such as ScriptedModel, not 'claude-opus-5-5'; to "
-                            "name a Claude model, use @role(model=Claude.OPUS).")
+    assert str(e.value) == (
+        "Run(model=...) takes a model backend such as ScriptedModel, not 'claude-opus-5-5'; to "
+        "name a Claude model, use @role(model=Claude.OPUS)."
+    )
 
 
 def test_current_step_outside_a_step_is_an_input_error() -> None:
@@ -240,8 +247,12 @@ class Work:
         return ToolResult("ok")
 
     def role(self, name: str = "worker") -> Role[Review]:
-        return Role(name, "Work.", [tool("look_up", "Look.", Query, self),
-                                    reporting_tool("report_review", "Report.", Review)], model=Claude.OPUS)
+        return Role(
+            name,
+            "Work.",
+            [tool("look_up", "Look.", Query, self), reporting_tool("report_review", "Report.", Review)],
+            model=Claude.OPUS,
+        )
 
 
 def make(mode: str, script: Any) -> tuple[Run, Work, list[Event]]:
@@ -363,9 +374,15 @@ async def _gather_run() -> tuple[list[Any], list[Event], list[tuple[str, str]], 
         seen.append((step.role, query.text))
         return ToolResult(f"{step.role} saw {query.text}")
 
-    roles: list[Role[Any]] = [Role(f"worker{i}", "Work.", [tool("look_up", "Look.", Query, handler),
-                                          reporting_tool("report_review", "Report.", Review)], model=Claude.OPUS)
-             for i in range(3)]
+    roles: list[Role[Any]] = [
+        Role(
+            f"worker{i}",
+            "Work.",
+            [tool("look_up", "Look.", Query, handler), reporting_tool("report_review", "Report.", Review)],
+            model=Claude.OPUS,
+        )
+        for i in range(3)
+    ]
     results = list(await asyncio.gather(*(run.step(r, f"input {i}") for i, r in enumerate(roles))))
     return results, events, seen, run
 
@@ -379,8 +396,12 @@ async def test_concurrent_steps_are_correct_and_deterministic() -> None:
     assert len(run.outcomes) == 3
     for outcome in run.outcomes:
         name = outcome.transcript[0].text[-1]
-        tool_texts = [m.content[0].content for m in outcome.transcript if m.role == "user"  # type: ignore[union-attr]
-                      and m is not outcome.transcript[0]][:2]
+        tool_texts = [
+            m.content[0].content
+            for m in outcome.transcript
+            if m.role == "user"  # type: ignore[union-attr]
+            and m is not outcome.transcript[0]
+        ][:2]
         assert tool_texts == [f"worker{name} saw {name}-1", f"worker{name} saw {name}-2"]
     again = await _gather_run()
     assert again[0] == results
@@ -393,8 +414,12 @@ async def test_concurrent_steps_are_correct_and_deterministic() -> None:
 async def test_a_failing_concurrent_step_wipes_only_its_own_work() -> None:
     events: list[Event] = []
     undone: list[str] = []
-    run = Run(model=ScriptedModel({"good": [{"calls": [look("g")]}, {"calls": [report([])]}],
-                                   "bad": [{"calls": [look("b")]}]}), on_event=events.append)
+    run = Run(
+        model=ScriptedModel(
+            {"good": [{"calls": [look("g")]}, {"calls": [report([])]}], "bad": [{"calls": [look("b")]}]}
+        ),
+        on_event=events.append,
+    )
 
     async def handler(query: Query) -> ToolResult:
         run.current_step.on_undo(lambda: undone.append(query.text))
@@ -404,11 +429,16 @@ async def test_a_failing_concurrent_step_wipes_only_its_own_work() -> None:
         return ToolResult("ok")
 
     def make_role(name: str) -> Role[Review]:
-        return Role(name, "Work.", [tool("look_up", "Look.", Query, handler),
-                                    reporting_tool("report_review", "Report.", Review)], model=Claude.OPUS)
+        return Role(
+            name,
+            "Work.",
+            [tool("look_up", "Look.", Query, handler), reporting_tool("report_review", "Report.", Review)],
+            model=Claude.OPUS,
+        )
 
-    outcomes = await asyncio.gather(run.step(make_role("good"), "go"), run.step(make_role("bad"), "go"),
-                                    return_exceptions=True)
+    outcomes = await asyncio.gather(
+        run.step(make_role("good"), "go"), run.step(make_role("bad"), "go"), return_exceptions=True
+    )
     assert outcomes[0] == Review([])
     assert isinstance(outcomes[1], Boom)
     assert undone == ["b"]
@@ -436,8 +466,11 @@ async def test_a_replayed_step_runs_no_agent_calls_no_tool_and_asks_nothing() ->
             handled.append(query.text)
             return ToolResult(text=await run.terminal.show(asking, text=query.text))
 
-        return Role("planner", "Plan.", [tool("ask", "Ask a question.", Query, ask),
-                                          reporting_tool("report_review", "Report.", Review)])
+        return Role(
+            "planner",
+            "Plan.",
+            [tool("ask", "Ask a question.", Query, ask), reporting_tool("report_review", "Report.", Review)],
+        )
 
     def script() -> list[Any]:
         return [{"calls": [{"name": "ask", "args": {"text": "Which?"}}]}, {"calls": [report(["sqlite"])]}]

@@ -1,6 +1,5 @@
 """Questions: screens, inputs and their validation, `run.terminal.show`, scripted answers (docs/questions.md)."""
 
-
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -46,8 +45,15 @@ def asking(text: str) -> Screen[str]:
 
 
 def sizing(text: str) -> Screen[tuple[str, int, str, bool]]:
-    return Screen(text, [TextInput("Name"), NumberInput("Count", int, min=1, max=10),
-                         ChoiceInput("Colour", ["red", "green"]), ConfirmInput("Sure")])
+    return Screen(
+        text,
+        [
+            TextInput("Name"),
+            NumberInput("Count", int, min=1, max=10),
+            ChoiceInput("Colour", ["red", "green"]),
+            ConfirmInput("Sure"),
+        ],
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -134,9 +140,12 @@ def test_a_typed_number_out_of_range_is_told_the_range_not_to_type_a_number() ->
     with pytest.raises(InputError) as e:
         TextInput("Weight", float).parse("inf")
     assert str(e.value) == "Weight: expected a finite number."
-    assert [NumberInput("N", min=1, max=20).range_text(), NumberInput("N", min=1).range_text(),
-            NumberInput("N", float, max=2.5).range_text(), NumberInput("N").range_text()] == [
-        "1\u201320", "\u2265 1", "\u2264 2.5", ""]
+    assert [
+        NumberInput("N", min=1, max=20).range_text(),
+        NumberInput("N", min=1).range_text(),
+        NumberInput("N", float, max=2.5).range_text(),
+        NumberInput("N").range_text(),
+    ] == ["1\u201320", "\u2265 1", "\u2264 2.5", ""]
     assert NumberInput("N", max=3).expected() == "a whole number of at most 3"
     assert TextInput("T", int).expected() == "a whole number" and TextInput("T").expected() == ""
 
@@ -164,7 +173,15 @@ def test_choice_input_validation() -> None:
 def test_confirm_input_validation() -> None:
     sure = ConfirmInput("Sure")
     assert [sure.parse(t) for t in ("y", "YES", " true ", "1", "n", "No", "false", "0")] == [
-        True, True, True, True, False, False, False, False]
+        True,
+        True,
+        True,
+        True,
+        False,
+        False,
+        False,
+        False,
+    ]
     assert sure.validate(False) is False
     with pytest.raises(InputError) as e:
         sure.parse("maybe")
@@ -277,21 +294,33 @@ def planner_role(run: Run) -> Role[Plan]:
 
 
 async def test_a_tool_asks_a_question_while_the_agent_waits_in_the_same_step() -> None:
-    model = ScriptedModel([
-        {"calls": [{"name": "ask", "args": {"text": "Which database?"}}]},
-        {"calls": [{"name": "report_plan", "args": {"steps": ["use sqlite"]}}]},
-    ])
+    model = ScriptedModel(
+        [
+            {"calls": [{"name": "ask", "args": {"text": "Which database?"}}]},
+            {"calls": [{"name": "report_plan", "args": {"steps": ["use sqlite"]}}]},
+        ]
+    )
     events: list[Event] = []
     run = Run(model=model, answers=["sqlite"], on_event=events.append)
     plan = await run.step(planner_role(run), "Plan the storage.")
     assert plan == Plan(["use sqlite"])
     assert [e.type for e in events if not isinstance(e, ev.OutputTextDelta)] == [
-        "step.started", "client.tool.requested", "client.tool.executing", "question.asked", "question.answered",
-        "client.tool.result", "client.tool.roundtrip", "client.tool.requested", "step.reported",
-        "client.tool.result", "step.finished",
+        "step.started",
+        "client.tool.requested",
+        "client.tool.executing",
+        "question.asked",
+        "question.answered",
+        "client.tool.result",
+        "client.tool.roundtrip",
+        "client.tool.requested",
+        "step.reported",
+        "client.tool.result",
+        "step.finished",
     ]
     assert [e for e in events if isinstance(e, ev.QuestionAsked | ev.QuestionAnswered)] == [
-        ev.QuestionAsked("Which database?", ("Answer",)), ev.QuestionAnswered("Which database?", "sqlite")]
+        ev.QuestionAsked("Which database?", ("Answer",)),
+        ev.QuestionAnswered("Which database?", "sqlite"),
+    ]
     assert next(e for e in events if isinstance(e, ev.ClientToolResult)).result == "sqlite"
     assert len(model.requests) == 2
 
@@ -299,8 +328,11 @@ async def test_a_tool_asks_a_question_while_the_agent_waits_in_the_same_step() -
 async def test_question_events_for_a_screen_of_several_inputs() -> None:
     events: list[Event] = []
     recorded: list[Any] = []
-    run = Run(model=ScriptedModel([{"calls": [{"name": "size", "args": {"text": "How big?"}}]}, "done"]),
-              answers=[["box", 2, "green", True]], on_event=events.append)
+    run = Run(
+        model=ScriptedModel([{"calls": [{"name": "size", "args": {"text": "How big?"}}]}, "done"]),
+        answers=[["box", 2, "green", True]],
+        on_event=events.append,
+    )
 
     async def size(question: Question) -> ToolResult:
         answer = await run.terminal.show(sizing, text=question.text)
@@ -313,7 +345,8 @@ async def test_question_events_for_a_screen_of_several_inputs() -> None:
         ev.QuestionAnswered("How big?", ["box", 2, "green", True]),
     ]
     assert [(q.text, q.inputs, q.answer) for q in recorded] == [
-        ("How big?", ("Name", "Count", "Colour", "Sure"), ["box", 2, "green", True])]
+        ("How big?", ("Name", "Count", "Colour", "Sure"), ["box", 2, "green", True])
+    ]
     assert next(e for e in events if isinstance(e, ev.ClientToolResult)).result == "('box', 2, 'green', True)"
 
 

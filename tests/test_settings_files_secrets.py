@@ -116,14 +116,18 @@ def test_a_failed_write_leaves_the_old_file(tmp_path: Path, monkeypatch: pytest.
     assert [p.name for p in tmp_path.iterdir()] == ["file.json"]
 
 
-@pytest.mark.parametrize(("content", "kind", "message"), [
-    ("{", None, ": invalid JSON at line 1, column 2 (Expecting property name enclosed in double quotes)."),
-    ("nope", "notebook", ": not a notebook: invalid JSON at line 1, column 1 (Expecting value)."),
-    ("[" * 100_000, None, ": invalid JSON (nested too deeply)."),
-    (b"\xff\xfe", None, ": cannot be read ("),
-])
-def test_the_json_reader_names_the_file_and_the_problem(tmp_path: Path, content: str | bytes, kind: str | None,
-                                                        message: str) -> None:
+@pytest.mark.parametrize(
+    ("content", "kind", "message"),
+    [
+        ("{", None, ": invalid JSON at line 1, column 2 (Expecting property name enclosed in double quotes)."),
+        ("nope", "notebook", ": not a notebook: invalid JSON at line 1, column 1 (Expecting value)."),
+        ("[" * 100_000, None, ": invalid JSON (nested too deeply)."),
+        (b"\xff\xfe", None, ": cannot be read ("),
+    ],
+)
+def test_the_json_reader_names_the_file_and_the_problem(
+    tmp_path: Path, content: str | bytes, kind: str | None, message: str
+) -> None:
     path = tmp_path / "file.json"
     if isinstance(content, bytes):
         path.write_bytes(content)
@@ -146,8 +150,9 @@ def test_the_scrubber_replaces_every_spelling_of_a_secret() -> None:
     assert _secrets.scrub_text(text, [secret]) == f"raw {REDACTED} url {REDACTED} json {REDACTED} key {REDACTED}"
 
 
-async def test_a_record_holding_a_url_encoded_secret_is_scrubbed(monkeypatch: pytest.MonkeyPatch,
-                                                                 tmp_path: Path) -> None:
+async def test_a_record_holding_a_url_encoded_secret_is_scrubbed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     secret = "p@ss/word+with spaces"
     monkeypatch.setenv("SERVICE_PASSWORD", secret)
     from agl_notebook.replay.stores import scrubbed
@@ -159,7 +164,8 @@ async def test_a_record_holding_a_url_encoded_secret_is_scrubbed(monkeypatch: py
 
 
 def test_the_log_filter_scrubs_the_environments_secrets_and_those_in_flight(
-        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setenv("MY_SERVICE_TOKEN", "environment-secret-1")
     _secret_logs.scrub_logs("httpx2")
     logger = logging.getLogger("httpx2")
@@ -180,5 +186,7 @@ def test_a_blocked_call_is_refused_with_one_message(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv(modes.BLOCK_VARIABLE, "1")
     with pytest.raises(ModelCallBlockedError) as e:
         modes.refuse_blocked_call("support.lookupOrder would send GET /orders/1")
-    assert str(e.value).startswith("support.lookupOrder would send GET /orders/1, and model and network calls are "
-                                   "blocked here (under nbval, or AGL_NOTEBOOK_BLOCK_MODELS=1). Record it first")
+    assert str(e.value).startswith(
+        "support.lookupOrder would send GET /orders/1, and model and network calls are "
+        "blocked here (under nbval, or AGL_NOTEBOOK_BLOCK_MODELS=1). Record it first"
+    )

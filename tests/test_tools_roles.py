@@ -1,6 +1,5 @@
 """Tools, reporting tools, roles, `@role`, `prompt_file`, `Claude` and the public names."""
 
-
 from __future__ import annotations
 
 import importlib
@@ -68,8 +67,20 @@ def _report_tool(name: str = "report_review") -> ReportingTool[Review]:
 
 
 SEED_000_NAMES = {
-    "role", "Role", "tool", "Tool", "reporting_tool", "ReportingTool", "describe", "ToolResult", "prompt_file",
-    "Claude", "JsonValue", "InputError", "UpstreamUnexpected", "RoleIncompleteError",
+    "role",
+    "Role",
+    "tool",
+    "Tool",
+    "reporting_tool",
+    "ReportingTool",
+    "describe",
+    "ToolResult",
+    "prompt_file",
+    "Claude",
+    "JsonValue",
+    "InputError",
+    "UpstreamUnexpected",
+    "RoleIncompleteError",
 }
 EXTRA_NAMES = {"Run", "Screen", "TextInput", "NumberInput", "ChoiceInput", "ConfirmInput", "ScriptedModel"}
 
@@ -147,8 +158,10 @@ def test_tool_refuses_an_empty_or_whitespace_name(name: str) -> None:
 
 @pytest.mark.parametrize("description", ["", "   ", "\n"])
 def test_tool_refuses_an_empty_or_whitespace_description(description: str) -> None:
-    expected = ("{kind} 'x': the description must be non-empty; it is the whole of what the agent reads to decide "
-                "this is the tool it wants.")
+    expected = (
+        "{kind} 'x': the description must be non-empty; it is the whole of what the agent reads to decide "
+        "this is the tool it wants."
+    )
     with pytest.raises(InputError) as e:
         tool("x", description, Query, look_up)
     assert str(e.value) == expected.format(kind="tool")
@@ -161,8 +174,9 @@ def test_tool_refuses_an_empty_or_whitespace_description(description: str) -> No
 def test_tool_refuses_names_the_api_would_refuse(name: str) -> None:
     with pytest.raises(InputError) as e:
         tool(name, "Search.", Query, look_up)
-    assert str(e.value) == (f"tool {name!r}: a tool name may use only letters, digits, '_' and '-', at most 64 "
-                            "characters.")
+    assert str(e.value) == (
+        f"tool {name!r}: a tool name may use only letters, digits, '_' and '-', at most 64 characters."
+    )
 
 
 def test_tool_refuses_a_synchronous_handler() -> None:
@@ -171,8 +185,9 @@ def test_tool_refuses_a_synchronous_handler() -> None:
 
     with pytest.raises(InputError) as e:
         tool("look_up", "Search.", Query, sync)  # type: ignore[arg-type]
-    assert str(e.value) == (f"tool 'look_up': the handler {sync.__qualname__} must be an async function (async def) "
-                            "returning a ToolResult.")
+    assert str(e.value) == (
+        f"tool 'look_up': the handler {sync.__qualname__} must be an async function (async def) returning a ToolResult."
+    )
     with pytest.raises(InputError) as e:
         tool("look_up", "Search.", Query, "nope")  # type: ignore[arg-type]
     assert str(e.value) == "tool 'look_up': the handler must be an async function of the payload, not 'nope'."
@@ -188,15 +203,17 @@ def test_role_tool_names_are_unique() -> None:
     assert str(e.value) == "Role 'reviewer': two tools are named 'look_up'; tool names are unique within a role."
     with pytest.raises(InputError) as e:
         Role("reviewer", "Review.", [_look_up_tool("report_review"), _report_tool()])
-    assert str(e.value) == ("Role 'reviewer': two tools are named 'report_review'; tool names are unique within a "
-                            "role.")
+    assert str(e.value) == (
+        "Role 'reviewer': two tools are named 'report_review'; tool names are unique within a role."
+    )
 
 
 def test_role_has_at_most_one_reporting_tool() -> None:
     with pytest.raises(InputError) as e:
         Role("reviewer", "Review.", [_report_tool("a"), _look_up_tool(), _report_tool("b")])
-    assert str(e.value) == ("Role 'reviewer': a role has at most one reporting tool, and 'a' and 'b' are both "
-                            "reporting tools.")
+    assert str(e.value) == (
+        "Role 'reviewer': a role has at most one reporting tool, and 'a' and 'b' are both reporting tools."
+    )
     one: Role[Any] = Role("reviewer", "Review.", [_look_up_tool(), _report_tool()])
     assert one.reporting_tool is not None
     assert one.reporting_tool.name == "report_review"
@@ -205,10 +222,13 @@ def test_role_has_at_most_one_reporting_tool() -> None:
     assert Role("plain", "Do it.", [_look_up_tool()]).reporting_tool is None
 
 
-@pytest.mark.parametrize(("name", "instructions", "message"), [
-    ("  ", "Review.", "Role needs a non-empty name, not '  '."),
-    ("reviewer", " \n", "Role 'reviewer' needs non-empty instructions: the system text the agent reads."),
-])
+@pytest.mark.parametrize(
+    ("name", "instructions", "message"),
+    [
+        ("  ", "Review.", "Role needs a non-empty name, not '  '."),
+        ("reviewer", " \n", "Role 'reviewer' needs non-empty instructions: the system text the agent reads."),
+    ],
+)
 def test_role_refuses_empty_name_or_instructions(name: str, instructions: str, message: str) -> None:
     with pytest.raises(InputError) as e:
         Role(name, instructions)
@@ -294,8 +314,9 @@ def test_accepts_must_be_json_payloads() -> None:
 
     with pytest.raises(InputError) as e:
         takes_int()
-    assert str(e.value) == ("A payload must be a dataclass type, not the class int: a payload that can't be saved as "
-                            "JSON.")
+    assert str(e.value) == (
+        "A payload must be a dataclass type, not the class int: a payload that can't be saved as JSON."
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -304,7 +325,9 @@ def test_accepts_must_be_json_payloads() -> None:
 
 def test_claude_names_the_current_models_and_is_a_string_enum() -> None:
     assert [(m.name, m.value) for m in Claude] == [
-        ("OPUS", "claude-opus-5-5"), ("SONNET", "claude-sonnet-5-5"), ("HAIKU", "claude-haiku-5-5"),
+        ("OPUS", "claude-opus-5-5"),
+        ("SONNET", "claude-sonnet-5-5"),
+        ("HAIKU", "claude-haiku-5-5"),
     ]
     assert isinstance(Claude.SONNET, str)
     assert f"{Claude.HAIKU}" == "claude-haiku-5-5"
@@ -337,8 +360,10 @@ def test_prompt_file_missing_names_every_path_tried(monkeypatch: pytest.MonkeyPa
     monkeypatch.chdir(tmp_path)
     with pytest.raises(InputError) as e:
         prompt_file("prompts/nope.md")
-    assert str(e.value) == (f"prompt_file: no file 'prompts/nope.md'; looked at {HERE / 'prompts' / 'nope.md'}, "
-                            f"{tmp_path / 'prompts' / 'nope.md'}.")
+    assert str(e.value) == (
+        f"prompt_file: no file 'prompts/nope.md'; looked at {HERE / 'prompts' / 'nope.md'}, "
+        f"{tmp_path / 'prompts' / 'nope.md'}."
+    )
     with pytest.raises(InputError) as e:
         prompt_file(tmp_path / "abs.md")
     assert str(e.value) == f"prompt_file: no file {str(tmp_path / 'abs.md')!r}; looked at {tmp_path / 'abs.md'}."

@@ -22,7 +22,7 @@ from tests.browser.notebooks import SETUP as PLANNER_SETUP
 from tests.kernel_harness import Kernel
 
 # A tool whose handler calls a helper that raises KeyError: two frames of the person's code below the step.
-FAILING = '''\
+FAILING = """\
 from dataclasses import dataclass
 from agl_notebook import Role, Run, ScriptedModel, ToolResult, describe, reporting_tool, tool
 
@@ -39,7 +39,7 @@ async def look(args: Lookup) -> ToolResult:
 
 looker = Role(name="looker", instructions="Look it up.", tools=[tool("look", "Look it up.", Lookup, look)])
 LOOKING = ScriptedModel(lambda request: {"calls": [{"name": "look", "args": {"key": "missing"}}]})
-'''
+"""
 FRAME = re.compile(r"^(Cell In\[\d+\], line \d+(, in .+)?|File \S+:\d+, in .+)$")
 INTERRUPTED = "StepInterrupted: The step of 'planner' was interrupted; nothing was recorded."
 
@@ -77,15 +77,22 @@ def test_a_failing_handler_shows_the_persons_frames_and_none_of_the_librarys(ker
     library = [f for f in shown if "agl_notebook" in f or "asyncio" in f or "threading" in f]
     assert library == [], f"library frames shown: {library}"
     assert [re.sub(r"Cell In\[\d+\]", "Cell", f) for f in shown] == [
-        "Cell, line 2", "Cell, line 13, in look(args)", "Cell, line 10, in lookup(key)"]
+        "Cell, line 2",
+        "Cell, line 13, in look(args)",
+        "Cell, line 10, in lookup(key)",
+    ]
     assert error_lines(kernel, msg_id)[-1] == "KeyError: 'missing'"
 
 
-@pytest.mark.parametrize("call", ['await run.step(planner, "Plan a meeting")',
-                                  'run.step_sync(planner, "Plan a meeting")',
-                                  'await asyncio.gather(run.step(planner, "Plan a meeting"), '
-                                  'run.step(planner, "Plan another"))'],
-                         ids=["await", "sync", "gather"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        'await run.step(planner, "Plan a meeting")',
+        'run.step_sync(planner, "Plan a meeting")',
+        'await asyncio.gather(run.step(planner, "Plan a meeting"), run.step(planner, "Plan another"))',
+    ],
+    ids=["await", "sync", "gather"],
+)
 def test_an_interrupted_step_ends_the_cell_with_one_line(kernel: Kernel, call: str) -> None:
     msg_id = kernel.execute(f"run = Run(model=MODEL)\n{call}")
     kernel.wait_for(lambda: bool(kernel.widget_ids("AnyModel")))
@@ -100,8 +107,10 @@ def test_an_interrupted_step_ends_the_cell_with_one_line(kernel: Kernel, call: s
 
 
 def test_an_interrupt_is_still_a_cancellation_for_the_persons_code(kernel: Kernel) -> None:
-    msg_id = kernel.execute('run = Run(model=MODEL)\ntry:\n    await run.step(planner, "Plan a meeting")\n'
-                            'except asyncio.CancelledError as e:\n    print("cancelled:", type(e).__name__)')
+    msg_id = kernel.execute(
+        'run = Run(model=MODEL)\ntry:\n    await run.step(planner, "Plan a meeting")\n'
+        'except asyncio.CancelledError as e:\n    print("cancelled:", type(e).__name__)'
+    )
     kernel.wait_for(lambda: bool(kernel.widget_ids("AnyModel")))
     kernel.km.interrupt_kernel()
     kernel.wait_reply(msg_id)
@@ -113,8 +122,14 @@ def test_importing_agl_notebook_does_not_load_asyncio(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-c", "import sys, agl_notebook; print('asyncio' in sys.modules)"],
-                          capture_output=True, text=True, timeout=60, check=True, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys, agl_notebook; print('asyncio' in sys.modules)"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=tmp_path,
+    )
     assert done.stdout == "False\n"
 
 
@@ -161,8 +176,11 @@ def visible_library_frames(error: BaseException) -> list[str]:
     shown, tb = [], error.__traceback__
     while tb is not None:
         frame = tb.tb_frame
-        if ("/agl_notebook/" in frame.f_code.co_filename and not frame.f_locals.get("__tracebackhide__")
-                and tb.tb_next is not None):
+        if (
+            "/agl_notebook/" in frame.f_code.co_filename
+            and not frame.f_locals.get("__tracebackhide__")
+            and tb.tb_next is not None
+        ):
             shown.append(f"{frame.f_code.co_filename}:{tb.tb_lineno} in {frame.f_code.co_name}")
         tb = tb.tb_next
     return shown
@@ -177,7 +195,6 @@ def test_between_the_persons_call_and_their_failing_code_every_library_frame_is_
     with pytest.raises(KeyError) as raised:
         step()
     assert visible_library_frames(raised.value) == []
-
 
 
 # Warnings point at the person's line ---------------------------------------------------------------------------
@@ -252,9 +269,15 @@ run = Run(model=ScriptedModel([{{"text": "Nothing to look up."}}]), store=JsonFi
 CELL_LINE_2 = re.compile(r"^\S+/ipykernel_\d+/\d+\.py:2: RecordingWarning: ")  # IPython's file for a cell
 
 
-@pytest.mark.parametrize("call", ['await run.step(looker, "go")', 'run.step_sync(looker, "go")',
-                                  'await asyncio.gather(run.step(looker, "go"), run.step(looker, "again"))'],
-                         ids=["await", "sync", "gather"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        'await run.step(looker, "go")',
+        'run.step_sync(looker, "go")',
+        'await asyncio.gather(run.step(looker, "go"), run.step(looker, "again"))',
+    ],
+    ids=["await", "sync", "gather"],
+)
 def test_a_warning_in_a_cell_points_at_the_cells_line(kernel: Kernel, call: str) -> None:
     kernel.run('from agl_notebook.replay import JsonFileStore\nopen("broken.json", "w").write("{")')
     msg_id = kernel.execute(WARNING_CELL.format(call=call))

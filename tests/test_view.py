@@ -48,8 +48,9 @@ class RecordingComm(BaseComm):
         self._sent = sent
         super().__init__(*args, **kwargs)
 
-    def publish_msg(self, msg_type: str, data: Any = None, metadata: Any = None, buffers: Any = None,
-                    **keys: Any) -> None:
+    def publish_msg(
+        self, msg_type: str, data: Any = None, metadata: Any = None, buffers: Any = None, **keys: Any
+    ) -> None:
         self._sent.append((msg_type, data))
 
 
@@ -67,8 +68,9 @@ class FakeDisplay:
         self.shown: list[tuple[dict[str, Any], dict[str, Any]]] = []
         self.updates: list[tuple[dict[str, Any], dict[str, Any]]] = []
 
-    def __call__(self, bundle: dict[str, Any], *, raw: bool, metadata: dict[str, Any] | None = None,
-                 display_id: bool = False) -> Any:
+    def __call__(
+        self, bundle: dict[str, Any], *, raw: bool, metadata: dict[str, Any] | None = None, display_id: bool = False
+    ) -> Any:
         assert raw
         self.shown.append((bundle, metadata or {}))
         return self if display_id else None
@@ -91,10 +93,15 @@ async def look_up(query: Query) -> ToolResult:
     return ToolResult(text=f"<script>alert('{query.text}')</script>")
 
 
-ROLE = Role(name="judge", instructions="Judge.", tools=[tool("look_up", "Look it up.", Query, look_up),
-                                                        reporting_tool("verdict", "Give the verdict.", Verdict)])
-SCRIPT = [{"text": "Let me <i>check</i>.", "calls": [{"name": "look_up", "args": {"text": "<img src=x>"}}]},
-          {"calls": [{"name": "verdict", "args": {"summary": "Fine & dandy </td>"}}]}]
+ROLE = Role(
+    name="judge",
+    instructions="Judge.",
+    tools=[tool("look_up", "Look it up.", Query, look_up), reporting_tool("verdict", "Give the verdict.", Verdict)],
+)
+SCRIPT = [
+    {"text": "Let me <i>check</i>.", "calls": [{"name": "look_up", "args": {"text": "<img src=x>"}}]},
+    {"calls": [{"name": "verdict", "args": {"summary": "Fine & dandy </td>"}}]},
+]
 
 
 @pytest.fixture
@@ -109,7 +116,8 @@ def widget_updates(sent: list[tuple[str, Any]]) -> list[Any]:
 
 
 def test_five_thousand_deltas_over_five_seconds_redraw_at_most_twenty_times_a_second(
-        sent: list[tuple[str, Any]], clock: list[float]) -> None:
+    sent: list[tuple[str, Any]], clock: list[float]
+) -> None:
     display = FakeDisplay()
     view = NotebookView(ROLE, display=display)
     view.begin(replaying=False)
@@ -135,12 +143,17 @@ async def test_live_and_replayed_steps_leave_the_same_final_bundle(sent: list[tu
     live_display, replay_display = FakeDisplay(), FakeDisplay()
     live = Run(model=model, view=lambda role: NotebookView(role, display=live_display))
     await live.step(ROLE, "Is it fine?")
-    replay = Run(model=model, store=live.store, mode="replay",
-                 view=lambda role: NotebookView(role, display=replay_display, live=False))
+    replay = Run(
+        model=model,
+        store=live.store,
+        mode="replay",
+        view=lambda role: NotebookView(role, display=replay_display, live=False),
+    )
     await replay.step(ROLE, "Is it fine?")
     watched_display = FakeDisplay()
-    watched = Run(model=model, store=live.store, mode="replay",
-                  view=lambda role: NotebookView(role, display=watched_display))
+    watched = Run(
+        model=model, store=live.store, mode="replay", view=lambda role: NotebookView(role, display=watched_display)
+    )
     await watched.step(ROLE, "Is it fine?")
     # Live: the header at once, then the widget, then the final bundle, each in place of the one before.
     ((header, _),) = live_display.shown
@@ -160,7 +173,8 @@ async def test_live_and_replayed_steps_leave_the_same_final_bundle(sent: list[tu
 async def test_everything_drawn_is_escaped(sent: list[tuple[str, Any]]) -> None:
     display = FakeDisplay()
     await Run(model=ScriptedModel(SCRIPT), view=lambda role: NotebookView(role, display=display)).step(
-        ROLE, "<b>Is</b> it fine?")
+        ROLE, "<b>Is</b> it fine?"
+    )
     html = display.updates[-1][0]["text/html"]
     for hostile in ("<script", "<img", "<i>check", "dandy </td>", "<b>Is"):
         assert hostile not in html
@@ -171,11 +185,16 @@ async def test_everything_drawn_is_escaped(sent: list[tuple[str, Any]]) -> None:
 
 def test_the_text_view_is_deterministic_and_says_what_the_record_claims() -> None:
     trace = StepTrace("judge")
-    for event in (StepStarted("judge", "q", "scripted:abc"), ClientToolRequested("look_up", {"text": "x"}, "t1"),
-                  ClientToolResult("look_up", "t1", "found", False), QuestionAsked("Which one?", ("Answer",)),
-                  QuestionAnswered("Which one?", "the first"), ClientToolRequested("verdict", {"summary": "ok"}, "t2"),
-                  StepReported("verdict", "t2", {"summary": "ok"}),
-                  ClientToolResult("verdict", "t2", "Reported.", False)):
+    for event in (
+        StepStarted("judge", "q", "scripted:abc"),
+        ClientToolRequested("look_up", {"text": "x"}, "t1"),
+        ClientToolResult("look_up", "t1", "found", False),
+        QuestionAsked("Which one?", ("Answer",)),
+        QuestionAnswered("Which one?", "the first"),
+        ClientToolRequested("verdict", {"summary": "ok"}, "t2"),
+        StepReported("verdict", "t2", {"summary": "ok"}),
+        ClientToolResult("verdict", "t2", "Reported.", False),
+    ):
         trace.apply(event)
     assert render_text(trace) == (
         "agl_notebook step: role 'judge', running, with scripted:abc\n"
@@ -183,7 +202,8 @@ def test_the_text_view_is_deterministic_and_says_what_the_record_claims() -> Non
         "  question 'Which one?': \"the first\"\n"
         "  tool verdict: reported\n"
         "  result (verdict):\n"
-        "    summary: \"ok\"")
+        '    summary: "ok"'
+    )
     assert render_html(trace) == render_html(trace)
 
 
@@ -193,8 +213,11 @@ async def test_a_failed_step_shows_what_failed_and_records_nothing(sent: list[tu
     async def broken(query: Query) -> ToolResult:
         raise ConnectionError("the docs server is down")
 
-    role = Role(name="judge", instructions="Judge.", tools=[tool("look_up", "Look it up.", Query, broken),
-                                                            reporting_tool("verdict", "Verdict.", Verdict)])
+    role = Role(
+        name="judge",
+        instructions="Judge.",
+        tools=[tool("look_up", "Look it up.", Query, broken), reporting_tool("verdict", "Verdict.", Verdict)],
+    )
     run = Run(model=ScriptedModel(SCRIPT), view=lambda r: NotebookView(r, display=display))
     with pytest.raises(ConnectionError):
         await run.step(role, "Is it fine?")
@@ -226,15 +249,22 @@ def test_a_dropped_markup_span_is_shown() -> None:
 
 # The question form ---------------------------------------------------------------------------------------------
 
-MEETING = Screen("Book the room?", [TextInput("Title"), NumberInput("Attendees", int, min=1, max=20),
-                                    ChoiceInput("Room", ["Aster", "Birch", "Cedar"]), ConfirmInput("Send invites")])
+MEETING = Screen(
+    "Book the room?",
+    [
+        TextInput("Title"),
+        NumberInput("Attendees", int, min=1, max=20),
+        ChoiceInput("Room", ["Aster", "Birch", "Cedar"]),
+        ConfirmInput("Send invites"),
+    ],
+)
 
 
 def from_browser(widget: Any, content: Any) -> None:
     """What the form's frontend sends: a custom message on the widget's comm, as the kernel receives it."""
-    widget.comm.handle_msg({"content": {"comm_id": widget.comm.comm_id, "data": {"method": "custom",
-                                                                                 "content": content}},
-                            "buffers": []})
+    widget.comm.handle_msg(
+        {"content": {"comm_id": widget.comm.comm_id, "data": {"method": "custom", "content": content}}, "buffers": []}
+    )
 
 
 def submit(widget: Any, attempt: int, values: list[object]) -> None:
@@ -260,17 +290,24 @@ async def open_question(view: NotebookView, screen: Screen[Any]) -> tuple[asynci
 
 
 async def test_the_form_sends_every_field_at_submit_and_the_tool_gets_the_last_values(
-        sent: list[tuple[str, Any]]) -> None:
+    sent: list[tuple[str, Any]],
+) -> None:
     view = NotebookView(ROLE, display=FakeDisplay())
     view.begin(replaying=False)
     task, widget = await open_question(view, MEETING)
     opened = form_state(sent, widget)
     assert opened["fields"] == [
         {"kind": "text", "label": "Title"},
-        {"kind": "number", "label": "Attendees", "integer": True, "placeholder": "1\u201320",
-         "hint": "a whole number from 1 to 20"},
+        {
+            "kind": "number",
+            "label": "Attendees",
+            "integer": True,
+            "placeholder": "1\u201320",
+            "hint": "a whole number from 1 to 20",
+        },
         {"kind": "choice", "label": "Room", "options": ["Aster", "Birch", "Cedar"], "placeholder": "Choose one\u2026"},
-        {"kind": "confirm", "label": "Send invites"}]
+        {"kind": "confirm", "label": "Send invites"},
+    ]
     assert opened["errors"] == ["", "", "", ""] and opened["title"] == ""  # the step's view shows the question
     assert "render" in opened["_esm"] and ".agl-form" in opened["_css"]
 
@@ -281,8 +318,12 @@ async def test_the_form_sends_every_field_at_submit_and_the_tool_gets_the_last_v
     assert (state["checked"], state["accepted"]) == (1, False)
     submit(widget, 2, ["Planning review", "0", None, None])
     state = form_state(sent, widget)
-    assert state["errors"] == ["", "Attendees: 0 is below the minimum 1; type a whole number from 1 to 20.",
-                               "Room: choose one of Aster, Birch, Cedar.", "Send invites: choose Yes or No."]
+    assert state["errors"] == [
+        "",
+        "Attendees: 0 is below the minimum 1; type a whole number from 1 to 20.",
+        "Room: choose one of Aster, Birch, Cedar.",
+        "Send invites: choose Yes or No.",
+    ]
     assert (state["checked"], state["accepted"]) == (2, False)
     await asyncio.sleep(0.05)
     assert not task.done(), "an invalid answer leaves the form open"
@@ -298,18 +339,21 @@ async def test_the_form_sends_every_field_at_submit_and_the_tool_gets_the_last_v
 
 
 async def test_each_submission_sends_one_update_and_a_late_or_malformed_one_changes_nothing(
-        sent: list[tuple[str, Any]]) -> None:
+    sent: list[tuple[str, Any]],
+) -> None:
     view = NotebookView(ROLE, display=FakeDisplay())
     view.begin(replaying=False)
     task, widget = await open_question(view, Screen("Name?", [TextInput("Name")]))
     before = len(sent)
     submit(widget, 1, ["   "])
     updates = [d for k, d in sent[before:] if k == "comm_msg"]
-    assert updates == [{"method": "update", "state": {"errors": ["Name: the answer is empty."], "checked": 1},
-                        "buffer_paths": []}], "errors and the submission they answer arrive in one message"
+    assert updates == [
+        {"method": "update", "state": {"errors": ["Name: the answer is empty."], "checked": 1}, "buffer_paths": []}
+    ], "errors and the submission they answer arrive in one message"
     submit(widget, 2, ["a", "b"])
-    assert form_state(sent, widget)["message"] == ("The form sent ['a', 'b'] instead of 1 value(s); please submit "
-                                                   "again.")
+    assert form_state(sent, widget)["message"] == (
+        "The form sent ['a', 'b'] instead of 1 value(s); please submit again."
+    )
     from_browser(widget, {"kind": "submit", "attempt": 3})
     assert form_state(sent, widget)["message"] == "The form sent None instead of 1 value(s); please submit again."
     submit(widget, 4, [7])
@@ -327,7 +371,8 @@ async def test_each_submission_sends_one_update_and_a_late_or_malformed_one_chan
 
 
 async def test_a_submission_from_another_thread_resolves_the_answer_on_the_step_loop(
-        sent: list[tuple[str, Any]]) -> None:
+    sent: list[tuple[str, Any]],
+) -> None:
     import threading
 
     view = NotebookView(ROLE, display=FakeDisplay())
@@ -348,7 +393,8 @@ async def test_a_submission_handled_before_the_form_is_awaited_is_kept(sent: lis
 
 
 async def test_a_standalone_question_shows_its_title_and_leaves_the_static_answer(
-        sent: list[tuple[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[tuple[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     import IPython.display
 
     class StandaloneDisplay(FakeDisplay):
@@ -365,15 +411,27 @@ async def test_a_standalone_question_shows_its_title_and_leaves_the_static_answe
     submit(widget, 1, ["B"])
     assert await asyncio.wait_for(task, 5) == ["B"]
     ((final, _),) = display.updates
-    assert final == {"text/plain": "Question: Which room?\nAnswer: B",
-                     "text/html": "<pre>Question: Which room?\nAnswer: B</pre>"}
+    assert final == {
+        "text/plain": "Question: Which room?\nAnswer: B",
+        "text/html": "<pre>Question: Which room?\nAnswer: B</pre>",
+    }
     assert widget.comm is None, "the form is closed"
 
 
 def test_text_fields_say_what_to_type() -> None:
     assert form_module._field(TextInput("Notes", multiline=True)) == {"kind": "textarea", "label": "Notes"}
-    assert form_module._field(TextInput("Age", int)) == {"kind": "number", "label": "Age", "integer": True,
-                                                         "placeholder": "a whole number", "hint": ""}
-    assert form_module._field(NumberInput("Ratio", float)) == {"kind": "number", "label": "Ratio", "integer": False,
-                                                               "placeholder": "a number", "hint": ""}
+    assert form_module._field(TextInput("Age", int)) == {
+        "kind": "number",
+        "label": "Age",
+        "integer": True,
+        "placeholder": "a whole number",
+        "hint": "",
+    }
+    assert form_module._field(NumberInput("Ratio", float)) == {
+        "kind": "number",
+        "label": "Ratio",
+        "integer": False,
+        "placeholder": "a number",
+        "hint": "",
+    }
     assert form_module._read(TextInput("Notes", multiline=True), "  two\nlines ") == "  two\nlines "

@@ -68,10 +68,12 @@ async def test_a_live_step_shows_its_header_before_the_model_answers(sent: list[
 async def test_steps_run_together_are_labelled_from_their_input_or_by_label() -> None:
     display = FakeDisplay()
     run = Run(model=ScriptedModel([report("x")]), view=lambda role: NotebookView(role, display=display, live=False))
-    await asyncio.gather(run.step(RESEARCHER, Topic("tides and the   moon\n")),
-                         run.step(RESEARCHER, Topic("volcanoes")),
-                         run.step(RESEARCHER, Topic("volcanoes"), label="volcanoes, second look"),
-                         run.step(RESEARCHER, Topic("a" * 90)))
+    await asyncio.gather(
+        run.step(RESEARCHER, Topic("tides and the   moon\n")),
+        run.step(RESEARCHER, Topic("volcanoes")),
+        run.step(RESEARCHER, Topic("volcanoes"), label="volcanoes, second look"),
+        run.step(RESEARCHER, Topic("a" * 90)),
+    )
     headers = [bundle["text/plain"].splitlines()[0] for bundle, _ in display.shown]
     assert [h.split(",")[0] for h in headers] == [
         "agl_notebook step: role 'researcher' on 'tides and the moon'",
@@ -79,7 +81,7 @@ async def test_steps_run_together_are_labelled_from_their_input_or_by_label() ->
         "agl_notebook step: role 'researcher' on 'volcanoes",  # the label's own comma
         "agl_notebook step: role 'researcher' on '" + "a" * 39 + "…'",
     ]
-    assert "<span title=\"The step's input\">volcanoes, second look</span>" in display.shown[2][0]["text/html"]
+    assert '<span title="The step\'s input">volcanoes, second look</span>' in display.shown[2][0]["text/html"]
 
 
 async def test_headless_views_appear_in_the_order_the_steps_started_not_the_order_they_ended() -> None:
@@ -94,16 +96,21 @@ async def test_headless_views_appear_in_the_order_the_steps_started_not_the_orde
         ended.append(name)
         return report(name)
 
-    run = Run(model=ScriptedModel(reply),
-              view=lambda role: NotebookView(role, display=display, live=False, order=order))
+    run = Run(
+        model=ScriptedModel(reply), view=lambda role: NotebookView(role, display=display, live=False, order=order)
+    )
     await asyncio.gather(*(run.step(RESEARCHER, Topic(name)) for name in delays))
     assert ended == ["second", "fourth", "third", "first"]
     shown = [re.search(r"on '(\w+)'", bundle["text/plain"]).group(1) for bundle, _ in display.shown]  # type: ignore[union-attr]
     assert shown == ["first", "second", "third", "fourth"]
     # A replay of the same cell (every step answered at once, in any order) shows the same outputs.
     again, replay_order = FakeDisplay(), DisplayOrder()
-    replay = Run(model=ScriptedModel(reply), store=run.store, mode="replay",
-                 view=lambda role: NotebookView(role, display=again, live=False, order=replay_order))
+    replay = Run(
+        model=ScriptedModel(reply),
+        store=run.store,
+        mode="replay",
+        view=lambda role: NotebookView(role, display=again, live=False, order=replay_order),
+    )
     await asyncio.gather(*(replay.step(RESEARCHER, Topic(name)) for name in delays))
     assert [bundle for bundle, _ in again.shown] == [bundle for bundle, _ in display.shown]
 
@@ -129,10 +136,12 @@ async def test_a_failed_headless_step_keeps_its_place_and_later_steps_still_show
             raise RuntimeError("the model is down")
         return report("fine")
 
-    run = Run(model=ScriptedModel(reply),
-              view=lambda role: NotebookView(role, display=display, live=False, order=order))
-    results = await asyncio.gather(run.step(RESEARCHER, Topic("broken")), run.step(RESEARCHER, Topic("fine")),
-                                   return_exceptions=True)
+    run = Run(
+        model=ScriptedModel(reply), view=lambda role: NotebookView(role, display=display, live=False, order=order)
+    )
+    results = await asyncio.gather(
+        run.step(RESEARCHER, Topic("broken")), run.step(RESEARCHER, Topic("fine")), return_exceptions=True
+    )
     assert isinstance(results[0], RuntimeError)
     assert ["broken" in b["text/plain"] for b, _ in display.shown] == [True, False]
     assert "failed, nothing was recorded" in display.shown[0][0]["text/plain"]
@@ -147,16 +156,22 @@ class Lookup:
 
 
 async def test_a_failed_view_names_the_raising_tool_and_gives_every_row_its_final_state(
-        sent: list[tuple[str, Any]]) -> None:  # noqa: F811
+    sent: list[tuple[str, Any]],  # noqa: F811
+) -> None:
     display = FakeDisplay()
 
     async def lookup(args: Lookup) -> ToolResult:
         return ToolResult(text={"a": "1"}[args.key])  # a KeyError for anything but "a"
 
-    role = Role(name="librarian", instructions="Look things up.",
-                tools=[tool("lookup", "Look up a key.", Lookup, lookup), REPORT])
-    script = [{"calls": [{"name": "lookup", "args": {"key": "a"}}]},
-              {"calls": [{"name": "lookup", "args": {"key": "zzz"}}]}]
+    role = Role(
+        name="librarian",
+        instructions="Look things up.",
+        tools=[tool("lookup", "Look up a key.", Lookup, lookup), REPORT],
+    )
+    script = [
+        {"calls": [{"name": "lookup", "args": {"key": "a"}}]},
+        {"calls": [{"name": "lookup", "args": {"key": "zzz"}}]},
+    ]
     with pytest.raises(KeyError):
         await Run(model=ScriptedModel(script), view=lambda r: NotebookView(r, display=display)).step(role, "go")
     final = display.updates[-1][0]
@@ -174,10 +189,14 @@ async def test_a_failed_view_names_the_raising_tool_and_gives_every_row_its_fina
 
 def test_an_interrupted_view_says_so_and_leaves_nothing_waiting() -> None:
     trace = StepTrace("planner")
-    for event in (StepStarted("planner", "go", "anthropic:claude-opus-5-5", "go"),
-                  ClientToolRequested("ask_person", {"q": "When?"}, "t1"), ClientToolExecuting("ask_person", "t1"),
-                  QuestionAsked("When shall we meet?", ("Day",)), ClientToolRequested("book", {}, "t2"),
-                  StepFailed("planner", "CancelledError", "")):
+    for event in (
+        StepStarted("planner", "go", "anthropic:claude-opus-5-5", "go"),
+        ClientToolRequested("ask_person", {"q": "When?"}, "t1"),
+        ClientToolExecuting("ask_person", "t1"),
+        QuestionAsked("When shall we meet?", ("Day",)),
+        ClientToolRequested("book", {}, "t2"),
+        StepFailed("planner", "CancelledError", ""),
+    ):
         trace.apply(event)
     text, page = render_text(trace, ()), render_html(trace, ())
     assert text.splitlines() == [
@@ -200,8 +219,11 @@ def _finished(result: dict[str, Any], tool_result: str = "") -> StepTrace:
     events: list[Any] = [StepStarted("writer", "go", "scripted:x", "go")]
     if tool_result:
         events += [ClientToolRequested("fetch", {}, "t0"), ClientToolResult("fetch", "t0", tool_result, False)]
-    events += [ClientToolRequested("report", result, "t1"), StepReported("report", "t1", result),
-               StepFinished("writer", result, 1)]
+    events += [
+        ClientToolRequested("report", result, "t1"),
+        StepReported("report", "t1", result),
+        StepFinished("writer", result, 1),
+    ]
     for event in events:
         trace.apply(event)
     return trace
@@ -210,11 +232,11 @@ def _finished(result: dict[str, Any], tool_result: str = "") -> StepTrace:
 def test_a_long_list_is_drawn_as_a_list_in_a_capped_block() -> None:
     items = [f"item number {i}" for i in range(120)]
     page = render_html(_finished({"items": items}), ())
-    table = page[page.index("Result, reported"):]
+    table = page[page.index("Result, reported") :]
     assert table.count("<li>") == 120
     assert "<ol" in table and "item number 119" in table
     assert '"item number 0", "item number 1"' not in page  # not one JSON block
-    block = table[table.index("<ol") - 60: table.index("<ol")]
+    block = table[table.index("<ol") - 60 : table.index("<ol")]
     assert "max-height:24em;overflow:auto" in block
 
 
@@ -231,7 +253,7 @@ def test_a_200_line_tool_result_scrolls_inside_a_capped_block_and_the_text_summa
     trace = _finished({"items": ["x" * 1000]}, tool_result=result)
     page = render_html(trace, ())
     start = page.index("line 0")
-    assert "max-height:24em;overflow:auto" in page[start - 200: start]
+    assert "max-height:24em;overflow:auto" in page[start - 200 : start]
     text = render_text(trace, ())
     assert max(len(line) for line in text.splitlines()) < 220
     assert render_html(trace, ()) == page and render_text(trace, ()) == text  # deterministic
@@ -250,8 +272,11 @@ def test_a_secret_across_any_cut_is_never_kept_in_part(cut: int) -> None:
     for offset in range(-len(SECRET) + 1, 0, 7):
         text = "x" * (cut + offset) + SECRET + " and more"
         trace = StepTrace("agent")
-        for event in (StepStarted("agent", text, "scripted:x", text), QuestionAsked(text, ("Answer",)),
-                      Logged("f", "commands[0]", text)):
+        for event in (
+            StepStarted("agent", text, "scripted:x", text),
+            QuestionAsked(text, ("Answer",)),
+            Logged("f", "commands[0]", text),
+        ):
             trace.apply(event)
         trace.apply(ClientToolRequested("report", {"v": text}, "t1"))
         from agl_notebook.events import StepReported
@@ -275,6 +300,10 @@ async def test_arguments_given_out_of_order_draw_the_same_live_and_replayed() ->
     live, replayed = FakeDisplay(), FakeDisplay()
     run = Run(model=ScriptedModel(script), view=lambda r: NotebookView(r, display=live, live=False))
     await run.step(role, "three bolts")
-    await Run(model=ScriptedModel(script), store=run.store, mode="replay",
-              view=lambda r: NotebookView(r, display=replayed, live=False)).step(role, "three bolts")
+    await Run(
+        model=ScriptedModel(script),
+        store=run.store,
+        mode="replay",
+        view=lambda r: NotebookView(r, display=replayed, live=False),
+    ).step(role, "three bolts")
     assert [bundle for bundle, _ in live.shown] == [bundle for bundle, _ in replayed.shown]

@@ -23,8 +23,11 @@ class Summary:
 
 
 def summariser(instructions: str) -> Role[Summary]:
-    return Role(name="summariser", instructions=instructions,
-                tools=[reporting_tool("report_summary", "Report the summary.", Summary)])
+    return Role(
+        name="summariser",
+        instructions=instructions,
+        tools=[reporting_tool("report_summary", "Report the summary.", Summary)],
+    )
 
 
 class Views:
@@ -54,8 +57,9 @@ def live_html(view: NotebookView) -> str:
 
 async def test_a_live_display_is_marked_and_its_placeholder_says_to_run_the_cell_again() -> None:
     views = Views()
-    await Run(model=ScriptedModel([{"calls": [{"name": "report_summary", "args": {"text": "x"}}]}]),
-              view=views).step(summariser("Sum up."), "text")
+    await Run(model=ScriptedModel([{"calls": [{"name": "report_summary", "args": {"text": "x"}}]}]), view=views).step(
+        summariser("Sum up."), "text"
+    )
     # The header first (at once), then the live widget in its place: both marked live.
     ((header, header_metadata),) = views.displays[0].shown
     assert header_metadata == {LIVE_VIEW_KEY: {"version": 1}} and WIDGET_MIME not in header
@@ -73,8 +77,14 @@ async def test_provenance_says_live_or_replayed_with_the_record_date_and_request
     final, metadata = views.final()
     (record,) = store.records()
     live = metadata[PROVENANCE_KEY]
-    assert live == {"version": 1, "source": "live", "model_requests": 1, "recorded_at": record.recorded_at,
-                    "record_id": record.id, "backend": record.backend}
+    assert live == {
+        "version": 1,
+        "source": "live",
+        "model_requests": 1,
+        "recorded_at": record.recorded_at,
+        "record_id": record.id,
+        "backend": record.backend,
+    }
 
     await Run(model=model, store=store, view=views).step(summariser("Sum up."), "text")
     replayed_final, replayed_metadata = views.final()
@@ -129,8 +139,9 @@ async def test_a_question_asked_outside_a_step_is_marked_live_until_answered(mon
         def update(self, bundle: dict[str, Any], *, raw: bool) -> None:
             shown.append(("update", bundle, {}))
 
-    def display(bundle: dict[str, Any], *, raw: bool, metadata: dict[str, Any] | None = None,
-                display_id: bool = False) -> Handle:
+    def display(
+        bundle: dict[str, Any], *, raw: bool, metadata: dict[str, Any] | None = None, display_id: bool = False
+    ) -> Handle:
         shown.append(("display", bundle, metadata or {}))
         return Handle()
 

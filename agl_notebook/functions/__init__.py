@@ -58,9 +58,15 @@ from .interpreter import Agent
 from .validate import COMMANDS, AgentInvalidError, Problem, build_agent, check_agent
 
 
-def load_agent(source: str | Path | Mapping[str, Any], *, profiles: Mapping[str, Any] | None = None,
-               environ: Mapping[str, str] | None = None, transport: Any = None,
-               limits: Limits = DEFAULT_LIMITS, max_commands: int = 1_000_000) -> Agent:
+def load_agent(
+    source: str | Path | Mapping[str, Any],
+    *,
+    profiles: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    transport: Any = None,
+    limits: Limits = DEFAULT_LIMITS,
+    max_commands: int = 1_000_000,
+) -> Agent:
     """Load and validate an agent.
 
     Args:

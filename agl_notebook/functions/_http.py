@@ -30,8 +30,14 @@ from .spec import EnvValue, Profile
 _MIN_SECRET = 4  # a shorter value is no secret, and scrubbing it would mangle ordinary text
 # httpx2 logs every request's URL (query included) at INFO: the secrets of requests in flight are scrubbed from
 # these loggers' records before any handler sees them.
-_HTTP_LOGGERS = ("httpx2", "httpcore2", "httpcore2.connection", "httpcore2.http11", "httpcore2.http2",
-                 "httpcore2.proxy")
+_HTTP_LOGGERS = (
+    "httpx2",
+    "httpcore2",
+    "httpcore2.connection",
+    "httpcore2.http11",
+    "httpcore2.http2",
+    "httpcore2.proxy",
+)
 
 
 @dataclass(frozen=True)
@@ -56,20 +62,29 @@ class ApiRequest:
 
     def key(self) -> str:
         """A digest of what is asked, for the tape."""
-        return digest({"method": self.method, "url": self.public_url, "headers": [list(h) for h in self.headers],
-                       "body": self.body})[:24]
+        return digest(
+            {
+                "method": self.method,
+                "url": self.public_url,
+                "headers": [list(h) for h in self.headers],
+                "body": self.body,
+            }
+        )[:24]
 
 
-def build_request(profile: Profile, method: str, path: Any, query: Any, headers: Mapping[str, Any], body: Any,
-                  timeout: float | None) -> ApiRequest:
+def build_request(
+    profile: Profile, method: str, path: Any, query: Any, headers: Mapping[str, Any], body: Any, timeout: float | None
+) -> ApiRequest:
     """Check the evaluated parts of a request."""
     if path is None:
         path = ""
     if not isinstance(path, str):
         raise CommandError(f"the path must be a string, not {type(path).__name__}.")
     if "://" in path or path.startswith("//") or "\\" in path or any(c in path for c in "\r\n"):
-        raise CommandError(f"the path {path[:80]!r} must be relative to the profile's baseUrl: requests go only to "
-                           "the profile's server.")
+        raise CommandError(
+            f"the path {path[:80]!r} must be relative to the profile's baseUrl: requests go only to "
+            "the profile's server."
+        )
     pairs: list[tuple[str, str]] = []
     if query is not None:
         if not isinstance(query, Mapping):
@@ -79,8 +94,7 @@ def build_request(profile: Profile, method: str, path: Any, query: Any, headers:
                 if item is None:
                     continue
                 if not isinstance(item, str | int | float | bool):
-                    raise CommandError(f"the query value {name!r} must be text or a number, not "
-                                       f"{type(item).__name__}.")
+                    raise CommandError(f"the query value {name!r} must be text or a number, not {type(item).__name__}.")
                 pairs.append((str(name), _text(item)))
     header_pairs: list[tuple[str, str]] = []
     for name, value in headers.items():
@@ -90,8 +104,15 @@ def build_request(profile: Profile, method: str, path: Any, query: Any, headers:
         if "\r" in text or "\n" in text:
             raise CommandError(f"the header {name!r} may not hold a line break.")
         header_pairs.append((name, text))
-    return ApiRequest(profile, method, path, tuple(pairs), tuple(header_pairs), body,
-                      timeout if timeout is not None else profile.timeout)
+    return ApiRequest(
+        profile,
+        method,
+        path,
+        tuple(pairs),
+        tuple(header_pairs),
+        body,
+        timeout if timeout is not None else profile.timeout,
+    )
 
 
 def _text(value: str | int | float | bool) -> str:
@@ -110,8 +131,10 @@ def secrets_of(profile: Profile, environ: Mapping[str, str]) -> tuple[dict[str, 
             if isinstance(value, EnvValue):
                 secret = environ.get(value.variable)
                 if not secret:
-                    raise MissingSecretError(f"the profile {profile.name!r} reads the environment variable "
-                                             f"{value.variable}, which is not set; set it and run again.")
+                    raise MissingSecretError(
+                        f"the profile {profile.name!r} reads the environment variable "
+                        f"{value.variable}, which is not set; set it and run again."
+                    )
                 target[name] = value.prefix + secret
                 if len(secret) >= _MIN_SECRET:
                     to_scrub.append(secret)
@@ -136,8 +159,9 @@ def _scrub_decoded(text: str, secrets: list[str]) -> str:
     return text if clean == decoded else json.dumps(clean, ensure_ascii=False)
 
 
-async def send(request: ApiRequest, *, client: Callable[[], Any], tape: Tape, environ: Mapping[str, str],
-               limits: Limits) -> tuple[int, Any]:
+async def send(
+    request: ApiRequest, *, client: Callable[[], Any], tape: Tape, environ: Mapping[str, str], limits: Limits
+) -> tuple[int, Any]:
     """Send the request live (keeping the response on the tape) or take it from the tape; return status and body.
 
     Raises:
@@ -153,8 +177,9 @@ async def send(request: ApiRequest, *, client: Callable[[], Any], tape: Tape, en
         try:
             entry = await _live(request, client(), environ)
         except ApiError as e:
-            tape.record({"kind": "api", "key": request.key(), "request": _request_json(request),
-                         "error": error_entry(e)})
+            tape.record(
+                {"kind": "api", "key": request.key(), "request": _request_json(request), "error": error_entry(e)}
+            )
             raise
         tape.record(entry)
     return _body(request, entry, limits)
@@ -180,27 +205,38 @@ async def _live(request: ApiRequest, client: Any, environ: Mapping[str, str]) ->
     except ApiError:
         raise
     except (TimeoutError, httpx2.TimeoutException):
-        raise ApiTimeoutError(f"no response from {request.method} {request.public_url} within "
-                              f"{request.timeout:g} s.") from None
+        raise ApiTimeoutError(
+            f"no response from {request.method} {request.public_url} within {request.timeout:g} s."
+        ) from None
     except (httpx2.HTTPError, OSError) as e:
         detail = scrub_text(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__, secrets)
         raise ApiConnectionError(f"{request.method} {request.public_url} failed: {detail}") from None
 
 
-async def _exchange(request: ApiRequest, client: Any, url: str, params: list[tuple[str, str]],
-                    headers: dict[str, str], body: dict[str, Any], secrets: list[str]) -> JsonObject:
+async def _exchange(
+    request: ApiRequest,
+    client: Any,
+    url: str,
+    params: list[tuple[str, str]],
+    headers: dict[str, str],
+    body: dict[str, Any],
+    secrets: list[str],
+) -> JsonObject:
     limit = request.profile.max_response_bytes
     async with asyncio.timeout(request.timeout):
-        async with client.stream(request.method, url, params=params, headers=headers,
-                                 timeout=request.timeout, **body) as response:
+        async with client.stream(
+            request.method, url, params=params, headers=headers, timeout=request.timeout, **body
+        ) as response:
             chunks: list[bytes] = []
             size = 0
             async for chunk in response.aiter_bytes():
                 size += len(chunk)
                 if size > limit:
-                    raise ApiError(f"the response to {request.method} {request.public_url} is larger than "
-                                   f"{limit:,} bytes (the profile's maxResponseBytes).",
-                                   status=response.status_code)
+                    raise ApiError(
+                        f"the response to {request.method} {request.public_url} is larger than "
+                        f"{limit:,} bytes (the profile's maxResponseBytes).",
+                        status=response.status_code,
+                    )
                 chunks.append(chunk)
             encoding = response.encoding or "utf-8"
             try:
@@ -210,9 +246,15 @@ async def _exchange(request: ApiRequest, client: Any, url: str, params: list[tup
             status = int(response.status_code)
             reason = str(response.reason_phrase or "")
             content_type = str(response.headers.get("content-type", ""))
-    return {"kind": "api", "key": request.key(), "request": _request_json(request), "status": status,
-            "reason": scrub_text(reason, secrets), "contentType": content_type,
-            "text": _scrub_decoded(scrub_text(text, secrets), secrets)}
+    return {
+        "kind": "api",
+        "key": request.key(),
+        "request": _request_json(request),
+        "status": status,
+        "reason": scrub_text(reason, secrets),
+        "contentType": content_type,
+        "text": _scrub_decoded(scrub_text(text, secrets), secrets),
+    }
 
 
 def _body(request: ApiRequest, entry: JsonObject, limits: Limits) -> tuple[int, Any]:
@@ -229,23 +271,33 @@ def _body(request: ApiRequest, entry: JsonObject, limits: Limits) -> tuple[int, 
             body = json.loads(text)
         except (ValueError, RecursionError):
             if status < 300:
-                raise ApiError(f"the response to {request.method} {request.public_url} says it is JSON but is not.",
-                               status=status, body=text[:2000]) from None
+                raise ApiError(
+                    f"the response to {request.method} {request.public_url} says it is JSON but is not.",
+                    status=status,
+                    body=text[:2000],
+                ) from None
     try:
         measure(body, limits)
     except ExpressionError:
-        raise ApiError(f"the response to {request.method} {request.public_url} is too large or too deeply nested "
-                       "to use.", status=status) from None
+        raise ApiError(
+            f"the response to {request.method} {request.public_url} is too large or too deeply nested to use.",
+            status=status,
+        ) from None
     if status >= 300:
         reason = f" {entry.get('reason')}" if entry.get("reason") else ""
-        raise ApiError(f"HTTP {status}{reason} from {request.method} {request.public_url}"
-                       f"{' (redirects are not followed)' if status < 400 else ''}.", status=status, body=body)
+        raise ApiError(
+            f"HTTP {status}{reason} from {request.method} {request.public_url}"
+            f"{' (redirects are not followed)' if status < 400 else ''}.",
+            status=status,
+            body=body,
+        )
     return status, body
 
 
 def _error_from(error: dict[str, Any]) -> Exception:
-    kinds: dict[str, type[ApiError]] = {cls.__name__: cls for cls in (ApiError, ApiTimeoutError, ApiConnectionError,
-                                                                        MissingSecretError)}
+    kinds: dict[str, type[ApiError]] = {
+        cls.__name__: cls for cls in (ApiError, ApiTimeoutError, ApiConnectionError, MissingSecretError)
+    }
     cls = kinds.get(str(error.get("type")))
     status = error.get("status")
     if cls is not None:

@@ -49,24 +49,35 @@ class Tape:
         """The next recorded effect, which must be of ``kind`` and for ``key`` (replaying)."""
         position = self._position
         if position >= len(self.entries):
-            raise ReplayMissError(f"The recording of this call ends before {what}: the agent now does more than "
-                                  "when it was recorded. Run the call in mode 'refresh' to record it again.",
-                                  nearest=None, differing=())
+            raise ReplayMissError(
+                f"The recording of this call ends before {what}: the agent now does more than "
+                "when it was recorded. Run the call in mode 'refresh' to record it again.",
+                nearest=None,
+                differing=(),
+            )
         entry = self.entries[position]
         if not isinstance(entry, dict) or entry.get("kind") != kind or entry.get("key") != key:
             found = entry.get("kind") if isinstance(entry, dict) else type(entry).__name__
-            raise ReplayMissError(f"The recording of this call diverges at effect {position + 1}: it expected "
-                                  f"{what}, and the recording has a different {found} there. Run the call in "
-                                  "mode 'refresh' to record it again.", nearest=None, differing=())
+            raise ReplayMissError(
+                f"The recording of this call diverges at effect {position + 1}: it expected "
+                f"{what}, and the recording has a different {found} there. Run the call in "
+                "mode 'refresh' to record it again.",
+                nearest=None,
+                differing=(),
+            )
         self._position += 1
         return entry
 
     def finish(self) -> None:
         """Check that a replay used every recorded effect."""
         if self.replaying and self._position != len(self.entries):
-            raise ReplayMissError(f"The call replayed using {self._position} of the {len(self.entries)} effects of "
-                                  "its recording: it is damaged or the agent changed. Run the call in mode "
-                                  "'refresh' to record it again.", nearest=None, differing=())
+            raise ReplayMissError(
+                f"The call replayed using {self._position} of the {len(self.entries)} effects of "
+                "its recording: it is damaged or the agent changed. Run the call in mode "
+                "'refresh' to record it again.",
+                nearest=None,
+                differing=(),
+            )
 
 
 def error_entry(error: BaseException) -> JsonObject:
@@ -81,14 +92,17 @@ def error_entry(error: BaseException) -> JsonObject:
 
 def request_key(request: ModelRequest) -> str:
     """A digest of everything a model request asks."""
-    return digest({
-        "model": request.model,
-        "system": request.system,
-        "messages": messages_to_json(request.messages),
-        "tools": [{"name": t.name, "description": t.description, "input_schema": t.input_schema}
-                  for t in request.tools],
-        "max_tokens": request.max_tokens,
-    })[:24]
+    return digest(
+        {
+            "model": request.model,
+            "system": request.system,
+            "messages": messages_to_json(request.messages),
+            "tools": [
+                {"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in request.tools
+            ],
+            "max_tokens": request.max_tokens,
+        }
+    )[:24]
 
 
 class TapeModel:
@@ -137,8 +151,15 @@ def _event_json(event: ModelEvent) -> JsonValue:
     if isinstance(event, ToolCall):
         return {"call": {"id": event.id, "name": event.name, "args": event.args}}
     usage = event.usage
-    return {"end": event.stop_reason, "usage": [usage.input_tokens, usage.output_tokens,
-                                                usage.cache_creation_input_tokens, usage.cache_read_input_tokens]}
+    return {
+        "end": event.stop_reason,
+        "usage": [
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cache_creation_input_tokens,
+            usage.cache_read_input_tokens,
+        ],
+    }
 
 
 def _events(data: Any) -> list[ModelEvent]:

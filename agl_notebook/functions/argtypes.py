@@ -78,8 +78,9 @@ class TypeSpec:
             return
         fits: Callable[[Any], bool] = {
             "str": lambda v: isinstance(v, str),
-            "int": lambda v: (isinstance(v, int) and not isinstance(v, bool))
-            or (isinstance(v, float) and v.is_integer()),
+            "int": lambda v: (
+                (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer())
+            ),
             "float": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
             "bool": lambda v: isinstance(v, bool),
             "None": lambda v: v is None,
@@ -103,13 +104,27 @@ class TypeSpec:
         return value
 
 
-_PHRASES = {"str": "a string", "int": "a whole number", "float": "a number", "bool": "true or false",
-            "None": "null", "list": "an array", "dict": "an object"}
+_PHRASES = {
+    "str": "a string",
+    "int": "a whole number",
+    "float": "a number",
+    "bool": "true or false",
+    "None": "null",
+    "list": "an array",
+    "dict": "an object",
+}
 
 
 def _describe(value: object) -> str:
-    kind = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "an array",
-            dict: "an object", type(None): "null"}.get(type(value), type(value).__name__)
+    kind = {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "an array",
+        dict: "an object",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
     if value is None:
         return "null"
     text = repr(value)
@@ -192,8 +207,7 @@ class _Parser:
             if self.peek() == "[":
                 self.i += 1
                 if self.peek() != "str":
-                    raise TypeSyntaxError(_expected(self.text, self.position(),
-                                                    "'str' (JSON object keys are strings)"))
+                    raise TypeSyntaxError(_expected(self.text, self.position(), "'str' (JSON object keys are strings)"))
                 self.i += 1
                 self.take(",")
                 value = self.union(depth + 1)
@@ -203,6 +217,8 @@ class _Parser:
         if token is not None and token not in "[],|":
             close = difflib.get_close_matches(token, _NAMES, n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise TypeSyntaxError(f"{self.text!r} is not a type: {token!r} (column {self.position() + 1}) is not one "
-                                  f"of {', '.join(_NAMES)}.{hint}")
+            raise TypeSyntaxError(
+                f"{self.text!r} is not a type: {token!r} (column {self.position() + 1}) is not one "
+                f"of {', '.join(_NAMES)}.{hint}"
+            )
         raise TypeSyntaxError(_expected(self.text, self.position()))

@@ -19,5 +19,13 @@ from ..events import (
     Logged,
 )
 
-__all__ = ["ApiRequested", "ApiResponded", "CommandStarted", "ErrorHandled", "FunctionCalled", "FunctionEvent",
-           "FunctionReturned", "Logged"]
+__all__ = [
+    "ApiRequested",
+    "ApiResponded",
+    "CommandStarted",
+    "ErrorHandled",
+    "FunctionCalled",
+    "FunctionEvent",
+    "FunctionReturned",
+    "Logged",
+]

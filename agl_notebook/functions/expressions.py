@@ -77,8 +77,15 @@ DEFAULT_LIMITS = Limits()
 class ExpressionError(Exception):
     """Anything an expression can raise. The message shows the expression and where in it, when known."""
 
-    def __init__(self, message: str, *, source: str = "", line: int | None = None, column: int | None = None,
-                 python_type: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str = "",
+        line: int | None = None,
+        column: int | None = None,
+        python_type: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         """What went wrong, without the expression."""
@@ -100,7 +107,7 @@ class ExpressionError(Exception):
         text = lines[self.line - 1]
         column = min(self.column, len(text))
         start = max(0, column - 60)
-        shown = ("…" if start else "") + text[start:start + 120] + ("…" if len(text) > start + 120 else "")
+        shown = ("…" if start else "") + text[start : start + 120] + ("…" if len(text) > start + 120 else "")
         caret = " " * (column - start + (1 if start else 0)) + "^"
         where = f" (line {self.line}, column {column + 1})" if len(lines) > 1 else f" (column {column + 1})"
         return f"{self.message}{where}\n    {shown}\n    {caret}"
@@ -132,7 +139,7 @@ class ExpressionRuntimeError(ExpressionError):
 
 
 def _shorten(text: str, limit: int = 160) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -240,8 +247,10 @@ def measure(value: object, limits: Limits = DEFAULT_LIMITS, *, depth: int = 0, b
                     break
                 total += flat
             else:
-                raise SandboxError(f"{_type_phrase(v)} values are not supported in expressions; values are None, "
-                                   "booleans, numbers, strings, lists, tuples and dicts.")
+                raise SandboxError(
+                    f"{_type_phrase(v)} values are not supported in expressions; values are None, "
+                    "booleans, numbers, strings, lists, tuples and dicts."
+                )
             if total > allowed:
                 _too_big(total, limits)
         else:
@@ -307,9 +316,11 @@ class _DictBuilder:
             h = hash(key)
             count = self.hashes.get(h, 0) + 1
             if count > SAME_HASH_LIMIT:
-                raise ExpressionLimitError(f"a dict would have more than {SAME_HASH_LIMIT} keys with the same hash "
-                                           f"(such as {_short_repr(key)}), which makes every use of it slow; "
-                                           "such keys are refused.")
+                raise ExpressionLimitError(
+                    f"a dict would have more than {SAME_HASH_LIMIT} keys with the same hash "
+                    f"(such as {_short_repr(key)}), which makes every use of it slow; "
+                    "such keys are refused."
+                )
             self.hashes[h] = count
         out[key] = value
 
@@ -322,8 +333,10 @@ class _DictBuilder:
 
 
 def _too_big(weight: int, limits: Limits) -> NoReturn:
-    raise ExpressionLimitError(f"a value would be too large (size over {limits.max_weight:,}; strings count their "
-                               "characters, lists and dicts their items).")
+    raise ExpressionLimitError(
+        f"a value would be too large (size over {limits.max_weight:,}; strings count their "
+        "characters, lists and dicts their items)."
+    )
 
 
 def _too_deep(limits: Limits) -> NoReturn:
@@ -361,8 +374,10 @@ class _State:
     def spend(self, steps: int) -> None:
         self.steps += steps
         if self.steps > self.limits.max_steps:
-            raise ExpressionLimitError(f"the expression did more than {self.limits.max_steps:,} steps of work "
-                                       "(comprehensions over large or nested lists).")
+            raise ExpressionLimitError(
+                f"the expression did more than {self.limits.max_steps:,} steps of work "
+                "(comprehensions over large or nested lists)."
+            )
         if time.monotonic() > self.deadline:
             raise ExpressionLimitError(f"the expression ran longer than {self.limits.timeout:g} s.")
 
@@ -397,8 +412,7 @@ class Expression:
         except ExpressionError as e:
             raise e.located(self.source, None) from None
         except RecursionError:  # a value deeper than any bound allows cannot arrive, but a full stack can
-            raise ExpressionLimitError("the expression is nested too deeply to evaluate.",
-                                       source=self.source) from None
+            raise ExpressionLimitError("the expression is nested too deeply to evaluate.", source=self.source) from None
 
 
 _CACHE: dict[tuple[str, Limits], Expression] = {}
@@ -435,8 +449,10 @@ def _parse(source: str, limits: Limits) -> ast.Expression:
     if not isinstance(source, str):
         raise SandboxError(f"an expression is text, not {type(source).__name__}.")
     if len(source) > limits.max_source:
-        raise ExpressionLimitError(f"the expression is {len(source):,} characters long; the limit is "
-                                   f"{limits.max_source:,}.", source=source[:200])
+        raise ExpressionLimitError(
+            f"the expression is {len(source):,} characters long; the limit is {limits.max_source:,}.",
+            source=source[:200],
+        )
     if _IMPORT.match(source):
         raise SandboxError("imports are not allowed in expressions.", source=source, line=1, column=0)
     try:
@@ -451,8 +467,7 @@ def _parse(source: str, limits: Limits) -> ast.Expression:
             raise ExpressionLimitError("an integer literal is too long.", source=source) from None
         line = e.lineno or 1
         column = (e.offset or 1) - 1
-        raise ExpressionSyntaxError(f"syntax error: {message}", source=source, line=line,
-                                    column=column) from None
+        raise ExpressionSyntaxError(f"syntax error: {message}", source=source, line=line, column=column) from None
     except (MemoryError, RecursionError):
         raise ExpressionLimitError("the expression is nested too deeply to parse.", source=source) from None
     except ValueError as e:  # e.g. a null character
@@ -478,18 +493,23 @@ class _Compiler:
         return Expression(self.source, frozenset(self.names), frozenset(self.calls), self.limits, fn)
 
     def refuse(self, node: ast.AST, message: str) -> NoReturn:
-        raise SandboxError(message, source=self.source, line=getattr(node, "lineno", None),
-                           column=getattr(node, "col_offset", None))
+        raise SandboxError(
+            message, source=self.source, line=getattr(node, "lineno", None), column=getattr(node, "col_offset", None)
+        )
 
     def node(self, node: ast.AST, depth: int) -> _Fn:
         if depth > self.limits.max_depth:
-            raise ExpressionLimitError(f"the expression is nested more than {self.limits.max_depth} levels deep.",
-                                       source=self.source, line=getattr(node, "lineno", None),
-                                       column=getattr(node, "col_offset", None))
+            raise ExpressionLimitError(
+                f"the expression is nested more than {self.limits.max_depth} levels deep.",
+                source=self.source,
+                line=getattr(node, "lineno", None),
+                column=getattr(node, "col_offset", None),
+            )
         method = getattr(self, f"n_{type(node).__name__}", None)
         if method is None:
-            self.refuse(node, _NODE_REFUSALS.get(type(node).__name__,
-                                                 f"{type(node).__name__} is not allowed in expressions."))
+            self.refuse(
+                node, _NODE_REFUSALS.get(type(node).__name__, f"{type(node).__name__} is not allowed in expressions.")
+            )
         fn: _Fn = method(node, depth + 1)
         return fn
 
@@ -535,10 +555,15 @@ class _Compiler:
                 return env[name]
             except KeyError:
                 if name in BUILTINS:
-                    raise SandboxError(f"{name} is a built-in function: it can only be called, as {name}(...).",
-                                       source=source, line=line, column=column) from None
-                raise ExpressionRuntimeError(f"name {name!r} is not defined.", source=source, line=line,
-                                             column=column, python_type="NameError") from None
+                    raise SandboxError(
+                        f"{name} is a built-in function: it can only be called, as {name}(...).",
+                        source=source,
+                        line=line,
+                        column=column,
+                    ) from None
+                raise ExpressionRuntimeError(
+                    f"name {name!r} is not defined.", source=source, line=line, column=column, python_type="NameError"
+                ) from None
 
         return load
 
@@ -572,16 +597,23 @@ class _Compiler:
         if isinstance(node.op, ast.Not):
             return lambda env, st: not operand(env, st)
         ops: dict[type[ast.unaryop], Callable[[Any], Any]] = {
-            ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}
+            ast.USub: operator.neg,
+            ast.UAdd: operator.pos,
+            ast.Invert: operator.invert,
+        }
         op = ops[type(node.op)]
         source, line, column = self.source, node.lineno, node.col_offset
 
         def unary(env: Env, st: _State) -> Any:
             value = operand(env, st)
             if type(value) not in (int, float, bool):
-                raise ExpressionRuntimeError(f"bad operand type for unary {_UNARY_SYMBOL[type(node.op)]}: "
-                                             f"{_type_name(value)}", source=source, line=line, column=column,
-                                             python_type="TypeError")
+                raise ExpressionRuntimeError(
+                    f"bad operand type for unary {_UNARY_SYMBOL[type(node.op)]}: {_type_name(value)}",
+                    source=source,
+                    line=line,
+                    column=column,
+                    python_type="TypeError",
+                )
             try:
                 return op(value)
             except Exception as e:
@@ -592,6 +624,7 @@ class _Compiler:
     def n_BoolOp(self, node: ast.BoolOp, depth: int) -> _Fn:
         values = [self.node(v, depth) for v in node.values]
         if isinstance(node.op, ast.And):
+
             def all_of(env: Env, st: _State) -> Any:
                 value: Any = True
                 for v in values:
@@ -614,8 +647,7 @@ class _Compiler:
 
     def n_Compare(self, node: ast.Compare, depth: int) -> _Fn:
         first = self.node(node.left, depth)
-        rest = [(_COMPARISONS[type(op)], self.node(c, depth)) for op, c in zip(node.ops, node.comparators,
-                                                                                strict=True)]
+        rest = [(_COMPARISONS[type(op)], self.node(c, depth)) for op, c in zip(node.ops, node.comparators, strict=True)]
         source, line, column = self.source, node.lineno, node.col_offset
 
         def compare(env: Env, st: _State) -> Any:
@@ -638,8 +670,9 @@ class _Compiler:
 
     # Containers -----------------------------------------------------------------------------------------------
 
-    def _items(self, elements: Sequence[ast.expr], depth: int, *, display: bool = True
-               ) -> Callable[[Env, _State], tuple[list[Any], int]]:
+    def _items(
+        self, elements: Sequence[ast.expr], depth: int, *, display: bool = True
+    ) -> Callable[[Env, _State], tuple[list[Any], int]]:
         """Builds the items of a display (or a call's positional arguments), with their weight.
 
         Each item is weighed as soon as it is built, against the room the items before it left, so many large
@@ -681,16 +714,24 @@ class _Compiler:
         return self.located(node, lambda env, st: tuple(items(env, st)[0]))
 
     def n_Set(self, node: ast.Set, depth: int) -> _Fn:
-        self.refuse(node, "sets are not supported (their order changes from run to run, which breaks replay); "
-                          "use a list, or a dict's keys.")
+        self.refuse(
+            node,
+            "sets are not supported (their order changes from run to run, which breaks replay); "
+            "use a list, or a dict's keys.",
+        )
 
     def n_SetComp(self, node: ast.SetComp, depth: int) -> _Fn:
-        return self.refuse(node, "sets are not supported (their order changes from run to run, which breaks "
-                                 "replay); use a list, or a dict's keys.")
+        return self.refuse(
+            node,
+            "sets are not supported (their order changes from run to run, which breaks "
+            "replay); use a list, or a dict's keys.",
+        )
 
     def n_Dict(self, node: ast.Dict, depth: int) -> _Fn:
-        parts = [(None if k is None else self.node(k, depth), self.node(v, depth))
-                 for k, v in zip(node.keys, node.values, strict=True)]
+        parts = [
+            (None if k is None else self.node(k, depth), self.node(v, depth))
+            for k, v in zip(node.keys, node.values, strict=True)
+        ]
         source, line, column = self.source, node.lineno, node.col_offset
 
         def make(env: Env, st: _State) -> Any:
@@ -702,8 +743,9 @@ class _Compiler:
                     if k is None:
                         value = v(env, st)
                         if type(value) is not dict:
-                            raise ExpressionRuntimeError(f"** needs a dict, not {_type_name(value)}.",
-                                                         python_type="TypeError")
+                            raise ExpressionRuntimeError(
+                                f"** needs a dict, not {_type_name(value)}.", python_type="TypeError"
+                            )
                         total += measure(value, limits, budget=limits.max_weight - total + 1) - 1
                         out.merge(value)
                     else:
@@ -727,14 +769,23 @@ class _Compiler:
             container, key = value(env, st), index(env, st)
             t = type(container)
             if t is not list and t is not tuple and t is not str and t is not dict:
-                raise ExpressionRuntimeError(f"{_type_name(container)} cannot be indexed.", source=source,
-                                             line=line, column=column, python_type="TypeError")
+                raise ExpressionRuntimeError(
+                    f"{_type_name(container)} cannot be indexed.",
+                    source=source,
+                    line=line,
+                    column=column,
+                    python_type="TypeError",
+                )
             try:
                 return container[key]
             except KeyError as e:
-                raise ExpressionRuntimeError(f"no key {_short_repr(key)} (the keys are {_keys(container)}).",
-                                             source=source, line=line, column=column,
-                                             python_type="KeyError") from e
+                raise ExpressionRuntimeError(
+                    f"no key {_short_repr(key)} (the keys are {_keys(container)}).",
+                    source=source,
+                    line=line,
+                    column=column,
+                    python_type="KeyError",
+                ) from e
             except Exception as e:
                 raise _runtime(e, source, line, column) from None
 
@@ -748,8 +799,13 @@ class _Compiler:
             bounds = [None if p is None else p(env, st) for p in parts]
             for b in bounds:
                 if b is not None and type(b) is not int and type(b) is not bool:
-                    raise ExpressionRuntimeError("slice indices must be integers or None.", source=source,
-                                                 line=line, column=column, python_type="TypeError")
+                    raise ExpressionRuntimeError(
+                        "slice indices must be integers or None.",
+                        source=source,
+                        line=line,
+                        column=column,
+                        python_type="TypeError",
+                    )
             return slice(*bounds)
 
         return make
@@ -759,8 +815,11 @@ class _Compiler:
         if attr.startswith("_"):
             self.refuse(node, f"the attribute {attr!r} is not accessible: attributes starting with '_' are refused.")
         if attr not in _ERROR_FIELDS:
-            hint = f"call it as a method: x.{attr}(...)" if attr in METHOD_NAMES else \
-                f"only exc has attributes ({', '.join(sorted(_ERROR_FIELDS))})"
+            hint = (
+                f"call it as a method: x.{attr}(...)"
+                if attr in METHOD_NAMES
+                else f"only exc has attributes ({', '.join(sorted(_ERROR_FIELDS))})"
+            )
             self.refuse(node, f"the attribute {attr!r} cannot be read: {hint}.")
         value = self.node(node.value, depth)
         source, line, column = self.source, node.lineno, node.col_offset
@@ -768,8 +827,12 @@ class _Compiler:
         def get(env: Env, st: _State) -> Any:
             target = value(env, st)
             if type(target) is not ErrorInfo:
-                raise SandboxError(f"attributes can only be read from exc, not from {_type_name(target)}.",
-                                   source=source, line=line, column=column)
+                raise SandboxError(
+                    f"attributes can only be read from exc, not from {_type_name(target)}.",
+                    source=source,
+                    line=line,
+                    column=column,
+                )
             return getattr(target, attr)
 
         return get
@@ -793,8 +856,13 @@ class _Compiler:
                 value = fn(env, st)
                 if name is None:
                     if type(value) is not dict or not all(type(k) is str for k in value):
-                        raise ExpressionRuntimeError("** in a call needs a dict with string keys.", source=source,
-                                                     line=line, column=column, python_type="TypeError")
+                        raise ExpressionRuntimeError(
+                            "** in a call needs a dict with string keys.",
+                            source=source,
+                            line=line,
+                            column=column,
+                            python_type="TypeError",
+                        )
                     total += measure(value, limits, budget=limits.max_weight - total + 1) - 1
                     kwargs.update(value)
                 else:
@@ -809,8 +877,11 @@ class _Compiler:
             if builtin is None:
                 if name.startswith("__"):
                     self.refuse(func, f"the name {name!r} is not accessible: names starting with '__' are refused.")
-                self.refuse(func, f"{name}() cannot be called: calls are limited to the built-in functions "
-                                  f"{', '.join(sorted(BUILTINS))} and the methods of strings, lists and dicts.")
+                self.refuse(
+                    func,
+                    f"{name}() cannot be called: calls are limited to the built-in functions "
+                    f"{', '.join(sorted(BUILTINS))} and the methods of strings, lists and dicts.",
+                )
             self.calls.add(name)
 
             def call_builtin(env: Env, st: _State) -> Any:
@@ -828,14 +899,21 @@ class _Compiler:
         if isinstance(func, ast.Attribute):
             method = func.attr
             if method.startswith("_"):
-                self.refuse(func, f"the attribute {method!r} is not accessible: attributes starting with '_' are "
-                                  "refused.")
+                self.refuse(
+                    func, f"the attribute {method!r} is not accessible: attributes starting with '_' are refused."
+                )
             if method in ("format", "format_map"):
-                self.refuse(func, f"the method {method}() is not allowed (format strings can read attributes); use an "
-                                  "f-string: f'{x}'.")
+                self.refuse(
+                    func,
+                    f"the method {method}() is not allowed (format strings can read attributes); use an "
+                    "f-string: f'{x}'.",
+                )
             if method not in METHOD_NAMES:
-                self.refuse(func, f"the method {method}() is not allowed; allowed are the methods "
-                                  f"{', '.join(sorted(METHOD_NAMES))} of strings, lists, tuples and dicts.")
+                self.refuse(
+                    func,
+                    f"the method {method}() is not allowed; allowed are the methods "
+                    f"{', '.join(sorted(METHOD_NAMES))} of strings, lists, tuples and dicts.",
+                )
             receiver = self.node(func.value, depth)
 
             def call_method(env: Env, st: _State) -> Any:
@@ -843,8 +921,13 @@ class _Compiler:
                 table = METHODS.get(type(target))
                 impl = table.get(method) if table is not None else None
                 if impl is None:
-                    raise ExpressionRuntimeError(f"{_type_name(target)} has no method {method}().", source=source,
-                                                 line=line, column=column, python_type="AttributeError")
+                    raise ExpressionRuntimeError(
+                        f"{_type_name(target)} has no method {method}().",
+                        source=source,
+                        line=line,
+                        column=column,
+                        python_type="AttributeError",
+                    )
                 try:
                     positional, kwargs = gather(env, st)
                     result = impl(st.limits, target, *positional, **kwargs)
@@ -854,8 +937,7 @@ class _Compiler:
                     raise _runtime(e, source, line, column) from None
 
             return call_method
-        return self.refuse(node, "only built-in functions and methods can be called, by name (len(x), "
-                                 "text.upper()).")
+        return self.refuse(node, "only built-in functions and methods can be called, by name (len(x), text.upper()).")
 
     # Comprehensions -------------------------------------------------------------------------------------------
 
@@ -868,9 +950,9 @@ class _Compiler:
             return [n for t in target.elts for n in self._targets(t)]
         return self.refuse(target, "a comprehension's variables must be names (for k, v in ...).")
 
-    def _comprehension(self, node: ast.ListComp | ast.GeneratorExp | ast.DictComp, depth: int,
-                       elements: Callable[[], list[_Fn]]
-                       ) -> Callable[[Env, _State, Callable[[list[Any]], None]], None]:
+    def _comprehension(
+        self, node: ast.ListComp | ast.GeneratorExp | ast.DictComp, depth: int, elements: Callable[[], list[_Fn]]
+    ) -> Callable[[Env, _State, Callable[[list[Any]], None]], None]:
         """Compiles the loops; the result runs them and hands each iteration's values to ``emit`` as they come."""
         loops: list[tuple[ast.expr, _Fn, list[_Fn]]] = []
         scope: set[str] = set()
@@ -1011,8 +1093,13 @@ def _binder(target: ast.expr, source: str) -> Callable[[Env, Any], None]:
 
     def bind_tuple(env: Env, value: Any) -> None:
         if type(value) not in (list, tuple, str) or len(value) != len(parts):
-            raise ExpressionRuntimeError(f"cannot unpack {_type_name(value)} into {len(parts)} variables.",
-                                         source=source, line=line, column=column, python_type="ValueError")
+            raise ExpressionRuntimeError(
+                f"cannot unpack {_type_name(value)} into {len(parts)} variables.",
+                source=source,
+                line=line,
+                column=column,
+                python_type="ValueError",
+            )
         for bind, item in zip(parts, value, strict=True):
             bind(env, item)
 
@@ -1041,13 +1128,23 @@ def _runtime(error: Exception, source: str, line: int | None, column: int | None
     if isinstance(error, MemoryError):
         return ExpressionLimitError("out of memory.", source=source, line=line, column=column)
     message = str(error) or type(error).__name__
-    return ExpressionRuntimeError(_shorten(message, 300), source=source, line=line, column=column,
-                                  python_type=type(error).__name__)
+    return ExpressionRuntimeError(
+        _shorten(message, 300), source=source, line=line, column=column, python_type=type(error).__name__
+    )
 
 
 def _type_name(value: object) -> str:
-    names = {type(None): "None", bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-             list: "a list", tuple: "a tuple", dict: "a dict", ErrorInfo: "an error"}
+    names = {
+        type(None): "None",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        tuple: "a tuple",
+        dict: "a dict",
+        ErrorInfo: "an error",
+    }
     return names.get(type(value), type(value).__name__)
 
 
@@ -1091,18 +1188,22 @@ def _mul(a: Any, b: Any, limits: Limits) -> Any:
 
 def _pow(a: Any, b: Any, limits: Limits) -> Any:
     _check_pow(a, b, limits)
-    return a ** b
+    return a**b
 
 
 def _check_pow(a: Any, b: Any, limits: Limits) -> None:
     if _is_int(a) and _is_int(b) and b > 0 and abs(a) > 1:
         bits = (abs(a).bit_length() - 1) * b  # a lower bound of the result's size, exact for powers of two
         if b > limits.max_int_bits or bits > limits.max_int_bits:
-            raise ExpressionLimitError(f"an integer power that large is refused (the result would have more than "
-                                       f"{limits.max_int_bits:,} bits).")
+            raise ExpressionLimitError(
+                f"an integer power that large is refused (the result would have more than "
+                f"{limits.max_int_bits:,} bits)."
+            )
     if type(a) in (int, float, bool) and type(b) in (int, float, bool) and a < 0 and not float(b).is_integer():
-        raise ExpressionRuntimeError("a negative number to a fractional power is a complex number; complex "
-                                     "numbers are not supported.", python_type="ValueError")
+        raise ExpressionRuntimeError(
+            "a negative number to a fractional power is a complex number; complex numbers are not supported.",
+            python_type="ValueError",
+        )
 
 
 def _lshift(a: Any, b: Any, limits: Limits) -> Any:
@@ -1154,8 +1255,9 @@ _COMPARISONS: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
 
 def _contains(container: Any, item: Any) -> bool:
     if type(container) not in (list, tuple, str, dict):
-        raise ExpressionRuntimeError(f"'in' needs a list, tuple, string or dict, not {_type_name(container)}.",
-                                     python_type="TypeError")
+        raise ExpressionRuntimeError(
+            f"'in' needs a list, tuple, string or dict, not {_type_name(container)}.", python_type="TypeError"
+        )
     return item in container
 
 
@@ -1164,7 +1266,9 @@ def _contains(container: Any, item: Any) -> bool:
 
 _FORMAT_SPEC = re.compile(
     r"(?:(?P<fill>.)?(?P<align>[<>=^]))?(?P<sign>[-+ ])?z?#?0?(?P<width>\d+)?[,_]?(?:\.(?P<precision>\d+))?"
-    r"[bcdeEfFgGnosxX%]?", re.DOTALL)
+    r"[bcdeEfFgGnosxX%]?",
+    re.DOTALL,
+)
 
 
 def format_value(value: Any, spec: str, limits: Limits = DEFAULT_LIMITS) -> str:
@@ -1181,8 +1285,7 @@ def format_value(value: Any, spec: str, limits: Limits = DEFAULT_LIMITS) -> str:
         if digits is not None and (len(digits) > 6 or int(digits) > limits.max_format_width):
             raise ExpressionLimitError(f"a format {part} over {limits.max_format_width:,} is refused.")
     if type(value) not in (str, int, float, bool):
-        raise ExpressionRuntimeError(f"{_type_name(value)} cannot be formatted with {spec!r}.",
-                                     python_type="TypeError")
+        raise ExpressionRuntimeError(f"{_type_name(value)} cannot be formatted with {spec!r}.", python_type="TypeError")
     return format(value, spec)
 
 
@@ -1199,8 +1302,9 @@ def to_text(value: Any, limits: Limits = DEFAULT_LIMITS) -> str:
 def _n_int(limits: Limits, value: Any = 0, base: Any = None) -> int:
     if base is None:
         if type(value) not in (str, int, float, bool):
-            raise ExpressionRuntimeError(f"int() takes a number or a string, not {_type_name(value)}.",
-                                         python_type="TypeError")
+            raise ExpressionRuntimeError(
+                f"int() takes a number or a string, not {_type_name(value)}.", python_type="TypeError"
+            )
         return int(value)
     if type(value) is not str or type(base) is not int:
         raise ExpressionRuntimeError("int(text, base) takes a string and an integer base.", python_type="TypeError")
@@ -1209,8 +1313,9 @@ def _n_int(limits: Limits, value: Any = 0, base: Any = None) -> int:
 
 def _n_float(limits: Limits, value: Any = 0.0) -> float:
     if type(value) not in (str, int, float, bool):
-        raise ExpressionRuntimeError(f"float() takes a number or a string, not {_type_name(value)}.",
-                                     python_type="TypeError")
+        raise ExpressionRuntimeError(
+            f"float() takes a number or a string, not {_type_name(value)}.", python_type="TypeError"
+        )
     return float(value)
 
 
@@ -1248,8 +1353,9 @@ def _n_dict(limits: Limits, value: Any = None, **kwargs: Any) -> dict[Any, Any]:
     out = _DictBuilder()
     for pair in pairs:
         if type(pair) not in (list, tuple) or len(pair) != 2:
-            raise ExpressionRuntimeError("dict() takes a dict or a list of [key, value] pairs.",
-                                         python_type="TypeError")
+            raise ExpressionRuntimeError(
+                "dict() takes a dict or a list of [key, value] pairs.", python_type="TypeError"
+            )
         out.put(pair[0], pair[1])
     out.out.update(kwargs)  # string keys
     return out.out
@@ -1260,8 +1366,7 @@ def _n_range(limits: Limits, *args: Any) -> list[int]:
         raise ExpressionRuntimeError("range() takes one to three integers.", python_type="TypeError")
     r = range(*args)
     if len(r) * 2 > limits.max_weight:
-        raise ExpressionLimitError(f"range() of {len(r):,} numbers is too large (at most "
-                                   f"{limits.max_weight // 2:,}).")
+        raise ExpressionLimitError(f"range() of {len(r):,} numbers is too large (at most {limits.max_weight // 2:,}).")
     return list(r)
 
 
@@ -1269,8 +1374,10 @@ def _n_sum(limits: Limits, values: Any, start: Any = 0) -> Any:
     items = list(_iterable(values, "", "sum()"))
     for v in (*items, start):
         if type(v) not in (int, float, bool):  # adding lists or strings one by one takes quadratic time
-            raise SandboxError(f"sum() adds numbers only, not {_type_name(v)}; join strings with ''.join(...) and "
-                               "lists with a comprehension.")
+            raise SandboxError(
+                f"sum() adds numbers only, not {_type_name(v)}; join strings with ''.join(...) and "
+                "lists with a comprehension."
+            )
     return sum(items, start)
 
 
@@ -1284,8 +1391,9 @@ def _n_max(limits: Limits, *args: Any, **kwargs: Any) -> Any:
 
 def _extreme(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if set(kwargs) - {"default"}:
-        raise ExpressionRuntimeError(f"{fn.__name__}() takes only the keyword argument default.",
-                                     python_type="TypeError")
+        raise ExpressionRuntimeError(
+            f"{fn.__name__}() takes only the keyword argument default.", python_type="TypeError"
+        )
     if len(args) == 1:
         return fn(_iterable(args[0], "", f"{fn.__name__}()"), **kwargs)
     return fn(*args, **kwargs)
@@ -1371,11 +1479,32 @@ def _n_isfinite(limits: Limits, value: Any) -> bool:
 Builtin = Callable[..., Any]
 
 BUILTINS: dict[str, Builtin] = {
-    "abs": _n_abs, "all": _n_all, "any": _n_any, "bool": _n_bool, "chr": _n_chr, "dict": _n_dict,
-    "divmod": _n_divmod, "enumerate": _n_enumerate, "float": _n_float, "int": _n_int, "isfinite": _n_isfinite,
-    "len": _n_len, "list": _n_list, "max": _n_max, "min": _n_min, "ord": _n_ord, "pow": _n_pow, "range": _n_range,
-    "repr": _n_repr, "reversed": _n_reversed, "round": _n_round, "sorted": _n_sorted, "str": _n_str, "sum": _n_sum,
-    "tuple": _n_tuple, "zip": _n_zip,
+    "abs": _n_abs,
+    "all": _n_all,
+    "any": _n_any,
+    "bool": _n_bool,
+    "chr": _n_chr,
+    "dict": _n_dict,
+    "divmod": _n_divmod,
+    "enumerate": _n_enumerate,
+    "float": _n_float,
+    "int": _n_int,
+    "isfinite": _n_isfinite,
+    "len": _n_len,
+    "list": _n_list,
+    "max": _n_max,
+    "min": _n_min,
+    "ord": _n_ord,
+    "pow": _n_pow,
+    "range": _n_range,
+    "repr": _n_repr,
+    "reversed": _n_reversed,
+    "round": _n_round,
+    "sorted": _n_sorted,
+    "str": _n_str,
+    "sum": _n_sum,
+    "tuple": _n_tuple,
+    "zip": _n_zip,
 }
 """The functions an expression may call, each pure and bounded. ``isfinite`` is math.isfinite."""
 
@@ -1414,8 +1543,9 @@ def _m_join(limits: Limits, s: str, values: Any) -> str:
     total = len(s) * max(0, len(items) - 1)
     for item in items:
         if type(item) is not str:
-            raise ExpressionRuntimeError(f"join() joins strings, not {_type_name(item)}; convert with str().",
-                                         python_type="TypeError")
+            raise ExpressionRuntimeError(
+                f"join() joins strings, not {_type_name(item)}; convert with str().", python_type="TypeError"
+            )
         total += len(item)
     if total >= limits.max_weight:
         _too_big(total, limits)
@@ -1445,10 +1575,38 @@ def _m_get(limits: Limits, d: dict[Any, Any], key: Any, default: Any = None) -> 
     return d.get(key, default)
 
 
-_STR_PLAIN = ("capitalize", "casefold", "count", "endswith", "find", "index", "isalnum", "isalpha", "isascii",
-              "isdecimal", "isdigit", "islower", "isnumeric", "isspace", "istitle", "isupper", "lower", "lstrip",
-              "partition", "removeprefix", "removesuffix", "rfind", "rindex", "rpartition", "rstrip", "startswith",
-              "strip", "swapcase", "title", "upper")
+_STR_PLAIN = (
+    "capitalize",
+    "casefold",
+    "count",
+    "endswith",
+    "find",
+    "index",
+    "isalnum",
+    "isalpha",
+    "isascii",
+    "isdecimal",
+    "isdigit",
+    "islower",
+    "isnumeric",
+    "isspace",
+    "istitle",
+    "isupper",
+    "lower",
+    "lstrip",
+    "partition",
+    "removeprefix",
+    "removesuffix",
+    "rfind",
+    "rindex",
+    "rpartition",
+    "rstrip",
+    "startswith",
+    "strip",
+    "swapcase",
+    "title",
+    "upper",
+)
 
 METHODS: dict[type, dict[str, Builtin]] = {
     str: {
@@ -1463,8 +1621,12 @@ METHODS: dict[type, dict[str, Builtin]] = {
     },
     list: {"count": _m_plain(list, "count"), "index": _m_plain(list, "index")},
     tuple: {"count": _m_plain(tuple, "count"), "index": _m_plain(tuple, "index")},
-    dict: {"get": _m_get, "keys": _m_dict_view("keys"), "values": _m_dict_view("values"),
-           "items": _m_dict_view("items")},
+    dict: {
+        "get": _m_get,
+        "keys": _m_dict_view("keys"),
+        "values": _m_dict_view("values"),
+        "items": _m_dict_view("items"),
+    },
 }
 """The methods an expression may call, by the receiver's exact type. None of them changes its receiver."""
 

@@ -83,8 +83,13 @@ logger = logging.getLogger("agl_notebook.functions")
 _running: ContextVar[tuple[tuple[int, str], ...]] = ContextVar("agl_notebook_functions_running", default=())
 """The functions running in this task's call chain, as (agent id, name), outermost first."""
 
-FATAL: tuple[type[BaseException], ...] = (ReentrancyError, CommandBudgetError, ReplayMissError,
-                                          ModelCallBlockedError, MissingCredentialsError)
+FATAL: tuple[type[BaseException], ...] = (
+    ReentrancyError,
+    CommandBudgetError,
+    ReplayMissError,
+    ModelCallBlockedError,
+    MissingCredentialsError,
+)
 """Errors no ``onError`` takes: handling them would hide a bug, a broken recording, or a blocked model call."""
 
 REPORT_TOOL = "report_result"
@@ -118,8 +123,15 @@ class Agent:
             stops nested loops and long chains that together run away).
     """
 
-    def __init__(self, spec: AgentSpec, *, environ: Mapping[str, str] | None = None, transport: Any = None,
-                 limits: Limits = DEFAULT_LIMITS, max_commands: int = 1_000_000) -> None:
+    def __init__(
+        self,
+        spec: AgentSpec,
+        *,
+        environ: Mapping[str, str] | None = None,
+        transport: Any = None,
+        limits: Limits = DEFAULT_LIMITS,
+        max_commands: int = 1_000_000,
+    ) -> None:
         self.spec = spec
         """The validated agent."""
         self.limits = limits
@@ -147,8 +159,9 @@ class Agent:
     def __repr__(self) -> str:
         return f"Agent({self.spec.name!r}, functions={list(self.spec.functions)})"
 
-    async def call(self, function: str, args: Mapping[str, Any] | None = None, *, run: Run | None = None,
-                   mode: Mode | None = None) -> JsonValue:
+    async def call(
+        self, function: str, args: Mapping[str, Any] | None = None, *, run: Run | None = None, mode: Mode | None = None
+    ) -> JsonValue:
         """Call ``function`` with ``args`` and return its result as JSON.
 
         Args:
@@ -164,14 +177,17 @@ class Agent:
         """
         fn = self.spec.functions.get(function)
         if fn is None:
-            raise InputError(f"The agent {self.spec.name!r} has no function {function!r}; its functions are "
-                             f"{', '.join(self.spec.functions)}.")
+            raise InputError(
+                f"The agent {self.spec.name!r} has no function {function!r}; its functions are "
+                f"{', '.join(self.spec.functions)}."
+            )
         given = dict(args or {})
         declared = [a.name for a in fn.args]
         unknown = [k for k in given if k not in declared]
         if unknown:
-            raise InputError(f"{function} has no argument {unknown[0]!r}; its arguments are "
-                             f"{', '.join(declared) or 'none'}.")
+            raise InputError(
+                f"{function} has no argument {unknown[0]!r}; its arguments are {', '.join(declared) or 'none'}."
+            )
         try:
             input_json = to_json(given)
             measure(given, self.limits)
@@ -188,13 +204,20 @@ class Agent:
             tape.finish()
             return UnitOutcome(result, tuple(tape.entries), call.usage, call.requests)
 
-        outcome = await run.unit(name, input_json, parts=self.fingerprint_parts(function),
-                                 backend=self.backend(function, run), network=self.network(function, run), work=work,
-                                 mode=mode)
+        outcome = await run.unit(
+            name,
+            input_json,
+            parts=self.fingerprint_parts(function),
+            backend=self.backend(function, run),
+            network=self.network(function, run),
+            work=work,
+            mode=mode,
+        )
         return outcome.result
 
-    def call_sync(self, function: str, args: Mapping[str, Any] | None = None, *, run: Run | None = None,
-                  mode: Mode | None = None) -> JsonValue:
+    def call_sync(
+        self, function: str, args: Mapping[str, Any] | None = None, *, run: Run | None = None, mode: Mode | None = None
+    ) -> JsonValue:
         """`call`, for code that cannot await (a synchronous cell or script); see `agl_notebook.Run.run_sync`."""
         chosen = self._run(run)
         return chosen.run_sync(lambda: self.call(function, args, run=chosen, mode=mode))
@@ -209,18 +232,21 @@ class Agent:
             self._default_run = Run()
         return self._default_run
 
-    async def replay(self, function: str, args: Mapping[str, Any] | None, tape: Sequence[JsonValue], *,
-                     run: Run | None = None) -> UnitOutcome:
+    async def replay(
+        self, function: str, args: Mapping[str, Any] | None, tape: Sequence[JsonValue], *, run: Run | None = None
+    ) -> UnitOutcome:
         """Run a call from a recorded tape (what a Run's ``unit`` does on a hit); no model, server or person."""
         return await self._work(function, args, run, tape)
 
-    async def record(self, function: str, args: Mapping[str, Any] | None = None, *,
-                     run: Run | None = None) -> UnitOutcome:
+    async def record(
+        self, function: str, args: Mapping[str, Any] | None = None, *, run: Run | None = None
+    ) -> UnitOutcome:
         """Run a call live and return its result with the tape that replays it."""
         return await self._work(function, args, run, None)
 
-    async def _work(self, function: str, args: Mapping[str, Any] | None, run: Run | None,
-                    tape: Sequence[JsonValue] | None) -> UnitOutcome:
+    async def _work(
+        self, function: str, args: Mapping[str, Any] | None, run: Run | None, tape: Sequence[JsonValue] | None
+    ) -> UnitOutcome:
         fn = self.spec.functions[function]
         if run is None:
             from ..run import Run
@@ -385,8 +411,16 @@ class _Call:
         self._client: Any = None
         self._identity = id(agent.spec)
         self._handlers: dict[str, Callable[[_Frame, Any, Command], Awaitable[Any]]] = {
-            "set": self.c_set, "log": self.c_log, "return": self.c_return, "end": self.c_end, "func": self.c_func,
-            "ask": self.c_ask, "api": self.c_api, "llm": self.c_llm, "if": self.c_if, "loop": self.c_loop,
+            "set": self.c_set,
+            "log": self.c_log,
+            "return": self.c_return,
+            "end": self.c_end,
+            "func": self.c_func,
+            "ask": self.c_ask,
+            "api": self.c_api,
+            "llm": self.c_llm,
+            "if": self.c_if,
+            "loop": self.c_loop,
         }
 
     async def top(self, fn: Function, args: dict[str, Any]) -> JsonValue:
@@ -403,8 +437,13 @@ class _Call:
             chain = tuple(getattr(e, "agl_chain", ())) or (fn.name,)
             where = f" at {info.command}" if info.command else ""
             route = f" (call chain: {' → '.join(chain)})" if len(chain) > 1 else ""
-            raise FunctionCallError(f"{fn.name} failed{where}{route}: {info.type}: {info.message}",
-                                    function=fn.name, error=info, path=info.command, chain=chain) from e
+            raise FunctionCallError(
+                f"{fn.name} failed{where}{route}: {info.type}: {info.message}",
+                function=fn.name,
+                error=info,
+                path=info.command,
+                chain=chain,
+            ) from e
         finally:
             if self._client is not None:
                 await self._client.aclose()
@@ -416,9 +455,11 @@ class _Call:
         key = (self._identity, fn.name)
         if key in running:
             chain = (*(n for _, n in running), fn.name)
-            raise ReentrancyError(f"{fn.name} is already running: {' → '.join(chain)}. A function cannot call itself "
-                                  "while it is running, directly or through others; repeat work with a loop.",
-                                  chain=chain)
+            raise ReentrancyError(
+                f"{fn.name} is already running: {' → '.join(chain)}. A function cannot call itself "
+                "while it is running, directly or through others; repeat work with a loop.",
+                chain=chain,
+            )
         token = _running.set((*running, key))
         depth = len(running)
         try:
@@ -458,8 +499,10 @@ class _Call:
     async def command(self, frame: _Frame, command: Command) -> Any:
         self.commands += 1
         if self.commands > self.agent.max_commands:
-            raise CommandBudgetError(f"the call ran more than {self.agent.max_commands:,} commands (at "
-                                     f"{command.path}); raise the agent's max_commands if that is intended.")
+            raise CommandBudgetError(
+                f"the call ran more than {self.agent.max_commands:,} commands (at "
+                f"{command.path}); raise the agent's max_commands if that is intended."
+            )
         self.emit(CommandStarted(frame.fn.name, command.kind, command.path))
         try:
             value = await self._handlers[command.kind](frame, command.args, command)
@@ -523,8 +566,10 @@ class _Call:
         if not isinstance(over, list | tuple):
             raise CommandError(f"loop goes over a list (or a dict's keys), not {type(over).__name__}.")
         if len(over) > args.max:
-            raise LoopBoundError(f"the loop was given {len(over):,} items and its bound is max={args.max:,}; raise "
-                                 "max or give it fewer items (nothing is skipped silently).")
+            raise LoopBoundError(
+                f"the loop was given {len(over):,} items and its bound is max={args.max:,}; raise "
+                "max or give it fewer items (nothing is skipped silently)."
+            )
         values: list[Any] = []
         variables = frame.vars
         max_weight = self.limits.max_weight
@@ -540,7 +585,8 @@ class _Call:
                 raise LoopBoundError(
                     f"the loop at {command.path} stopped at item {i + 1:,} of {len(over):,}: its result, the list of "
                     f"each item's last value, would be too large ({e.message}). End the body with a command whose "
-                    "value is small, such as a set of only what you need.") from None
+                    "value is small, such as a set of only what you need."
+                ) from None
             values.append(value)
         return values
 
@@ -594,12 +640,15 @@ class _Call:
         body = to_json(args.body.render(variables)) if args.body is not None else None
         request = build_request(profile, args.method, path, query, headers, body, args.timeout)
         if not self.tape.replaying and modes.session.block_model_calls:
-            raise ModelCallBlockedError(f"{command.path} would send {args.method} {request.public_url}, and network "
-                                        "calls are blocked here (under nbval). Record the call first.")
+            raise ModelCallBlockedError(
+                f"{command.path} would send {args.method} {request.public_url}, and network "
+                "calls are blocked here (under nbval). Record the call first."
+            )
         self.emit(ApiRequested(profile.name, args.method, request.public_url))
         try:
-            status, value = await send(request, client=self._http, tape=self.tape, environ=self.environ,
-                                       limits=self.limits)
+            status, value = await send(
+                request, client=self._http, tape=self.tape, environ=self.environ, limits=self.limits
+            )
         except ApiError as e:
             self.emit(ApiResponded(profile.name, args.method, request.public_url, e.status, True))
             raise
@@ -610,8 +659,7 @@ class _Call:
         if self._client is None:
             import httpx2
 
-            self._client = httpx2.AsyncClient(transport=self.agent._transport, trust_env=False,
-                                              follow_redirects=False)
+            self._client = httpx2.AsyncClient(transport=self.agent._transport, trust_env=False, follow_redirects=False)
         return self._client
 
     async def c_llm(self, frame: _Frame, args: LlmArgs, command: Command) -> Any:
@@ -629,12 +677,16 @@ class _Call:
         reporting = None
         if args.output is not None:
             name = REPORT_TOOL if REPORT_TOOL not in names else f"{REPORT_TOOL}_"
-            reporting = Reporting(ToolSpec(name, "Hand back the result of this task. Calling it ends your work.",
-                                           input_schema(args.output)),
-                                  _validator(args.output, self.limits, enforce_required=True),
-                                  lambda payload: to_json(payload))
+            reporting = Reporting(
+                ToolSpec(
+                    name, "Hand back the result of this task. Calling it ends your work.", input_schema(args.output)
+                ),
+                _validator(args.output, self.limits, enforce_required=True),
+                lambda payload: to_json(payload),
+            )
             system = (f"{system.rstrip()}\n\n" if system.strip() else "") + (
-                f"When you have the result, hand it back by calling the `{name}` tool. Calling it ends your work.")
+                f"When you have the result, hand it back by calling the `{name}` tool. Calling it ends your work."
+            )
         model, model_id, backend = self._model_for(args.model, command)
         outcome = await run_loop(
             model=TapeModel(model, backend, self.tape),
@@ -660,14 +712,18 @@ class _Call:
         chosen = self.run.model
         if chosen is None:
             if not model_id:
-                raise CommandError(f"{command.path} has no model: give it \"model\", give the agent a default "
-                                   "\"model\", or run it with Run(model=ScriptedModel(...)).")
+                raise CommandError(
+                    f'{command.path} has no model: give it "model", give the agent a default '
+                    '"model", or run it with Run(model=ScriptedModel(...)).'
+                )
             from ..models import resolve_model
 
             chosen = resolve_model(model_id)
         if modes.session.block_model_calls and model_network(chosen):
-            raise ModelCallBlockedError(f"{command.path} would call a model, and model calls are blocked here "
-                                        "(under nbval). Record the call first.")
+            raise ModelCallBlockedError(
+                f"{command.path} would call a model, and model calls are blocked here "
+                "(under nbval). Record the call first."
+            )
         return chosen, model_id, backend
 
     def _loop_tool(self, fn: Function, path: str) -> LoopTool:
@@ -714,8 +770,9 @@ def _tool_spec(fn: Function) -> ToolSpec:
     return ToolSpec(fn.name, to_text(description), input_schema(fn.args))
 
 
-def _validator(args: Sequence[Arg], limits: Limits, *, enforce_required: bool = False
-               ) -> Callable[[JsonObject], tuple[Any, tuple[str, ...]]]:
+def _validator(
+    args: Sequence[Arg], limits: Limits, *, enforce_required: bool = False
+) -> Callable[[JsonObject], tuple[Any, tuple[str, ...]]]:
     """Checks what a model passes.
 
     A tool argument's ``required`` only tells the model (an omitted argument is None, as for ``func``); an ``llm``

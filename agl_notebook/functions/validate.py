@@ -49,7 +49,8 @@ from .spec import (
 
 COMMANDS = ("set", "log", "return", "func", "ask", "api", "llm", "if", "loop", "end")
 """Every command, in the order the documentation lists them."""
-RESERVED = frozenset({"result", "exc"})
+RESERVED_WHY = {"result": "result holds the previous command's value", "exc": "exc holds the error in an error handler"}
+RESERVED = frozenset(RESERVED_WHY)
 """Names no argument or variable may take: ``result`` holds the previous command's value, ``exc`` the error."""
 INPUTS = ("text", "multiline", "number", "integer", "choice", "confirm")
 """The kinds of ``ask`` input."""
@@ -63,8 +64,22 @@ _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PROFILE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-_SECRET_WORDS = frozenset({"authorization", "auth", "token", "secret", "password", "passwd", "cookie", "credential",
-                           "credentials", "signature", "apikey", "sessionid"})
+_SECRET_WORDS = frozenset(
+    {
+        "authorization",
+        "auth",
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "cookie",
+        "credential",
+        "credentials",
+        "signature",
+        "apikey",
+        "sessionid",
+    }
+)
 _SECRET_JOINED = ("apikey", "accesstoken", "accesskey", "privatekey", "clientsecret")
 _SECRET_SHAPE = re.compile(r"^(Bearer|Basic|Token)\s+\S+|^sk-|^ghp_|^xox[abp]-|^AKIA[0-9A-Z]{12}", re.IGNORECASE)
 
@@ -120,11 +135,11 @@ def parse_json(text: str, *, source: str = "the agent file") -> Any:
     try:
         return json.loads(text, object_pairs_hook=_object)
     except json.JSONDecodeError as e:
-        raise AgentInvalidError([Problem("", f"not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}.")],
-                                source=source) from None
+        raise AgentInvalidError(
+            [Problem("", f"not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}.")], source=source
+        ) from None
     except RecursionError:
-        raise AgentInvalidError([Problem("", "not readable: the JSON is nested too deeply.")],
-                                source=source) from None
+        raise AgentInvalidError([Problem("", "not readable: the JSON is nested too deeply.")], source=source) from None
 
 
 def read_source(source: object) -> tuple[Any, str]:
@@ -141,8 +156,12 @@ def read_source(source: object) -> tuple[Any, str]:
     return parse_json(text, source=str(path)), str(path)
 
 
-def check_agent(source: str | Path | Mapping[str, Any], *, profiles: Mapping[str, Any] | None = None,
-                limits: Limits = DEFAULT_LIMITS) -> list[Problem]:
+def check_agent(
+    source: str | Path | Mapping[str, Any],
+    *,
+    profiles: Mapping[str, Any] | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+) -> list[Problem]:
     """Every problem of an agent file (an empty list when it is valid)."""
     try:
         data, _ = read_source(source)
@@ -151,8 +170,12 @@ def check_agent(source: str | Path | Mapping[str, Any], *, profiles: Mapping[str
     return _Validator(limits).run(data, profiles)[1]
 
 
-def build_agent(source: str | Path | Mapping[str, Any], *, profiles: Mapping[str, Any] | None = None,
-                limits: Limits = DEFAULT_LIMITS) -> AgentSpec:
+def build_agent(
+    source: str | Path | Mapping[str, Any],
+    *,
+    profiles: Mapping[str, Any] | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+) -> AgentSpec:
     """The validated agent.
 
     Args:
@@ -182,8 +205,14 @@ def key_path(path: str, key: str) -> str:
 
 
 def _kind(value: object) -> str:
-    return {type(None): "null", bool: "a boolean", int: "a number", float: "a number", str: "a string",
-            list: "a list"}.get(type(value), "an object" if isinstance(value, Mapping) else type(value).__name__)
+    return {
+        type(None): "null",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+    }.get(type(value), "an object" if isinstance(value, Mapping) else type(value).__name__)
 
 
 def _suggest(word: str, options: Any) -> str:
@@ -237,11 +266,13 @@ class _Validator:
         if not isinstance(data, Mapping):
             self.problem("", f"an agent file is a JSON object with 'functions' (and 'profiles'), not {_kind(data)}.")
             return None, self.problems
-        top = self.fields(data, "", ("$schema", "version", "name", "description", "model", "profiles",
-                                     "functions"), "an agent file")
+        top = self.fields(
+            data, "", ("$schema", "version", "name", "description", "model", "profiles", "functions"), "an agent file"
+        )
         if "version" in top and top["version"] != 1:
-            self.problem("version", f"this version of agl_notebook reads agent files of version 1, not "
-                                    f"{top['version']!r}.")
+            self.problem(
+                "version", f"this version of agl_notebook reads agent files of version 1, not {top['version']!r}."
+            )
         name = top.get("name", "agent")
         if not isinstance(name, str) or not name.strip():
             self.problem("name", "the agent's name must be a non-empty string.")
@@ -259,8 +290,7 @@ class _Validator:
         if raw_functions is None:
             self.problem("functions", "an agent needs 'functions': an object of function name → function.")
         elif not isinstance(raw_functions, Mapping):
-            self.problem("functions", f"must be an object of function name → function, not "
-                                      f"{_kind(raw_functions)}.")
+            self.problem("functions", f"must be an object of function name → function, not {_kind(raw_functions)}.")
         else:
             if not raw_functions:
                 self.problem("functions", "the agent has no functions.")
@@ -288,12 +318,15 @@ class _Validator:
         seen: dict[str, Any] = {}
         for key, value in pairs_of(obj):
             if key in seen:
-                self.problem(key_path(path, key), f"{key!r} is given twice in {what}; only one can count, so remove "
-                                                  "one.")
+                self.problem(
+                    key_path(path, key), f"{key!r} is given twice in {what}; only one can count, so remove one."
+                )
                 continue
             if key not in allowed:
-                self.problem(key_path(path, key), f"unknown field {key!r} in {what}; the fields are "
-                                                  f"{', '.join(allowed)}.{_suggest(key, allowed)}")
+                self.problem(
+                    key_path(path, key),
+                    f"unknown field {key!r} in {what}; the fields are {', '.join(allowed)}.{_suggest(key, allowed)}",
+                )
                 continue
             seen[key] = value
         return seen
@@ -303,8 +336,11 @@ class _Validator:
         seen: set[str] = set()
         for key, value in pairs_of(obj):
             if key in seen:
-                self.problem(key_path(path, key), f"the {what} {key!r} is defined twice; the second would silently "
-                                                  "replace the first, so rename or remove one.")
+                self.problem(
+                    key_path(path, key),
+                    f"the {what} {key!r} is defined twice; the second would silently "
+                    "replace the first, so rename or remove one.",
+                )
                 continue
             seen.add(key)
             out.append((key, value))
@@ -312,8 +348,9 @@ class _Validator:
 
     # Profiles -------------------------------------------------------------------------------------------------
 
-    def profiles(self, raw: Any, overrides: Mapping[str, Any] | None
-                 ) -> tuple[dict[str, Profile], dict[str, JsonValue]]:
+    def profiles(
+        self, raw: Any, overrides: Mapping[str, Any] | None
+    ) -> tuple[dict[str, Profile], dict[str, JsonValue]]:
         items: list[tuple[str, Any]] = []
         if raw is not None:
             if not isinstance(raw, Mapping):
@@ -339,15 +376,16 @@ class _Validator:
         if not _PROFILE_NAME.fullmatch(name):
             self.problem(path, "a profile name starts with a letter and has only letters, digits, '_' and '-'.")
         if not isinstance(raw, Mapping):
-            self.problem(path, f"a profile is an object with baseUrl (and headers, query, timeout), not "
-                               f"{_kind(raw)}.")
+            self.problem(path, f"a profile is an object with baseUrl (and headers, query, timeout), not {_kind(raw)}.")
             return None
         f = self.fields(raw, path, ("baseUrl", "headers", "query", "timeout", "maxResponseBytes"), "a profile")
         before = len(self.problems)
         base_url = f.get("baseUrl")
         if not isinstance(base_url, str):
-            self.problem(key_path(path, "baseUrl"), "a profile needs baseUrl, the absolute http(s) URL its paths "
-                                                    "are relative to.")
+            self.problem(
+                key_path(path, "baseUrl"),
+                "a profile needs baseUrl, the absolute http(s) URL its paths are relative to.",
+            )
             base_url = ""
         else:
             self.base_url(base_url, key_path(path, "baseUrl"))
@@ -359,8 +397,9 @@ class _Validator:
             timeout = 30.0
         max_bytes = f.get("maxResponseBytes", 4_000_000)
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or not 0 < max_bytes <= 100_000_000:
-            self.problem(key_path(path, "maxResponseBytes"), "maxResponseBytes is a whole number above 0, at most "
-                                                             "100000000.")
+            self.problem(
+                key_path(path, "maxResponseBytes"), "maxResponseBytes is a whole number above 0, at most 100000000."
+            )
             max_bytes = 4_000_000
         if len(self.problems) > before:
             return None
@@ -375,18 +414,22 @@ class _Validator:
             self.problem(path, f"{url!r} is not an absolute http(s) URL such as 'https://api.example.com/v1'.")
             return
         if parts.username is not None or parts.password is not None:
-            self.problem(path, "the URL holds credentials; never write secrets in an agent file: read them from an "
-                               "environment variable in headers, as {\"env\": \"VARIABLE\"}.")
+            self.problem(
+                path,
+                "the URL holds credentials; never write secrets in an agent file: read them from an "
+                'environment variable in headers, as {"env": "VARIABLE"}.',
+            )
         if parts.query or parts.fragment:
-            self.problem(path, "the base URL may not have a query or fragment; put query values in the profile's "
-                               "query.")
+            self.problem(
+                path, "the base URL may not have a query or fragment; put query values in the profile's query."
+            )
 
     def secret_map(self, raw: Any, path: str, *, header: bool) -> tuple[tuple[str, str | EnvValue], ...]:
         if raw is None:
             return ()
         what = "header" if header else "query parameter"
         if not isinstance(raw, Mapping):
-            self.problem(path, f"must be an object of {what} name → value or {{\"env\": \"VARIABLE\"}}.")
+            self.problem(path, f'must be an object of {what} name → value or {{"env": "VARIABLE"}}.')
             return ()
         out: list[tuple[str, str | EnvValue]] = []
         for name, value in self.unique_pairs(raw, path, what):
@@ -396,24 +439,29 @@ class _Validator:
                 continue
             if isinstance(value, str):
                 if sensitive_name(name, header=header) or _SECRET_SHAPE.search(value):
-                    self.problem(where, f"this {what} looks like it carries a secret, and secrets are never written "
-                                        f"in an agent file: write {{\"env\": \"VARIABLE\"}} (optionally with "
-                                        f"\"prefix\": \"Bearer \") and set the environment variable.")
+                    self.problem(
+                        where,
+                        f"this {what} looks like it carries a secret, and secrets are never written "
+                        f'in an agent file: write {{"env": "VARIABLE"}} (optionally with '
+                        f'"prefix": "Bearer ") and set the environment variable.',
+                    )
                     continue
                 out.append((name, value))
             elif isinstance(value, Mapping):
                 f = self.fields(value, where, ("env", "prefix"), "an environment value")
                 variable, prefix = f.get("env"), f.get("prefix", "")
                 if not isinstance(variable, str) or not _ENV_NAME.fullmatch(variable):
-                    self.problem(key_path(where, "env"), "name the environment variable that holds the value, such "
-                                                         "as \"ORDERS_TOKEN\".")
+                    self.problem(
+                        key_path(where, "env"),
+                        'name the environment variable that holds the value, such as "ORDERS_TOKEN".',
+                    )
                     continue
                 if not isinstance(prefix, str):
-                    self.problem(key_path(where, "prefix"), "the prefix is a string, such as \"Bearer \".")
+                    self.problem(key_path(where, "prefix"), 'the prefix is a string, such as "Bearer ".')
                     continue
                 out.append((name, EnvValue(variable, prefix)))
             else:
-                self.problem(where, f"a {what} value is a string or {{\"env\": \"VARIABLE\"}}, not {_kind(value)}.")
+                self.problem(where, f'a {what} value is a string or {{"env": "VARIABLE"}}, not {_kind(value)}.')
         return tuple(out)
 
     # Functions ------------------------------------------------------------------------------------------------
@@ -421,11 +469,15 @@ class _Validator:
     def function(self, name: str, raw: Any) -> Function | None:
         path = key_path("functions", name)
         if not _FUNCTION_NAME.fullmatch(name):
-            self.problem(path, "a function name starts with a letter and has only letters, digits and '_' (at most "
-                               "64 characters), so a model can call it as a tool.")
+            self.problem(
+                path,
+                "a function name starts with a letter and has only letters, digits and '_' (at most "
+                "64 characters), so a model can call it as a tool.",
+            )
         if not isinstance(raw, Mapping):
-            self.problem(path, f"a function is an object with commands (and description, args, onError), not "
-                               f"{_kind(raw)}.")
+            self.problem(
+                path, f"a function is an object with commands (and description, args, onError), not {_kind(raw)}."
+            )
             return None
         f = self.fields(raw, path, ("description", "args", "commands", "onError"), "a function")
         description: Template | None = None
@@ -448,14 +500,19 @@ class _Validator:
 
     def description(self, raw: Any, path: str) -> Template | None:
         if not isinstance(raw, str) or not raw.strip():
-            self.problem(path, "a description is a non-empty string: it tells a model what the function does and "
-                               "when to call it.")
+            self.problem(
+                path,
+                "a description is a non-empty string: it tells a model what the function does and when to call it.",
+            )
             return None
         template = self.template(raw, path)
         for where, names in template.reads:
             if names:
-                self.problem(where, f"a description is computed before any call, so it cannot read variables "
-                                    f"({', '.join(sorted(names))}).")
+                self.problem(
+                    where,
+                    f"a description is computed before any call, so it cannot read variables "
+                    f"({', '.join(sorted(names))}).",
+                )
                 return template
         if template.constant or any(p.path == path for p in self.problems):
             return template
@@ -467,24 +524,27 @@ class _Validator:
             self.problem(path, f"the description cannot be evaluated: {e}")
             return template
         if not text.strip():
-            self.problem(path, "a description is a non-empty string: it tells a model what the function does and "
-                               f"when to call it; this one evaluates to {_shorten_repr(text)}.")
+            self.problem(
+                path,
+                "a description is a non-empty string: it tells a model what the function does and "
+                f"when to call it; this one evaluates to {_shorten_repr(text)}.",
+            )
         return template
 
     def args(self, raw: Any, path: str, *, tool: bool, what: str) -> tuple[Arg, ...]:
         if raw is None:
             return ()
         if not isinstance(raw, Mapping):
-            self.problem(path, f"must be an object of {what} name → {{type, description, required}}, not "
-                               f"{_kind(raw)}.")
+            self.problem(path, f"must be an object of {what} name → {{type, description, required}}, not {_kind(raw)}.")
             return ()
         out: list[Arg] = []
         for name, spec in self.unique_pairs(raw, path, what):
             where = key_path(path, name)
             self.variable_name(name, where, what)
             if not isinstance(spec, Mapping):
-                self.problem(where, f"an {what} is an object with type and description (and required), not "
-                                    f"{_kind(spec)}.")
+                self.problem(
+                    where, f"an {what} is an object with type and description (and required), not {_kind(spec)}."
+                )
                 continue
             f = self.fields(spec, where, ("type", "description", "required"), f"an {what}")
             owner = f"a tool function's {what}" if what == "argument" else f"an {what}"
@@ -492,15 +552,19 @@ class _Validator:
             if "type" in f:
                 arg_type = self.arg_type(f["type"], key_path(where, "type"))
             elif tool:
-                self.problem(where, f"{owner} needs a type (str, int, float, bool, list[str], dict[str, int], "
-                                    "str | None, ...): the model reads it.")
+                self.problem(
+                    where,
+                    f"{owner} needs a type (str, int, float, bool, list[str], dict[str, int], "
+                    "str | None, ...): the model reads it.",
+                )
             description = f.get("description")
             if description is not None and (not isinstance(description, str) or not description.strip()):
                 self.problem(key_path(where, "description"), "a description is a non-empty string.")
                 description = None
             elif description is None and tool:
-                self.problem(where, f"{owner} needs a description: the model reads it, so say what to pass and "
-                                    "every constraint.")
+                self.problem(
+                    where, f"{owner} needs a description: the model reads it, so say what to pass and every constraint."
+                )
             required = f.get("required", True)
             if not isinstance(required, bool):
                 self.problem(key_path(where, "required"), "required is true or false.")
@@ -517,15 +581,22 @@ class _Validator:
 
     def variable_name(self, name: str, path: str, what: str) -> bool:
         if not _VARIABLE.fullmatch(name):
-            self.problem(path, f"{name!r} is not a valid {what} name: use letters, digits and '_', not starting with "
-                               "a digit (the rules for Python variable names).")
+            self.problem(
+                path,
+                f"{name!r} is not a valid {what} name: use letters, digits and '_', not starting with "
+                "a digit (the rules for Python variable names).",
+            )
             return False
         if keyword.iskeyword(name):
-            self.problem(path, f"{name!r} is a Python keyword, so expressions could not read it; choose another "
-                               f"{what} name.")
+            self.problem(
+                path, f"{name!r} is a Python keyword, so expressions could not read it; choose another {what} name."
+            )
             return False
         if name in RESERVED:
-            self.problem(path, f"{name!r} is reserved ({'result holds the previous command' + chr(39) + 's value' if name == 'result' else 'exc holds the error in an error handler'}); choose another {what} name.")  # noqa: E501
+            self.problem(
+                path,
+                f"{name!r} is reserved ({RESERVED_WHY[name]}); choose another {what} name.",
+            )
             return False
         if name.startswith("__"):
             self.problem(path, f"{what} names may not start with '__'.")
@@ -542,14 +613,20 @@ class _Validator:
             for i, item in enumerate(raw):
                 where = f"{path}[{i}]"
                 if not isinstance(item, Mapping) or len(pairs_of(item)) != 1:
-                    self.problem(where, "in a list of commands each item is an object with exactly one command, "
-                                        "such as {\"log\": \"...\"}.")
+                    self.problem(
+                        where,
+                        "in a list of commands each item is an object with exactly one command, "
+                        'such as {"log": "..."}.',
+                    )
                     continue
                 ((k, v),) = pairs_of(item)
                 entries.append((k, v, where))
         else:
-            self.problem(path, f"a command block is an object of commands (run in key order) or a list of "
-                               f"one-command objects, not {_kind(raw)}.")
+            self.problem(
+                path,
+                f"a command block is an object of commands (run in key order) or a list of "
+                f"one-command objects, not {_kind(raw)}.",
+            )
             return ()
         commands: list[Command] = []
         for name, value, where in entries:
@@ -562,8 +639,10 @@ class _Validator:
         path = key_path(where, name)
         if name not in COMMANDS:
             hint = " (onError belongs to a function or to a command's own arguments)" if name == "onError" else ""
-            self.problem(path, f"unknown command {name!r}; the commands are {', '.join(COMMANDS)}."
-                               f"{_suggest(name, COMMANDS)}{hint}")
+            self.problem(
+                path,
+                f"unknown command {name!r}; the commands are {', '.join(COMMANDS)}.{_suggest(name, COMMANDS)}{hint}",
+            )
             return None
         parse: Callable[[Any, str, _Context], tuple[Any, Any]] = getattr(self, f"c_{name}")
         before = len(self.problems)
@@ -588,7 +667,7 @@ class _Validator:
 
     def c_set(self, raw: Any, path: str, ctx: _Context) -> tuple[Any, Any]:
         if not isinstance(raw, Mapping) or not raw:
-            self.problem(path, "set takes an object of variable name → value, such as {\"total\": \"{ a + b }\"}.")
+            self.problem(path, 'set takes an object of variable name → value, such as {"total": "{ a + b }"}.')
             return None, None
         assignments: list[tuple[str, Template]] = []
         handler = None
@@ -614,8 +693,11 @@ class _Validator:
     def c_end(self, raw: Any, path: str, ctx: _Context) -> tuple[Any, Any]:
         self.facts[ctx.function].ends.append(path)
         if ctx.tool:
-            self.problem(path, f"end cannot be used in a tool function: {ctx.function} has a description, so a "
-                               "model may call it, and a tool call cannot end the whole run. Use return.")
+            self.problem(
+                path,
+                f"end cannot be used in a tool function: {ctx.function} has a description, so a "
+                "model may call it, and a tool call cannot end the whole run. Use return.",
+            )
         template, handler = self.value_form(raw, path, "end")
         return ValueArgs(template), handler
 
@@ -624,7 +706,7 @@ class _Validator:
             self.facts[ctx.function].calls.append((path, raw, ctx.handler))
             return FuncArgs(raw), None
         if not isinstance(raw, Mapping):
-            self.problem(path, "func takes a function name, or {\"name\": ..., \"args\": {...}}.")
+            self.problem(path, 'func takes a function name, or {"name": ..., "args": {...}}.')
             return None, None
         f = self.fields(raw, path, ("name", "args", "onError"), "the func command")
         target = f.get("name")
@@ -644,12 +726,15 @@ class _Validator:
     def c_ask(self, raw: Any, path: str, ctx: _Context) -> tuple[Any, Any]:
         self.facts[ctx.function].asks.append(path)
         if ctx.handler:
-            self.problem(path, "ask cannot be used in error handling: an error handler may run where nobody can "
-                               "answer. Ask before the work that can fail, or return an error value.")
+            self.problem(
+                path,
+                "ask cannot be used in error handling: an error handler may run where nobody can "
+                "answer. Ask before the work that can fail, or return an error value.",
+            )
         if isinstance(raw, str):
             return AskArgs(self.template(raw, path)), None
         if not isinstance(raw, Mapping):
-            self.problem(path, "ask takes the question's text, or {\"text\": ..., \"input\": ...}.")
+            self.problem(path, 'ask takes the question\'s text, or {"text": ..., "input": ...}.')
             return None, None
         f = self.fields(raw, path, ("text", "input", "label", "options", "min", "max", "onError"), "the ask command")
         if "text" not in f:
@@ -657,8 +742,9 @@ class _Validator:
         text = self.template(f.get("text", ""), key_path(path, "text"))
         kind = f.get("input", "text")
         if kind not in INPUTS:
-            self.problem(key_path(path, "input"),
-                         f"the input is one of {', '.join(INPUTS)}.{_suggest(str(kind), INPUTS)}")
+            self.problem(
+                key_path(path, "input"), f"the input is one of {', '.join(INPUTS)}.{_suggest(str(kind), INPUTS)}"
+            )
         label = f.get("label", "Answer")
         if not isinstance(label, str) or not label.strip():
             self.problem(key_path(path, "label"), "the label is a non-empty string.")
@@ -683,19 +769,26 @@ class _Validator:
 
     def c_api(self, raw: Any, path: str, ctx: _Context) -> tuple[Any, Any]:
         if not isinstance(raw, Mapping):
-            self.problem(path, "api takes an object: {\"profile\": ..., \"path\": ...} (and method, query, headers, "
-                               "body, timeout).")
+            self.problem(
+                path, 'api takes an object: {"profile": ..., "path": ...} (and method, query, headers, body, timeout).'
+            )
             return None, None
-        f = self.fields(raw, path, ("profile", "method", "path", "query", "headers", "body", "timeout", "onError"),
-                        "the api command")
+        f = self.fields(
+            raw,
+            path,
+            ("profile", "method", "path", "query", "headers", "body", "timeout", "onError"),
+            "the api command",
+        )
         profile = f.get("profile")
         if not isinstance(profile, str):
             self.problem(key_path(path, "profile"), "api needs profile: the name of one of the agent's profiles.")
             profile = ""
         elif profile not in self.profile_names:
             known = ", ".join(sorted(self.profile_names)) or "none"
-            self.problem(key_path(path, "profile"), f"there is no profile {profile!r} (the profiles: {known})."
-                                                    f"{_suggest(profile, self.profile_names)}")
+            self.problem(
+                key_path(path, "profile"),
+                f"there is no profile {profile!r} (the profiles: {known}).{_suggest(profile, self.profile_names)}",
+            )
         method = f.get("method", "GET")
         if not isinstance(method, str) or method.upper() not in METHODS:
             self.problem(key_path(path, "method"), f"the method is one of {', '.join(METHODS)}.")
@@ -706,8 +799,9 @@ class _Validator:
             if not isinstance(request_path.raw, str):
                 self.problem(where, "the path is a string (or an expression giving one).")
             elif request_path.constant and ("://" in request_path.raw or request_path.raw.startswith("//")):
-                self.problem(where, "the path is relative to the profile's baseUrl; requests go only to the "
-                                    "profile's server.")
+                self.problem(
+                    where, "the path is relative to the profile's baseUrl; requests go only to the profile's server."
+                )
         query: tuple[tuple[str, Template], ...] | Template = ()
         if "query" in f:
             raw_query = f["query"]
@@ -716,8 +810,9 @@ class _Validator:
             elif isinstance(raw_query, str) and _dynamic(raw_query) is not None:
                 query = self.template(raw_query, key_path(path, "query"))
             else:
-                self.problem(key_path(path, "query"), "query is an object of name → value, or an expression "
-                                                      "giving one.")
+                self.problem(
+                    key_path(path, "query"), "query is an object of name → value, or an expression giving one."
+                )
         headers: tuple[tuple[str, Template], ...] = ()
         if "headers" in f:
             if isinstance(f["headers"], Mapping):
@@ -726,12 +821,20 @@ class _Validator:
                 self.problem(key_path(path, "headers"), "headers is an object of header name → value.")
         body = self.template(f["body"], key_path(path, "body")) if "body" in f else None
         timeout = f.get("timeout")
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)
-                                    or not 0 < timeout <= 600):
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 600
+        ):
             self.problem(key_path(path, "timeout"), "the timeout is a number of seconds above 0, at most 600.")
             timeout = None
-        return ApiArgs(profile, method.upper() if isinstance(method, str) else "GET", request_path, query, headers,
-                       body, None if timeout is None else float(timeout)), f.get("onError")
+        return ApiArgs(
+            profile,
+            method.upper() if isinstance(method, str) else "GET",
+            request_path,
+            query,
+            headers,
+            body,
+            None if timeout is None else float(timeout),
+        ), f.get("onError")
 
     def request_values(self, raw: Mapping[str, Any], path: str, *, header: bool) -> list[tuple[str, Template]]:
         out: list[tuple[str, Template]] = []
@@ -742,9 +845,12 @@ class _Validator:
                 self.problem(where, f"{name!r} is not a valid HTTP header name.")
                 continue
             if sensitive_name(name, header=header) or (isinstance(value, str) and _SECRET_SHAPE.search(value)):
-                self.problem(where, f"this {what} carries a secret; secrets come only from environment variables "
-                                    f"named in a profile: move it to the profile's {'headers' if header else 'query'}"
-                                    f" as {{\"env\": \"VARIABLE\"}}.")
+                self.problem(
+                    where,
+                    f"this {what} carries a secret; secrets come only from environment variables "
+                    f"named in a profile: move it to the profile's {'headers' if header else 'query'}"
+                    f' as {{"env": "VARIABLE"}}.',
+                )
                 continue
             out.append((name, self.template(value, where)))
         return out
@@ -753,11 +859,18 @@ class _Validator:
         if isinstance(raw, str):
             raw = {"prompt": raw}
         if not isinstance(raw, Mapping):
-            self.problem(path, "llm takes the prompt, or an object with prompt (and system, tools, output, model, "
-                               "maxToolRoundtrips, maxTokens).")
+            self.problem(
+                path,
+                "llm takes the prompt, or an object with prompt (and system, tools, output, model, "
+                "maxToolRoundtrips, maxTokens).",
+            )
             return None, None
-        f = self.fields(raw, path, ("prompt", "system", "tools", "output", "model", "maxToolRoundtrips",
-                                    "maxTokens", "onError"), "the llm command")
+        f = self.fields(
+            raw,
+            path,
+            ("prompt", "system", "tools", "output", "model", "maxToolRoundtrips", "maxTokens", "onError"),
+            "the llm command",
+        )
         if "prompt" not in f:
             self.problem(key_path(path, "prompt"), "llm needs a prompt: the first message the model reads.")
         prompt = self.template(f.get("prompt", ""), key_path(path, "prompt"))
@@ -766,8 +879,10 @@ class _Validator:
         if "tools" in f:
             raw_tools = f["tools"]
             if not isinstance(raw_tools, list) or not all(isinstance(t, str) for t in raw_tools):
-                self.problem(key_path(path, "tools"), "tools is a list of the names of tool functions (functions "
-                                                      "with a description).")
+                self.problem(
+                    key_path(path, "tools"),
+                    "tools is a list of the names of tool functions (functions with a description).",
+                )
             else:
                 tools = tuple(raw_tools)
         self.facts[ctx.function].tools.append((path, tools if tools is not None else ("*",), ctx.handler))
@@ -787,17 +902,17 @@ class _Validator:
                 self.problem(key_path(path, key), f"{key} is a whole number from {low} to {high}.")
                 value = default
             numbers.append(value)
-        return LlmArgs(prompt, system, tools if tools is not None else ("*",), output, model, numbers[0],
-                       numbers[1]), f.get("onError")
+        return LlmArgs(
+            prompt, system, tools if tools is not None else ("*",), output, model, numbers[0], numbers[1]
+        ), f.get("onError")
 
     def c_if(self, raw: Any, path: str, ctx: _Context) -> tuple[Any, Any]:
         if not isinstance(raw, Mapping):
-            self.problem(path, "if takes {\"condition\": ..., \"then\": [...], \"else\": [...]}.")
+            self.problem(path, 'if takes {"condition": ..., "then": [...], "else": [...]}.')
             return None, None
         f = self.fields(raw, path, ("condition", "then", "else", "onError"), "the if command")
         if "condition" not in f:
-            self.problem(key_path(path, "condition"), "if needs a condition (an expression such as "
-                                                      "\"{ total > 100 }\").")
+            self.problem(key_path(path, "condition"), 'if needs a condition (an expression such as "{ total > 100 }").')
         condition = self.template(f.get("condition", False), key_path(path, "condition"))
         if "then" not in f:
             self.problem(key_path(path, "then"), "if needs then: the commands to run when the condition holds.")
@@ -807,7 +922,7 @@ class _Validator:
 
     def c_loop(self, raw: Any, path: str, ctx: _Context) -> tuple[Any, Any]:
         if not isinstance(raw, Mapping):
-            self.problem(path, "loop takes {\"over\": ..., \"as\": \"item\", \"max\": 1000, \"do\": [...]}.")
+            self.problem(path, 'loop takes {"over": ..., "as": "item", "max": 1000, "do": [...]}.')
             return None, None
         f = self.fields(raw, path, ("over", "as", "index", "max", "do", "onError"), "the loop command")
         if "over" not in f:
@@ -817,13 +932,16 @@ class _Validator:
         if not isinstance(item, str) or not self.variable_name(item, key_path(path, "as"), "loop variable"):
             item = "item"
         index = f.get("index")
-        if index is not None and (not isinstance(index, str)
-                                  or not self.variable_name(index, key_path(path, "index"), "loop variable")):
+        if index is not None and (
+            not isinstance(index, str) or not self.variable_name(index, key_path(path, "index"), "loop variable")
+        ):
             index = None
         bound = f.get("max", 1000)
         if isinstance(bound, bool) or not isinstance(bound, int) or not 1 <= bound <= MAX_LOOP:
-            self.problem(key_path(path, "max"), f"max, the most items the loop may go through, is a whole number "
-                                                f"from 1 to {MAX_LOOP}.")
+            self.problem(
+                key_path(path, "max"),
+                f"max, the most items the loop may go through, is a whole number from 1 to {MAX_LOOP}.",
+            )
             bound = 1000
         if "do" not in f:
             self.problem(key_path(path, "do"), "loop needs do: the commands to run for each item.")
@@ -843,8 +961,10 @@ class _Validator:
             if source is None:
                 return lambda env: raw
             if not source.strip():
-                self.problem(path, "the expression between the braces is empty; to write the text itself, write "
-                                   f"\"{{ {raw!r} }}\".")
+                self.problem(
+                    path,
+                    f'the expression between the braces is empty; to write the text itself, write "{{ {raw!r} }}".',
+                )
                 return lambda env: None
             try:
                 expression = compile_expression(source, limits=self.limits)
@@ -886,11 +1006,13 @@ class _Validator:
                     if name == "result":
                         why = "result holds the previous command's value, and nothing has run yet in this handler"
                     else:
-                        why = (f"{name!r} is neither an argument of {function} nor set earlier in this error "
-                               "handler")
-                    self.problem(path, f"{why}; a function can fail before any of its commands has run, so its "
-                                       "onError may rely only on the function's arguments, exc and what the block "
-                                       "itself sets.")
+                        why = f"{name!r} is neither an argument of {function} nor set earlier in this error handler"
+                    self.problem(
+                        path,
+                        f"{why}; a function can fail before any of its commands has run, so its "
+                        "onError may rely only on the function's arguments, exc and what the block "
+                        "itself sets.",
+                    )
             sets: set[str] = set()
             args = command.args
             if command.kind == "set":
@@ -929,8 +1051,11 @@ class _Validator:
                         self.problem(where, f"there is no function {target!r}.{_suggest(target, self.declared)}")
                         continue
                     if fn is not None and not fn.is_tool:
-                        self.problem(where, f"{target} cannot be offered to a model: it has no description, so it "
-                                            "is not a tool function.")
+                        self.problem(
+                            where,
+                            f"{target} cannot be offered to a model: it has no description, so it "
+                            "is not a tool function.",
+                        )
                         continue
                     out.append((target, where))
         for fn in functions.values():
@@ -950,9 +1075,10 @@ class _Validator:
             for name, _ in command.args.args:
                 if name not in declared:
                     listed = ", ".join(declared) if declared else "none"
-                    self.problem(key_path(key_path(command.path, "args"), name),
-                                 f"{target.name} has no argument {name!r} (its arguments: {listed})."
-                                 f"{_suggest(name, declared)}")
+                    self.problem(
+                        key_path(key_path(command.path, "args"), name),
+                        f"{target.name} has no argument {name!r} (its arguments: {listed}).{_suggest(name, declared)}",
+                    )
 
     def cycles(self, edges: dict[str, list[tuple[str, str]]]) -> None:
         """Report each call cycle once, at the call that closes it (recursion is refused before anything runs)."""
@@ -965,14 +1091,17 @@ class _Validator:
             stack.append(name)
             for target, path in edges.get(name, []):
                 if state.get(target) == 1:
-                    cycle = [*stack[stack.index(target):], target]
+                    cycle = [*stack[stack.index(target) :], target]
                     members = frozenset(cycle)
                     if members not in reported:
                         reported.add(members)
                         route = " → ".join(cycle)
-                        self.problem(path, f"call cycle {route}: a function cannot call itself while it is "
-                                           "running, directly or through others (tools offered to a model count as "
-                                           "calls). Repeat work with a loop.")
+                        self.problem(
+                            path,
+                            f"call cycle {route}: a function cannot call itself while it is "
+                            "running, directly or through others (tools offered to a model count as "
+                            "calls). Repeat work with a loop.",
+                        )
                 elif state.get(target) is None:
                     visit(target)
             stack.pop()
@@ -984,6 +1113,7 @@ class _Validator:
 
     def reach_rules(self, functions: dict[str, Function], edges: dict[str, list[tuple[str, str]]]) -> None:
         """``end`` is never reachable from a tool function; ``ask`` never from an error handler."""
+
         def reaches(start: str, what: str) -> str | None:
             seen: set[str] = set()
             todo = [start]
@@ -1004,22 +1134,25 @@ class _Validator:
                 for path, target, _ in facts.calls:
                     where = reaches(target, "ends")
                     if where is not None:
-                        self.problem(path, f"{name} is a tool function, and {target} can reach end (at {where}); a "
-                                           "tool call cannot end the whole run. Use return.")
+                        self.problem(
+                            path,
+                            f"{name} is a tool function, and {target} can reach end (at {where}); a "
+                            "tool call cannot end the whole run. Use return.",
+                        )
             for path, target, in_handler in facts.calls:
                 if in_handler:
                     where = reaches(target, "asks")
                     if where is not None:
-                        self.problem(path, f"ask cannot be used in error handling, and {target} can ask (at "
-                                           f"{where}).")
+                        self.problem(path, f"ask cannot be used in error handling, and {target} can ask (at {where}).")
             for path, listed, in_handler in facts.tools:
                 if not in_handler:
                     continue
-                for target in (listed if listed != ("*",) else [n for n, f in functions.items() if f.is_tool]):
+                for target in listed if listed != ("*",) else [n for n, f in functions.items() if f.is_tool]:
                     where = reaches(target, "asks")
                     if where is not None:
-                        self.problem(path, f"ask cannot be used in error handling, and the tool {target} can ask "
-                                           f"(at {where}).")
+                        self.problem(
+                            path, f"ask cannot be used in error handling, and the tool {target} can ask (at {where})."
+                        )
 
 
 def sensitive_name(name: str, *, header: bool) -> bool:
@@ -1059,8 +1192,13 @@ def _own_reads(command: Command) -> list[tuple[str, frozenset[str]]]:
         templates = [args.text, args.options]
     elif isinstance(args, ApiArgs):
         query = args.query if isinstance(args.query, Template) else None
-        templates = [args.path, args.body, query, *(t for _, t in args.headers),
-                     *(t for _, t in (args.query if not isinstance(args.query, Template) else ()))]
+        templates = [
+            args.path,
+            args.body,
+            query,
+            *(t for _, t in args.headers),
+            *(t for _, t in (args.query if not isinstance(args.query, Template) else ())),
+        ]
     elif isinstance(args, LlmArgs):
         templates = [args.prompt, args.system]
     elif isinstance(args, IfArgs):

@@ -117,10 +117,14 @@ class AnthropicModel:
             isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0
         ):
             raise InputError(f"AnthropicModel(max_retries=...) takes an int >= 0, not {max_retries!r}.")
-        if isinstance(max_retry_wait, bool) or not isinstance(max_retry_wait, int | float) or not (
-                0 <= max_retry_wait < float("inf")):
-            raise InputError(f"AnthropicModel(max_retry_wait=...) takes a number of seconds >= 0, not "
-                             f"{max_retry_wait!r}.")
+        if (
+            isinstance(max_retry_wait, bool)
+            or not isinstance(max_retry_wait, int | float)
+            or not (0 <= max_retry_wait < float("inf"))
+        ):
+            raise InputError(
+                f"AnthropicModel(max_retry_wait=...) takes a number of seconds >= 0, not {max_retry_wait!r}."
+            )
         self.max_retry_wait = float(max_retry_wait)
         """The longest wait before a retry, in seconds."""
         self.model: str | None = str(model) if model is not None else None
@@ -132,8 +136,7 @@ class AnthropicModel:
         self._client = client
         # Clients made from the environment, one per event loop (a client's connection pool belongs to the loop it
         # first ran on) and per configuration, so a key set later in the session is picked up.
-        self._env_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[tuple[str, ...],
-                                                                                      AsyncAnthropic]]
+        self._env_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[tuple[str, ...], AsyncAnthropic]]
         self._env_clients = weakref.WeakKeyDictionary()
 
     async def _environment_client(self) -> AsyncAnthropic:
@@ -185,8 +188,10 @@ class AnthropicModel:
         """
         model = self.model or request.model
         if not model:
-            raise InputError("AnthropicModel was given no model id: name one with @role(model=Claude.OPUS) or "
-                             "AnthropicModel(model=...).")
+            raise InputError(
+                "AnthropicModel was given no model id: name one with @role(model=Claude.OPUS) or "
+                "AnthropicModel(model=...)."
+            )
         params = request_params(request, model)
         scrub_logs("anthropic", "anthropic._base_client", "httpx2")  # the SDK logs request bodies at DEBUG
         async with AsyncExitStack() as stack:
@@ -252,8 +257,13 @@ def _retry_wait(error: Exception, attempt: int, retries: int, cap: float) -> Mod
     else:
         asked = None
         seconds = min(_INITIAL_RETRY_DELAY * 2.0 ** min(attempt, 100), _MAX_BACKOFF, cap) * (1 - 0.25 * random.random())
-    return ModelRetryWaiting(seconds=seconds, reason=reason, asked=asked if asked is not None and asked > cap else None,
-                             retry=attempt + 1, max_retries=retries)
+    return ModelRetryWaiting(
+        seconds=seconds,
+        reason=reason,
+        asked=asked if asked is not None and asked > cap else None,
+        retry=attempt + 1,
+        max_retries=retries,
+    )
 
 
 def _retry_after(headers: Any) -> float | None:
@@ -272,8 +282,12 @@ def _retry_after(headers: Any) -> float | None:
 
 def _announce(waiting: ModelRetryWaiting) -> None:
     """Tell the running step's views (a live line) and the log that a retry waits."""
-    log.info("Retrying the Anthropic request in %.1f s (%s%s)", waiting.seconds, waiting.reason,
-             f"; the server asked for {waiting.asked:.0f} s" if waiting.asked is not None else "")
+    log.info(
+        "Retrying the Anthropic request in %.1f s (%s%s)",
+        waiting.seconds,
+        waiting.reason,
+        f"; the server asked for {waiting.asked:.0f} s" if waiting.asked is not None else "",
+    )
     scope = current_scope.get()
     if scope is not None:
         scope.emit(waiting)
@@ -424,14 +438,19 @@ class _Reply:
                 "arguments."
             )
         if not self.stopped:
-            raise UpstreamUnexpected("The Anthropic stream ended before message_stop, so the reply is incomplete "
-                                     "(the connection was probably cut).")
+            raise UpstreamUnexpected(
+                "The Anthropic stream ended before message_stop, so the reply is incomplete "
+                "(the connection was probably cut)."
+            )
         if self.unreadable is not None:
-            raise UpstreamUnexpected(f"The model's call to tool {self.unreadable[0]!r} could not be read: "
-                                     f"{self.unreadable[1]}.")
+            raise UpstreamUnexpected(
+                f"The model's call to tool {self.unreadable[0]!r} could not be read: {self.unreadable[1]}."
+            )
         if cut:
-            raise UpstreamUnexpected(f"The model's reply ended with its call to tool {cut[0]!r} still open (no "
-                                     f"content_block_stop), with stop reason {self.stop_reason!r}.")
+            raise UpstreamUnexpected(
+                f"The model's reply ended with its call to tool {cut[0]!r} still open (no "
+                f"content_block_stop), with stop reason {self.stop_reason!r}."
+            )
         if self.stop_reason is None:
             raise UpstreamUnexpected("The Anthropic stream ended without a stop reason.")
         if self.stop_reason not in _STOP_REASONS:

@@ -88,7 +88,7 @@ class _Span:
         if not piece:
             return
         if len(self.head) < _SHOWN:
-            self.head += piece[:_SHOWN - len(self.head)]
+            self.head += piece[: _SHOWN - len(self.head)]
         self.size += len(piece)
         if self.dropping:
             return
@@ -137,18 +137,29 @@ class MarkupParser:
         while self._span is not None:
             span, self._span = self._span, None
             if span.dropping:
-                out.append(_dropped(f"The tool call written as text has no close tag and is longer than "
-                                    f"{self.limit} characters; it was dropped.", span.head, ""))
+                out.append(
+                    _dropped(
+                        f"The tool call written as text has no close tag and is longer than "
+                        f"{self.limit} characters; it was dropped.",
+                        span.head,
+                        "",
+                    )
+                )
                 break
             body = "".join(span.parts) + span.partial
             close = body.find(_CLOSE)
             if close < 0:
-                out.append(_dropped("The tool call written as text has no close tag before the text ends; it "
-                                    "was dropped.", body, _OPEN + body))
+                out.append(
+                    _dropped(
+                        "The tool call written as text has no close tag before the text ends; it was dropped.",
+                        body,
+                        _OPEN + body,
+                    )
+                )
                 break
             # The scan put this close tag inside a string: the quotes do not balance. End the span there.
             out.append(self._parse(body[:close]))
-            self._read(body[close + len(_CLOSE):], out)
+            self._read(body[close + len(_CLOSE) :], out)
         if self._pending:
             out.append(TextDelta(self._pending))
             self._pending = ""
@@ -166,7 +177,7 @@ class MarkupParser:
                 if start:
                     out.append(TextDelta(text[:start]))
                 self._span = _Span()
-                text = text[start + len(_OPEN):]
+                text = text[start + len(_OPEN) :]
                 continue
             last = text.rfind(_FIRST)
             if last >= 0 and len(text) - last < len(_OPEN) and _OPEN.startswith(text[last:]):
@@ -208,11 +219,16 @@ class MarkupParser:
                 span.keep(text[:at], self.limit)
                 self._span = None
                 if span.dropping:
-                    out.append(_dropped(f"The tool call written as text is longer than {self.limit} characters; "
-                                        "it was dropped.", span.head, ""))
+                    out.append(
+                        _dropped(
+                            f"The tool call written as text is longer than {self.limit} characters; it was dropped.",
+                            span.head,
+                            "",
+                        )
+                    )
                 else:
                     out.append(self._parse("".join(span.parts)))
-                return text[at + len(_CLOSE):]
+                return text[at + len(_CLOSE) :]
             elif end - at < len(_CLOSE) and _CLOSE.startswith(text[at:]):
                 span.keep(text[:at], self.limit)
                 span.partial = text[at:]
@@ -231,11 +247,12 @@ class MarkupParser:
         except (ValueError, RecursionError) as e:
             return error(f"The tool call written as text is not valid JSON ({_reason(e)}); it was dropped.")
         if not isinstance(data, dict):
-            return error("The tool call written as text must be a JSON object with \"name\" and \"arguments\"; "
-                         "it was dropped.")
+            return error(
+                'The tool call written as text must be a JSON object with "name" and "arguments"; it was dropped.'
+            )
         name = data.get("name")
         if not isinstance(name, str) or not name.strip():
-            return error("The tool call written as text has no \"name\"; it was dropped.")
+            return error('The tool call written as text has no "name"; it was dropped.')
         args: Any = data["arguments"] if "arguments" in data else data.get("args")
         if args is None:
             args = {}
@@ -243,18 +260,22 @@ class MarkupParser:
             try:
                 args = json.loads(args, parse_constant=_no_constant) if args.strip() else {}
             except (ValueError, RecursionError) as e:
-                return error(f"The arguments of the tool call {name!r} written as text are a string that is not "
-                             f"valid JSON ({_reason(e)}); it was dropped.")
+                return error(
+                    f"The arguments of the tool call {name!r} written as text are a string that is not "
+                    f"valid JSON ({_reason(e)}); it was dropped."
+                )
         if not isinstance(args, dict):
-            return error(f"The arguments of the tool call {name!r} written as text are not a JSON object; it was "
-                         "dropped.")
+            return error(
+                f"The arguments of the tool call {name!r} written as text are not a JSON object; it was dropped."
+            )
         call = ToolCall(f"markup_{self.turn:02d}_{self.calls}", name, args)
         self.calls += 1
         return call
 
 
-async def intercept(events: AsyncIterator[ModelEvent], request: ModelRequest
-                    ) -> AsyncIterator[ModelEvent | MarkupDropped]:
+async def intercept(
+    events: AsyncIterator[ModelEvent], request: ModelRequest
+) -> AsyncIterator[ModelEvent | MarkupDropped]:
     """``events`` with tool calls written as text markup turned into `ToolCall`s, and the spans dropped reported.
 
     Text streams through unchanged while it holds no ``<`` (the fast path); a native event ends the text, so a span

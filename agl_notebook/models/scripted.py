@@ -83,8 +83,10 @@ class ScriptedModel:
             self._turns = {"": _turns(script, "script")}
             self.digest = digest([_turn_json(t) for t in self._turns[""]])[:16]
         else:
-            raise InputError("ScriptedModel takes a list of turns, a dict of lists keyed by role name, or a "
-                             f"function of the request, not {type(script).__name__}.")
+            raise InputError(
+                "ScriptedModel takes a list of turns, a dict of lists keyed by role name, or a "
+                f"function of the request, not {type(script).__name__}."
+            )
         self.calls = 0
         """How many requests this model was sent (tests count model calls with it)."""
         self.requests: deque[ModelRequest] = deque(maxlen=_KEPT_REQUESTS)
@@ -125,8 +127,10 @@ class ScriptedModel:
         assert self._turns is not None
         turns = self._turns.get(request.role, self._turns.get(""))
         if turns is None:
-            raise ScriptExhaustedError(f"ScriptedModel has no turns for role {request.role!r}; it has turns for "
-                                       f"{', '.join(map(repr, self._turns))}.")
+            raise ScriptExhaustedError(
+                f"ScriptedModel has no turns for role {request.role!r}; it has turns for "
+                f"{', '.join(map(repr, self._turns))}."
+            )
         if position >= len(turns):
             raise ScriptExhaustedError(
                 f"ScriptedModel was asked for turn {position + 1} of role {request.role!r} but its script has "
@@ -183,8 +187,11 @@ def _source_of(function: Callable[..., Any]) -> str:
 CREDENTIAL_VARIABLES = tuple(setting.name for setting in CREDENTIALS)
 
 
-def scripted_unless_credentials(script: Sequence[TurnLike] | Mapping[str, Sequence[TurnLike]] | ScriptFunction,
-                                *, environ: Mapping[str, str] | None = None) -> ScriptedModel | None:
+def scripted_unless_credentials(
+    script: Sequence[TurnLike] | Mapping[str, Sequence[TurnLike]] | ScriptFunction,
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> ScriptedModel | None:
     """The scripted model for ``script``, unless Anthropic credentials are set; then None.
 
     For notebooks that run anywhere: ``Run(model=scripted_unless_credentials(SCRIPT))`` replays the recordings made

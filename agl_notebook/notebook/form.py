@@ -56,8 +56,11 @@ class _Form:
         with contextlib.suppress(RuntimeError):
             self._loop = asyncio.get_running_loop()
             self._future = self._loop.create_future()
-        self.box = QuestionForm(title=screen.text if title else "", fields=[_field(i) for i in screen.inputs],
-                                errors=[""] * len(screen.inputs))
+        self.box = QuestionForm(
+            title=screen.text if title else "",
+            fields=[_field(i) for i in screen.inputs],
+            errors=[""] * len(screen.inputs),
+        )
         self.box.on_msg(self._on_message)
 
     async def answer(self) -> list[object]:
@@ -135,11 +138,21 @@ def _field(item: Input) -> dict[str, Any]:
     if isinstance(item, NumberInput):
         # The range stays in view as a hint once the placeholder is typed over.
         bounds = item.range_text()
-        return {"kind": "number", "label": item.label, "integer": item.type is int,
-                "placeholder": bounds or item.expected(), "hint": item.expected() if bounds else ""}
+        return {
+            "kind": "number",
+            "label": item.label,
+            "integer": item.type is int,
+            "placeholder": bounds or item.expected(),
+            "hint": item.expected() if bounds else "",
+        }
     if item.type is not str:
-        return {"kind": "number", "label": item.label, "integer": item.type is int, "placeholder": item.expected(),
-                "hint": ""}
+        return {
+            "kind": "number",
+            "label": item.label,
+            "integer": item.type is int,
+            "placeholder": item.expected(),
+            "hint": "",
+        }
     return {"kind": "textarea" if item.multiline else "text", "label": item.label}
 
 

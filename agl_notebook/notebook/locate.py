@@ -54,19 +54,28 @@ class Location:
     """What ``AGL_NOTEBOOK_PATH`` held when it named no notebook file."""
 
 
-def notebook_path(*, environ: Mapping[str, str] | None = None, user_ns: Mapping[str, Any] | None = None,
-                  code: str | None = None, cwd: Path | None = None) -> Path | None:
+def notebook_path(
+    *,
+    environ: Mapping[str, str] | None = None,
+    user_ns: Mapping[str, Any] | None = None,
+    code: str | None = None,
+    cwd: Path | None = None,
+) -> Path | None:
     """The notebook file this kernel runs, or None when it cannot be told."""
     return locate(environ=environ, user_ns=user_ns, code=code, cwd=cwd).path
 
 
-def locate(*, environ: Mapping[str, str] | None = None, user_ns: Mapping[str, Any] | None = None,
-           code: str | None = None, cwd: Path | None = None) -> Location:
+def locate(
+    *,
+    environ: Mapping[str, str] | None = None,
+    user_ns: Mapping[str, Any] | None = None,
+    code: str | None = None,
+    cwd: Path | None = None,
+) -> Location:
     """The notebook file this kernel runs, with what was searched when it cannot be told."""
     ns = _kernel.user_namespace() if user_ns is None else user_ns
     named = _settings.NOTEBOOK_PATH.get(environ) or None
-    candidates: list[object] = [_settings.JUPYTER_SESSION.get(environ), ns.get("__vsc_ipynb_file__"), _explicit,
-                                named]
+    candidates: list[object] = [_settings.JUPYTER_SESSION.get(environ), ns.get("__vsc_ipynb_file__"), _explicit, named]
     for candidate in candidates:
         if candidate and str(candidate).endswith(".ipynb"):
             path = Path(str(candidate))
@@ -91,7 +100,7 @@ def _choose(matches: tuple[Path, ...], metadata: Mapping[Path, Any]) -> Path | N
 def _copied_from(path: Path, metadata: Any) -> Path | None:
     """The notebook ``path`` is a headless runner's copy of (nbconvert's or papermill's output), if it is one."""
     if path.name.endswith(NBCONVERT_SUFFIX):
-        return path.with_name(path.name[:-len(NBCONVERT_SUFFIX)] + ".ipynb")
+        return path.with_name(path.name[: -len(NBCONVERT_SUFFIX)] + ".ipynb")
     papermill = metadata.get("papermill") if isinstance(metadata, dict) else None
     if not isinstance(papermill, dict):
         return None
@@ -141,7 +150,9 @@ def not_found_message(location: Location) -> str:
         why = f"no notebook in {location.folder} holds the running cell's code"
     if location.named:
         why = f"{PATH_VARIABLE}={location.named} names no notebook file, and {why}"
-    return (f"agl_notebook: this kernel cannot tell which notebook it runs: {why}. No recordings are read, so "
-            f"steps run live (mode auto) or fail (mode replay). Name the notebook for the kernel with "
-            f"{PATH_VARIABLE}=/path/to/notebook.ipynb in the kernel's environment, or run it with "
-            f"`agl-notebook execute`.")
+    return (
+        f"agl_notebook: this kernel cannot tell which notebook it runs: {why}. No recordings are read, so "
+        f"steps run live (mode auto) or fail (mode replay). Name the notebook for the kernel with "
+        f"{PATH_VARIABLE}=/path/to/notebook.ipynb in the kernel's environment, or run it with "
+        f"`agl-notebook execute`."
+    )

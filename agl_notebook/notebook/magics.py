@@ -51,8 +51,9 @@ def agl(line: str) -> str:
     if command in ("list", "explain"):
         raise _usage_error(f"%agl {command} takes nothing after it, not {' '.join(rest)!r}.")
     if command == "forget":
-        raise _usage_error("%agl forget takes one id, role or all" +
-                           (f", not {len(rest)}: {' '.join(rest)!r}." if rest else "."))
+        raise _usage_error(
+            "%agl forget takes one id, role or all" + (f", not {len(rest)}: {' '.join(rest)!r}." if rest else ".")
+        )
     raise _usage_error(f"%agl has no command {command!r}.")
 
 
@@ -70,8 +71,10 @@ def _mode(rest: list[str]) -> str:
         elif rest[0] in modes.MODES:
             modes.session.magic_mode = modes.check_mode(rest[0], where="%agl mode")
         else:
-            raise _usage_error(f"%agl mode: unknown mode {rest[0]!r}; the modes are {', '.join(modes.MODES)}, and "
-                               "default drops the one set here.")
+            raise _usage_error(
+                f"%agl mode: unknown mode {rest[0]!r}; the modes are {', '.join(modes.MODES)}, and "
+                "default drops the one set here."
+            )
     mode = modes.resolve_mode()
     if modes.session.magic_mode is not None:
         source = "set by %agl mode"
@@ -94,8 +97,9 @@ def _list() -> str:
         tokens = r.usage.input_tokens + r.usage.output_tokens
         number = cells.get(r.cell_id) if cells is not None and r.cell_id else None
         cell = f"cell {number}" if number else f"cell id {r.cell_id}" if r.cell_id else "cell unknown"
-        lines.append(f"  {r.id[:12]}  role {r.role!r}  {r.backend}  {tokens} tokens  {cell}  "
-                     f"occurrence {r.occurrence + 1}")
+        lines.append(
+            f"  {r.id[:12]}  role {r.role!r}  {r.backend}  {tokens} tokens  {cell}  occurrence {r.occurrence + 1}"
+        )
         if r.id in stale:
             lines.append(f"      {stale[r.id]}")
     if stale:
@@ -111,8 +115,11 @@ def _saved_cells(path: Path | None) -> dict[str, int] | None:
         cells = read_notebook_json(path)["cells"]
     except InputError:  # the store has warned of it already
         return None
-    numbers = {cell["id"]: n for n, cell in enumerate(cells, start=1)
-               if isinstance(cell, dict) and isinstance(cell.get("id"), str) and cell["id"]}
+    numbers = {
+        cell["id"]: n
+        for n, cell in enumerate(cells, start=1)
+        if isinstance(cell, dict) and isinstance(cell.get("id"), str) and cell["id"]
+    }
     return numbers or None
 
 
@@ -125,13 +132,16 @@ def _explain() -> str:
 
 def _forget(what: str) -> str:
     store = NotebookStore()
-    chosen = [r for r in store.records()
-              if what == "all" or r.role == what or (len(what) >= 6 and r.id.startswith(what))]
+    chosen = [
+        r for r in store.records() if what == "all" or r.role == what or (len(what) >= 6 and r.id.startswith(what))
+    ]
     if not chosen:
         return f"No recording matches {what!r}: give an id (at least 6 characters), a role name, or all."
     forget(r.id for r in chosen)
-    return (f"Forgot {len(chosen)} recording(s): those steps run live next time, and their new recordings replace "
-            "the old ones in the notebook.")
+    return (
+        f"Forgot {len(chosen)} recording(s): those steps run live next time, and their new recordings replace "
+        "the old ones in the notebook."
+    )
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -136,8 +136,10 @@ def consolidate(nb: dict[str, Any]) -> int:
     if not found.in_outputs:
         return 0
     if found.metadata_block_problem is not None:
-        raise InputError(f"Not consolidated, so nothing is lost: {found.metadata_block_problem} Fix or remove the "
-                         "notebook's agl_notebook metadata first.")
+        raise InputError(
+            f"Not consolidated, so nothing is lost: {found.metadata_block_problem} Fix or remove the "
+            "notebook's agl_notebook metadata first."
+        )
     metadata = nb.setdefault("metadata", {})
     metadata[METADATA_KEY] = block_to_json(list(found.records.values()), found.unreadable)
     for _, _, output_metadata in outputs_metadata(nb):
@@ -152,4 +154,3 @@ def consolidate(nb: dict[str, Any]) -> int:
         else:
             del output_metadata[METADATA_KEY]
     return len(found.in_outputs)
-

@@ -54,8 +54,9 @@ class CallTrace:
     id: str
     name: str
     args: JsonObject
-    status: Literal["requested", "running", "ok", "failed", "rejected", "reported", "raised", "interrupted",
-                    "not run"] = "requested"
+    status: Literal[
+        "requested", "running", "ok", "failed", "rejected", "reported", "raised", "interrupted", "not run"
+    ] = "requested"
     result: str | None = None
     problems: tuple[str, ...] = ()
 
@@ -175,8 +176,7 @@ class StepTrace:
         running = [item for item in self.items if isinstance(item, CallTrace) and item.status == "running"]
         for item in self.items:
             if isinstance(item, CallTrace) and item.status in ("requested", "running"):
-                item.status = ("not run" if item.status == "requested" else "interrupted" if interrupted
-                               else "raised")
+                item.status = "not run" if item.status == "requested" else "interrupted" if interrupted else "raised"
         if interrupted:  # whatever the cancellation said: one line a person reads the same everywhere
             message = "the step was interrupted; nothing was recorded"
         elif len(running) == 1:
@@ -197,8 +197,7 @@ class StepTrace:
             status = str(event.status) if event.status is not None else "no response"
             self.items.append(FunctionNote("api", depth, f"{event.method} {event.url}: {status}", event.is_error))
         else:
-            self.items.append(FunctionNote("error", depth, f"{event.error} in {event.function}: {event.message}",
-                                           True))
+            self.items.append(FunctionNote("error", depth, f"{event.error} in {event.function}: {event.message}", True))
 
     def _call(self, call_id: str) -> CallTrace:
         for item in reversed(self.items):
@@ -214,11 +213,25 @@ class StepTrace:
 
 _Escape = Callable[[str], str]
 _FUNCTION_WORDS = {"call": "call", "return": "returned", "log": "log", "api": "api", "error": "handled"}
-_STATUS_WORDS = {"requested": "requested", "running": "running…", "ok": "ok", "failed": "failed",
-                 "rejected": "arguments rejected", "reported": "reported", "raised": "raised an error",
-                 "interrupted": "interrupted", "not run": "not run"}
-_STATUS_TINT = {"ok": "ok", "reported": "ok", "failed": "bad", "raised": "bad", "rejected": "warn",
-                "interrupted": "warn"}
+_STATUS_WORDS = {
+    "requested": "requested",
+    "running": "running…",
+    "ok": "ok",
+    "failed": "failed",
+    "rejected": "arguments rejected",
+    "reported": "reported",
+    "raised": "raised an error",
+    "interrupted": "interrupted",
+    "not run": "not run",
+}
+_STATUS_TINT = {
+    "ok": "ok",
+    "reported": "ok",
+    "failed": "bad",
+    "raised": "bad",
+    "rejected": "warn",
+    "interrupted": "warn",
+}
 LABEL_LENGTH = 40
 """How long a step's label may be, in characters."""
 TEXT_VALUE_LENGTH = 200
@@ -262,10 +275,12 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
 
     shown_label = _shorten(scrub_text(trace.label, secrets), LABEL_LENGTH)
     label = f' · <span title="The step\'s input">{html.escape(shown_label)}</span>' if trace.label else ""
-    parts = [f'<div class="agl-step agl-{trace.state}" style="{_BOX}">',
-             f'<div style="{_HEAD}"><b>{esc(trace.role)}</b>{label} · {esc(_state_text(trace))}'
-             f' · <span title="What the recording says it was made with">{esc(_provenance(trace))}</span>'
-             "</div>"]
+    parts = [
+        f'<div class="agl-step agl-{trace.state}" style="{_BOX}">',
+        f'<div style="{_HEAD}"><b>{esc(trace.role)}</b>{label} · {esc(_state_text(trace))}'
+        f' · <span title="What the recording says it was made with">{esc(_provenance(trace))}</span>'
+        "</div>",
+    ]
     if trace.input is not None:
         parts.append(f"<details><summary>Input</summary>{_value_html(trace.input, esc)}</details>")
     for item in trace.items:
@@ -279,15 +294,21 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
             parts.append(f'<div style="{_ERROR}">A tool call written as text was dropped: {esc(item.message)}</div>')
         elif isinstance(item, FunctionNote):
             tint = f"background:{_TINTS['bad']};" if item.failed else ""
-            parts.append(f'<div style="{_FUNCTION}padding-left:{12 * item.depth}px;{tint}">'
-                         f"<b>{esc(_FUNCTION_WORDS[item.kind])}</b> <code>{esc(item.text)}</code></div>")
+            parts.append(
+                f'<div style="{_FUNCTION}padding-left:{12 * item.depth}px;{tint}">'
+                f"<b>{esc(_FUNCTION_WORDS[item.kind])}</b> <code>{esc(item.text)}</code></div>"
+            )
         else:
             answer = _value_html(item.answer, esc) if item.answered else f"<i>{_unanswered(trace)}</i>"
-            parts.append(f'<div style="{_QUESTION}"><b>Question:</b> <span style="white-space:pre-wrap">'
-                         f"{esc(item.text)}</span><br><b>Answer:</b> {answer}</div>")
+            parts.append(
+                f'<div style="{_QUESTION}"><b>Question:</b> <span style="white-space:pre-wrap">'
+                f"{esc(item.text)}</span><br><b>Answer:</b> {answer}</div>"
+            )
     if trace.roundtrips:
-        parts.append(f'<div style="{_NOTE}">tool round trips: {trace.roundtrips} of at most '
-                     f"{trace.max_roundtrips}{' (limit reached)' if trace.truncated else ''}</div>")
+        parts.append(
+            f'<div style="{_NOTE}">tool round trips: {trace.roundtrips} of at most '
+            f"{trace.max_roundtrips}{' (limit reached)' if trace.truncated else ''}</div>"
+        )
     if trace.reported_by is not None:
         parts.append(_result_html(trace, esc))
     if trace.error is not None:
@@ -303,11 +324,14 @@ def _call_html(call: CallTrace, esc: _Escape) -> str:
     if call.problems:
         body.append("<ul>" + "".join(f"<li>{esc(p)}</li>" for p in call.problems) + "</ul>")
     if call.result is not None:
-        body.append(f'<div><b>Result</b></div><div style="{_SCROLL}"><pre style="{_PRE}">{esc(call.result)}</pre>'
-                    "</div>")
-    return (f'<details style="{_CALL}"><summary><code>{esc(call.name)}</code> · '
-            f'{_chip(_STATUS_WORDS[call.status], _STATUS_TINT.get(call.status, "plain"))}</summary>'
-            f'{"".join(body)}</details>')
+        body.append(
+            f'<div><b>Result</b></div><div style="{_SCROLL}"><pre style="{_PRE}">{esc(call.result)}</pre></div>'
+        )
+    return (
+        f'<details style="{_CALL}"><summary><code>{esc(call.name)}</code> · '
+        f"{_chip(_STATUS_WORDS[call.status], _STATUS_TINT.get(call.status, 'plain'))}</summary>"
+        f"{''.join(body)}</details>"
+    )
 
 
 def _result_html(trace: StepTrace, esc: _Escape) -> str:
@@ -315,12 +339,16 @@ def _result_html(trace: StepTrace, esc: _Escape) -> str:
     fields = trace.result.items() if isinstance(trace.result, dict) else [("", trace.result)]
     for name, value in fields:
         description = trace.result_descriptions.get(name, "")
-        rows.append(f'<tr><td style="{_TD}"><code>{esc(name)}</code></td><td style="{_TD}">'
-                    f'{_value_html(value, esc)}</td><td style="{_TD}">{esc(description)}</td></tr>')
-    return (f'<div style="{_HEAD}">Result, reported with <code>{esc(trace.reported_by or "")}</code></div>'
-            f'<table class="agl-result" style="{_TABLE}"><thead><tr><th style="{_TD}">field</th>'
-            f'<th style="{_TD}">value</th><th style="{_TD}">description</th></tr></thead>'
-            f"<tbody>{''.join(rows)}</tbody></table>")
+        rows.append(
+            f'<tr><td style="{_TD}"><code>{esc(name)}</code></td><td style="{_TD}">'
+            f'{_value_html(value, esc)}</td><td style="{_TD}">{esc(description)}</td></tr>'
+        )
+    return (
+        f'<div style="{_HEAD}">Result, reported with <code>{esc(trace.reported_by or "")}</code></div>'
+        f'<table class="agl-result" style="{_TABLE}"><thead><tr><th style="{_TD}">field</th>'
+        f'<th style="{_TD}">value</th><th style="{_TD}">description</th></tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 def _value_html(value: JsonValue, esc: _Escape, depth: int = 0) -> str:
@@ -337,8 +365,11 @@ def _value_html(value: JsonValue, esc: _Escape, depth: int = 0) -> str:
         return f'<div style="{_SCROLL}">{inner}</div>' if depth == 0 else inner
     if isinstance(value, dict) and value and depth < 2:
         # Sorted: a live call's arguments come in the model's order, a replayed one's in the record's (canonical).
-        rows = "".join(f'<tr><td style="{_TD}"><code>{esc(k)}</code></td><td style="{_TD}">'
-                       f"{_value_html(v, esc, depth + 1)}</td></tr>" for k, v in sorted(value.items()))
+        rows = "".join(
+            f'<tr><td style="{_TD}"><code>{esc(k)}</code></td><td style="{_TD}">'
+            f"{_value_html(v, esc, depth + 1)}</td></tr>"
+            for k, v in sorted(value.items())
+        )
         inner = f'<table style="{_TABLE}">{rows}</table>'
         return f'<div style="{_SCROLL}">{inner}</div>' if depth == 0 else inner
     if isinstance(value, list | dict):
@@ -357,8 +388,7 @@ def _chip(text: str, tint: str) -> str:
 def _waiting_text(event: ModelRetryWaiting) -> str:
     seconds = f"{event.seconds:.0f}" if event.seconds >= 10 else f"{event.seconds:.1f}"
     asked = f"; the server asked for {event.asked:.0f} s" if event.asked is not None else ""
-    return (f"waiting {seconds} s before retrying ({event.reason}{asked}; retry {event.retry} of "
-            f"{event.max_retries})")
+    return f"waiting {seconds} s before retrying ({event.reason}{asked}; retry {event.retry} of {event.max_retries})"
 
 
 def _state_text(trace: StepTrace) -> str:
@@ -393,8 +423,12 @@ def _shorten(text: str, limit: int = 60) -> str:
 
 
 # Tints blend with the theme behind them (light or dark); text keeps the theme's colour.
-_TINTS = {"ok": "rgba(26,127,55,0.18)", "bad": "rgba(209,36,47,0.18)", "warn": "rgba(191,135,0,0.22)",
-          "plain": "rgba(127,127,127,0.16)"}
+_TINTS = {
+    "ok": "rgba(26,127,55,0.18)",
+    "bad": "rgba(209,36,47,0.18)",
+    "warn": "rgba(191,135,0,0.22)",
+    "plain": "rgba(127,127,127,0.16)",
+}
 _BOX = "border:1px solid rgba(127,127,127,0.45);border-radius:6px;padding:6px 10px;margin:4px 0;font-size:13px"
 _HEAD = "margin:2px 0 6px 0"
 _PRE = "white-space:pre-wrap;overflow-wrap:anywhere;margin:2px 0;font-size:12px"
@@ -404,8 +438,7 @@ _TD = "text-align:left;vertical-align:top;padding:2px 8px"
 _TEXT = "white-space:pre-wrap;overflow-wrap:anywhere;margin:4px 0;max-height:24em;overflow:auto"
 _CALL = "margin:2px 0"
 _FUNCTION = "margin:2px 0;white-space:pre-wrap;"
-_QUESTION = ("margin:4px 0;padding:4px 6px;background:rgba(127,127,127,0.14);"
-             "border-left:3px solid rgba(127,127,127,0.5)")
+_QUESTION = "margin:4px 0;padding:4px 6px;background:rgba(127,127,127,0.14);border-left:3px solid rgba(127,127,127,0.5)"
 _NOTE = "opacity:0.8;margin:4px 0"
 _ERROR = f"margin:4px 0;padding:4px 6px;background:{_TINTS['bad']};border-left:3px solid rgba(209,36,47,0.7)"
 _TABLE = "border-collapse:collapse;margin:2px 0"

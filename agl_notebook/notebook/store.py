@@ -134,8 +134,11 @@ class NotebookStore:
         if found.problems and (str(path), mtime) not in self._warned:
             self._warned.add((str(path), mtime))
             listed = "\n".join(f"- {p}" for p in found.problems)
-            warn(f"Some recordings in {path.name} could not be read; those steps run live where they can, and "
-                 f"nothing in the notebook is changed:\n{listed}", RecordingWarning)
+            warn(
+                f"Some recordings in {path.name} could not be read; those steps run live where they can, and "
+                f"nothing in the notebook is changed:\n{listed}",
+                RecordingWarning,
+            )
         return found
 
     def __repr__(self) -> str:

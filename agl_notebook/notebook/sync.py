@@ -83,5 +83,3 @@ class CommPoller:
         self.deferred = []
         # The stream's socket is edge-triggered: make it look again for what arrived while we were reading.
         self.stream.io_loop.add_callback(self.stream._handle_events, self.socket, self._zmq.POLLIN)
-
-

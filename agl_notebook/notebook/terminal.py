@@ -52,8 +52,9 @@ def _headless_answers() -> ScriptedTerminal | None:
         try:
             answers = json.loads(raw)
         except json.JSONDecodeError as e:
-            raise InputError(f"{ANSWERS_VARIABLE} must be a JSON list of answers: {e.msg} at column "
-                             f"{e.colno}.") from None
+            raise InputError(
+                f"{ANSWERS_VARIABLE} must be a JSON list of answers: {e.msg} at column {e.colno}."
+            ) from None
         if not isinstance(answers, list):
             raise InputError(f"{ANSWERS_VARIABLE} must be a JSON list of answers, not {type(answers).__name__}.")
         _scripted = ScriptedTerminal(answers)

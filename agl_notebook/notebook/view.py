@@ -47,9 +47,15 @@ SAVED_WHILE_RUNNING = "was running when the notebook was saved; run the cell aga
 class NotebookView:
     """Draws one step in the running cell."""
 
-    def __init__(self, role: Role[Any], *, display: Callable[..., Any] | None = None,
-                 send_record: Callable[[StepRecord], None] | None = None, live: bool = True,
-                 order: DisplayOrder | None = None) -> None:
+    def __init__(
+        self,
+        role: Role[Any],
+        *,
+        display: Callable[..., Any] | None = None,
+        send_record: Callable[[StepRecord], None] | None = None,
+        live: bool = True,
+        order: DisplayOrder | None = None,
+    ) -> None:
         self.trace = StepTrace(role.name, result_descriptions=_descriptions(role))
         self._order = order
         self._ticket: int | None = None
@@ -113,8 +119,9 @@ class NotebookView:
 
     def show_miss(self, miss: Miss) -> None:
         """Say in the live view, before the model is called, why a step with recordings of its role runs live."""
-        text, nearest, differing = explain_miss(miss.role, miss.fingerprint, miss.occurrence, miss.records,
-                                                where=miss.where)
+        text, nearest, differing = explain_miss(
+            miss.role, miss.fingerprint, miss.occurrence, miss.records, where=miss.where
+        )
         if nearest is None or nearest.role != miss.role:
             return  # never recorded: nothing "no longer matches"
         self._miss = (scrub_text(text, self._secrets), differing)
@@ -151,8 +158,10 @@ class NotebookView:
         """The step started (before its first await, so in start order): take its place in the cell."""
         if self._live:
             # The header at once ("waiting for <model>"), before the recordings are read or a reply arrives.
-            bundle = {"text/plain": render_text(self.trace, self._secrets),
-                      "text/html": render_html(self.trace, self._secrets)}
+            bundle = {
+                "text/plain": render_text(self.trace, self._secrets),
+                "text/html": render_html(self.trace, self._secrets),
+            }
             self._handle = self._display(bundle, metadata=LIVE_METADATA, raw=True, display_id=True)
         elif self._order is not None:
             self._ticket = self._order.ticket()
@@ -165,8 +174,11 @@ class NotebookView:
             return
         self._dirty = False
         self._last_draw = time.monotonic()
-        miss = (f'<div class="agl-miss" style="{_MISS}"><b>Runs live:</b> {_escape(self._miss[0])}</div>'
-                if self._miss is not None else "")
+        miss = (
+            f'<div class="agl-miss" style="{_MISS}"><b>Runs live:</b> {_escape(self._miss[0])}</div>'
+            if self._miss is not None
+            else ""
+        )
         self._html.value = miss + render_html(self.trace, self._secrets)
         self.redraws += 1
 
@@ -193,10 +205,13 @@ class NotebookView:
     def _provenance(self, record: StepRecord | None) -> dict[str, Any]:
         """What the final display's metadata says of how it came to be (`nbfile.PROVENANCE_KEY`)."""
         provenance: dict[str, Any] = {
-            "version": 1, "source": "replayed" if self._replaying else "live",
+            "version": 1,
+            "source": "replayed" if self._replaying else "live",
             "model_requests": 0 if self._replaying else self.trace.requests,
             "recorded_at": record.recorded_at if record is not None and record.recorded_at else None,
-            "record_id": record.id if record is not None else None, "backend": self.trace.backend}
+            "record_id": record.id if record is not None else None,
+            "backend": self.trace.backend,
+        }
         if self._miss is not None and not self._replaying:
             provenance["miss"], provenance["differing"] = self._miss[0], list(self._miss[1])
         return provenance
@@ -261,8 +276,15 @@ async def standalone_ask(screen: Screen[Any]) -> list[object]:
     """Ask outside a step: a form in its own display, replaced by the static question and answer when given."""
     form = _Form(screen)
     placeholder = f"Question: {screen.text}\n(It was unanswered when the notebook was saved; run the cell again.)"
-    handle = _ipython_display({WIDGET_MIME: {"version_major": 2, "version_minor": 0, "model_id": form.box.model_id},
-                               "text/plain": placeholder}, metadata=LIVE_METADATA, raw=True, display_id=True)
+    handle = _ipython_display(
+        {
+            WIDGET_MIME: {"version_major": 2, "version_minor": 0, "model_id": form.box.model_id},
+            "text/plain": placeholder,
+        },
+        metadata=LIVE_METADATA,
+        raw=True,
+        display_id=True,
+    )
     try:
         values = await form.answer()
     finally:

@@ -11,8 +11,9 @@ from .fingerprint import Fingerprint, part_names
 from .records import StepRecord
 
 
-def nearest_record(fp: Fingerprint, occurrence: int, records: Sequence[StepRecord]
-                   ) -> tuple[StepRecord | None, tuple[str, ...]]:
+def nearest_record(
+    fp: Fingerprint, occurrence: int, records: Sequence[StepRecord]
+) -> tuple[StepRecord | None, tuple[str, ...]]:
     """The record sharing most fingerprint parts with this step (the same role first), and the parts that differ."""
     best: StepRecord | None = None
     best_key: tuple[int, int, int] = (-1, -1, -1)
@@ -29,18 +30,31 @@ def nearest_record(fp: Fingerprint, occurrence: int, records: Sequence[StepRecor
     return best, differing
 
 
-def explain_miss(role: str, fp: Fingerprint, occurrence: int, records: Sequence[StepRecord], *,
-                 where: str) -> tuple[str, StepRecord | None, tuple[str, ...]]:
+def explain_miss(
+    role: str, fp: Fingerprint, occurrence: int, records: Sequence[StepRecord], *, where: str
+) -> tuple[str, StepRecord | None, tuple[str, ...]]:
     """A sentence saying why no record matches, with the nearest record and what differs."""
     nearest, differing = nearest_record(fp, occurrence, records)
     if nearest is None:
         return f"No recording of a step of role {role!r} exists in {where}.", None, ()
     if differing == ("occurrence",):
-        return (f"{where} holds identical steps of role {role!r}, but not a recording for occurrence "
+        return (
+            (
+                f"{where} holds identical steps of role {role!r}, but not a recording for occurrence "
                 f"{occurrence + 1} of it in this cell execution (the nearest is occurrence "
-                f"{nearest.occurrence + 1})."), nearest, differing
-    return (f"No recording matches this step of role {role!r} in {where}. The nearest (role {nearest.role!r}, "
-            f"recorded with {nearest.backend}) differs in: {', '.join(differing)}."), nearest, differing
+                f"{nearest.occurrence + 1})."
+            ),
+            nearest,
+            differing,
+        )
+    return (
+        (
+            f"No recording matches this step of role {role!r} in {where}. The nearest (role {nearest.role!r}, "
+            f"recorded with {nearest.backend}) differs in: {', '.join(differing)}."
+        ),
+        nearest,
+        differing,
+    )
 
 
 @dataclass(frozen=True)
@@ -106,16 +120,19 @@ def stale_reasons(records: Sequence[StepRecord], *, cells: Mapping[str, int] | N
         noted = _used.get(record.cell_id)
         if noted is not None:
             used = [by_id[i] for i in noted[1] if i in by_id]
-            nearest, differing = nearest_record(Fingerprint({"role": "", **record.parts}, ""), record.occurrence,
-                                                 used)
+            nearest, differing = nearest_record(Fingerprint({"role": "", **record.parts}, ""), record.occurrence, used)
             if nearest is None or nearest.role != record.role:
                 reasons[record.id] = f"stale: its cell's latest run here ran no step of role {record.role!r}"
             elif differing == ("occurrence",):
-                reasons[record.id] = (f"stale: its cell's latest run here ran this step fewer times (it used "
-                                      f"{nearest.id[:12]}, occurrence {nearest.occurrence + 1})")
+                reasons[record.id] = (
+                    f"stale: its cell's latest run here ran this step fewer times (it used "
+                    f"{nearest.id[:12]}, occurrence {nearest.occurrence + 1})"
+                )
             else:
-                reasons[record.id] = (f"stale: its cell's latest run here used {nearest.id[:12]} instead, which "
-                                      f"differs in: {', '.join(differing)}")
+                reasons[record.id] = (
+                    f"stale: its cell's latest run here used {nearest.id[:12]} instead, which "
+                    f"differs in: {', '.join(differing)}"
+                )
         elif cells is not None and record.cell_id not in cells:
             reasons[record.id] = "stale: no cell of the saved notebook has its cell id (deleted, or not saved yet)"
     return reasons

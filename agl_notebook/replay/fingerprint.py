@@ -27,6 +27,7 @@ def part_names(*parts: Mapping[str, str]) -> tuple[str, ...]:
         names.extend(name for name in digests if name not in names)
     return tuple(names)
 
+
 _PART_DIGITS = 16
 _ID_DIGITS = 32
 
@@ -67,8 +68,11 @@ def fingerprint(
         "backend": _cached("backend", backend, lambda: backend),
         "instructions": _cached("instructions", system, lambda: system),
         "tools": _cached("tools", tuple(_tool_key(t) for t in tools), lambda: [_tool_json(t) for t in tools]),
-        "reporting": _cached("reporting", _tool_key(reporting) if reporting else None,
-                             lambda: _tool_json(reporting) if reporting else None),
+        "reporting": _cached(
+            "reporting",
+            _tool_key(reporting) if reporting else None,
+            lambda: _tool_json(reporting) if reporting else None,
+        ),
         "input": digest({"type": input_type, "value": input})[:_PART_DIGITS],
         "settings": digest(settings)[:_PART_DIGITS],
         "format": _FORMAT_DIGEST,

@@ -57,7 +57,8 @@ def refuse_blocked_call(what: str) -> None:
     if session.block_model_calls:
         raise ModelCallBlockedError(
             f"{what}, and model and network calls are blocked here (under nbval, or {BLOCK_VARIABLE}=1). Record it "
-            "first: run the notebook with `agl-notebook execute --record`, or run the cell in JupyterLab and save.")
+            "first: run the notebook with `agl-notebook execute --record`, or run the cell in JupyterLab and save."
+        )
 
 
 def _is_mode(mode: str) -> TypeGuard[Mode]:
@@ -71,8 +72,7 @@ def check_mode(mode: str, *, where: str) -> Mode:
     return mode
 
 
-def resolve_mode(*, step: str | None = None, run: str | None = None,
-                 environ: Mapping[str, str] | None = None) -> Mode:
+def resolve_mode(*, step: str | None = None, run: str | None = None, environ: Mapping[str, str] | None = None) -> Mode:
     """The mode in force for one step."""
     if step is not None:
         return check_mode(step, where="run.step(mode=...)")

@@ -101,8 +101,9 @@ class StepRecord:
                 {"tool_call_id": q.tool_call_id, "text": q.text, "inputs": list(q.inputs), "answer": q.answer}
                 for q in self.questions
             ]
-        usage: JsonObject = {name: getattr(self.usage, name) for name in _USAGE_FIELDS_IN_ORDER
-                             if getattr(self.usage, name)}
+        usage: JsonObject = {
+            name: getattr(self.usage, name) for name in _USAGE_FIELDS_IN_ORDER if getattr(self.usage, name)
+        }
         if usage:
             data["usage"] = usage
         if self.tape:
@@ -118,8 +119,7 @@ def record_from_json(data: JsonValue, *, where: str = "record") -> StepRecord:
     if data.get("kind") != "step":
         raise InputError(f"{where}.kind: expected 'step', got {data.get('kind')!r}.")
     if data.get("format") != FORMAT:
-        raise InputError(f"{where}.format: this version reads format {FORMAT}, the record has "
-                         f"{data.get('format')!r}.")
+        raise InputError(f"{where}.format: this version reads format {FORMAT}, the record has {data.get('format')!r}.")
     parts = data.get("parts")
     if not isinstance(parts, dict) or not all(isinstance(v, str) for v in parts.values()):
         raise InputError(f"{where}.parts: expected an object of digests.")
@@ -184,8 +184,10 @@ def block_from_json(data: JsonValue, *, where: str) -> RecordsBlock:
         raise InputError(f"{where}.version: missing; this version of agl_notebook reads version {FORMAT}.")
     version = data["version"]
     if version != FORMAT or isinstance(version, bool):
-        raise InputError(f"{where}.version: this version of agl_notebook reads version {FORMAT}, found "
-                         f"{version!r}{' (a string)' if isinstance(version, str) else ''}.")
+        raise InputError(
+            f"{where}.version: this version of agl_notebook reads version {FORMAT}, found "
+            f"{version!r}{' (a string)' if isinstance(version, str) else ''}."
+        )
     raw = data.get("records")
     if not isinstance(raw, list):
         raise InputError(f"{where}.records: expected a list. Found {_shape(raw)}.")
@@ -242,5 +244,9 @@ def _question(data: JsonValue, where: str) -> RecordedQuestion:
     inputs = data.get("inputs")
     if not isinstance(inputs, list) or not all(isinstance(i, str) for i in inputs):
         raise InputError(f"{where}.inputs: expected a list of labels.")
-    return RecordedQuestion(_string(data, "tool_call_id", where), _string(data, "text", where),
-                            tuple(str(i) for i in inputs), data.get("answer"))
+    return RecordedQuestion(
+        _string(data, "tool_call_id", where),
+        _string(data, "text", where),
+        tuple(str(i) for i in inputs),
+        data.get("answer"),
+    )

@@ -132,8 +132,11 @@ class JsonFileStore(MemoryStore):
             self._records.update(mine)
         kept = super().put(record)
         if self.problem is not None:
-            warn(f"Not saved to {self.path}: {self.problem} The record is kept in memory for this session; fix or "
-                 "move the file to save recordings again.", RecordingWarning)
+            warn(
+                f"Not saved to {self.path}: {self.problem} The record is kept in memory for this session; fix or "
+                "move the file to save recordings again.",
+                RecordingWarning,
+            )
             return kept
         write_atomically(self.path, self._file_text())
         self._read_at = self._mtime()

@@ -66,8 +66,10 @@ class Run:
         view: ViewFactory | None = None,
     ) -> None:
         if model is not None and not isinstance(model, Model):
-            raise InputError(f"Run(model=...) takes a model backend such as ScriptedModel, not {model!r}; to "
-                             "name a Claude model, use @role(model=Claude.OPUS).")
+            raise InputError(
+                f"Run(model=...) takes a model backend such as ScriptedModel, not {model!r}; to "
+                "name a Claude model, use @role(model=Claude.OPUS)."
+            )
         if terminal is not None and answers is not None:
             raise InputError("Run takes answers or a terminal, not both.")
         self.model = model
@@ -76,8 +78,13 @@ class Run:
         # recordings read from the notebook file.
         self._environment: Environment | None = current_environment()
         env = self._environment
-        self._terminal = terminal or (ScriptedTerminal(answers) if answers is not None
-                                      else env.terminal() if env is not None else ConsoleTerminal())
+        self._terminal = terminal or (
+            ScriptedTerminal(answers)
+            if answers is not None
+            else env.terminal()
+            if env is not None
+            else ConsoleTerminal()
+        )
         self._view_factory: ViewFactory | None = view or (env.view if env is not None else None)
         self._sinks: list[EventSink] = [on_event] if on_event else []
         self.store: Store = store if store is not None else env.store() if env is not None else MemoryStore()
@@ -109,13 +116,14 @@ class Run:
         self._sinks.append(sink)
 
     @overload
-    async def step(self, role: Role[T], input: object, *, mode: Mode | None = None, label: str | None = None
-                   ) -> T: ...
+    async def step(self, role: Role[T], input: object, *, mode: Mode | None = None, label: str | None = None) -> T: ...
     @overload
-    async def step(self, role: RoleFactory[..., T], input: object, *, mode: Mode | None = None,
-                   label: str | None = None) -> T: ...
-    async def step(self, role: Role[T] | RoleFactory[..., T], input: object, *, mode: Mode | None = None,
-                   label: str | None = None) -> T:
+    async def step(
+        self, role: RoleFactory[..., T], input: object, *, mode: Mode | None = None, label: str | None = None
+    ) -> T: ...
+    async def step(
+        self, role: Role[T] | RoleFactory[..., T], input: object, *, mode: Mode | None = None, label: str | None = None
+    ) -> T:
         """Run one step of ``role`` on ``input`` and return the reported payload (None without a reporting tool).
 
         ``label`` is shown in the step's view beside the role, to tell it from other steps of the role (by default,
@@ -137,8 +145,15 @@ class Run:
         result: T = outcome.result
         return result
 
-    async def step_outcome(self, role: Role[Any] | RoleFactory[..., Any], input: object, *, mode: Mode | None = None,
-                           label: str | None = None, on_event: EventSink | None = None) -> LoopOutcome:
+    async def step_outcome(
+        self,
+        role: Role[Any] | RoleFactory[..., Any],
+        input: object,
+        *,
+        mode: Mode | None = None,
+        label: str | None = None,
+        on_event: EventSink | None = None,
+    ) -> LoopOutcome:
         """`step`, returning the step's whole outcome (result, transcript, usage, requests, truncation).
 
         ``on_event`` gets this step's own events (after its view, before the Run's sinks); not those of the steps
@@ -156,12 +171,30 @@ class Run:
         if view is not None:
             emit = emit_to(view, emit)
         scope = StepScope(resolved.name, emit, view=view)
-        plan = StepPlan.build(resolved, input, model, model_id, scope, view=view, label=label,
-                              network=model_network(model), keep=self._keep)
+        plan = StepPlan.build(
+            resolved,
+            input,
+            model,
+            model_id,
+            scope,
+            view=view,
+            label=label,
+            network=model_network(model),
+            keep=self._keep,
+        )
         return await run_unit(plan, step_mode, self._context())
 
-    async def unit(self, name: str, input: JsonValue, *, parts: Mapping[str, JsonValue], backend: str,
-                   network: bool, work: Work, mode: Mode | None = None) -> UnitOutcome:
+    async def unit(
+        self,
+        name: str,
+        input: JsonValue,
+        *,
+        parts: Mapping[str, JsonValue],
+        backend: str,
+        network: bool,
+        work: Work,
+        mode: Mode | None = None,
+    ) -> UnitOutcome:
         """Run (or replay) one unit of work other than a step: a top-level call of an agent's function.
 
         `agl_notebook.functions.Agent.call` runs every call through this: the unit is fingerprinted from ``name``
@@ -177,8 +210,17 @@ class Run:
         __tracebackhide__ = True
         # As in `step`, everything up to the first await runs when the unit starts (the occurrence number).
         unit_mode = resolve_mode(step=mode, run=self.mode)
-        fp = fingerprint(role=name, backend=backend, system="", tools=(), reporting=None, input_type="arguments",
-                         input=input, settings={}, extra=parts)
+        fp = fingerprint(
+            role=name,
+            backend=backend,
+            system="",
+            tools=(),
+            reporting=None,
+            input_type="arguments",
+            input=input,
+            settings={},
+            extra=parts,
+        )
         view = self._view_factory(_unit_role(name)) if self._view_factory is not None else None
         scope = StepScope(name, self._emit if view is None else emit_to(view, self._emit), view=view)
         unit = TapedUnit(name, input, backend, fp, network, view, scope, work)
@@ -252,8 +294,10 @@ class Run:
         if len(required) == 1 and (required[0].name == "run" or required[0].annotation in (Run, "Run")):
             return role(self) if required[0].kind is not inspect.Parameter.KEYWORD_ONLY else role(run=self)
         names = ", ".join(p.name for p in required)
-        raise InputError(f"{role.function.__qualname__} needs arguments ({names}): call it first, as "
-                         f"run.step({role.function.__name__}(...), input).")
+        raise InputError(
+            f"{role.function.__qualname__} needs arguments ({names}): call it first, as "
+            f"run.step({role.function.__name__}(...), input)."
+        )
 
     def _model_for(self, role: Role[Any]) -> tuple[Model, str]:
         chosen = self.model or role.model
@@ -264,8 +308,10 @@ class Run:
             return resolve_model(chosen), chosen
         if chosen is not None:
             return chosen, model_id
-        raise InputError(f"Role {role.name!r} has no model: give it one with @role(model=Claude.OPUS), or run "
-                         "it with Run(model=ScriptedModel(...)).")
+        raise InputError(
+            f"Role {role.name!r} has no model: give it one with @role(model=Claude.OPUS), or run "
+            "it with Run(model=ScriptedModel(...))."
+        )
 
 
 @functools.cache
@@ -276,10 +322,12 @@ def _unit_role(name: str) -> Role[None]:
 
 @functools.cache
 def _required_parameters(function: Callable[..., Any]) -> list[inspect.Parameter]:
-    return [p for p in inspect.signature(function).parameters.values()
-            if p.default is inspect.Parameter.empty
-            and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-
+    return [
+        p
+        for p in inspect.signature(function).parameters.values()
+        if p.default is inspect.Parameter.empty
+        and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
 
 
 def _emit_both(first: EventSink, rest: EventSink) -> EventSink:

@@ -62,8 +62,7 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
     try:
         # Told before the first await, so views take their places in the order steps start.
         input_json = unit.input_json
-        emit(StepStarted(name, input_json, unit.backend, input_label(input_json) if unit.label is None
-                         else unit.label))
+        emit(StepStarted(name, input_json, unit.backend, input_label(input_json) if unit.label is None else unit.label))
         if mode in ("auto", "replay"):
             await store.ready()  # a store that must hear from elsewhere first (the notebook's)
         found = store.get(record_id) if mode in ("auto", "replay") else None
@@ -72,8 +71,7 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
         if found is not None and (problems := unit.unfit(found)):
             unfit_message = _no_longer_fits(found, name, problems, where=repr(store))
             if mode == "auto":
-                warn(f"{unfit_message} The step runs live; its new record is kept in this session.",
-                     RecordingWarning)
+                warn(f"{unfit_message} The step runs live; its new record is kept in this session.", RecordingWarning)
             nearest_unfit, found = found, None
         if view is not None:
             view.begin(replaying=found is not None)
@@ -89,12 +87,19 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
             kept = found
             note_used(context.cell_id(), execution, found.id)
         elif mode == "replay" and unfit_message is not None:
-            raise ReplayMissError(f"{unfit_message} Mode 'replay' never calls a model: run it in mode 'auto' or "
-                                  "'refresh' to record it again.", nearest=nearest_unfit, differing=())
+            raise ReplayMissError(
+                f"{unfit_message} Mode 'replay' never calls a model: run it in mode 'auto' or "
+                "'refresh' to record it again.",
+                nearest=nearest_unfit,
+                differing=(),
+            )
         elif mode == "replay":
             message, nearest, differing = explain_miss(name, fp, occurrence, store.records(), where=repr(store))
-            raise ReplayMissError(f"{message} Mode 'replay' never calls a model: run it in mode 'auto' or "
-                                  "'refresh' to record it.", nearest=nearest, differing=differing)
+            raise ReplayMissError(
+                f"{message} Mode 'replay' never calls a model: run it in mode 'auto' or 'refresh' to record it.",
+                nearest=nearest,
+                differing=differing,
+            )
         else:
             if mode == "auto" and unfit_message is None:  # a miss to explain (an unfit record was warned of)
                 miss = Miss(name, fp, occurrence, tuple(store.records()), repr(store), context.cell_id())
@@ -104,15 +109,17 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
                 raise ModelCallBlockedError(
                     f"{unit.blocked}, and model calls are blocked here "
                     f"(under nbval, or {modes.BLOCK_VARIABLE}=1). Record it first: run the notebook with "
-                    "`agl-notebook execute --record`, or run the cell in JupyterLab and save.")
+                    "`agl-notebook execute --record`, or run the cell in JupyterLab and save."
+                )
             try:
                 outcome = await unit.live()
             except MissingCredentialsError as e:
                 if mode != "auto":
                     raise
                 message, _, _ = explain_miss(name, fp, occurrence, store.records(), where=repr(store))
-                raise MissingCredentialsError(f"This step is not recorded, so it must run live. {message}\n\n"
-                                              f"{e}") from None
+                raise MissingCredentialsError(
+                    f"This step is not recorded, so it must run live. {message}\n\n{e}"
+                ) from None
             if watch is not None and watch.interrupted:
                 # The interrupt came while nothing yielded (a blocking tool): end as the cell's cancellation
                 # would have. A CancelledError, not a KeyboardInterrupt: raised in a task of its own (a step
@@ -156,5 +163,7 @@ def _is_interrupt(error: BaseException) -> bool:
 def _no_longer_fits(record: StepRecord, name: str, problems: Sequence[str], *, where: str) -> str:
     """What to say of a matching recording whose result no longer builds the payload."""
     cell = f" (recorded in cell {record.cell_id})" if record.cell_id else ""
-    return (f"The recording {record.id} of {name!r}{cell} in {where} no longer fits: its reported result does not "
-            f"build the payload now: {'; '.join(problems)}. The recording is left as it is.")
+    return (
+        f"The recording {record.id} of {name!r}{cell} in {where} no longer fits: its reported result does not "
+        f"build the payload now: {'; '.join(problems)}. The recording is left as it is."
+    )

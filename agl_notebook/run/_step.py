@@ -35,8 +35,10 @@ def system_text(role: Role[Any]) -> str:
     report = role.reporting_tool
     if report is None:
         return role.instructions
-    return (f"{role.instructions.rstrip()}\n\nWhen you have the result, hand it back by calling the "
-            f"`{report.name}` tool. Calling it ends your work on this step.")
+    return (
+        f"{role.instructions.rstrip()}\n\nWhen you have the result, hand it back by calling the "
+        f"`{report.name}` tool. Calling it ends your work on this step."
+    )
 
 
 def input_message(value: object) -> str:
@@ -61,8 +63,6 @@ def check_input(role: Role[Any], value: object) -> None:
         raise InputError(f"A step's input is a payload dataclass or a string, not {type(value).__qualname__}.")
     if not isinstance(value, str):
         payload_spec(type(value))  # it must be JSON-able to be shown to the model
-
-
 
 
 @dataclasses.dataclass
@@ -97,9 +97,19 @@ class StepPlan:
         return f"A step of role {self.role.name!r} would call a model"
 
     @classmethod
-    def build(cls, role: Role[Any], value: object, model: Model, model_id: str, scope: StepScope, *,
-              view: StepView | None, label: str | None, network: bool, keep: Callable[[LoopOutcome], None]
-              ) -> StepPlan:
+    def build(
+        cls,
+        role: Role[Any],
+        value: object,
+        model: Model,
+        model_id: str,
+        scope: StepScope,
+        *,
+        view: StepView | None,
+        label: str | None,
+        network: bool,
+        keep: Callable[[LoopOutcome], None],
+    ) -> StepPlan:
         tools = [t for t in role.tools if isinstance(t, Tool)]
         reporting = _reporting(role.reporting_tool)
         backend = model.backend_id(model_id)
@@ -113,11 +123,29 @@ class StepPlan:
             reporting=reporting.spec if reporting else None,
             input_type=type(value).__qualname__,
             input=input_json,
-            settings={"max_tokens": role.max_tokens, "max_tool_roundtrips": role.max_tool_roundtrips,
-                      "reminders": role.reminders},
+            settings={
+                "max_tokens": role.max_tokens,
+                "max_tool_roundtrips": role.max_tool_roundtrips,
+                "reminders": role.reminders,
+            },
         )
-        return cls(role, model, model_id, backend, system, user_text(input_message(value)), tools, reporting,
-                   input_json, fp, scope, view, label, network, keep)
+        return cls(
+            role,
+            model,
+            model_id,
+            backend,
+            system,
+            user_text(input_message(value)),
+            tools,
+            reporting,
+            input_json,
+            fp,
+            scope,
+            view,
+            label,
+            network,
+            keep,
+        )
 
     async def live(self) -> LoopOutcome:
         """Run the loop on the model, the tools' handlers running."""
@@ -137,12 +165,14 @@ class StepPlan:
         """Run the loop again on the recorded replies: validation and events as live, no model, no handler."""
         __tracebackhide__ = True
         results = {b.tool_use_id: b for m in record.transcript for b in m.content if isinstance(b, ToolResultBlock)}
-        outcome = await self._loop(RecordedModel(record), [self._replay_tool(t, record, results)
-                                                             for t in self.tools])
+        outcome = await self._loop(RecordedModel(record), [self._replay_tool(t, record, results) for t in self.tools])
         if outcome.result_json != record.result:
-            raise ReplayMissError(f"The recording {record.id} of role {self.role.name!r} does not replay to its own "
-                                  "result: it is damaged. Run the step in mode 'refresh' to record it again.",
-                                  nearest=record, differing=())
+            raise ReplayMissError(
+                f"The recording {record.id} of role {self.role.name!r} does not replay to its own "
+                "result: it is damaged. Run the step in mode 'refresh' to record it again.",
+                nearest=record,
+                differing=(),
+            )
         return dataclasses.replace(outcome, usage=record.usage)
 
     def record(self, record_id: str, occurrence: int, outcome: LoopOutcome, cell_id: str | None) -> StepRecord:
@@ -189,10 +219,12 @@ class StepPlan:
             asked = len(self.scope.questions)
             result = await t.handler(payload)
             if not isinstance(result, ToolResult):
-                raise InputError(f"The handler of tool {t.name!r} returned {type(result).__name__}; it must "
-                                 "return a ToolResult.")
-            self.questions.extend(RecordedQuestion(call_id, q.text, q.inputs, q.answer)
-                                  for q in self.scope.questions[asked:])
+                raise InputError(
+                    f"The handler of tool {t.name!r} returned {type(result).__name__}; it must return a ToolResult."
+                )
+            self.questions.extend(
+                RecordedQuestion(call_id, q.text, q.inputs, q.answer) for q in self.scope.questions[asked:]
+            )
             return result.text, result.rejected
 
         return LoopTool(_tool_spec(t), call, t.spec.validate)
@@ -206,9 +238,12 @@ class StepPlan:
                     self.scope.emit(QuestionAnswered(q.text, q.answer))
             recorded = results.get(call_id)
             if recorded is None:
-                raise ReplayMissError(f"The recording {record.id} has no result for the call {call_id} to "
-                                      f"{t.name!r}: it is damaged. Run the step in mode 'refresh'.",
-                                      nearest=record, differing=())
+                raise ReplayMissError(
+                    f"The recording {record.id} has no result for the call {call_id} to "
+                    f"{t.name!r}: it is damaged. Run the step in mode 'refresh'.",
+                    nearest=record,
+                    differing=(),
+                )
             return recorded.content, recorded.is_error
 
         return LoopTool(_tool_spec(t), call, t.spec.validate)

@@ -25,8 +25,9 @@ class MessagePump(Protocol):
         """The call ended: hand back every message kept, in order."""
 
 
-def run_sync(make: Callable[[], Coroutine[Any, Any, T]], *, pump: MessagePump | None = None,
-             poll_interval: float = 0.02) -> T:
+def run_sync(
+    make: Callable[[], Coroutine[Any, Any, T]], *, pump: MessagePump | None = None, poll_interval: float = 0.02
+) -> T:
     """Run the coroutine ``make()`` to completion on a worker thread, running ``pump`` meanwhile.
 
     A KeyboardInterrupt (the kernel's interrupt) cancels the coroutine, waits for it to wipe its work, and

@@ -144,16 +144,30 @@ class TapedUnit:
         __tracebackhide__ = True
         outcome = await self.work(record.tape)
         if outcome.result != record.result:
-            raise ReplayMissError(f"The recording {record.id} of {self.name!r} does not replay to its own result: "
-                                  "it is damaged. Run the call in mode 'refresh' to record it again.",
-                                  nearest=record, differing=())
+            raise ReplayMissError(
+                f"The recording {record.id} of {self.name!r} does not replay to its own result: "
+                "it is damaged. Run the call in mode 'refresh' to record it again.",
+                nearest=record,
+                differing=(),
+            )
         return dataclasses.replace(outcome, usage=record.usage)
 
     def record(self, record_id: str, occurrence: int, outcome: UnitOutcome, cell_id: str | None) -> StepRecord:
         """The record of a live run: its result and its tape."""
-        return StepRecord(id=record_id, parts=self.fingerprint.parts, occurrence=occurrence, role=self.name,
-                          backend=self.backend, input=self.input_json, result=outcome.result, transcript=(),
-                          usage=outcome.usage, cell_id=cell_id, recorded_at=now(), tape=outcome.tape)
+        return StepRecord(
+            id=record_id,
+            parts=self.fingerprint.parts,
+            occurrence=occurrence,
+            role=self.name,
+            backend=self.backend,
+            input=self.input_json,
+            result=outcome.result,
+            transcript=(),
+            usage=outcome.usage,
+            cell_id=cell_id,
+            recorded_at=now(),
+            tape=outcome.tape,
+        )
 
     def finished(self, outcome: UnitOutcome) -> Event:
         """``step.finished`` with the call's result."""

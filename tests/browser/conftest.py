@@ -21,8 +21,11 @@ NEEDS_EXTENSION = "needs_labextension"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", f"{NEEDS_EXTENSION}: the test's acceptance needs the agl_notebook "
-                                       "labextension; such tests run after the other browser tests.")
+    config.addinivalue_line(
+        "markers",
+        f"{NEEDS_EXTENSION}: the test's acceptance needs the agl_notebook "
+        "labextension; such tests run after the other browser tests.",
+    )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -58,17 +61,23 @@ def browser() -> Iterator[Any]:
         from playwright.sync_api import Error as PlaywrightError
         from playwright.sync_api import sync_playwright
     except ImportError as e:
-        pytest.fail(f"Browser tests need the Python package playwright ({e}); install it in the venv "
-                    "(its own browsers are not needed).", pytrace=False)
+        pytest.fail(
+            f"Browser tests need the Python package playwright ({e}); install it in the venv "
+            "(its own browsers are not needed).",
+            pytrace=False,
+        )
     if not CHROMIUM.is_file():
-        pytest.fail(f"Browser tests need chromium at {CHROMIUM} (Debian: `apt-get install chromium`; or set "
-                    "AGL_BROWSER_CHROMIUM to a chromium binary). Not skipped: a skipped browser test is no coverage.",
-                    pytrace=False)
+        pytest.fail(
+            f"Browser tests need chromium at {CHROMIUM} (Debian: `apt-get install chromium`; or set "
+            "AGL_BROWSER_CHROMIUM to a chromium binary). Not skipped: a skipped browser test is no coverage.",
+            pytrace=False,
+        )
     playwright = sync_playwright().start()
     try:
         try:
-            launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True,
-                                                  timeout=PAGE_LOAD * 1000)
+            launched = playwright.chromium.launch(
+                executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True, timeout=PAGE_LOAD * 1000
+            )
         except PlaywrightError as e:
             pytest.fail(f"Chromium at {CHROMIUM} did not start: {e}", pytrace=False)
         yield launched

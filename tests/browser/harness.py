@@ -35,8 +35,16 @@ ARTIFACTS = REPO / "build" / "browser-artifacts"
 
 CHROMIUM = Path(os.environ.get("AGL_BROWSER_CHROMIUM", "/usr/bin/chromium"))
 """Debian's chromium (Playwright's own browsers are not downloaded). ``AGL_BROWSER_CHROMIUM`` overrides it."""
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 # Every wait is bounded; seconds.
 SERVER_START = 60.0
@@ -69,8 +77,7 @@ def _free_port() -> int:
 # Lab and Notebook 7 user settings that keep the page offline, quiet and fully rendered.
 USER_SETTINGS = {
     # No "official Jupyter news?" toast, no update check.
-    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false",
-                                                                        "checkForUpdates": False},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false", "checkForUpdates": False},
     # Every cell stays in the DOM (no virtual scrolling), so the tests can read every cell's prompt and output.
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
 }
@@ -79,8 +86,14 @@ USER_SETTINGS = {
 class JupyterServer:
     """One ``jupyter lab`` server on 127.0.0.1 (it also serves Notebook 7), in its own config and runtime dirs."""
 
-    def __init__(self, base: Path, log_path: Path, *, disabled_extensions: Sequence[str] = (),
-                 settings: dict[str, dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        base: Path,
+        log_path: Path,
+        *,
+        disabled_extensions: Sequence[str] = (),
+        settings: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
         self.base = base
         self.disabled_extensions = tuple(disabled_extensions)
         self.settings = {**USER_SETTINGS, **(settings or {})}
@@ -100,18 +113,28 @@ class JupyterServer:
     def command(self) -> list[str]:
         settings, workspaces = self.base / "user-settings", self.base / "workspaces"
         return [
-            sys.executable, "-m", "jupyter", "lab", "--no-browser",
-            f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0", "--ServerApp.ip=127.0.0.1",
+            sys.executable,
+            "-m",
+            "jupyter",
+            "lab",
+            "--no-browser",
+            f"--ServerApp.port={self.port}",
+            "--ServerApp.port_retries=0",
+            "--ServerApp.ip=127.0.0.1",
             f"--IdentityProvider.token={self.token}",  # ServerApp.token is deprecated in jupyter_server 2
-            f"--ServerApp.root_dir={self.root}", "--ServerApp.open_browser=False",
+            f"--ServerApp.root_dir={self.root}",
+            "--ServerApp.open_browser=False",
             "--ServerApp.allow_root=True",  # CI containers run as root
             "--ServerApp.terminals_enabled=False",
             # Offline and quiet: no news feed, no update check, no extension index.
-            "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--LabApp.news_url=None",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
             "--LabApp.extension_manager=readonly",
             # Kernel status is read from the app object (window.jupyterapp), in Lab and in Notebook 7.
-            "--LabApp.expose_app_in_browser=True", "--JupyterNotebookApp.expose_app_in_browser=True",
-            f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={workspaces}",
+            "--LabApp.expose_app_in_browser=True",
+            "--JupyterNotebookApp.expose_app_in_browser=True",
+            f"--LabApp.user_settings_dir={settings}",
+            f"--LabApp.workspaces_dir={workspaces}",
             f"--JupyterNotebookApp.user_settings_dir={settings}",
             f"--JupyterNotebookApp.workspaces_dir={workspaces}",
         ]
@@ -119,8 +142,14 @@ class JupyterServer:
     def environment(self) -> dict[str, str]:
         # Kernels inherit this: nothing of the person's agl_notebook or Anthropic settings leaks in.
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AGL_NOTEBOOK_", "ANTHROPIC_", "JPY_"))}
-        env.update(JUPYTER_CONFIG_DIR=str(self.base / "config"), JUPYTER_RUNTIME_DIR=str(self.base / "runtime"),
-                   JUPYTER_PLATFORM_DIRS="1", PYTHONUNBUFFERED="1", NO_PROXY="*", no_proxy="*")
+        env.update(
+            JUPYTER_CONFIG_DIR=str(self.base / "config"),
+            JUPYTER_RUNTIME_DIR=str(self.base / "runtime"),
+            JUPYTER_PLATFORM_DIRS="1",
+            PYTHONUNBUFFERED="1",
+            NO_PROXY="*",
+            no_proxy="*",
+        )
         for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
             env.pop(name, None)
         return env
@@ -135,18 +164,28 @@ class JupyterServer:
         if self.disabled_extensions:
             page_config = self.base / "config" / "labconfig" / "page_config.json"
             page_config.parent.mkdir(parents=True, exist_ok=True)
-            page_config.write_text(json.dumps({"disabledExtensions": dict.fromkeys(self.disabled_extensions, True)}),
-                                   encoding="utf-8")
+            page_config.write_text(
+                json.dumps({"disabledExtensions": dict.fromkeys(self.disabled_extensions, True)}), encoding="utf-8"
+            )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("wb")
-        self.process = subprocess.Popen(self.command(), cwd=self.root, env=self.environment(), stdout=self._log,
-                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        self.process = subprocess.Popen(
+            self.command(),
+            cwd=self.root,
+            env=self.environment(),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + SERVER_START
         last = "no answer yet"
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise BrowserTestError(f"The Jupyter server exited with code {self.process.returncode} before "
-                                       f"answering. Its log ({self.log_path}):\n{self.log_tail()}")
+                raise BrowserTestError(
+                    f"The Jupyter server exited with code {self.process.returncode} before "
+                    f"answering. Its log ({self.log_path}):\n{self.log_tail()}"
+                )
             try:
                 self.api("GET", "/api/status", timeout=2)
                 return
@@ -154,8 +193,10 @@ class JupyterServer:
                 last = repr(e)
             time.sleep(0.2)
         self.stop()
-        raise BrowserTestError(f"The Jupyter server did not answer on {self.origin} within {SERVER_START:.0f} s "
-                               f"(last: {last}). Its log ({self.log_path}):\n{self.log_tail()}")
+        raise BrowserTestError(
+            f"The Jupyter server did not answer on {self.origin} within {SERVER_START:.0f} s "
+            f"(last: {last}). Its log ({self.log_path}):\n{self.log_tail()}"
+        )
 
     def stop(self) -> None:
         process, self.process = self.process, None
@@ -183,8 +224,9 @@ class JupyterServer:
         return f"{self.origin}{path}{'&' if '?' in path else '?'}token={self.token}"
 
     def api(self, method: str, path: str, *, timeout: float = 10) -> Any:
-        request = urllib.request.Request(self.origin + path, method=method,
-                                         headers={"Authorization": f"token {self.token}"})
+        request = urllib.request.Request(
+            self.origin + path, method=method, headers={"Authorization": f"token {self.token}"}
+        )
         with urllib.request.urlopen(request, timeout=timeout) as response:
             body = response.read()
         return json.loads(body) if body else None
@@ -205,8 +247,7 @@ class JupyterServer:
     def write_notebook(self, name: str, cells: Sequence[str]) -> Path:
         """Write a notebook of code cells into the server's root; returns its path."""
         nb = nbformat.v4.new_notebook()
-        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
-                                     "language": "python"}
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
         nb.metadata["language_info"] = {"name": "python"}
         nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
         path = self.root / name
@@ -262,8 +303,11 @@ _JS_KERNEL_STATE = """() => {
 QUESTION_SELECTOR = ".jp-OutputArea .agl-form, .jp-OutputArea .widget-text, .jp-OutputArea .widget-textarea"
 """A question drawn in an output: agl_notebook's form (or, for older recordings' sake, an ipywidgets text box)."""
 
-_JS_WATCH = """() => {
-  const QUESTION_SELECTOR = '""" + QUESTION_SELECTOR + """';
+_JS_WATCH = (
+    """() => {
+  const QUESTION_SELECTOR = '"""
+    + QUESTION_SELECTOR
+    + """';
   const nb = document.querySelector('.jp-Notebook');
   window.__aglRan = new WeakSet();
   window.__aglSawInput = false;
@@ -279,6 +323,7 @@ _JS_WATCH = """() => {
   window.__aglObserver.observe(nb, {subtree: true, childList: true, characterData: true});
   look();
 }"""
+)
 
 _JS_CELLS_DONE = """(indices) => {
   const cells = [...document.querySelectorAll('.jp-Notebook .jp-Cell')];
@@ -375,13 +420,19 @@ class NotebookPage:
         # JupyterLab reopens the notebooks a workspace had open: each page gets a workspace of its own, reset, so
         # the only notebook in it is this one (a kept workspace also hid another notebook's cells in this page).
         workspace = f"agl-{uuid.uuid4().hex[:8]}"
-        route = (f"/lab/workspaces/{workspace}/tree/{self.name}" if self.ui == "lab" else f"/notebooks/{self.name}")
+        route = f"/lab/workspaces/{workspace}/tree/{self.name}" if self.ui == "lab" else f"/notebooks/{self.name}"
         url = urllib.parse.quote(route) + ("?reset" if self.ui == "lab" else "")
         self.page.goto(self.server.url(url), timeout=PAGE_LOAD * 1000)
-        self.wait_visible(self.page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").first,
-                          "the notebook's cells to be drawn", PAGE_LOAD)
-        self.wait_js("() => !!window.jupyterapp?.shell?.currentWidget?.sessionContext",
-                     "the notebook to be the current widget of window.jupyterapp", PAGE_LOAD)
+        self.wait_visible(
+            self.page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").first,
+            "the notebook's cells to be drawn",
+            PAGE_LOAD,
+        )
+        self.wait_js(
+            "() => !!window.jupyterapp?.shell?.currentWidget?.sessionContext",
+            "the notebook to be the current widget of window.jupyterapp",
+            PAGE_LOAD,
+        )
         self.wait_kernel_idle("the kernel to start and be idle after opening")
         return self
 
@@ -452,8 +503,9 @@ class NotebookPage:
         self.command_mode(index)
         self.page.keyboard.press("Shift+Enter")
 
-    def wait_cells_done(self, indices: Sequence[int] | None = None, *, what: str = "the cells to finish",
-                        timeout: float = RUN_CELLS) -> None:
+    def wait_cells_done(
+        self, indices: Sequence[int] | None = None, *, what: str = "the cells to finish", timeout: float = RUN_CELLS
+    ) -> None:
         """Wait until every watched cell (all, or the given ones) ran and shows an execution count again."""
         self.wait_js(_JS_CELLS_DONE, what, timeout, arg=list(indices) if indices is not None else None)
         self.wait_kernel_idle(f"the kernel to be idle after {what}")
@@ -490,9 +542,11 @@ class NotebookPage:
     def wait_form_error(self, cell: int, label: str, text: str, what: str) -> None:
         """Wait until the field labelled ``label`` shows exactly ``text`` as its error."""
         error = self.form_error(cell, label)
-        self.wait_until(lambda: error.inner_text(timeout=UI_ACTION * 1000).strip() == text,
-                        f"{what}: the error {text!r} next to {label!r} (shown: "
-                        f"{error.inner_text(timeout=UI_ACTION * 1000)!r})", QUESTION)
+        self.wait_until(
+            lambda: error.inner_text(timeout=UI_ACTION * 1000).strip() == text,
+            f"{what}: the error {text!r} next to {label!r} (shown: {error.inner_text(timeout=UI_ACTION * 1000)!r})",
+            QUESTION,
+        )
 
     def choose(self, cell: int, label: str, answer: str) -> None:
         """Choose ``answer`` in a confirm (Yes/No) field by clicking its button."""
@@ -544,10 +598,14 @@ class NotebookPage:
 
     def wait_badge(self, cell: int, pattern: str, what: str, timeout: float = UI_ACTION) -> str:
         """Wait until ``cell`` shows one badge whose text matches the regular expression ``pattern``; its text."""
-        self.wait_js("([i, p]) => { const c = document.querySelectorAll('.jp-Notebook .jp-Cell')[i];"
-                     " const b = c ? [...c.querySelectorAll('.jp-OutputArea .agl-provenance')] : [];"
-                     " return b.length === 1 && new RegExp(p).test(b[0].textContent); }",
-                     what, timeout, arg=[cell, pattern])
+        self.wait_js(
+            "([i, p]) => { const c = document.querySelectorAll('.jp-Notebook .jp-Cell')[i];"
+            " const b = c ? [...c.querySelectorAll('.jp-OutputArea .agl-provenance')] : [];"
+            " return b.length === 1 && new RegExp(p).test(b[0].textContent); }",
+            what,
+            timeout,
+            arg=[cell, pattern],
+        )
         text: str = self.badge(cell).inner_text(timeout=UI_ACTION * 1000)
         return text
 
@@ -565,11 +623,17 @@ class NotebookPage:
         before = self.path.stat().st_mtime_ns if self.path.exists() else 0
         self.command_mode()
         self.page.keyboard.press("Control+s")
-        self.wait_until(lambda: self.path.exists() and self.path.stat().st_mtime_ns != before,
-                        f"Ctrl+S to write {self.path.name} to disk", SAVE)
+        self.wait_until(
+            lambda: self.path.exists() and self.path.stat().st_mtime_ns != before,
+            f"Ctrl+S to write {self.path.name} to disk",
+            SAVE,
+        )
         if self.ui == "lab":
-            self.wait_js("() => !document.querySelector('.lm-TabBar-tab.jp-mod-current.jp-mod-dirty')",
-                         "the notebook tab to show no unsaved changes after Ctrl+S", SAVE)
+            self.wait_js(
+                "() => !document.querySelector('.lm-TabBar-tab.jp-mod-current.jp-mod-dirty')",
+                "the notebook tab to show no unsaved changes after Ctrl+S",
+                SAVE,
+            )
         data: dict[str, Any] = json.loads(self.path.read_text(encoding="utf-8"))
         return data
 
@@ -578,8 +642,11 @@ class NotebookPage:
         is); wait until the file on disk changed; return its JSON."""
         before = self.path.stat().st_mtime_ns if self.path.exists() else 0
         self.page.evaluate("async () => { await window.jupyterapp.shell.currentWidget.context.save(); }")
-        self.wait_until(lambda: self.path.exists() and self.path.stat().st_mtime_ns != before,
-                        f"the document context's save to write {self.path.name} to disk", SAVE)
+        self.wait_until(
+            lambda: self.path.exists() and self.path.stat().st_mtime_ns != before,
+            f"the document context's save to write {self.path.name} to disk",
+            SAVE,
+        )
         data: dict[str, Any] = json.loads(self.path.read_text(encoding="utf-8"))
         return data
 
@@ -606,11 +673,17 @@ class NotebookPage:
             raise BrowserTestError("close_and_shut_down drives JupyterLab; Notebook 7 closes the browser tab instead.")
         self.menu("File", "filemenu:close-and-cleanup")
         self.accept_dialog("Shut Down Notebook")
-        self.wait_until(lambda: not self.server.sessions_of(self.name),
-                        f"the server to have no kernel session for {self.name}", SHUTDOWN)
-        self.wait_js("(name) => ![...document.querySelectorAll('.lm-TabBar-tab')]"
-                     ".some(t => t.textContent.includes(name))", "the notebook's tab to close", UI_ACTION,
-                     arg=self.name)
+        self.wait_until(
+            lambda: not self.server.sessions_of(self.name),
+            f"the server to have no kernel session for {self.name}",
+            SHUTDOWN,
+        )
+        self.wait_js(
+            "(name) => ![...document.querySelectorAll('.lm-TabBar-tab')].some(t => t.textContent.includes(name))",
+            "the notebook's tab to close",
+            UI_ACTION,
+            arg=self.name,
+        )
 
     def error_texts(self) -> list[str]:
         """Widget error texts shown anywhere in the page."""
@@ -655,8 +728,12 @@ class Jupyter:
 
 def saved_output_records(nb: dict[str, Any]) -> list[tuple[int, int]]:
     """Where outputs of a saved notebook carry an ``agl_notebook`` block: (cell, output) indexes."""
-    return [(i, j) for i, cell in enumerate(nb.get("cells", [])) for j, output in enumerate(cell.get("outputs", []))
-            if "agl_notebook" in (output.get("metadata") or {})]
+    return [
+        (i, j)
+        for i, cell in enumerate(nb.get("cells", []))
+        for j, output in enumerate(cell.get("outputs", []))
+        if "agl_notebook" in (output.get("metadata") or {})
+    ]
 
 
 def records_anywhere(nb: dict[str, Any]) -> list[dict[str, Any]]:
@@ -677,8 +754,15 @@ def run_nbval(notebook: Path) -> subprocess.CompletedProcess[str]:
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
         env.pop(name, None)
     try:
-        return subprocess.run([sys.executable, "-m", "pytest", "--nbval", "-p", "no:cacheprovider", "-q", str(copy)],
-                              cwd=folder, env=env, capture_output=True, text=True, timeout=NBVAL)
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", "--nbval", "-p", "no:cacheprovider", "-q", str(copy)],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=NBVAL,
+        )
     except subprocess.TimeoutExpired as e:
-        raise BrowserTestError(f"pytest --nbval did not finish within {NBVAL:.0f} s:\n{e.stdout!s}\n"
-                               f"{e.stderr!s}") from None
+        raise BrowserTestError(
+            f"pytest --nbval did not finish within {NBVAL:.0f} s:\n{e.stdout!s}\n{e.stderr!s}"
+        ) from None

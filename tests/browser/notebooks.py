@@ -6,7 +6,7 @@ you?" through the ``ask`` tool (a Text input widget with a Submit button), its s
 
 from __future__ import annotations
 
-SETUP = '''\
+SETUP = """\
 from dataclasses import dataclass
 from agl_notebook import Role, Run, Screen, ScriptedModel, TextInput, ToolResult, describe, reporting_tool, role, tool
 
@@ -38,7 +38,7 @@ def script(request):
     answer = request.messages[-1].content[0].content
     return {"calls": [{"name": "report_plan", "args": {"steps": [f"Meet on {answer}"]}}]}
 
-MODEL = ScriptedModel(script)'''
+MODEL = ScriptedModel(script)"""
 
 CELLS = [
     SETUP,

@@ -22,8 +22,12 @@ PLACEHOLDER = "was running when the notebook was saved; run the cell again"
 
 def widget_outputs(nb: dict[str, Any]) -> list[tuple[int, int]]:
     """(cell, output) of every saved output that refers to a widget."""
-    return [(i, j) for i, cell in enumerate(nb.get("cells", [])) for j, output in enumerate(cell.get("outputs", []))
-            if WIDGET_MIME in (output.get("data") or {})]
+    return [
+        (i, j)
+        for i, cell in enumerate(nb.get("cells", []))
+        for j, output in enumerate(cell.get("outputs", []))
+        if WIDGET_MIME in (output.get("data") or {})
+    ]
 
 
 def plain_text(output: dict[str, Any]) -> str:
@@ -56,8 +60,11 @@ def test_a_save_while_a_question_waits_keeps_the_placeholder_not_the_widget(jupy
     nb.output(STEP_CELL).locator(".agl-form input[type=text]").press_sequentially("urday", delay=25)  # still focused
     nb.output(STEP_CELL).get_by_role("button", name="Submit").click()
     nb.wait_cells_done(what="Run All after the answer was submitted")
-    nb.wait_visible(nb.output(STEP_CELL).locator(FINAL_TABLE).filter(has_text="Meet on Saturday"),
-                    "the final view's table with 'Meet on Saturday'", 30)
+    nb.wait_visible(
+        nb.output(STEP_CELL).locator(FINAL_TABLE).filter(has_text="Meet on Saturday"),
+        "the final view's table with 'Meet on Saturday'",
+        30,
+    )
     saved = nb.save()
     assert widget_outputs(saved) == []
     assert PLACEHOLDER not in plain_text(saved["cells"][STEP_CELL]["outputs"][0])
@@ -67,6 +74,7 @@ def test_a_save_while_a_question_waits_keeps_the_placeholder_not_the_widget(jupy
     reopened = jupyter.open(copy, ui=ui)
     reopened.output(STEP_CELL).scroll_into_view_if_needed()
     reopened.shot("reopened")
-    reopened.wait_visible(reopened.output(STEP_CELL).get_by_text(PLACEHOLDER, exact=False),
-                          "the placeholder in the reopened notebook", 30)
+    reopened.wait_visible(
+        reopened.output(STEP_CELL).get_by_text(PLACEHOLDER, exact=False), "the placeholder in the reopened notebook", 30
+    )
     assert reopened.error_texts() == [], f"widget errors shown after reopening: {reopened.error_texts()}"

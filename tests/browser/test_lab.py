@@ -33,12 +33,16 @@ class ExtensionChecks:
     def report(self) -> None:
         if self.failed:
             loaded = [e for e in self.extensions if "agl" in e.lower()]
-            state = (f"loaded as {loaded}" if loaded else
-                     f"NOT loaded; the page's prebuilt extensions: {self.extensions}")
+            state = (
+                f"loaded as {loaded}" if loaded else f"NOT loaded; the page's prebuilt extensions: {self.extensions}"
+            )
             listed = "\n".join(f"- {m}" for m in self.failed)
             errors = "\n".join(line for line in self.console if ": error:" in line or "pageerror" in line)
-            pytest.fail(f"What the agl_notebook labextension must do failed (extension {state}):\n{listed}"
-                        + (f"\nErrors in the browser console:\n{errors}" if errors else ""), pytrace=False)
+            pytest.fail(
+                f"What the agl_notebook labextension must do failed (extension {state}):\n{listed}"
+                + (f"\nErrors in the browser console:\n{errors}" if errors else ""),
+                pytrace=False,
+            )
 
 
 def check_saved(nb: dict[str, object], stage: str, ext: ExtensionChecks) -> None:
@@ -50,18 +54,22 @@ def check_saved(nb: dict[str, object], stage: str, ext: ExtensionChecks) -> None
     block = metadata.get("agl_notebook") if isinstance(metadata, dict) else None
     in_metadata = block.get("records", []) if isinstance(block, dict) else []
     answered = any(q.get("answer") == "Saturday" for r in in_metadata for q in r.get("questions", []))
-    ext.expect(len(in_metadata) == 1 and answered,
-               f"{stage}: the record is in the notebook metadata under 'agl_notebook' (found: {block!r:.200})")
+    ext.expect(
+        len(in_metadata) == 1 and answered,
+        f"{stage}: the record is in the notebook metadata under 'agl_notebook' (found: {block!r:.200})",
+    )
     where = saved_output_records(nb)  # type: ignore[arg-type]
     ext.expect(not where, f"{stage}: no output metadata carries the record (found in (cell, output): {where})")
 
 
 def check_final_view(nb: NotebookPage, stage: str) -> None:
     table = nb.output(STEP_CELL).locator(FINAL_TABLE)
-    nb.wait_visible(table.filter(has_text="Meet on Saturday"),
-                    f"{stage}: the final view's table with 'Meet on Saturday'", 30)
-    assert nb.output(STEP_CELL).locator(".jupyter-widgets, .widget-text").count() == 0, \
+    nb.wait_visible(
+        table.filter(has_text="Meet on Saturday"), f"{stage}: the final view's table with 'Meet on Saturday'", 30
+    )
+    assert nb.output(STEP_CELL).locator(".jupyter-widgets, .widget-text").count() == 0, (
         f"{stage}: no widget is left in the step's output"
+    )
 
 
 @pytest.mark.needs_labextension
@@ -89,8 +97,9 @@ def test_a_question_answered_in_lab_is_recorded_replayed_and_reopened_static(jup
     nb.shot("saved")
     check_saved(saved, "first save", ext)
     with_outputs = saved["cells"][STEP_CELL]["outputs"]
-    assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in with_outputs), \
+    assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in with_outputs), (
         "the saved step output refers to no widget"
+    )
 
     # Replay: restart the kernel, Run All: no question, no model call.
     nb.restart_kernel()
@@ -123,7 +132,6 @@ def test_a_question_answered_in_lab_is_recorded_replayed_and_reopened_static(jup
     assert "4 passed" in result.stdout, result.stdout[-2000:]
 
     ext.report()
-
 
 
 @pytest.mark.needs_labextension

@@ -25,8 +25,9 @@ def test_a_question_answered_in_notebook7_is_replayed_after_a_restart(jupyter: J
 
     saved = nb.save()  # the restarted kernel reads the recording from the saved file
     nb.shot("saved")
-    assert any(q.get("answer") == "Saturday" for r in records_anywhere(saved) for q in r.get("questions", [])), \
+    assert any(q.get("answer") == "Saturday" for r in records_anywhere(saved) for q in r.get("questions", [])), (
         "the saved notebook carries the recording"
+    )
 
     nb.restart_kernel()
     nb.shot("restarted")

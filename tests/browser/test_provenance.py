@@ -17,7 +17,7 @@ import pytest
 from tests.browser.conftest import jupyter_for, serving
 from tests.browser.harness import ARTIFACTS, UI, Jupyter, JupyterServer, NotebookPage, records_anywhere
 
-SETUP = '''\
+SETUP = """\
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +40,7 @@ async def script(request):
         await asyncio.sleep(0.05)
     return {"calls": [{"name": "report_summary", "args": {"text": "Short."}}]}
 
-MODEL = ScriptedModel(script)'''
+MODEL = ScriptedModel(script)"""
 
 CELLS = [
     SETUP,
@@ -103,8 +103,9 @@ def test_the_badge_tells_live_from_replayed_and_a_miss_says_what_differs(jupyter
     assert f"recorded on {date}" in badge and "no model call" in badge, badge
     saved = nb.save()
     assert step_provenance(saved)["source"] == "replayed"
-    assert "".join(saved["cells"][STEP]["outputs"][0]["data"]["text/plain"]) == final_text, \
+    assert "".join(saved["cells"][STEP]["outputs"][0]["data"]["text/plain"]) == final_text, (
         "the saved static view is the same live or replayed"
+    )
     if ui == "lab":
         shoot_badge(nb, "JupyterLab Light", "provenance_light.png")
         shoot_badge(nb, "JupyterLab Dark", "provenance_dark.png")
@@ -149,8 +150,12 @@ def test_the_badge_tells_live_from_replayed_and_a_miss_says_what_differs(jupyter
     # Opened again from the saved file: the badge is drawn from the output's metadata.
     nb.save()
     reloaded = jupyter.open(name, ui=ui)
-    reloaded.wait_badge(STEP, r"^replayed · recorded on \d{4}-\d{2}-\d{2} · no model call$",
-                        "the badge drawn again when the saved notebook is opened", timeout=30)
+    reloaded.wait_badge(
+        STEP,
+        r"^replayed · recorded on \d{4}-\d{2}-\d{2} · no model call$",
+        "the badge drawn again when the saved notebook is opened",
+        timeout=30,
+    )
 
 
 TRACKER = "@jupyterlab/notebook-extension/tracker.jupyterlab-settings"
@@ -159,31 +164,45 @@ TRACKER = "@jupyterlab/notebook-extension/tracker.jupyterlab-settings"
 @pytest.fixture(scope="module")
 def server_with_lazy_cells(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     """A server whose notebooks render cells lazily, as JupyterLab does by default (the other tests turn it off)."""
-    server = JupyterServer(tmp_path_factory.mktemp("jupyter-lazy"), ARTIFACTS / "jupyter-server-lazy.log",
-                           settings={TRACKER: {"windowingMode": "contentVisibility"}})
+    server = JupyterServer(
+        tmp_path_factory.mktemp("jupyter-lazy"),
+        ARTIFACTS / "jupyter-server-lazy.log",
+        settings={TRACKER: {"windowingMode": "contentVisibility"}},
+    )
     yield from serving(server)
 
 
 @pytest.fixture
-def jupyter_with_lazy_cells(request: pytest.FixtureRequest, browser: Any,
-                            server_with_lazy_cells: JupyterServer) -> Iterator[Jupyter]:
+def jupyter_with_lazy_cells(
+    request: pytest.FixtureRequest, browser: Any, server_with_lazy_cells: JupyterServer
+) -> Iterator[Jupyter]:
     yield from jupyter_for(request, browser, server_with_lazy_cells)
 
 
 @pytest.mark.needs_labextension
 def test_badges_are_drawn_on_opening_a_saved_notebook_whose_cells_render_lazily(
-        jupyter_with_lazy_cells: Jupyter) -> None:
+    jupyter_with_lazy_cells: Jupyter,
+) -> None:
     jupyter = jupyter_with_lazy_cells
     name = "lazy_badges.ipynb"
-    provenance = {"version": 1, "source": "replayed", "model_requests": 0, "recorded_at": "2026-11-30T10:00:00+00:00",
-                  "record_id": "r", "backend": "scripted:x"}
+    provenance = {
+        "version": 1,
+        "source": "replayed",
+        "model_requests": 0,
+        "recorded_at": "2026-11-30T10:00:00+00:00",
+        "record_id": "r",
+        "backend": "scripted:x",
+    }
     cells = []
     for i in range(40):  # more than a screen: most cells render after the notebook is shown
-        output = nbformat.v4.new_output("display_data", data={"text/plain": f"step {i}"},
-                                        metadata={"agl_notebook_provenance": provenance})
+        output = nbformat.v4.new_output(
+            "display_data", data={"text/plain": f"step {i}"}, metadata={"agl_notebook_provenance": provenance}
+        )
         cells.append(nbformat.v4.new_code_cell(f"# cell {i}", outputs=[output], execution_count=i + 1))
-    nb = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "language": "python",
-                                                                        "display_name": "Python 3 (ipykernel)"}})
+    nb = nbformat.v4.new_notebook(
+        cells=cells,
+        metadata={"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3 (ipykernel)"}},
+    )
     nbformat.write(nb, jupyter.server.root / name)
     page = jupyter.open(name)
     page.wait_badge(0, r"^replayed · recorded on 2026-11-30 · no model call$", "the first cell's badge", timeout=30)

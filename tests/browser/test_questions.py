@@ -14,7 +14,7 @@ import pytest
 
 from tests.browser.harness import Jupyter, NotebookPage, records_anywhere
 
-SETUP = '''\
+SETUP = """\
 from dataclasses import dataclass
 from agl_notebook import (ChoiceInput, ConfirmInput, NumberInput, Role, Run, Screen, ScriptedModel, TextInput,
                           ToolResult, describe, reporting_tool, role, tool)
@@ -48,7 +48,7 @@ def script(request):
         return {"calls": [{"name": "book", "args": {"what": "the meeting room"}}]}
     return {"calls": [{"name": "report_plan", "args": {"steps": [request.messages[-1].content[0].content]}}]}
 
-MODEL = ScriptedModel(script)'''
+MODEL = ScriptedModel(script)"""
 
 CELLS = [SETUP, "run = Run(model=MODEL)", 'plan = await run.step(booker, "Book a meeting")\nplan', "print(BOOKED)"]
 STEP_CELL, BOOKED_CELL = 2, 3
@@ -102,15 +102,20 @@ def edit_and_submit(nb: NotebookPage, shots: str) -> None:
     nb.choose(STEP_CELL, "Send invites", "Yes")
     nb.choose(STEP_CELL, "Send invites", "No")
     nb.choose(STEP_CELL, "Send invites", "Yes")
-    on_screen = [title.input_value(), attendees.input_value(), room.input_value(),
-                 nb.form_field(STEP_CELL, "Send invites").locator("input:checked").get_attribute("value")]
+    on_screen = [
+        title.input_value(),
+        attendees.input_value(),
+        room.input_value(),
+        nb.form_field(STEP_CELL, "Send invites").locator("input:checked").get_attribute("value"),
+    ]
     assert on_screen == ["Quarterly review", "7", "Cedar", "Yes"], on_screen
     nb.shot("last-edits")
     nb.submit_form(STEP_CELL)
 
 
-@pytest.mark.parametrize(("ui", "theme"), [("lab", "JupyterLab Light"), ("notebook", "JupyterLab Light"),
-                                           ("lab", "JupyterLab Dark")])
+@pytest.mark.parametrize(
+    ("ui", "theme"), [("lab", "JupyterLab Light"), ("notebook", "JupyterLab Light"), ("lab", "JupyterLab Dark")]
+)
 def test_the_tool_receives_what_the_form_showed_at_the_last_submit(jupyter: Jupyter, ui: str, theme: str) -> None:
     name = f"questions_{ui}_{theme.split()[-1].lower()}.ipynb"
     jupyter.server.write_notebook(name, CELLS)
@@ -136,5 +141,6 @@ def test_the_tool_receives_what_the_form_showed_at_the_last_submit(jupyter: Jupy
     assert answers == [FINAL], f"the record keeps the submitted values: {answers}"
     printed = "".join(saved["cells"][BOOKED_CELL]["outputs"][0]["text"])
     assert printed.strip() == repr([tuple(FINAL)]), printed
-    assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {})
-                   for o in saved["cells"][STEP_CELL]["outputs"]), json.dumps(saved["cells"][STEP_CELL]["outputs"])
+    assert not any(
+        "application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in saved["cells"][STEP_CELL]["outputs"]
+    ), json.dumps(saved["cells"][STEP_CELL]["outputs"])

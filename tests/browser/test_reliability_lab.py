@@ -35,19 +35,24 @@ ACTIVATED = "agl-notebook: activated"
 
 @pytest.fixture(scope="module")
 def server_without_extension(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    server = JupyterServer(tmp_path_factory.mktemp("jupyter-no-ext"), ARTIFACTS / "jupyter-server-no-ext.log",
-                           disabled_extensions=[EXTENSION])
+    server = JupyterServer(
+        tmp_path_factory.mktemp("jupyter-no-ext"),
+        ARTIFACTS / "jupyter-server-no-ext.log",
+        disabled_extensions=[EXTENSION],
+    )
     yield from serving(server)
 
 
 @pytest.fixture
-def jupyter_without_extension(request: pytest.FixtureRequest, browser: Any,
-                              server_without_extension: JupyterServer) -> Iterator[Jupyter]:
+def jupyter_without_extension(
+    request: pytest.FixtureRequest, browser: Any, server_without_extension: JupyterServer
+) -> Iterator[Jupyter]:
     yield from jupyter_for(request, browser, server_without_extension)
 
 
 def test_with_the_extension_disabled_recordings_travel_in_outputs_and_replay(
-    jupyter_without_extension: Jupyter, reliability: ReliabilityNotes,
+    jupyter_without_extension: Jupyter,
+    reliability: ReliabilityNotes,
 ) -> None:
     jupyter = jupyter_without_extension
     name = "no_extension.ipynb"
@@ -64,8 +69,11 @@ def test_with_the_extension_disabled_recordings_travel_in_outputs_and_replay(
     nb.wait_cells_done(what="Run All after the answer was submitted")
     live_seconds = time.monotonic() - started
     nb.shot("answered")
-    nb.wait_visible(nb.output(STEP_CELL).locator(FINAL_TABLE).filter(has_text="Meet on Friday"),
-                    "the final view with 'Meet on Friday'", 30)
+    nb.wait_visible(
+        nb.output(STEP_CELL).locator(FINAL_TABLE).filter(has_text="Meet on Friday"),
+        "the final view with 'Meet on Friday'",
+        30,
+    )
     assert nb.output_text(CALLS_CELL).strip() == LIVE_CALLS
     assert not any(ACTIVATED in line for line in jupyter.console), "the extension was activated after all"
 
@@ -89,14 +97,18 @@ def test_with_the_extension_disabled_recordings_travel_in_outputs_and_replay(
     result = run_nbval(path)
     jupyter.artifacts.write("nbval.txt", result.stdout + result.stderr)
     assert result.returncode == 0, f"pytest --nbval failed:\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}"
-    reliability.note("Kernel faults", "the frontend extension disabled in JupyterLab (real browser)",
-                     "the question is answered in the running cell; the record travels in the output metadata; "
-                     "after save and a kernel restart the step replays with no model call; the saved notebook is "
-                     "valid and holds the record once; nbval passes", records_lost=0, notebooks_corrupted=0,
-                     measured={"Extension disabled: Run All, answer and finish in the browser":
-                               f"{live_seconds:.1f} s"},
-                     how="scripted model; real JupyterLab in headless chromium driven by Playwright; wall time from "
-                         "Run All to the last cell done, the typed answer included; one run")
+    reliability.note(
+        "Kernel faults",
+        "the frontend extension disabled in JupyterLab (real browser)",
+        "the question is answered in the running cell; the record travels in the output metadata; "
+        "after save and a kernel restart the step replays with no model call; the saved notebook is "
+        "valid and holds the record once; nbval passes",
+        records_lost=0,
+        notebooks_corrupted=0,
+        measured={"Extension disabled: Run All, answer and finish in the browser": f"{live_seconds:.1f} s"},
+        how="scripted model; real JupyterLab in headless chromium driven by Playwright; wall time from "
+        "Run All to the last cell done, the typed answer included; one run",
+    )
 
 
 BROKEN_BLOCK = '{"version": 1, "records": [{"kind": "step", "format": 1, "id": "0f3a'
@@ -105,7 +117,8 @@ BROKEN_BLOCK = '{"version": 1, "records": [{"kind": "step", "format": 1, "id": "
 
 @pytest.mark.needs_labextension
 def test_a_damaged_records_block_is_left_alone_and_the_notebook_still_runs_and_replays(
-    jupyter: Jupyter, reliability: ReliabilityNotes,
+    jupyter: Jupyter,
+    reliability: ReliabilityNotes,
 ) -> None:
     name = "damaged_block.ipynb"
     path = jupyter.server.write_notebook(name, CELLS)
@@ -124,8 +137,9 @@ def test_a_damaged_records_block_is_left_alone_and_the_notebook_still_runs_and_r
     saved = nb.save()
     assert saved["metadata"]["agl_notebook"] == BROKEN_BLOCK, "the damaged block is left as it was"
     assert [cell for cell, _ in saved_output_records(saved)] == [STEP_CELL], "the record stays in the output"
-    assert any("not stored" in line and "unusable" in line for line in jupyter.console), \
+    assert any("not stored" in line and "unusable" in line for line in jupyter.console), (
         "the extension says why it left the record in the output"
+    )
 
     nb.restart_kernel()
     nb.run_all()
@@ -135,9 +149,13 @@ def test_a_damaged_records_block_is_left_alone_and_the_notebook_still_runs_and_r
     saved = nb.save()
     assert saved["metadata"]["agl_notebook"] == BROKEN_BLOCK
     nbformat.validate(nbformat.reads(path.read_text(encoding="utf-8"), as_version=4))
-    reliability.note("Bad recordings", "a notebook whose records block is truncated JSON in a string, run in "
-                     "JupyterLab with the extension (real browser)",
-                     "the cell warns that the block could not be read; the step runs live and its question is "
-                     "answered; the extension leaves the block as it was (saying why in the console) and the record "
-                     "stays in the output; after a restart the step replays from the output with no model call",
-                     records_lost=0, notebooks_corrupted=0)
+    reliability.note(
+        "Bad recordings",
+        "a notebook whose records block is truncated JSON in a string, run in "
+        "JupyterLab with the extension (real browser)",
+        "the cell warns that the block could not be read; the step runs live and its question is "
+        "answered; the extension leaves the block as it was (saying why in the console) and the record "
+        "stays in the output; after a restart the step replays from the output with no model call",
+        records_lost=0,
+        notebooks_corrupted=0,
+    )

@@ -21,7 +21,7 @@ from tests.browser.harness import UI, Jupyter, NotebookPage
 WCAG_AA = 4.5
 LIGHT, DARK = "JupyterLab Light", "JupyterLab Dark"
 
-SETUP = '''\
+SETUP = """\
 from dataclasses import dataclass
 from agl_notebook import Role, Run, Screen, ScriptedModel, TextInput, ToolResult, describe, reporting_tool, tool
 
@@ -51,10 +51,13 @@ async def fails(question: Question) -> ToolResult:
 
 planner = Role(name="planner", instructions="Plan the meeting.",
                tools=[tool("ask", "Ask the person.", Question, ask), reporting_tool("report_plan", "Report.", Plan)])
-broken = Role(name="broken", instructions="Fail.", tools=[tool("ask", "Ask.", Question, fails)])'''
+broken = Role(name="broken", instructions="Fail.", tools=[tool("ask", "Ask.", Question, fails)])"""
 
-CELLS = [SETUP, 'await run.step(planner, "Plan a meeting")',
-         'try:\n    await run.step(broken, "Break")\nexcept KeyError:\n    pass']
+CELLS = [
+    SETUP,
+    'await run.step(planner, "Plan a meeting")',
+    'try:\n    await run.step(broken, "Break")\nexcept KeyError:\n    pass',
+]
 
 # Every element of the step views that holds text, with its contrast ratio against what is behind it.
 _JS_CONTRAST = """() => {
