@@ -44,19 +44,22 @@ from ..run.views import EventSink
 from ..screens import ChoiceInput, ConfirmInput, Input, NumberInput, Screen, TextInput
 from ..transcript import user_text
 from ._http import build_request, send
-from ._tape import ReplayedError, Tape, TapeModel, error_entry
-from .errors import ApiError, CommandBudgetError, CommandError, FunctionCallError, LoopBoundError, ReentrancyError
-from .events import ApiRequested, ApiResponded, CommandStarted, ErrorHandled, FunctionCalled, FunctionReturned, Logged
-from .expressions import (
-    DEFAULT_LIMITS,
+from ._tape import Tape, TapeModel, error_entry
+from .errors import (
+    ApiError,
+    CommandBudgetError,
+    CommandError,
     ErrorInfo,
     ExpressionError,
     ExpressionLimitError,
     ExpressionRuntimeError,
-    Limits,
-    measure,
-    to_text,
+    FunctionCallError,
+    LoopBoundError,
+    ReentrancyError,
+    ReplayedError,
 )
+from .events import ApiRequested, ApiResponded, CommandStarted, ErrorHandled, FunctionCalled, FunctionReturned, Logged
+from .expressions import DEFAULT_LIMITS, Limits, measure, to_text
 from .spec import (
     AgentSpec,
     ApiArgs,
