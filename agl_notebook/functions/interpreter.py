@@ -74,8 +74,8 @@ from .spec import (
     LoopArgs,
     SetArgs,
     ValueArgs,
+    walk_commands,
 )
-from .validate import walk_commands
 
 if TYPE_CHECKING:
     from ..replay.modes import Mode
