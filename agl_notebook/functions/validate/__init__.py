@@ -1,7 +1,7 @@
 """Loading and validating agent files (docs/functions.md, "The agent file").
 
 Every problem is reported at once, each with its JSON path and a sentence a person can act on, before anything runs.
-An agent file is JSON (``schema.json`` beside the package `agl_notebook.functions` is its JSON Schema, for editors).
+An agent file is JSON; its JSON Schema, for editors, is `agl_notebook.functions.schema_path()`.
 
 The checks, by concern, each in its own module:
 

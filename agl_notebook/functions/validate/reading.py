@@ -48,7 +48,7 @@ class AgentInvalidError(InputError):
 class PairedObject(dict[str, Any]):
     """A JSON object as read from a file: a dict (the last value of each key) that keeps every pair in order.
 
-    Not `agl_notebook.payloads.PairedObject` (a JSON object of any origin): this one also holds repeated keys.
+    ``pairs`` holds repeated keys too, which a dict (and `agl_notebook.payloads.JsonObject`) cannot.
     """
 
     pairs: list[tuple[str, Any]]
