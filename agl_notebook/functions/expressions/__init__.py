@@ -42,14 +42,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import (
-    ErrorInfo,
-    ExpressionError,
-    ExpressionLimitError,
-    ExpressionRuntimeError,
-    ExpressionSyntaxError,
-    SandboxError,
-)
 from .compiler import Expression, compile_uncached
 from .operations import BUILTINS, METHOD_NAMES, METHODS, format_value, to_text
 from .values import DEFAULT_LIMITS, SAME_HASH_LIMIT, Limits, measure
@@ -87,14 +79,8 @@ __all__ = [
     "METHODS",
     "METHOD_NAMES",
     "SAME_HASH_LIMIT",
-    "ErrorInfo",
     "Expression",
-    "ExpressionError",
-    "ExpressionLimitError",
-    "ExpressionRuntimeError",
-    "ExpressionSyntaxError",
     "Limits",
-    "SandboxError",
     "compile_expression",
     "evaluate",
     "format_value",

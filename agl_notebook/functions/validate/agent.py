@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..expressions import DEFAULT_LIMITS, ExpressionError, Limits, to_text
+from ..errors import ExpressionError
+from ..expressions import DEFAULT_LIMITS, Limits, to_text
 from ..spec import AgentSpec, Block, Function, Template
 from .calls import Facts, check_calls
 from .commands import CommandChecks, Context

@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..argtypes import TypeSpec, TypeSyntaxError, parse_type
-from ..expressions import ExpressionError, Limits, compile_expression
+from ..errors import ExpressionError
+from ..expressions import Limits, compile_expression
 from ..spec import Arg, Template
 from .calls import Facts
 from .reading import Problem, expression_of, is_constant, key_path, kind_of, pairs_of, plain_json, suggest
