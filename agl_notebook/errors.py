@@ -7,7 +7,8 @@ Two families, by whose move it was:
   is built rather than when the model first touches it.
 - `UpstreamUnexpected`: the model, or something else upstream, did something the step cannot go on from (it never
   reported, it refused, its output was cut off inside a tool call, no recording matches in mode ``replay``). The
-  errors of running a JSON-function agent (`agl_notebook.functions.errors`) are of this family too.
+  errors of running a JSON-function agent (`agl_notebook.functions.errors`, the expression sandbox's among them)
+  are of this family too; a problem with an agent file is an `InputError` (`agl_notebook.functions.AgentInvalidError`).
 
 A step stopped by the kernel's interrupt ends with `agl_notebook.interrupts.StepInterrupted`. Warnings are issued
 with `warn`, so they point at the person's line, not the library's.

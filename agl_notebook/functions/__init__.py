@@ -26,10 +26,16 @@ from .errors import (
     ApiTimeoutError,
     CommandBudgetError,
     CommandError,
+    ErrorInfo,
+    ExpressionError,
+    ExpressionLimitError,
+    ExpressionRuntimeError,
+    ExpressionSyntaxError,
     FunctionCallError,
     LoopBoundError,
     MissingSecretError,
     ReentrancyError,
+    SandboxError,
 )
 from .events import (
     ApiRequested,
@@ -41,19 +47,7 @@ from .events import (
     FunctionReturned,
     Logged,
 )
-from .expressions import (
-    DEFAULT_LIMITS,
-    ErrorInfo,
-    Expression,
-    ExpressionError,
-    ExpressionLimitError,
-    ExpressionRuntimeError,
-    ExpressionSyntaxError,
-    Limits,
-    SandboxError,
-    compile_expression,
-    evaluate,
-)
+from .expressions import DEFAULT_LIMITS, Expression, Limits, compile_expression, evaluate
 from .interpreter import Agent
 from .validate import COMMANDS, AgentInvalidError, Problem, build_agent, check_agent
 

@@ -22,9 +22,17 @@ from .._canonical import digest
 from .._secret_logs import LOG_FILTER, scrub_logs
 from .._secrets import scrub, scrub_text
 from ..payloads import JsonObject
-from ._tape import ReplayedError, Tape, error_entry
-from .errors import ApiConnectionError, ApiError, ApiTimeoutError, CommandError, MissingSecretError
-from .expressions import ExpressionError, Limits, measure
+from ._tape import Tape, error_entry
+from .errors import (
+    ApiConnectionError,
+    ApiError,
+    ApiTimeoutError,
+    CommandError,
+    ExpressionError,
+    MissingSecretError,
+    ReplayedError,
+)
+from .expressions import Limits, measure
 from .spec import EnvValue, Profile
 
 _MIN_SECRET = 4  # a shorter value is no secret, and scrubbing it would mangle ordinary text

@@ -20,15 +20,7 @@ from ..errors import ReplayMissError
 from ..models.base import Model, ModelEvent, ModelRequest, TextDelta, ToolCall, TurnEnd, Usage, model_intercepts_markup
 from ..payloads import JsonObject, JsonValue
 from ..transcript import messages_to_json
-
-
-class ReplayedError(Exception):
-    """An error that happened when the call was recorded, raised again as it replays."""
-
-    def __init__(self, type_name: str, message: str) -> None:
-        super().__init__(message)
-        self.type_name = type_name
-        """The recorded error's type name."""
+from .errors import ReplayedError
 
 
 class Tape:

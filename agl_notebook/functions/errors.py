@@ -1,4 +1,4 @@
-"""The errors of running JSON-function agents.
+"""The errors of running JSON-function agents, and `ErrorInfo`, how an error handler sees one.
 
 Inside an agent, an error a command raises goes to the command's ``onError``, then to its function's; there ``exc``
 holds it as an `ErrorInfo` (its type name, message and, for HTTP errors, status and body). An error no handler
@@ -7,15 +7,139 @@ handling them would hide a bug, a runaway or a broken recording: `ReentrancyErro
 replay that diverges (`agl_notebook.errors.ReplayMissError`).
 
 All of them are `agl_notebook.errors.UpstreamUnexpected` (so still ``RuntimeError``): the agent's program, run
-upstream of the caller, did something the call cannot go on from.
+upstream of the caller, did something the call cannot go on from. That holds for the expression sandbox's errors
+(`ExpressionError`: an expression of the agent failed or was refused) and for `ReplayedError` (an error that
+happened when the call was recorded) too: inside a call a handler sees them as `ErrorInfo`, and a call they end
+raises `FunctionCallError`. A problem with the agent file itself is `agl_notebook.functions.AgentInvalidError`, an
+`agl_notebook.errors.InputError`, raised before anything runs.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UpstreamUnexpected
-from .expressions import ErrorInfo
+
+if TYPE_CHECKING:
+    import ast
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    """What ``exc`` holds in an error handler: the error's type, message and, for HTTP errors, status."""
+
+    type: str
+    """The error's type name (``ApiError``, ``KeyError``, ``ExpressionRuntimeError`` ...)."""
+    message: str
+    """What went wrong; this is what ``f'{exc}'`` shows."""
+    status: int | None = None
+    """The HTTP status of an ``api`` command's error response, else None."""
+    body: Any = None
+    """The parsed body of an ``api`` command's error response, else None."""
+    command: str = ""
+    """The JSON path of the command that failed."""
+
+    def __str__(self) -> str:
+        return self.message
+
+    def to_json(self) -> dict[str, Any]:
+        """The error as JSON (how it is returned, logged or sent to a model)."""
+        data: dict[str, Any] = {"type": self.type, "message": self.message}
+        if self.status is not None:
+            data["status"] = self.status
+        if self.body is not None:
+            data["body"] = self.body
+        if self.command:
+            data["command"] = self.command
+        return data
+
+
+# Expressions (the sandbox of `agl_notebook.functions.expressions`)
+
+
+class ExpressionError(UpstreamUnexpected):
+    """Anything an expression can raise. The message shows the expression and where in it, when known."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str = "",
+        line: int | None = None,
+        column: int | None = None,
+        python_type: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        """What went wrong, without the expression."""
+        self.source = source
+        """The expression's source."""
+        self.line = line
+        """The 1-based line of the expression where it went wrong, when known."""
+        self.column = column
+        """The 0-based column, when known."""
+        self.python_type = python_type
+        """For a runtime error, the Python exception's name (``KeyError``); else None."""
+
+    def __str__(self) -> str:
+        if not self.source:
+            return self.message
+        lines = self.source.splitlines() or [""]
+        if self.line is None or self.column is None or not 1 <= self.line <= len(lines):
+            return f"{self.message}\n    {shorten(self.source)}"
+        text = lines[self.line - 1]
+        column = min(self.column, len(text))
+        start = max(0, column - 60)
+        shown = ("…" if start else "") + text[start : start + 120] + ("…" if len(text) > start + 120 else "")
+        caret = " " * (column - start + (1 if start else 0)) + "^"
+        where = f" (line {self.line}, column {column + 1})" if len(lines) > 1 else f" (column {column + 1})"
+        return f"{self.message}{where}\n    {shown}\n    {caret}"
+
+    def located(self, source: str, node: ast.AST | None) -> ExpressionError:
+        """The same error, with its position set from ``node`` if it has none yet."""
+        if not self.source:
+            self.source = source
+        if self.line is None and node is not None:
+            self.line = getattr(node, "lineno", None)
+            self.column = getattr(node, "col_offset", None)
+        return self
+
+
+class ExpressionSyntaxError(ExpressionError):
+    """The expression is not a valid Python expression."""
+
+
+class SandboxError(ExpressionError):
+    """The sandbox refused the expression: something it never allows (a dunder attribute, a call, a node type)."""
+
+
+class ExpressionLimitError(SandboxError):
+    """The expression went past a bound of `Limits` (size, depth, steps, time)."""
+
+
+class ExpressionRuntimeError(ExpressionError):
+    """The expression failed the ordinary way (a missing key, a division by zero); ``python_type`` says which."""
+
+
+def shorten(text: str, limit: int = 160) -> str:
+    """``text``, cut to ``limit`` characters with an ellipsis when it is longer."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# Replays
+
+
+class ReplayedError(UpstreamUnexpected):
+    """An error that happened when the call was recorded, raised again as it replays (see `functions._tape`)."""
+
+    def __init__(self, type_name: str, message: str) -> None:
+        super().__init__(message)
+        self.type_name = type_name
+        """The recorded error's type name."""
+
+
+# Commands and calls
 
 
 class CommandError(UpstreamUnexpected):

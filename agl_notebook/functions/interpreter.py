@@ -44,19 +44,22 @@ from ..run.views import EventSink
 from ..screens import ChoiceInput, ConfirmInput, Input, NumberInput, Screen, TextInput
 from ..transcript import user_text
 from ._http import build_request, send
-from ._tape import ReplayedError, Tape, TapeModel, error_entry
-from .errors import ApiError, CommandBudgetError, CommandError, FunctionCallError, LoopBoundError, ReentrancyError
-from .events import ApiRequested, ApiResponded, CommandStarted, ErrorHandled, FunctionCalled, FunctionReturned, Logged
-from .expressions import (
-    DEFAULT_LIMITS,
+from ._tape import Tape, TapeModel, error_entry
+from .errors import (
+    ApiError,
+    CommandBudgetError,
+    CommandError,
     ErrorInfo,
     ExpressionError,
     ExpressionLimitError,
     ExpressionRuntimeError,
-    Limits,
-    measure,
-    to_text,
+    FunctionCallError,
+    LoopBoundError,
+    ReentrancyError,
+    ReplayedError,
 )
+from .events import ApiRequested, ApiResponded, CommandStarted, ErrorHandled, FunctionCalled, FunctionReturned, Logged
+from .expressions import DEFAULT_LIMITS, Limits, measure, to_text
 from .spec import (
     AgentSpec,
     ApiArgs,
@@ -71,8 +74,8 @@ from .spec import (
     LoopArgs,
     SetArgs,
     ValueArgs,
+    walk_commands,
 )
-from .validate import walk_commands
 
 if TYPE_CHECKING:
     from ..replay.modes import Mode
@@ -197,12 +200,7 @@ class Agent:
         name = f"{self.spec.name}.{function}"
 
         async def work(recorded: Sequence[JsonValue] | None) -> UnitOutcome:
-            tape = Tape(recorded)
-            scope = current_scope.get()
-            call = _Call(self, run, tape, scope.emit if scope is not None else _no_events)
-            result = await call.top(fn, given)
-            tape.finish()
-            return UnitOutcome(result, tuple(tape.entries), call.usage, call.requests)
+            return await self._work(fn, given, run, recorded)
 
         outcome = await run.unit(
             name,
@@ -236,27 +234,24 @@ class Agent:
         self, function: str, args: Mapping[str, Any] | None, tape: Sequence[JsonValue], *, run: Run | None = None
     ) -> UnitOutcome:
         """Run a call from a recorded tape (what a Run's ``unit`` does on a hit); no model, server or person."""
-        return await self._work(function, args, run, tape)
+        return await self._work(self.spec.functions[function], dict(args or {}), _fresh(run), tape)
 
     async def record(
         self, function: str, args: Mapping[str, Any] | None = None, *, run: Run | None = None
     ) -> UnitOutcome:
         """Run a call live and return its result with the tape that replays it."""
-        return await self._work(function, args, run, None)
+        return await self._work(self.spec.functions[function], dict(args or {}), _fresh(run), None)
 
     async def _work(
-        self, function: str, args: Mapping[str, Any] | None, run: Run | None, tape: Sequence[JsonValue] | None
+        self, fn: Function, args: dict[str, Any], run: Run, recorded: Sequence[JsonValue] | None
     ) -> UnitOutcome:
-        fn = self.spec.functions[function]
-        if run is None:
-            from ..run import Run
-
-            run = Run()
+        """One top-level call of ``fn``: live when ``recorded`` is None, else replaying that tape."""
+        tape = Tape(recorded)
         scope = current_scope.get()
-        call = _Call(self, run, Tape(tape), scope.emit if scope is not None else _no_events)
-        result = await call.top(fn, dict(args or {}))
-        call.tape.finish()
-        return UnitOutcome(result, tuple(call.tape.entries), call.usage, call.requests)
+        call = _TopLevelCall(self, run, tape, scope.emit if scope is not None else _no_events)
+        result = await call.top(fn, args)
+        tape.finish()
+        return UnitOutcome(result, tuple(tape.entries), call.usage, call.requests)
 
     # Fingerprints -------------------------------------------------------------------------------------------
 
@@ -311,6 +306,15 @@ class Agent:
 
 def _no_events(event: Event) -> None:
     pass
+
+
+def _fresh(run: Run | None) -> Run:
+    """The Run given, else a new one (`Agent.record` and `Agent.replay` do not share the agent's default Run)."""
+    if run is not None:
+        return run
+    from ..run import Run
+
+    return Run()
 
 
 def _backend_for(run: Run, model_id: str) -> str:
@@ -393,7 +397,7 @@ class _Frame:
 _MISSING: Any = object()
 
 
-class _Call:
+class _TopLevelCall:
     """One top-level call: its tape, its events, its HTTP client, its model usage."""
 
     def __init__(self, agent: Agent, run: Run, tape: Tape, emit: EventSink) -> None:

@@ -194,3 +194,18 @@ class AgentSpec:
     """Each profile as written, for fingerprints."""
     calls: dict[str, tuple[str, ...]] = field(repr=False)
     """The functions each function may call, through ``func`` or as an ``llm`` command's tools."""
+
+
+def walk_commands(block: Block) -> list[Command]:
+    """Every command of a block, nested ones and handlers included, in order."""
+    out: list[Command] = []
+    for command in block:
+        out.append(command)
+        args = command.args
+        if isinstance(args, IfArgs):
+            out.extend(walk_commands(args.then) + walk_commands(args.orelse))
+        elif isinstance(args, LoopArgs):
+            out.extend(walk_commands(args.do))
+        if command.on_error:
+            out.extend(walk_commands(command.on_error))
+    return out
