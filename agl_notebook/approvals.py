@@ -198,7 +198,9 @@ def changed_paths(before: JsonValue, after: JsonValue, path: str = "") -> tuple[
     """The paths whose values differ between two argument objects (``city``, ``address.zip``; a list as a whole)."""
     if isinstance(before, dict) and isinstance(after, dict):
         found: list[str] = []
-        for key in [*after, *(k for k in before if k not in after)]:
+        # In the order of ``before`` (the call's validated arguments: the payload's field order, live or replayed),
+        # never of ``after``, whose keys come back sorted from a saved record.
+        for key in [*before, *(k for k in after if k not in before)]:
             child = f"{path}.{key}" if path else key
             if key not in before or key not in after:
                 found.append(child)

@@ -593,7 +593,8 @@ def test_changed_paths_name_nested_fields_and_whole_lists() -> None:
         "place.zip",
         "units",
     )
-    assert changed_paths({"a": 1}, {"b": 1}) == ("b", "a")
+    assert changed_paths({"a": 1}, {"b": 1}) == ("a", "b")
+    assert changed_paths({"z": 1, "a": 1}, {"a": 2, "z": 2}) == ("z", "a"), "in the order of the call's arguments"
     assert changed_paths({"a": 1}, {"a": 1.5}) == ("a",)
 
 
