@@ -210,11 +210,12 @@ def test_decisions_are_drawn_in_text_and_html() -> None:
     assert text.splitlines()[1:] == [
         "  tool weather: ok (approved by a person, and every later call of this tool in this Run)",
         "  tool weather: ok (edited by a person: changed days)",
-        "  tool weather: denied (denied by a person: Not <b>today</b>.)",
-        "  tool weather: denied (denied by the tool's policy)",
+        "  tool weather: denied (by a person: Not <b>today</b>.)",
+        "  tool weather: denied (by the tool's policy)",
     ]
     html = render_html(trace, ())
     assert "<b>Approval</b>: denied by a person: Not &lt;b&gt;today&lt;/b&gt;." in html
+    assert "denied</span> · by a person</summary>" in html
     assert "<b>Ran with</b>" in html and " · edited by a person: changed days</summary>" in html
     assert "Not <b>today</b>" not in html
 
@@ -253,4 +254,4 @@ async def test_live_and_replayed_steps_with_decisions_leave_the_same_final_bundl
     ((live, _),), ((replayed, _),) = live_display.shown, replay_display.shown
     assert live == replayed
     assert "edited by a person: changed place.city, days" in live["text/plain"]
-    assert "tool weather: denied (denied by a person)" in live["text/plain"]
+    assert "tool weather: denied (by a person)" in live["text/plain"]

@@ -201,3 +201,32 @@ def test_an_edit_is_checked_in_the_kernel_and_the_corrected_one_runs(kernel: Ker
         {"tool_call_id": "toolu_00_0", "tool": "send_mail", "decision": "edit", "always": False, "arguments": good}
     ]
     assert kernel.widgets == {}, "every widget of the step was closed"
+
+
+def test_step_sync_is_approved_from_a_synchronous_cell(kernel: Kernel, tmp_path: Path) -> None:
+    msg_id = kernel.execute('run = Run(model=ScriptedModel(script))\nprint(run.step_sync(mailer, "Send it").report)')
+    kernel.comm_msg(approval_form(kernel), {"method": "custom", "content": {"kind": "always"}})
+    reply = kernel.wait_reply(msg_id)["content"]
+    assert reply["status"] == "ok", reply
+    assert kernel.stream(msg_id) == "Sent to ada@example.com.\n"
+    assert (tmp_path / "sent.txt").read_text() == "ada@example.com x1: Minutes\n"
+    check = kernel.execute("print(sorted(run.always_approved))")
+    kernel.wait_reply(check)
+    assert kernel.stream(check) == "['send_mail']\n"
+
+
+@pytest.mark.parametrize("form", ["await", "sync"])
+def test_an_interrupt_while_waiting_for_approval_ends_the_step_cleanly(
+    kernel: Kernel, tmp_path: Path, form: str
+) -> None:
+    call = STEP if form == "await" else 'run.step_sync(mailer, "Send the minutes")'
+    msg_id = kernel.execute(f"run = Run(model=ScriptedModel(script))\n{call}")
+    approval_form(kernel)
+    kernel.km.interrupt_kernel()
+    reply = kernel.wait_reply(msg_id)["content"]
+    assert (reply["status"], reply["ename"]) == ("error", "StepInterrupted")
+    (final,) = [o for o in kernel.final_outputs(msg_id) if "text/plain" in o.get("data", {})]
+    assert "tool send_mail: not run" in final["data"]["text/plain"]
+    assert final["metadata"] == {}, "nothing is recorded"
+    assert kernel.widgets == {}, "no live widget is left behind"
+    assert not (tmp_path / "sent.txt").exists()

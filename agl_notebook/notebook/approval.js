@@ -108,7 +108,7 @@ function scalarField(node, value, label, ids) {
     inputs,
     focus: () => inputs[0].focus(),
     read: (path, found) => {
-      found.set(path, { error, row, inputs });
+      found.set(path, { error, mark: row, invalid: "agl-form-invalid", inputs });
       return read(path, found);
     },
   };
@@ -137,7 +137,8 @@ function objectField(node, value, label, ids, depth) {
     inputs: children.flatMap((c) => c.made.inputs),
     focus: () => children[0]?.made.focus(),
     read: (path, found) => {
-      found.set(path, { error, row: el, inputs: [] });
+      // The whole arguments object has no field of its own: what is wrong with it goes under the fields.
+      if (depth > 0) found.set(path, { error, mark: el, invalid: "agl-approval-invalid", inputs: [] });
       const out = {};
       for (const child of children) {
         out[child.name] = child.made.read(path ? `${path}.${child.name}` : child.name, found);
@@ -189,7 +190,7 @@ function listField(node, value, label, ids, depth) {
     },
     focus: () => (items[0] ? items[0].made.focus() : add.focus()),
     read: (path, found) => {
-      found.set(path, { error, row: group, inputs: [] });
+      found.set(path, { error, mark: group, invalid: "agl-approval-invalid", inputs: [] });
       return items.map((item, i) => item.made.read(`${path}[${i}]`, found));
     },
   };
@@ -266,8 +267,9 @@ function render({ model, el }) {
   const message = element("div", { class: "agl-form-error agl-form-message", "aria-live": "polite" });
   const run = element("button", { type: "submit", class: "agl-form-submit" }, "Run with these arguments");
   const cancelEdit = element("button", { type: "button", class: "agl-approval-button" }, "Cancel");
+  const checking = element("span", { class: "agl-form-status", "aria-live": "polite" });
   const editActions = element("div", { class: "agl-form-actions" });
-  editActions.append(run, cancelEdit);
+  editActions.append(run, cancelEdit, checking);
   editForm.append(fields.el, message, editActions);
 
   // Deny: an optional message, which the agent receives as the tool's error result.
@@ -314,19 +316,20 @@ function render({ model, el }) {
     found = reading;
     if (reading.local.length) {
       place(reading.local);
-      status.textContent = "Please correct the arguments above.";
+      checking.textContent = "Please correct the arguments above.";
       return;
     }
+    if (model.get("decided")) return;
     attempt += 1;
-    send({ kind: "edit", attempt, arguments: edited });
-    status.textContent = "Checking\u2026";
+    checking.textContent = "Checking\u2026";
+    model.send({ kind: "edit", attempt, arguments: edited });
   };
 
   // Each problem goes next to the deepest field its path names; one naming no field goes under the fields.
   const place = (problems) => {
     for (const handle of found.values()) {
       handle.error.textContent = "";
-      handle.row.classList.remove("agl-form-invalid");
+      handle.mark.classList.remove(handle.invalid);
       for (const input of handle.inputs) input.removeAttribute("aria-invalid");
     }
     const general = [];
@@ -334,13 +337,13 @@ function render({ model, el }) {
       // The validator names the whole arguments object "arguments" (unless a field has that name).
       let key = path === "arguments" && !found.has("arguments") ? "" : path;
       while (key && !found.has(key)) key = parentPath(key);
-      const handle = found.get(key);
+      const handle = key ? found.get(key) : undefined;
       if (!handle) {
         general.push(text);
         continue;
       }
       handle.error.textContent = handle.error.textContent ? `${handle.error.textContent} ${text}` : text;
-      handle.row.classList.add("agl-form-invalid");
+      handle.mark.classList.add(handle.invalid);
       for (const input of handle.inputs) input.setAttribute("aria-invalid", "true");
     }
     message.textContent = [model.get("message") || "", ...general].filter((t) => t).join(" ");
@@ -384,13 +387,14 @@ function render({ model, el }) {
     const decided = model.get("decided");
     if (decided) {
       status.textContent = `${decided[0].toUpperCase()}${decided.slice(1)}.`;
+      checking.textContent = "";
       for (const control of root.querySelectorAll("button, input, textarea, select")) control.disabled = true;
       return;
     }
     if (model.get("checked") >= attempt && attempt > 0) {
       const problems = model.get("errors") ?? [];
       place(problems);
-      status.textContent = problems.length || model.get("message") ? "Please correct the arguments above." : "";
+      checking.textContent = problems.length || model.get("message") ? "Please correct the arguments above." : "";
     } else if (model.get("message")) {
       message.textContent = model.get("message");
       status.textContent = "";

@@ -353,7 +353,8 @@ def _call_html(call: CallTrace, esc: _Escape) -> str:
     if call.decided is not None:
         # The summary names the decision; the message and what the call ran with are inside.
         decided = f" · {esc(_decided_words(call.decided, lambda _: ''))}"
-        body.append(f"<div><b>Approval</b>: {esc(_decided_words(call.decided, lambda m: m))}</div>")
+        words = _decided_words(call.decided, lambda m: m, beside_status=False)
+        body.append(f"<div><b>Approval</b>: {esc(words)}</div>")
         if call.decided.arguments is not None:
             body.append(f"<div><b>Ran with</b></div>{_value_html(call.decided.arguments, esc)}")
     if call.problems:
@@ -416,10 +417,12 @@ def _is_long(text: str) -> bool:
     return len(text) > 600 or text.count("\n") > 12
 
 
-def _decided_words(event: ApprovalDecided, message: Callable[[str], str]) -> str:
-    return decision_words(
+def _decided_words(event: ApprovalDecided, message: Callable[[str], str], *, beside_status: bool = True) -> str:
+    words = decision_words(
         event.decision, by=event.by, always=event.always, changed=event.changed, message=message(event.message)
     )
+    # Beside the status "denied" the verb would say it twice: "denied · by a person".
+    return words.removeprefix("denied ") if beside_status and event.decision == "deny" else words
 
 
 def _chip(text: str, tint: str) -> str:
