@@ -57,6 +57,7 @@ function scalarField(node, value, label, ids) {
   let control;
   let inputs;
   let read;
+  let labelNode;
   if (node.kind === "boolean") {
     control = element("span", { class: "agl-form-toggle", role: "radiogroup", id, "aria-labelledby": `${id}-label` });
     inputs = [];
@@ -70,7 +71,8 @@ function scalarField(node, value, label, ids) {
       const chosen = inputs.find((r) => r.checked);
       return chosen ? chosen.value === "Yes" : null;
     };
-    row.append(element("span", { class: "agl-form-label", id: `${id}-label` }, label));
+    labelNode = element("span", { class: "agl-form-label", id: `${id}-label` }, label);
+    row.append(labelNode);
   } else {
     const text = value === null || value === undefined ? "" : shown(value);
     const long = node.kind === "json" || text.includes("\n") || text.length > 60;
@@ -97,7 +99,8 @@ function scalarField(node, value, label, ids) {
       const typed = control.value.trim();
       return NUMBER.test(typed) ? Number(typed) : control.value;
     };
-    row.append(element("label", { class: "agl-form-label", for: id }, label));
+    labelNode = element("label", { class: "agl-form-label", for: id }, label);
+    row.append(labelNode);
   }
   control.setAttribute("aria-describedby", `${id}-hint ${id}-error`);
   const body = element("div", { class: "agl-form-control" });
@@ -107,6 +110,9 @@ function scalarField(node, value, label, ids) {
     el: row,
     inputs,
     focus: () => inputs[0].focus(),
+    relabel: (text) => {
+      labelNode.textContent = text;
+    },
     read: (path, found) => {
       found.set(path, { error, mark: row, invalid: "agl-form-invalid", inputs });
       return read(path, found);
@@ -123,19 +129,25 @@ function objectField(node, value, label, ids, depth) {
   }));
   const error = element("div", { class: "agl-form-error", id: `${id}-error`, "aria-live": "polite" });
   let el;
+  const legend = element("legend", {}, label);
   if (depth === 0) {
     el = element("div", { class: "agl-approval-fields" });
   } else {
     el = element("fieldset", { class: "agl-approval-group", id });
-    el.append(element("legend", {}, label));
+    el.append(legend);
     if (node.description) el.append(element("div", { class: "agl-form-hint" }, node.description));
   }
   for (const child of children) el.append(child.made.el);
   el.append(error);
   return {
     el,
-    inputs: children.flatMap((c) => c.made.inputs),
+    get inputs() {
+      return children.flatMap((c) => c.made.inputs); // a list's change as items come and go
+    },
     focus: () => children[0]?.made.focus(),
+    relabel: (text) => {
+      legend.textContent = text;
+    },
     read: (path, found) => {
       // The whole arguments object has no field of its own: what is wrong with it goes under the fields.
       if (depth > 0) found.set(path, { error, mark: el, invalid: "agl-approval-invalid", inputs: [] });
@@ -151,18 +163,21 @@ function objectField(node, value, label, ids, depth) {
 function listField(node, value, label, ids, depth) {
   const id = ids();
   const group = element("div", { class: "agl-approval-group", role: "group", id, "aria-labelledby": `${id}-label` });
-  group.append(element("span", { class: "agl-form-label", id: `${id}-label` }, label));
+  const title = element("span", { class: "agl-form-label", id: `${id}-label` }, label);
+  group.append(title);
   if (node.description) group.append(element("div", { class: "agl-form-hint" }, node.description));
   const list = element("div", { class: "agl-approval-items" });
   const add = element("button", { type: "button", class: "agl-approval-button agl-approval-small" }, `Add to ${label}`);
   const error = element("div", { class: "agl-form-error", id: `${id}-error`, "aria-live": "polite" });
   group.append(list, add, error);
   const items = [];
+  // Items are numbered as they stand: removing the second makes the third the second.
   const relabel = () => {
     items.forEach((item, i) => {
-      item.remove.textContent = "Remove";
-      item.remove.setAttribute("aria-label", `Remove ${label} ${i + 1}`);
+      item.made.relabel(`${title.textContent} ${i + 1}`);
+      item.remove.setAttribute("aria-label", `Remove ${title.textContent} ${i + 1}`);
     });
+    add.textContent = `Add to ${title.textContent}`;
   };
   const append = (itemValue) => {
     const made = field(node.item, itemValue, `${label} ${items.length + 1}`, ids, depth + 1);
@@ -189,6 +204,10 @@ function listField(node, value, label, ids, depth) {
       return [...items.flatMap((i) => [...i.made.inputs, i.remove]), add];
     },
     focus: () => (items[0] ? items[0].made.focus() : add.focus()),
+    relabel: (text) => {
+      title.textContent = text;
+      relabel();
+    },
     read: (path, found) => {
       found.set(path, { error, mark: group, invalid: "agl-approval-invalid", inputs: [] });
       return items.map((item, i) => item.made.read(`${path}[${i}]`, found));
@@ -218,6 +237,10 @@ function optionalField(node, value, label, ids, depth) {
       return [...made.inputs, none];
     },
     focus: () => (none.checked ? none.focus() : made.focus()),
+    relabel: (text) => {
+      made.relabel(text);
+      none.setAttribute("aria-label", `${text}: None`);
+    },
     read: (path, found) => {
       const got = made.read(path, found);
       return none.checked ? null : got;

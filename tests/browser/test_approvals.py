@@ -256,3 +256,71 @@ def test_a_person_approves_edits_denies_and_always_approves_in_the_cell(jupyter:
     if ui == "lab" and not dark:  # the saved notebook replays with no prompt and no handler (once is enough)
         result = run_nbval(nb.path)
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+# Every other kind of field: a fixed tuple as JSON (invalid JSON caught in the page), an optional text switched on,
+# a Yes/No toggle, and a list item removed.
+
+ODD_SETUP = """\
+from dataclasses import dataclass
+from agl_notebook import Role, Run, ScriptedModel, ToolResult, describe, reporting_tool, tool
+
+GOT = []
+
+@dataclass(frozen=True)
+class Slot:
+    hours: tuple[int, int] = describe("From and to, in whole hours.")
+    note: str | None = describe("A note for the room, if any.", default=None)
+    urgent: bool = describe("Book it before anything else.", default=False)
+    rooms: list[str] = describe("Rooms to try, in order.", default=[])
+
+@dataclass(frozen=True)
+class Booked:
+    result: str = describe("What the tool said.")
+
+async def book(slot: Slot) -> ToolResult:
+    GOT.append(slot)
+    return ToolResult("Booked.")
+
+def script(request):
+    if len(request.messages) == 1:
+        return {"calls": [{"name": "book", "args": {"hours": [9, 10], "rooms": ["Aster", "Birch", "Cedar"]}}]}
+    return {"calls": [{"name": "report", "args": {"result": request.messages[-1].content[0].content}}]}
+
+booker = Role(name="booker", instructions="Book.", tools=[tool("book", "Book a room.", Slot, book, approval="ask"),
+                                                          reporting_tool("report", "Report.", Booked)])"""
+
+ODD_CELLS = [ODD_SETUP, "run = Run(model=ScriptedModel(script))", 'await run.step(booker, "Book")', "print(GOT)"]
+
+
+def test_json_optional_boolean_and_list_fields_edit_as_shown(jupyter: Jupyter) -> None:
+    jupyter.server.write_notebook("approvals_fields.ipynb", ODD_CELLS)
+    nb = jupyter.open("approvals_fields.ipynb", ui="lab")
+    nb.run_all()
+    form = approval(nb, "Aster")
+    button(form, "Edit").click()
+    hours = form.get_by_label("hours", exact=True)
+    assert json.loads(hours.input_value()) == [9, 10], "a fixed tuple is edited as JSON"
+    note = form.get_by_label("note", exact=True)
+    assert note.is_disabled(), "an optional field left empty starts as None"
+    form.get_by_label("note: None", exact=True).uncheck()
+    note.fill("Bring the projector.")
+    nb.choose(STEP_CELL, "urgent", "Yes")
+    form.get_by_role("button", name="Remove rooms 2").click()
+    assert form.get_by_label("rooms 2", exact=True).input_value() == "Cedar", "the items are numbered again"
+    hours.fill("[9, 11")
+    button(form, "Run with these arguments").click()
+    # JSON the page cannot read is not sent: the page says so next to the field.
+    nb.wait_until(
+        lambda: field_error(form, "hours").inner_text().startswith("hours: not valid JSON ("),
+        "the page's own message for JSON it cannot read",
+        UI_ACTION,
+    )
+    nb.shot("json-rejected")
+    hours.fill("[9, 11]")
+    button(form, "Run with these arguments").click()
+    nb.wait_cells_done(what="the edited call to run")
+    assert nb.output_text(3).strip() == (
+        "[Slot(hours=(9, 11), note='Bring the projector.', urgent=True, rooms=['Aster', 'Cedar'])]"
+    )
+    assert "edited by a person: changed hours, note, urgent, rooms" in nb.output_text(STEP_CELL)
