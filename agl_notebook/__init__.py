@@ -5,6 +5,7 @@ until the agent reports a typed result. In a notebook, steps draw live widget vi
 widgets, and are recorded in the notebook's metadata so that re-executing it replays them with no model call.
 """
 
+from .approvals import Approve, Deny, Edit
 from .errors import InputError, RoleIncompleteError, UpstreamUnexpected
 from .events import Event
 from .models.base import Model
@@ -39,9 +40,12 @@ __all__ = [
     "reporting_tool",
     "role",
     "tool",
-    # Running steps and asking questions
+    # Running steps, asking questions, approving tool calls
+    "Approve",
     "ChoiceInput",
     "ConfirmInput",
+    "Deny",
+    "Edit",
     "Event",
     "NumberInput",
     "Run",

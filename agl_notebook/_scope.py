@@ -1,8 +1,8 @@
 """The running step, reachable from anywhere inside it through a context variable.
 
 Tools ask questions through `run.terminal`, which has no handle on the step it is called from; the scope is how a
-question reaches the current step's view and record, and how a step's undo work is registered. A context variable
-(not a Run attribute) keeps concurrent steps under `asyncio.gather` apart.
+question (or a decision on a tool call) reaches the current step's view and record, and how a step's undo work is
+registered. A context variable (not a Run attribute) keeps concurrent steps under `asyncio.gather` apart.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from .events import Event
-from .payloads import JsonValue
+from .payloads import JsonObject, JsonValue
 
 
 @dataclass(frozen=True)
@@ -32,12 +32,39 @@ class Question:
     """The validated answer as JSON."""
 
 
+DecisionKind = Literal["approve", "edit", "deny"]
+"""What was decided on a tool call that needed approval."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A decision on one tool call that needed approval, as recorded (docs/roles-and-tools.md, "Approvals")."""
+
+    tool_call_id: str
+    """The call decided on."""
+    tool: str
+    """The tool's name."""
+    decision: DecisionKind
+    """Approved as it was, run with edited arguments, or denied."""
+    always: bool = False
+    """The person also chose to approve every later call of this tool in the same Run without asking."""
+    arguments: JsonObject | None = None
+    """For an edit: the arguments the handler ran with, as JSON."""
+    message: str = ""
+    """For a denial: what the agent is told, if anything was said."""
+    by: str = "person"
+    """Who decided: ``person`` (a person, or answers scripted for one), ``policy`` (the tool's callable policy) or
+    ``setting`` (``AGL_NOTEBOOK_APPROVALS`` in a headless run)."""
+    changed: tuple[str, ...] = ()
+    """For an edit: the argument paths whose values the edit changed (``city``, ``address.zip``)."""
+
+
 @dataclass
 class StepScope:
     """What the running step offers the code inside it.
 
     "Work" that a failed or interrupted step wipes: its result, its transcript and record (never written), the
-    answers it collected, its scratch folder, and anything registered with `on_undo`.
+    answers and decisions it collected, its scratch folder, and anything registered with `on_undo`.
     """
 
     role: str
@@ -46,6 +73,10 @@ class StepScope:
     """Sends an event to the step's views."""
     questions: list[Question] = field(default_factory=list)
     """The questions asked so far, with their answers."""
+    decisions: list[Decision] = field(default_factory=list)
+    """The decisions on tool calls that needed approval, so far."""
+    on_waiting: Callable[[], object] | None = field(default=None, repr=False)
+    """Called right before the step waits for a person (a question, an approval); None does nothing."""
     view: Any = field(default=None, repr=False)
     """The step's view, where a terminal that draws inside it (the notebook's) shows questions."""
     _undo: list[Callable[[], object]] = field(default_factory=list, repr=False)
@@ -54,6 +85,11 @@ class StepScope:
     def on_undo(self, undo: Callable[[], object]) -> None:
         """Register work to undo if the step fails or is interrupted (run newest first)."""
         self._undo.append(undo)
+
+    def begin_waiting(self) -> None:
+        """The step is about to wait for a person: tell `on_waiting`, if set."""
+        if self.on_waiting is not None:
+            self.on_waiting()
 
     def scratch_dir(self) -> Path:
         """A folder for this step's files, created on first use and removed if the step fails."""
@@ -74,6 +110,7 @@ class StepScope:
             except Exception as e:  # an undo failing must not mask why the step failed
                 errors.append(e)
         self.questions.clear()
+        self.decisions.clear()
         return errors
 
 

@@ -64,6 +64,13 @@ ANSWERS = Setting(
     "a JSON list; unset: a live question in a headless run fails with NoAnswerError",
     "The answers to the questions a headless run asks live, used in order. `agl-notebook execute --answers` sets it.",
 )
+APPROVALS = Setting(
+    "AGL_NOTEBOOK_APPROVALS",
+    "approve, deny, or the path of a JSON file of decisions; unset: a tool call that asks for approval in a "
+    "headless run fails before its handler runs",
+    "How a headless run decides on tool calls that need a person's approval: approve all, deny all, or the "
+    "decisions in the file, keyed by tool and arguments. `agl-notebook execute --approvals` sets it.",
+)
 QUESTIONS = Setting(
     "AGL_NOTEBOOK_QUESTIONS",
     "widgets or stdin; unset: widgets on ipykernel 7.4 or later, else stdin",
@@ -97,6 +104,7 @@ SETTINGS: tuple[Setting, ...] = (
     BLOCK_MODELS,
     NOTEBOOK_PATH,
     ANSWERS,
+    APPROVALS,
     QUESTIONS,
     JUPYTER_SESSION,
     ANTHROPIC_API_KEY,

@@ -1,9 +1,11 @@
 """The ``agl-notebook`` command: execute notebooks headlessly, and see, explain and tidy the recordings they keep.
 
-- ``agl-notebook execute NOTEBOOK [--record] [--mode MODE] [--timeout SECONDS] [--output PATH] [--answers JSON]``
-  runs every code cell with nbclient in a fresh ``python3`` kernel started in the notebook's folder, with
-  ``AGL_NOTEBOOK_PATH`` set so the kernel reads the recordings saved in the notebook (and ``AGL_NOTEBOOK_MODE`` when
-  ``--mode`` is given, ``AGL_NOTEBOOK_ANSWERS`` when ``--answers`` is: the answers to live questions, in order).
+- ``agl-notebook execute NOTEBOOK [--record] [--mode MODE] [--timeout SECONDS] [--output PATH] [--answers JSON]
+  [--approvals approve|deny|FILE]`` runs every code cell with nbclient in a fresh ``python3`` kernel started in the
+  notebook's folder, with ``AGL_NOTEBOOK_PATH`` set so the kernel reads the recordings saved in the notebook (and
+  ``AGL_NOTEBOOK_MODE`` when ``--mode`` is given, ``AGL_NOTEBOOK_ANSWERS`` when ``--answers`` is: the answers to live
+  questions, in order; ``AGL_NOTEBOOK_APPROVALS`` when ``--approvals`` is: the decisions on tool calls that ask for
+  approval).
   The executed notebook is written back (or to ``--output``) as nbclient leaves it, each finished step's record in
   its output metadata (path 2); with ``--record`` every record is then moved into the notebook metadata (path 3).
   Progress is one updating bar on a terminal, one line per cell otherwise.
@@ -50,7 +52,7 @@ from ._cli_report import (
     tokens,
 )
 from ._files import write_atomically
-from ._settings import ANSWERS, BLOCK_MODELS, MODE, NOTEBOOK_PATH, UNDER_NBVAL, set_for_kernels
+from ._settings import ANSWERS, APPROVALS, BLOCK_MODELS, MODE, NOTEBOOK_PATH, UNDER_NBVAL, set_for_kernels
 from .errors import InputError
 from .notebook.nbfile import METADATA_KEY, consolidate, read_notebook_json, records_in_notebook
 from .replay.modes import MODES
@@ -88,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                 timeout=args.timeout,
                 output=Path(args.output) if args.output is not None else None,
                 answers=args.answers,
+                approvals=args.approvals,
             )
         if args.command == "list":
             return _list(path, as_json=args.json)
@@ -150,6 +153,14 @@ def _parser() -> argparse.ArgumentParser:
         help="the answers to the questions steps ask live, in order, as a JSON list "
         f"(e.g. '[\"Saturday\", 3]'; sets {ANSWERS.name} for the kernel). Without it a "
         "live question fails the run, naming it; a replayed one needs no answer",
+    )
+    execute.add_argument(
+        "--approvals",
+        type=_approvals,
+        metavar="approve|deny|FILE",
+        help="how tool calls that ask for a person's approval are decided: approve all, deny all, or the decisions "
+        f"in a JSON file, keyed by tool and arguments (sets {APPROVALS.name} for the kernel). Without it a live "
+        "call that asks fails the run before its handler runs, naming the tool; a replayed one needs no decision",
     )
 
     merge = commands.add_parser(
@@ -260,6 +271,16 @@ def _answers(text: str) -> str:
     return text
 
 
+def _approvals(text: str) -> str:
+    """``approve``, ``deny``, or a decisions file (made absolute: the kernel starts in the notebook's folder)."""
+    if text.strip().lower() in ("approve", "deny"):
+        return text.strip().lower()
+    path = Path(text).expanduser()
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"expected approve, deny, or a JSON file of decisions; {text!r} is none")
+    return str(path.resolve())
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -274,7 +295,14 @@ def _positive_int(text: str) -> int:
 
 
 def _execute(
-    path: Path, *, record: bool, mode: str | None, timeout: int | None, output: Path | None, answers: str | None = None
+    path: Path,
+    *,
+    record: bool,
+    mode: str | None,
+    timeout: int | None,
+    output: Path | None,
+    answers: str | None = None,
+    approvals: str | None = None,
 ) -> int:
     import nbformat
 
@@ -305,6 +333,8 @@ def _execute(
         settings[MODE.name] = mode
     if answers is not None:
         settings[ANSWERS.name] = answers
+    if approvals is not None:
+        settings[APPROVALS.name] = approvals
     started = time.monotonic()
     with _failures(progress, timeout, f"Nothing was written; {path} is unchanged."), set_for_kernels(settings):
         client.execute()

@@ -35,13 +35,18 @@ from roles, on purpose (docs/client-tools.md):
   result ``No handler for tool <name>: ...`` (the run goes on).
 - ``max_tool_roundtrips=N`` allows N round trips, so N+1 model requests. If the last reply still asks for tools,
   those calls are answered "not run", ``run.truncated`` is emitted and ``result.truncated`` is True.
+- A client tool may declare ``"approval"``: ``"ask"`` (a person approves, edits or denies every call before its
+  handler runs) or a policy ``policy(args, request)`` returning ``"approve"``, ``"deny"`` or ``"ask"``, as for a
+  role's `agl_notebook.tool` (docs/roles-and-tools.md, "Approvals"). An edit is not checked against
+  ``parameters`` (the arguments never are), only that it is an object. It is not sent to the model.
 - Tool calls written as text (``<｜DSML｜tool_call>{"name": ..., "arguments": {...}}</｜DSML｜tool_call>``) are
   turned into ordinary calls for every model; the markup never reaches the events or ``result.text``. A span that
   cannot be read is dropped with a ``markup.error`` event; the transcript keeps it as the model wrote it, so the
   model and a replay see what was written (`agl_notebook.models.markup`).
 
 The stream carries the loop's events: ``response.output_text.delta``, ``client.tool.requested|executing|result|
-roundtrip``, ``run.truncated``, ``markup.error``, ``question.asked|answered``. The step lifecycle events a `Run`
+roundtrip``, ``run.truncated``, ``markup.error``, ``question.asked|answered``, ``approval.requested|decided``. The
+step lifecycle events a `Run`
 also emits (``step.*``) go only to the Run's own views and sinks.
 """
 
@@ -57,8 +62,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypedDict, Unpack
 
+from .approvals import ApprovalPolicy, check_policy
 from .errors import InputError
 from .events import (
+    ApprovalDecided,
+    ApprovalRequested,
     ClientToolExecuting,
     ClientToolRequested,
     ClientToolResult,
@@ -92,6 +100,8 @@ __all__ = [
     "DSML_TOOL_CALL_OPEN",
     "DEFAULT_MODEL",
     # Events
+    "ApprovalDecided",
+    "ApprovalRequested",
     "ClientToolExecuting",
     "ClientToolRequested",
     "ClientToolResult",
@@ -171,7 +181,7 @@ class RunOptions(TypedDict, total=False):
     """Handlers by tool name; only tools listed in ``client_tools`` are ever run."""
     client_tools: Sequence[Mapping[str, Any]] | None
     """The tools offered: ``{"name", "description", "parameters"}``, ``parameters`` being the JSON Schema the model
-    is shown (``{"type": "object", ...}``)."""
+    is shown (``{"type": "object", ...}``), and optionally ``"approval"``: ``"ask"`` or a policy function."""
     max_tool_roundtrips: int
     """How many tool round trips are allowed (so at most this plus one model requests); by default
     `DEFAULT_MAX_TOOL_ROUNDTRIPS`."""
@@ -401,9 +411,10 @@ class _ClientTool:
     name: str
     description: str
     parameters: JsonObject
+    approval: ApprovalPolicy = None
 
 
-_TOOL_KEYS = {"name", "description", "parameters"}
+_TOOL_KEYS = {"name", "description", "parameters", "approval"}
 
 
 def _check_agent(agent: object) -> tuple[str, str]:
@@ -451,7 +462,10 @@ def _check_client_tools(tools: object) -> list[_ClientTool]:
             )
         unknown = sorted(map(str, set(t) - _TOOL_KEYS))
         if unknown:
-            raise InputError(f"{where}: unknown keys {unknown}; a client tool has name, description and parameters.")
+            raise InputError(
+                f"{where}: unknown keys {unknown}; a client tool has name, description, parameters and, optionally, "
+                "approval."
+            )
         name, description = t.get("name"), t.get("description", "")
         parameters = t.get("parameters", {"type": "object"})
         if not isinstance(name, str) or not is_tool_name(name):
@@ -471,7 +485,9 @@ def _check_client_tools(tools: object) -> list[_ClientTool]:
             schema = json.loads(json.dumps(parameters, allow_nan=False))
         except (TypeError, ValueError) as e:
             raise InputError(f"{where} ({name!r}): parameters must be JSON ({e}).") from None
-        checked.append(_ClientTool(name, description, schema))
+        approval = t.get("approval")
+        check_policy(f"{where} ({name!r})", approval)
+        checked.append(_ClientTool(name, description, schema, approval))
     return checked
 
 
@@ -498,7 +514,7 @@ def _tool(spec: _ClientTool, handler: ToolHandler | None) -> Tool[Any]:
         return _RoleToolResult(content, rejected=is_error)
 
     # Built directly rather than with tool(): the schema is the user's JSON Schema, not one made from a dataclass.
-    return Tool(spec.name, spec.description, dict, call, PayloadSpec(dict, spec.parameters, _as_given))
+    return Tool(spec.name, spec.description, dict, call, PayloadSpec(dict, spec.parameters, _as_given), spec.approval)
 
 
 async def _call_handler(

@@ -158,6 +158,13 @@ class NoAnswerError(UpstreamUnexpected):
     """A question was asked where nobody can answer it (no stdin, a headless run) and no answers were supplied."""
 
 
+class NoDecisionError(NoAnswerError):
+    """A tool call needs a person's approval where nobody can give it (a headless run) and no policy decides it.
+
+    Raised before the tool's handler runs; the message names the tool and the setting that decides headless runs.
+    """
+
+
 class MissingCredentialsError(UpstreamUnexpected):
     """A model that needs the network was asked for a reply, but no credentials for it were found.
 

@@ -188,6 +188,42 @@ class QuestionAnswered:
 
 
 @dataclass(frozen=True)
+class ApprovalRequested:
+    """A tool call whose arguments passed validation waits for a decision before its handler runs."""
+
+    name: str
+    """The tool's name."""
+    tool_call_id: str
+    """The call's id."""
+    args: JsonObject
+    """The validated arguments, as JSON (defaults filled in)."""
+    type: Literal["approval.requested"] = field(default="approval.requested", init=False)
+
+
+@dataclass(frozen=True)
+class ApprovalDecided:
+    """A tool call was approved, edited or denied (by a person, the tool's policy, or a headless setting)."""
+
+    name: str
+    """The tool's name."""
+    tool_call_id: str
+    """The call's id."""
+    decision: Literal["approve", "edit", "deny"]
+    """What was decided."""
+    by: str = "person"
+    """Who decided: ``person``, ``policy`` or ``setting`` (``AGL_NOTEBOOK_APPROVALS``)."""
+    always: bool = False
+    """Every later call of this tool in the same Run is approved without asking."""
+    changed: tuple[str, ...] = ()
+    """For an edit: the argument paths it changed."""
+    arguments: JsonObject | None = None
+    """For an edit: the arguments the handler runs with."""
+    message: str = ""
+    """For a denial: the message the agent gets, if any."""
+    type: Literal["approval.decided"] = field(default="approval.decided", init=False)
+
+
+@dataclass(frozen=True)
 class MarkupError:
     """A tool call written as text markup could not be read; that span was dropped."""
 
@@ -376,6 +412,8 @@ Event: TypeAlias = (
     | RunTruncated
     | QuestionAsked
     | QuestionAnswered
+    | ApprovalRequested
+    | ApprovalDecided
     | MarkupError
     | StepFinished
     | StepFailed
@@ -397,6 +435,8 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     RunTruncated,
     QuestionAsked,
     QuestionAnswered,
+    ApprovalRequested,
+    ApprovalDecided,
     MarkupError,
     StepFinished,
     StepFailed,

@@ -10,7 +10,10 @@ whose handler errors become error results (client tools) wraps its handlers. Eve
 rules it keeps:
 
 - Every tool_use gets exactly one tool_result with its id, in the next user message, in call order: run, rejected
-  (validation problems), not offered (the guard), skipped (after the report), or not run (round-trip limit).
+  (validation problems), denied (its gate), not offered (the guard), skipped (after the report), or not run
+  (round-trip limit).
+- A tool's gate (approvals, `agl_notebook.run._approvals`) sees the validated payload before the handler runs: it
+  may deny the call (its result is the gate's) or change the payload (its note precedes the handler's result).
 - The guard is computed per turn from the tools offered in that turn's request and fails closed: a name not
   offered never reaches a handler, also when no tools are offered at all.
 - ``max_tool_roundtrips=N`` allows N tool round trips, so N+1 model requests; tool calls in the reply that would
@@ -72,6 +75,22 @@ CallTool = Callable[[Any, str], Awaitable[tuple[str, bool]]]
 Validate = Callable[[JsonObject], tuple[Any, tuple[str, ...]]]
 """Builds a payload from the model's arguments, or returns the problems (each naming its field path)."""
 
+
+@dataclass(frozen=True)
+class Gated:
+    """What a tool's gate decided about one call."""
+
+    payload: Any = None
+    """The payload to run the call with: the validated one, or an edited one."""
+    result: tuple[str, bool] | None = None
+    """The result to give without running the call (a denial), or None to run it."""
+    note: str = ""
+    """Text put before the handler's result (what an edit changed)."""
+
+
+Gate = Callable[[Any, str], Awaitable[Gated]]
+"""Decides on one call, given the validated payload and the call id, before its handler runs."""
+
 current_tool_call_id: ContextVar[str | None] = ContextVar("agl_notebook_tool_call_id", default=None)
 """The id of the tool call whose `LoopTool.call` is running, for code inside it that is not handed the id."""
 
@@ -86,6 +105,8 @@ class LoopTool:
     """Runs a call. What it raises stops the loop and propagates unchanged."""
     validate: Validate | None = None
     """Checks the arguments before the call; None passes them on as they came."""
+    gate: Gate | None = None
+    """Decides, after validation, whether and with what payload the call runs; None runs every call."""
 
 
 @dataclass(frozen=True)
@@ -263,12 +284,19 @@ async def _run_tool(tool: LoopTool, call: ToolUseBlock, emit: Callable[[Event], 
         if problems:
             emit(PayloadRejected(call.name, call.id, call.input, problems))
             return _problems_text(call.name, problems), True
+    note = ""
+    if tool.gate is not None:
+        gated = await tool.gate(payload, call.id)
+        if gated.result is not None:
+            return gated.result
+        payload, note = gated.payload, gated.note
     emit(ClientToolExecuting(call.name, call.id))
     token = current_tool_call_id.set(call.id)
     try:
-        return await tool.call(payload, call.id)
+        text, is_error = await tool.call(payload, call.id)
     finally:
         current_tool_call_id.reset(token)
+    return note + text, is_error
 
 
 def error_text(error: BaseException) -> str:

@@ -1,20 +1,24 @@
-"""Terminals: where a tool's questions are shown and answered.
+"""Terminals: where a tool's questions are shown and answered, and its calls approved, edited or denied.
 
 `Terminal.show` builds the screen, tells the current step's view (``question.asked``), waits for a validated answer
-and records it (``question.answered``). Subclasses only implement `Terminal.ask`: how one screen is answered.
-The notebook terminal (input widgets) lives in `agl_notebook.notebook`.
+and records it (``question.answered``). `Terminal.approve` does the same for a tool call that needs approval
+(``approval.requested``, ``approval.decided``). Subclasses implement how one screen is answered (`Terminal.ask`) and
+how one call is decided (`Terminal.ask_approval`). One person, one prompt at a time: both take the same lock. The
+notebook terminal (widgets) lives in `agl_notebook.notebook`.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._scope import Question, current_scope
-from .errors import InputError, NoAnswerError
-from .events import QuestionAnswered, QuestionAsked
+from ._scope import Decision, Question, current_scope
+from .approvals import SETTING, ApprovalRequest, Approve, Deny, Edit, Verdict, as_verdict, decide, decided_event
+from .errors import InputError, NoAnswerError, NoDecisionError
+from .events import ApprovalRequested, QuestionAnswered, QuestionAsked
 from .screens import Screen
 
 if TYPE_CHECKING:
@@ -47,6 +51,8 @@ class Terminal:
 
         loop = asyncio.get_running_loop()
         async with self._locks.setdefault(loop, asyncio.Lock()):
+            if scope is not None:
+                scope.begin_waiting()
             answer = await self.ask(screen)
         as_json = screen.answer_json(answer)
         if scope is not None:
@@ -54,8 +60,30 @@ class Terminal:
             scope.emit(QuestionAnswered(screen.text, as_json))
         return answer
 
+    async def approve(self, request: ApprovalRequest) -> Decision:
+        """Ask for a decision on a tool call that needs approval; return it checked, and record it in the step."""
+        __tracebackhide__ = True
+        scope = current_scope.get()
+        if scope is not None:
+            scope.emit(ApprovalRequested(request.tool, request.tool_call_id, request.arguments))
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        async with self._locks.setdefault(loop, asyncio.Lock()):
+            if scope is not None:
+                scope.begin_waiting()
+            decision = await self.ask_approval(request)
+        if scope is not None:
+            scope.decisions.append(decision)
+            scope.emit(decided_event(decision))
+        return decision
+
     async def ask(self, screen: Screen[T]) -> T:
         """Wait for the person's validated answer to ``screen``."""
+        raise NotImplementedError
+
+    async def ask_approval(self, request: ApprovalRequest) -> Decision:
+        """Wait for the decision on ``request``, checked (`agl_notebook.approvals.decide`)."""
         raise NotImplementedError
 
 
@@ -84,21 +112,78 @@ class ConsoleTerminal(Terminal):
                     print(e, file=sys.stderr, flush=True)
         return screen.validate(values)
 
+    async def ask_approval(self, request: ApprovalRequest) -> Decision:
+        """Show the call and its arguments; ask approve, always, edit (new arguments as JSON) or deny, until valid."""
+        import asyncio
+
+        print(
+            f"The agent calls {request.tool} with:\n{json.dumps(request.arguments, indent=2, ensure_ascii=False)}",
+            flush=True,
+        )
+
+        async def read(prompt: str) -> str:
+            try:
+                return await asyncio.to_thread(input, prompt)
+            except EOFError:
+                raise NoDecisionError(
+                    f"Nobody can approve the call to tool {request.tool!r}: standard input is closed, so it was not "
+                    "run. Pass decisions with Run(approvals=[...]), or run it where a person can type."
+                ) from None
+
+        while True:
+            choice = (await read("Approve? [y]es, [a]lways for this tool, [e]dit, [n]o: ")).strip().lower()
+            try:
+                if choice in ("y", "yes"):
+                    return decide(request, Approve())
+                if choice in ("a", "always"):
+                    return decide(request, Approve(always=True))
+                if choice in ("n", "no"):
+                    return decide(request, Deny(await read("Message to the agent (optional): ")))
+                if choice in ("e", "edit"):
+                    text = await read("The arguments, as one line of JSON: ")
+                    try:
+                        edited = json.loads(text)
+                    except json.JSONDecodeError as e:
+                        raise InputError(f"Not JSON: {e.msg} at column {e.colno}.") from None
+                    return decide(request, Edit(edited))
+            except InputError as e:
+                print(e, file=sys.stderr, flush=True)
+
+
+ScriptedApprovals = str | Sequence[object] | Callable[[ApprovalRequest], object]
+"""Scripted decisions: ``"approve"`` or ``"deny"`` for every call, a list used in order, or a function of the
+`ApprovalRequest`; each decision ``"approve"``, ``"always"``, ``"deny"``, or an `Approve`, `Edit` or `Deny`."""
+
 
 class ScriptedTerminal(Terminal):
-    """Answers from a list used in order, or from a function of the screen (`Run(answers=...)`).
+    """Scripted answers (`Run(answers=...)`) and decisions on tool calls (`Run(approvals=...)`).
 
-    An entry is the value for a one-input screen, or a list or tuple of values for a screen of several.
+    Answers are a list used in order, or a function of the screen; an answer is the value for a one-input screen, or a
+    list or tuple of values for a screen of several. What is not scripted (answers or decisions left as None) goes to
+    ``inner``, the terminal a person would use.
     """
 
-    def __init__(self, answers: Sequence[object] | Callable[[Screen[Any]], object]) -> None:
+    def __init__(
+        self,
+        answers: Sequence[object] | Callable[[Screen[Any]], object] | None = None,
+        *,
+        approvals: ScriptedApprovals | None = None,
+        inner: Terminal | None = None,
+    ) -> None:
         super().__init__()
         self._answers = answers
+        self._approvals = approvals
+        self._inner = inner
         self._used = 0
+        self._decided = 0
 
     async def ask(self, screen: Screen[T]) -> T:
         """Take the next scripted answer and validate it like a typed one."""
         __tracebackhide__ = True  # IPython shows an answers function's frames, not these
+        if self._answers is None:
+            if self._inner is None:
+                raise NoAnswerError(f"No answers were scripted for {screen.text!r}; pass Run(answers=[...]).")
+            return await self._inner.ask(screen)
         if callable(self._answers):
             answer = self._answers(screen)
         elif self._used < len(self._answers):
@@ -108,3 +193,30 @@ class ScriptedTerminal(Terminal):
             raise NoAnswerError(f"No scripted answer left for {screen.text!r} ({self._used} were used).")
         values = list(answer) if len(screen.inputs) > 1 and isinstance(answer, list | tuple) else [answer]
         return screen.validate(values)
+
+    async def ask_approval(self, request: ApprovalRequest) -> Decision:
+        """Take the next scripted decision and check it like a person's."""
+        __tracebackhide__ = True
+        scripted = self._approvals
+        if scripted is None:
+            if self._inner is None:
+                raise NoDecisionError(
+                    f"No decisions were scripted for the call to tool {request.tool!r}, so it was not run; pass "
+                    f"Run(approvals=[...]) (or set {SETTING} for a headless notebook)."
+                )
+            return await self._inner.ask_approval(request)
+        said: object
+        if isinstance(scripted, str):
+            said = scripted
+        elif callable(scripted):
+            said = scripted(request)
+        elif self._decided < len(scripted):
+            said = scripted[self._decided]
+            self._decided += 1
+        else:
+            raise NoDecisionError(
+                f"No scripted decision left for the call to tool {request.tool!r} ({self._decided} were used), so "
+                "it was not run."
+            )
+        verdict: Verdict = as_verdict(said, f"Run(approvals=...), for the call to tool {request.tool!r}")
+        return decide(request, verdict)

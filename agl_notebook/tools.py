@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from .approvals import ApprovalPolicy, check_policy
 from .errors import InputError
 from .payloads import JsonObject, PayloadSpec, payload_spec
 
@@ -46,6 +47,9 @@ class Tool(Generic[P]):
     """The coroutine function awaited with the built payload."""
     spec: PayloadSpec = field(repr=False, compare=False)
     """The compiled payload: its JSON Schema and validator."""
+    approval: ApprovalPolicy = field(default=None, repr=False, compare=False)
+    """Who decides whether a call runs: None (it runs), ``"ask"`` (a person) or a policy function; not part of the
+    fingerprint (docs/roles-and-tools.md, "Approvals")."""
 
     @property
     def input_schema(self) -> JsonObject:
@@ -72,7 +76,14 @@ class ReportingTool(Generic[P]):
         return self.spec.schema
 
 
-def tool(name: str, description: str, payload: type[P], handler: Callable[[P], Awaitable[ToolResult]]) -> Tool[P]:
+def tool(
+    name: str,
+    description: str,
+    payload: type[P],
+    handler: Callable[[P], Awaitable[ToolResult]],
+    *,
+    approval: ApprovalPolicy = None,
+) -> Tool[P]:
     """Build a tool an agent can call.
 
     Args:
@@ -80,10 +91,14 @@ def tool(name: str, description: str, payload: type[P], handler: Callable[[P], A
         description: The whole of what the agent reads to decide this is the tool it wants.
         payload: The dataclass the agent's arguments are checked against and built into.
         handler: The coroutine function awaited with the built payload; its `ToolResult` goes back to the agent.
+        approval: Whether a call runs at once (None, the default), waits for a person to approve, edit or deny it
+            (``"ask"``), or is decided per call by ``approval(payload, request)`` returning ``"approve"``,
+            ``"deny"`` (or ``Deny(message)``) or ``"ask"``. Decided after the arguments pass validation, before the
+            handler runs; recorded like answers; not part of the fingerprint.
 
     Raises:
         InputError: An empty name or description, a name the Messages API would refuse, a payload that can't be
-            saved as JSON, or a handler that is not callable.
+            saved as JSON, a handler that is not callable, or an approval that is none of the above.
     """
     _check_name_and_description("tool", name, description)
     if not callable(handler):
@@ -93,7 +108,8 @@ def tool(name: str, description: str, payload: type[P], handler: Callable[[P], A
             f"tool {name!r}: the handler {handler.__qualname__} must be an async function (async def) returning "
             "a ToolResult."
         )
-    return Tool(name, description, payload, handler, _spec("tool", name, payload))
+    check_policy(f"tool {name!r}", approval)
+    return Tool(name, description, payload, handler, _spec("tool", name, payload), approval)
 
 
 def reporting_tool(name: str, description: str, payload: type[P]) -> ReportingTool[P]:

@@ -267,10 +267,11 @@ async def test_show_refuses_a_screen_function_not_returning_a_screen() -> None:
     assert str(e.value) == f"{not_a_screen.__qualname__!r} must return a Screen, not str."
 
 
-def test_run_takes_answers_or_a_terminal_not_both() -> None:
+@pytest.mark.parametrize("scripted", [{"answers": ["x"]}, {"approvals": "approve"}])
+def test_run_takes_answers_or_a_terminal_not_both(scripted: dict[str, Any]) -> None:
     with pytest.raises(InputError) as e:
-        Run(answers=["x"], terminal=ScriptedTerminal(["y"]))
-    assert str(e.value) == "Run takes answers or a terminal, not both."
+        Run(**scripted, terminal=ScriptedTerminal(["y"]))
+    assert str(e.value) == "Run takes answers and approvals, or a terminal, not both."
 
 
 # ---------------------------------------------------------------------------------------------------------------

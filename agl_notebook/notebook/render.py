@@ -21,7 +21,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .._secrets import scrub_text, secrets_from_environment
+from ..approvals import decision_words
 from ..events import (
+    ApprovalDecided,
+    ApprovalRequested,
     ClientToolExecuting,
     ClientToolRequested,
     ClientToolResult,
@@ -55,10 +58,22 @@ class CallTrace:
     name: str
     args: JsonObject
     status: Literal[
-        "requested", "running", "ok", "failed", "rejected", "reported", "raised", "interrupted", "not run"
+        "requested",
+        "awaiting approval",
+        "running",
+        "ok",
+        "failed",
+        "rejected",
+        "denied",
+        "reported",
+        "raised",
+        "interrupted",
+        "not run",
     ] = "requested"
     result: str | None = None
     problems: tuple[str, ...] = ()
+    decided: ApprovalDecided | None = None
+    """How the call was approved, edited or denied, if it needed approval."""
 
 
 @dataclass
@@ -143,8 +158,14 @@ class StepTrace:
         elif isinstance(event, ClientToolResult):
             call = self._call(event.tool_call_id)
             call.result = event.result
-            if call.status not in ("rejected", "reported"):
+            if call.status not in ("rejected", "reported", "denied"):
                 call.status = "failed" if event.is_error else "ok"
+        elif isinstance(event, ApprovalRequested):
+            self._call(event.tool_call_id).status = "awaiting approval"
+        elif isinstance(event, ApprovalDecided):
+            call = self._call(event.tool_call_id)
+            call.decided = event
+            call.status = "denied" if event.decision == "deny" else "requested"
         elif isinstance(event, ClientToolRoundtrip):
             self.roundtrips, self.max_roundtrips = event.turn, event.max_turns
             self.waiting_for_model = True
@@ -175,8 +196,10 @@ class StepTrace:
         interrupted = error in INTERRUPTIONS
         running = [item for item in self.items if isinstance(item, CallTrace) and item.status == "running"]
         for item in self.items:
-            if isinstance(item, CallTrace) and item.status in ("requested", "running"):
-                item.status = "not run" if item.status == "requested" else "interrupted" if interrupted else "raised"
+            if isinstance(item, CallTrace) and item.status in ("requested", "awaiting approval"):
+                item.status = "not run"
+            elif isinstance(item, CallTrace) and item.status == "running":
+                item.status = "interrupted" if interrupted else "raised"
         if interrupted:  # whatever the cancellation said: one line a person reads the same everywhere
             message = "the step was interrupted; nothing was recorded"
         elif len(running) == 1:
@@ -215,6 +238,8 @@ _Escape = Callable[[str], str]
 _FUNCTION_WORDS = {"call": "call", "return": "returned", "log": "log", "api": "api", "error": "handled"}
 _STATUS_WORDS = {
     "requested": "requested",
+    "awaiting approval": "awaiting approval…",
+    "denied": "denied",
     "running": "running…",
     "ok": "ok",
     "failed": "failed",
@@ -225,6 +250,8 @@ _STATUS_WORDS = {
     "not run": "not run",
 }
 _STATUS_TINT = {
+    "awaiting approval": "warn",
+    "denied": "bad",
     "ok": "ok",
     "reported": "ok",
     "failed": "bad",
@@ -249,7 +276,8 @@ def render_text(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
     lines = [f"agl_notebook step: role {trace.role!r}{label}, {_state_text(trace)}, {_provenance(trace)}"]
     for item in trace.items:
         if isinstance(item, CallTrace):
-            lines.append(f"  tool {item.name}: {_STATUS_WORDS[item.status]}")
+            decided = f" ({_decided_words(item.decided, lambda m: clip(m, 60))})" if item.decided else ""
+            lines.append(f"  tool {item.name}: {_STATUS_WORDS[item.status]}{decided}")
         elif isinstance(item, MarkupNote):
             lines.append(f"  markup error: {item.message}")
         elif isinstance(item, FunctionNote):
@@ -321,6 +349,14 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
 
 def _call_html(call: CallTrace, esc: _Escape) -> str:
     body = [_value_html(call.args, esc)]
+    decided = ""
+    if call.decided is not None:
+        # The summary names the decision; the message and what the call ran with are inside.
+        decided = f" · {esc(_decided_words(call.decided, lambda _: ''))}"
+        words = _decided_words(call.decided, lambda m: m, beside_status=False)
+        body.append(f"<div><b>Approval</b>: {esc(words)}</div>")
+        if call.decided.arguments is not None:
+            body.append(f"<div><b>Ran with</b></div>{_value_html(call.decided.arguments, esc)}")
     if call.problems:
         body.append("<ul>" + "".join(f"<li>{esc(p)}</li>" for p in call.problems) + "</ul>")
     if call.result is not None:
@@ -329,7 +365,7 @@ def _call_html(call: CallTrace, esc: _Escape) -> str:
         )
     return (
         f'<details style="{_CALL}"><summary><code>{esc(call.name)}</code> · '
-        f"{_chip(_STATUS_WORDS[call.status], _STATUS_TINT.get(call.status, 'plain'))}</summary>"
+        f"{_chip(_STATUS_WORDS[call.status], _STATUS_TINT.get(call.status, 'plain'))}{decided}</summary>"
         f"{''.join(body)}</details>"
     )
 
@@ -379,6 +415,14 @@ def _value_html(value: JsonValue, esc: _Escape, depth: int = 0) -> str:
 
 def _is_long(text: str) -> bool:
     return len(text) > 600 or text.count("\n") > 12
+
+
+def _decided_words(event: ApprovalDecided, message: Callable[[str], str], *, beside_status: bool = True) -> str:
+    words = decision_words(
+        event.decision, by=event.by, always=event.always, changed=event.changed, message=message(event.message)
+    )
+    # Beside the status "denied" the verb would say it twice: "denied · by a person".
+    return words.removeprefix("denied ") if beside_status and event.decision == "deny" else words
 
 
 def _chip(text: str, tint: str) -> str:

@@ -7,6 +7,10 @@ than ipykernel 7.4 an awaiting cell does not receive widget messages (7.4 is the
 while an async cell awaits; 7.0-7.3 do only where JupyterLab routes widget comms over a subshell), so the question
 is asked on the kernel's stdin instead (``input()``, which JupyterLab and Notebook 7 show as a prompt).
 ``AGL_NOTEBOOK_QUESTIONS=stdin`` chooses that path on any kernel.
+
+A tool call that needs approval is drawn the same way (the approval form, in the step's view); headless, it is
+decided by ``AGL_NOTEBOOK_APPROVALS`` (approve, deny, or a file of decisions keyed by tool and arguments), and without
+it is a `NoDecisionError` naming the tool and the variable, before the tool's handler runs.
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ import json
 from typing import Any, TypeVar
 
 from .. import _settings
-from .._scope import current_scope
-from ..errors import InputError, NoAnswerError
-from ..run.views import AskingView
+from .._scope import Decision, current_scope
+from ..approvals import SETTING, ApprovalRequest, decide, setting_verdict
+from ..errors import InputError, NoAnswerError, NoDecisionError
+from ..run.views import ApprovingView, AskingView
 from ..screens import Screen
 from ..terminals import ConsoleTerminal, ScriptedTerminal, Terminal
 from . import _kernel
@@ -85,3 +90,25 @@ class WidgetTerminal(Terminal):
         else:
             values = await view.ask(screen)
         return screen.validate(values)
+
+    async def ask_approval(self, request: ApprovalRequest) -> Decision:
+        """Draw the call in the step's view (approve, edit, deny, always) and wait for the person's decision."""
+        if not _kernel.interactive():
+            verdict = setting_verdict(request)
+            if verdict is None:
+                raise NoDecisionError(
+                    f"Nobody can approve the call to tool {request.tool!r} here: this notebook runs headless "
+                    "(nbclient, papermill, agl-notebook execute), so the call was not run. Set "
+                    f"{SETTING}=approve, {SETTING}=deny, or {SETTING}=<a JSON file of decisions> (agl-notebook "
+                    "execute --approvals), or record the step where a person can approve it (JupyterLab)."
+                )
+            return decide(request, verdict, by="setting")
+        if questions_by_stdin():
+            return await ConsoleTerminal().ask_approval(request)
+        scope = current_scope.get()
+        view: Any = scope.view if scope is not None else None
+        if isinstance(view, ApprovingView):
+            return await view.ask_approval(request)
+        from .view import standalone_approval
+
+        return await standalone_approval(request)

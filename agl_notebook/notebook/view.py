@@ -25,13 +25,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .._scope import Decision
 from .._secrets import scrub_text, secrets_from_environment
+from ..approvals import ApprovalRequest
 from ..errors import InputError
 from ..events import Event, StepStarted
 from ..replay.explain import Miss, explain_miss
 from ..replay.records import StepRecord, block_to_json
 from ..roles import Role
 from ..screens import Screen
+from .approval_form import ApprovalPanel
 from .form import _Form, close_widgets
 from .nbfile import LIVE_VIEW_KEY, METADATA_KEY, PROVENANCE_KEY
 from .render import StepTrace, render_html, render_text
@@ -151,6 +154,18 @@ class NotebookView:
         finally:
             form.close()
             self._questions.children = tuple(c for c in self._questions.children if c is not form.box)
+
+    async def ask_approval(self, request: ApprovalRequest) -> Decision:
+        """Draw the approval form inside the step's widget and wait for the person's checked decision."""
+        if self._box is None:
+            raise InputError("A tool call can only be approved while the step's live view is shown.")
+        panel = ApprovalPanel(request)
+        self._questions.children = (*self._questions.children, panel.box)
+        try:
+            return await panel.decision()
+        finally:
+            panel.close()
+            self._questions.children = tuple(c for c in self._questions.children if c is not panel.box)
 
     # Drawing ------------------------------------------------------------------------------------------------
 
@@ -293,3 +308,32 @@ async def standalone_ask(screen: Screen[Any]) -> list[object]:
     text = f"Question: {screen.text}\nAnswer: {answer}"
     handle.update({"text/plain": text, "text/html": f"<pre>{_escape(text)}</pre>"}, raw=True)
     return values
+
+
+async def standalone_approval(request: ApprovalRequest) -> Decision:
+    """Ask for approval outside a step's view: the form in its own display, replaced by the decision in words."""
+    from ..approvals import decision_words
+
+    panel = ApprovalPanel(request)
+    placeholder = (
+        f"Approval of a call to {request.tool}\n(It was undecided when the notebook was saved; run the cell again.)"
+    )
+    handle = _ipython_display(
+        {
+            WIDGET_MIME: {"version_major": 2, "version_minor": 0, "model_id": panel.box.model_id},
+            "text/plain": placeholder,
+        },
+        metadata=LIVE_METADATA,
+        raw=True,
+        display_id=True,
+    )
+    try:
+        decision = await panel.decision()
+    finally:
+        panel.close()
+    words = decision_words(
+        decision.decision, by=decision.by, always=decision.always, changed=decision.changed, message=decision.message
+    )
+    text = f"The call to {request.tool}: {words}"
+    handle.update({"text/plain": text, "text/html": f"<pre>{_escape(text)}</pre>"}, raw=True)
+    return decision

@@ -6,8 +6,12 @@ The format (docs/recordings.md), version `FORMAT`::
 
     record = {"kind": "step", "format": 1, "id": ..., "parts": {part: digest}, "occurrence": n, "cell_id": ...,
               "role": ..., "backend": ..., "input": ..., "result": ..., "transcript": [...],
-              "questions": [{"tool_call_id", "text", "inputs", "answer"}], "usage": {...},
-              "tape": [...], "recorded_at": ...}
+              "questions": [{"tool_call_id", "text", "inputs", "answer"}],
+              "decisions": [{"tool_call_id", "tool", "decision", "always", "arguments"?, "message"?, "by"?}],
+              "usage": {...}, "tape": [...], "recorded_at": ...}
+
+``decisions`` (approvals of tool calls) came after format 1 was first written: it is left out when empty, so
+records without it read as they did.
 
 Reading never executes anything: it is `json` plus checks of each field's type. A record that fails the checks is
 reported with its position and kept aside untouched, so writing the block back loses nothing.
@@ -20,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .._families import InputError
+from .._scope import Decision, DecisionKind
 from ..models.base import Usage
 from ..payloads import JsonObject, JsonValue
 from ..transcript import Message, message_from_json
@@ -64,6 +69,8 @@ class StepRecord:
     """The whole conversation."""
     questions: tuple[RecordedQuestion, ...] = ()
     """Questions asked and their answers."""
+    decisions: tuple[Decision, ...] = ()
+    """Decisions on tool calls that needed approval (what an edit changed is not kept: a replay works it out)."""
     usage: Usage = field(default_factory=Usage)
     """Tokens the live run spent."""
     cell_id: str | None = None
@@ -101,6 +108,8 @@ class StepRecord:
                 {"tool_call_id": q.tool_call_id, "text": q.text, "inputs": list(q.inputs), "answer": q.answer}
                 for q in self.questions
             ]
+        if self.decisions:
+            data["decisions"] = [_decision_json(d) for d in self.decisions]
         usage: JsonObject = {
             name: getattr(self.usage, name) for name in _USAGE_FIELDS_IN_ORDER if getattr(self.usage, name)
         }
@@ -129,6 +138,9 @@ def record_from_json(data: JsonValue, *, where: str = "record") -> StepRecord:
     questions = data.get("questions", [])
     if not isinstance(questions, list):
         raise InputError(f"{where}.questions: expected a list.")
+    decisions = data.get("decisions", [])
+    if not isinstance(decisions, list):
+        raise InputError(f"{where}.decisions: expected a list.")
     usage = data.get("usage", {})
     if not isinstance(usage, dict) or not all(isinstance(v, int) for v in usage.values()):
         raise InputError(f"{where}.usage: expected an object of token counts.")
@@ -149,6 +161,7 @@ def record_from_json(data: JsonValue, *, where: str = "record") -> StepRecord:
         result=data.get("result"),
         transcript=tuple(message_from_json(m, where=f"{where}.transcript[{i}]") for i, m in enumerate(transcript)),
         questions=tuple(_question(q, f"{where}.questions[{i}]") for i, q in enumerate(questions)),
+        decisions=tuple(_decision(d, f"{where}.decisions[{i}]") for i, d in enumerate(decisions)),
         usage=Usage(**{k: int(v) for k, v in usage.items() if k in _USAGE_FIELDS}),  # type: ignore[arg-type]
         cell_id=cell_id if isinstance(cell_id, str) else None,
         recorded_at=str(data.get("recorded_at", "")),
@@ -249,4 +262,45 @@ def _question(data: JsonValue, where: str) -> RecordedQuestion:
         _string(data, "text", where),
         tuple(str(i) for i in inputs),
         data.get("answer"),
+    )
+
+
+def _decision_json(d: Decision) -> JsonObject:
+    data: JsonObject = {"tool_call_id": d.tool_call_id, "tool": d.tool, "decision": d.decision, "always": d.always}
+    if d.arguments is not None:
+        data["arguments"] = d.arguments
+    if d.message:
+        data["message"] = d.message
+    if d.by != "person":
+        data["by"] = d.by
+    return data
+
+
+_DECISIONS: tuple[DecisionKind, ...] = ("approve", "edit", "deny")
+
+
+def _decision(data: JsonValue, where: str) -> Decision:
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected an object.")
+    decision = next((d for d in _DECISIONS if d == data.get("decision")), None)
+    if decision is None:
+        raise InputError(f"{where}.decision: expected one of {', '.join(_DECISIONS)}, got {data.get('decision')!r}.")
+    always, arguments = data.get("always", False), data.get("arguments")
+    message, by = data.get("message", ""), data.get("by", "person")
+    if not isinstance(always, bool):
+        raise InputError(f"{where}.always: expected true or false.")
+    if decision == "edit" and not isinstance(arguments, dict):
+        raise InputError(f"{where}.arguments: an edit keeps the arguments it ran with, as an object.")
+    if not isinstance(message, str):
+        raise InputError(f"{where}.message: expected a string.")
+    if not isinstance(by, str) or not by:
+        raise InputError(f"{where}.by: expected a non-empty string.")
+    return Decision(
+        _string(data, "tool_call_id", where),
+        _string(data, "tool", where),
+        decision,
+        always,
+        arguments if isinstance(arguments, dict) else None,
+        message,
+        by,
     )

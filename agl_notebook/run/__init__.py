@@ -24,7 +24,8 @@ from ..replay.modes import Mode, check_mode, resolve_mode
 from ..replay.stores import MemoryStore, Store
 from ..roles import Role, RoleFactory
 from ..screens import Screen
-from ..terminals import ConsoleTerminal, ScriptedTerminal, Terminal
+from ..terminals import ConsoleTerminal, ScriptedApprovals, ScriptedTerminal, Terminal
+from ._approvals import Gatekeeper
 from ._engine import Context, run_unit
 from ._step import StepPlan, check_input, input_message, system_text
 from .environment import Environment, current_environment
@@ -46,7 +47,11 @@ class Run:
     Args:
         model: A model for every role, overriding each role's own (a `ScriptedModel` when no credentials exist).
         answers: Scripted answers to questions: a list used in order, or a function of the `Screen`.
-        terminal: Where questions are shown; by default scripted answers if given, else standard input.
+        approvals: Scripted decisions on tool calls that ask for approval: ``"approve"`` or ``"deny"`` for every
+            call, a list used in order, or a function of the `agl_notebook.approvals.ApprovalRequest`; each one
+            ``"approve"``, ``"always"``, ``"deny"``, ``Approve()``, ``Edit(arguments)`` or ``Deny(message)``.
+        terminal: Where questions are shown and calls approved; by default scripted answers and decisions where
+            given, else the notebook's widgets in a kernel, else standard input.
         on_event: Called with every event of every step, in order (interleaved when steps run concurrently).
         view: Makes the view of each step (in a notebook, the widget view is the default).
         store: Where recordings are found and kept; by default a fresh `MemoryStore` for this Run.
@@ -59,6 +64,7 @@ class Run:
         *,
         model: Model | None = None,
         answers: Sequence[object] | Callable[[Screen[Any]], object] | None = None,
+        approvals: ScriptedApprovals | None = None,
         terminal: Terminal | None = None,
         on_event: EventSink | None = None,
         store: Store | None = None,
@@ -70,21 +76,20 @@ class Run:
                 f"Run(model=...) takes a model backend such as ScriptedModel, not {model!r}; to "
                 "name a Claude model, use @role(model=Claude.OPUS)."
             )
-        if terminal is not None and answers is not None:
-            raise InputError("Run takes answers or a terminal, not both.")
+        if terminal is not None and (answers is not None or approvals is not None):
+            raise InputError("Run takes answers and approvals, or a terminal, not both.")
         self.model = model
         """The model every step runs on, if set."""
         # Inside a Jupyter kernel the notebook supplies the defaults: widget views, input-widget questions, and
         # recordings read from the notebook file.
         self._environment: Environment | None = current_environment()
         env = self._environment
-        self._terminal = terminal or (
-            ScriptedTerminal(answers)
-            if answers is not None
-            else env.terminal()
-            if env is not None
-            else ConsoleTerminal()
-        )
+        if terminal is None:
+            terminal = env.terminal() if env is not None else ConsoleTerminal()
+            if answers is not None or approvals is not None:
+                terminal = ScriptedTerminal(answers, approvals=approvals, inner=terminal)
+        self._terminal = terminal
+        self._gatekeeper = Gatekeeper(terminal)
         self._view_factory: ViewFactory | None = view or (env.view if env is not None else None)
         self._sinks: list[EventSink] = [on_event] if on_event else []
         self.store: Store = store if store is not None else env.store() if env is not None else MemoryStore()
@@ -102,6 +107,11 @@ class Run:
     def terminal(self) -> Terminal:
         """Where a tool's questions are shown: ``await run.terminal.show(screen_fn, **kwargs)``."""
         return self._terminal
+
+    @property
+    def always_approved(self) -> set[str]:
+        """The tools a person chose to "always approve" in this Run; remove a name to be asked again."""
+        return self._gatekeeper.always
 
     @property
     def current_step(self) -> StepScope:
@@ -181,6 +191,7 @@ class Run:
             label=label,
             network=model_network(model),
             keep=self._keep,
+            gatekeeper=self._gatekeeper,
         )
         return await run_unit(plan, step_mode, self._context())
 

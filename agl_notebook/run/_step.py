@@ -22,6 +22,7 @@ from ..replay.records import RecordedQuestion, StepRecord
 from ..roles import Role
 from ..tools import ReportingTool, Tool, ToolResult
 from ..transcript import Message, TextBlock, ToolResultBlock, ToolUseBlock, user_text
+from ._approvals import Gatekeeper
 from .views import StepView
 
 
@@ -84,6 +85,7 @@ class StepPlan:
     label: str | None
     network: bool
     keep: Callable[[LoopOutcome], None]
+    gatekeeper: Gatekeeper
     questions: list[RecordedQuestion] = dataclasses.field(default_factory=list)
 
     @property
@@ -109,6 +111,7 @@ class StepPlan:
         label: str | None,
         network: bool,
         keep: Callable[[LoopOutcome], None],
+        gatekeeper: Gatekeeper,
     ) -> StepPlan:
         tools = [t for t in role.tools if isinstance(t, Tool)]
         reporting = _reporting(role.reporting_tool)
@@ -145,6 +148,7 @@ class StepPlan:
             label,
             network,
             keep,
+            gatekeeper,
         )
 
     async def live(self) -> LoopOutcome:
@@ -187,6 +191,7 @@ class StepPlan:
             result=outcome.result_json,
             transcript=outcome.transcript,
             questions=tuple(self.questions),
+            decisions=tuple(self.scope.decisions),
             usage=outcome.usage,
             cell_id=cell_id,
             recorded_at=now(),
@@ -227,15 +232,10 @@ class StepPlan:
             )
             return result.text, result.rejected
 
-        return LoopTool(_tool_spec(t), call, t.spec.validate)
+        return LoopTool(_tool_spec(t), call, t.spec.validate, self.gatekeeper.live_gate(t, self.scope))
 
     def _replay_tool(self, t: Tool[Any], record: StepRecord, results: dict[str, ToolResultBlock]) -> LoopTool:
-        async def call(payload: Any, call_id: str) -> tuple[str, bool]:
-            __tracebackhide__ = True
-            for q in record.questions:
-                if q.tool_call_id == call_id:
-                    self.scope.emit(QuestionAsked(q.text, q.inputs))
-                    self.scope.emit(QuestionAnswered(q.text, q.answer))
+        def recorded_result(call_id: str) -> tuple[str, bool]:
             recorded = results.get(call_id)
             if recorded is None:
                 raise ReplayMissError(
@@ -246,7 +246,16 @@ class StepPlan:
                 )
             return recorded.content, recorded.is_error
 
-        return LoopTool(_tool_spec(t), call, t.spec.validate)
+        async def call(payload: Any, call_id: str) -> tuple[str, bool]:
+            __tracebackhide__ = True
+            for q in record.questions:
+                if q.tool_call_id == call_id:
+                    self.scope.emit(QuestionAsked(q.text, q.inputs))
+                    self.scope.emit(QuestionAnswered(q.text, q.answer))
+            return recorded_result(call_id)
+
+        gate = self.gatekeeper.replay_gate(t, record.decisions, self.scope, recorded_result)
+        return LoopTool(_tool_spec(t), call, t.spec.validate, gate)
 
 
 class RecordedModel:

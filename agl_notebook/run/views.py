@@ -9,6 +9,8 @@ from ..events import Event
 from ..replay.records import StepRecord
 
 if TYPE_CHECKING:
+    from .._scope import Decision
+    from ..approvals import ApprovalRequest
     from ..replay.explain import Miss
     from ..roles import Role
     from ..screens import Screen
@@ -48,6 +50,15 @@ class AskingView(StepView, Protocol):
 
     async def ask(self, screen: Screen[Any]) -> list[object]:
         """Draw ``screen``'s inputs and wait for the submitted values (validated by the caller)."""
+        ...
+
+
+@runtime_checkable
+class ApprovingView(StepView, Protocol):
+    """A view that draws a tool call waiting for approval inside itself (the notebook's) and returns the decision."""
+
+    async def ask_approval(self, request: ApprovalRequest) -> Decision:
+        """Show the call (approve, edit, deny, always) and wait for the person's checked decision."""
         ...
 
 

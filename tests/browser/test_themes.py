@@ -59,8 +59,9 @@ CELLS = [
     'try:\n    await run.step(broken, "Break")\nexcept KeyError:\n    pass',
 ]
 
-# Every element of the step views that holds text, with its contrast ratio against what is behind it.
-_JS_CONTRAST = """() => {
+# Every element of the step views (or of what ``selector`` names) that holds text, with its contrast ratio against
+# what is behind it.
+JS_CONTRAST = """(selector) => {
   const parse = c => {
     const m = c.match(/rgba?\\(([^)]+)\\)/);
     if (!m) return null;
@@ -87,7 +88,7 @@ _JS_CONTRAST = """() => {
   const lum = c => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
                      return 0.2126 * f(c.r) + 0.7152 * f(c.g) + 0.0722 * f(c.b); };
   const found = [];
-  for (const view of document.querySelectorAll('.jp-OutputArea .agl-step')) {
+  for (const view of document.querySelectorAll(selector || '.jp-OutputArea .agl-step')) {
     for (const el of [view, ...view.querySelectorAll('*')]) {
       const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
       if (!own || !el.getClientRects().length) continue;
@@ -104,7 +105,7 @@ _JS_CONTRAST = """() => {
 
 def measure(nb: NotebookPage, theme: str, trust: str) -> list[dict[str, Any]]:
     nb.set_theme(theme)
-    found: list[dict[str, Any]] = nb.page.evaluate(_JS_CONTRAST)
+    found: list[dict[str, Any]] = nb.page.evaluate(JS_CONTRAST)
     nb.output(1).scroll_into_view_if_needed()
     nb.shot(f"{trust}-{theme.split()[-1].lower()}")
     assert len(found) > 15, f"{trust}, {theme}: too few texts measured in the step views: {found}"
