@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from .reliability_report import NOTES_KEY, ReliabilityNotes, ReliabilityReport
+from tests.support.reliability_report import NOTES_KEY, ReliabilityNotes, ReliabilityReport
 
 
 class NetworkBlockedError(RuntimeError):

@@ -13,7 +13,7 @@ import json
 import pytest
 
 from tests.browser.harness import Jupyter, NotebookPage, records_anywhere, run_nbval, saved_output_records
-from tests.browser.notebooks import CALLS_CELL, CELLS, FINAL_TABLE, LIVE_CALLS, STEP_CELL
+from tests.support.planner_notebook import CALLS_CELL, CELLS, FINAL_TABLE, LIVE_CALLS, STEP_CELL
 
 NAME = "lab_acceptance.ipynb"
 

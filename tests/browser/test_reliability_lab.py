@@ -25,8 +25,8 @@ from tests.browser.harness import (
     run_nbval,
     saved_output_records,
 )
-from tests.browser.notebooks import CALLS_CELL, CELLS, FINAL_TABLE, LIVE_CALLS, STEP_CELL
-from tests.reliability_report import ReliabilityNotes
+from tests.support.planner_notebook import CALLS_CELL, CELLS, FINAL_TABLE, LIVE_CALLS, STEP_CELL
+from tests.support.reliability_report import ReliabilityNotes
 
 EXTENSION = "agl-notebook"
 ACTIVATED = "agl-notebook: activated"
