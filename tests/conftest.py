@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
+from tests.support.oracle_notebook import NOTEBOOK_SETTINGS
 from tests.support.reliability_report import NOTES_KEY, ReliabilityNotes, ReliabilityReport
+from tests.support.widgets import Sent, recording_comms
 
 
 class NetworkBlockedError(RuntimeError):
@@ -73,6 +75,19 @@ def _no_anthropic_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("ANTHROPIC_"):  # API key, auth token, base URL, profile, federation, custom headers
             monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> Sent:
+    """Every widget message the test's views send, recorded by fake comms instead of sent to a frontend."""
+    return recording_comms(monkeypatch)
+
+
+@pytest.fixture
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No mode, notebook path or nbval setting inherited from the person's environment."""
+    for name in NOTEBOOK_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
 
 
 # --- the reliability report (tests/reliability_report.py): docs/reliability.md, written by the suite itself ---

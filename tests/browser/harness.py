@@ -23,11 +23,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import nbformat
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "build" / "browser-artifacts"
@@ -766,3 +767,21 @@ def run_nbval(notebook: Path) -> subprocess.CompletedProcess[str]:
         raise BrowserTestError(
             f"pytest --nbval did not finish within {NBVAL:.0f} s:\n{e.stdout!s}\n{e.stderr!s}"
         ) from None
+
+
+def serving(server: JupyterServer) -> Iterator[JupyterServer]:
+    """Start ``server``, hand it to a fixture, and stop it after (every server fixture's body)."""
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def jupyter_for(request: pytest.FixtureRequest, browser: Any, server: JupyterServer) -> Iterator[Jupyter]:
+    """A test's `Jupyter` on ``server``, with its artifacts folder; closed (screenshots if it failed) after it."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", request.node.name).strip("-")
+    helper = Jupyter(server, browser, Artifacts(ARTIFACTS / name))
+    yield helper
+    report = getattr(request.node, "rep_call", None)
+    helper.close(failed=report is None or report.failed)

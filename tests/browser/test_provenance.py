@@ -14,8 +14,16 @@ from typing import Any
 import nbformat
 import pytest
 
-from tests.browser.conftest import jupyter_for, serving
-from tests.browser.harness import ARTIFACTS, UI, Jupyter, JupyterServer, NotebookPage, records_anywhere
+from tests.browser.harness import (
+    ARTIFACTS,
+    UI,
+    Jupyter,
+    JupyterServer,
+    NotebookPage,
+    jupyter_for,
+    records_anywhere,
+    serving,
+)
 
 SETUP = """\
 import asyncio

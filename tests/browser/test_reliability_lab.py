@@ -16,14 +16,15 @@ from typing import Any
 import nbformat
 import pytest
 
-from tests.browser.conftest import jupyter_for, serving
 from tests.browser.harness import (
     ARTIFACTS,
     Jupyter,
     JupyterServer,
+    jupyter_for,
     records_anywhere,
     run_nbval,
     saved_output_records,
+    serving,
 )
 from tests.support.planner_notebook import CALLS_CELL, CELLS, FINAL_TABLE, LIVE_CALLS, STEP_CELL
 from tests.support.reliability_report import ReliabilityNotes

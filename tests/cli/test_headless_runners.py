@@ -1,7 +1,7 @@
 """papermill, nbconvert and ``jupyter execute`` replay a recorded notebook: real runners in subprocesses, real kernels.
 
-Each notebook is tests/cli/test_cli.py's: a scripted oracle, one step, then a cell printing how many requests the
-scripted model served (0 on a replay).
+Each notebook is the oracle notebook (tests/support/oracle_notebook.py): a scripted oracle, one step, then a cell
+printing how many requests the scripted model served (0 on a replay).
 """
 
 from __future__ import annotations
@@ -19,13 +19,10 @@ import pytest
 from agl_notebook.cli import main
 from agl_notebook.notebook.locate import PATH_VARIABLE, locate
 from agl_notebook.notebook.nbfile import records_in_notebook
-from agl_notebook.replay.modes import BLOCK_VARIABLE, ENV_VAR, NBVAL_VARIABLE
-from tests.cli.test_cli import load, make_notebook, printed_calls
+from tests.support.oracle_notebook import NOTEBOOK_SETTINGS, load, make_notebook, printed_calls
 from tests.support.paths import ROOT
 
 pytest.importorskip("papermill")
-
-SETTINGS = (ENV_VAR, PATH_VARIABLE, NBVAL_VARIABLE, BLOCK_VARIABLE)
 
 
 @pytest.fixture(scope="module")
@@ -43,15 +40,9 @@ def runner_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (info / "entry_points.txt").write_text(
         "[papermill.engine]\n" + "".join(f"{name} = {target}\n" for name, target in engines.items())
     )
-    env = {k: v for k, v in os.environ.items() if k not in SETTINGS}
+    env = {k: v for k, v in os.environ.items() if k not in NOTEBOOK_SETTINGS}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(info.parent), *filter(None, [env.get("PYTHONPATH")])])
     return env
-
-
-@pytest.fixture
-def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in SETTINGS:
-        monkeypatch.delenv(name, raising=False)
 
 
 def run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

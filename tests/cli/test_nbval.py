@@ -13,7 +13,7 @@ from agl_notebook import pytest_plugin
 from agl_notebook.cli import main
 from agl_notebook.notebook.locate import PATH_VARIABLE
 from agl_notebook.replay.modes import BLOCK_VARIABLE, NBVAL_VARIABLE
-from tests.cli.test_cli import load, make_notebook, output_records
+from tests.support.oracle_notebook import load, make_notebook, output_records
 
 
 def nbval(notebook: Path) -> subprocess.CompletedProcess[str]:

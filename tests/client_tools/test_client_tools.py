@@ -33,6 +33,7 @@ from agl_notebook.errors import InputError, MissingCredentialsError, ScriptExhau
 from agl_notebook.models.base import ModelRequest
 from agl_notebook.replay import MemoryStore, ReplayMissError
 from agl_notebook.transcript import Message, ToolResultBlock, ToolUseBlock
+from tests.support.steps import Boom, types
 
 AGENT = {"name": "assistant", "instructions": "Use the available tools to answer questions."}
 WEATHER = {
@@ -59,10 +60,6 @@ HANDLERS = {"get_weather": get_weather, "calculate": calculate}
 
 def call(name: str, **args: Any) -> dict[str, Any]:
     return {"name": name, "args": args}
-
-
-def types(events: Sequence[Event]) -> list[str]:
-    return [e.type for e in events]
 
 
 def merged(events: Sequence[Event]) -> list[Event]:
@@ -357,10 +354,6 @@ async def test_a_lambda_returning_a_coroutine_is_a_handler() -> None:
     roundtrips = [e for e in result.events if e.type == "client.tool.roundtrip"]
     assert len(roundtrips) == 1
     assert [e.result for e in result.events if isinstance(e, ClientToolResult)] == ["searched x"]
-
-
-class Boom(Exception):
-    pass
 
 
 async def raises(args: dict[str, Any], ctx: ToolExecutionContext) -> ToolResult:
@@ -891,7 +884,7 @@ async def test_a_tool_without_description_or_parameters_is_offered_as_an_open_ob
 
 async def test_the_anthropic_backends_stream_is_intercepted_too() -> None:
     from agl_notebook.models.anthropic import AnthropicModel
-    from tests.core.test_anthropic_backend import api, reply, text
+    from tests.support.anthropic_api import api, reply, text
 
     fake = api(
         reply(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -20,7 +19,6 @@ from agl_notebook import (
     ScriptedTurn,
     ToolResult,
     UpstreamUnexpected,
-    describe,
     reporting_tool,
     tool,
 )
@@ -30,16 +28,7 @@ from agl_notebook.events import Event
 from agl_notebook.loop import DEFAULT_MAX_TOOL_ROUNDTRIPS, not_offered
 from agl_notebook.models.base import ModelRequest
 from agl_notebook.transcript import Message, TextBlock, ToolResultBlock, ToolUseBlock
-
-
-@dataclass(frozen=True)
-class Query:
-    text: str = describe("What to look up.")
-
-
-@dataclass(frozen=True)
-class Review:
-    issues: list[str] = describe("Every problem you found.")
+from tests.support.steps import Query, Review, look, report, types
 
 
 class Recorder:
@@ -64,18 +53,6 @@ def make_run(script: Any) -> tuple[Run, ScriptedModel, list[Event]]:
     model = ScriptedModel(script)
     events: list[Event] = []
     return Run(model=model, on_event=events.append), model, events
-
-
-def look(text: str) -> dict[str, Any]:
-    return {"name": "look_up", "args": {"text": text}}
-
-
-def report(issues: Any) -> dict[str, Any]:
-    return {"name": "report_review", "args": {"issues": issues}}
-
-
-def types(events: Sequence[Event]) -> list[str]:
-    return [e.type for e in events]
 
 
 def results(events: Sequence[Event]) -> list[tuple[str, str, bool]]:

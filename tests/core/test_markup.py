@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agl_notebook import Claude, Role, Run, ScriptedModel, ToolResult, describe, tool
+from agl_notebook import Claude, Role, Run, ScriptedModel, ToolResult, tool
 from agl_notebook.events import ClientToolRequested, Event, MarkupError, OutputTextDelta
 from agl_notebook.loop import model_events
 from agl_notebook.models.base import ModelEvent, ModelRequest, TextDelta, ToolCall, TurnEnd
@@ -25,6 +24,7 @@ from agl_notebook.models.markup import (
     intercept,
 )
 from agl_notebook.transcript import Message, TextBlock, ToolUseBlock, user_text
+from tests.support.steps import Query
 
 OPEN, CLOSE = DSML_TOOL_CALL_OPEN, DSML_TOOL_CALL_CLOSE
 Item = tuple[Any, ...]
@@ -433,11 +433,6 @@ async def test_model_events_intercepts_for_every_model_unless_it_opts_out() -> N
 
 
 # Below the loop: roles get it too ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Query:
-    text: str = describe("What to look up.")
 
 
 async def test_a_role_step_runs_a_tool_called_through_markup_and_reports_markup_errors() -> None:

@@ -14,6 +14,7 @@ import agl_notebook
 from agl_notebook import InputError, JsonValue, ToolResult, describe, reporting_tool, tool
 from agl_notebook import payloads as payloads_module
 from agl_notebook.payloads import dump, payload_spec
+from tests.support.steps import Review
 
 # ---------------------------------------------------------------------------------------------------------------
 # Payload types (module level, so their annotations resolve)
@@ -36,11 +37,6 @@ class Person:
     point: tuple[int, int] = describe("A point.", default=(0, 0))
     scores: tuple[float, ...] = describe("Scores.", default=())
     nickname: str | None = describe("Nickname.", default=None)
-
-
-@dataclass(frozen=True)
-class Review:
-    issues: list[str] = describe("Every problem you found.")
 
 
 @dataclass(frozen=True)

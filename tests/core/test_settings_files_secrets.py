@@ -16,7 +16,7 @@ from agl_notebook import _files, _secret_logs, _secrets, _settings
 from agl_notebook.errors import InputError, ModelCallBlockedError
 from agl_notebook.replay import REDACTED, JsonFileStore, modes
 from agl_notebook.replay.records import record_from_json
-from tests.replay.test_replay import SCRIPT, record_once
+from tests.support.researcher import SCRIPT, record_once
 
 PACKAGE = Path(agl_notebook.__file__).parent
 DOCS = PACKAGE.parent / "docs"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
-from dataclasses import FrozenInstanceError, dataclass
+from dataclasses import FrozenInstanceError
 from pathlib import Path
 from typing import Any
 
@@ -24,30 +24,15 @@ from agl_notebook import (
     Tool,
     ToolResult,
     UpstreamUnexpected,
-    describe,
     prompt_file,
     reporting_tool,
     role,
     tool,
 )
 from agl_notebook.errors import ModelOutputTruncatedError, ModelRefusedError, NoAnswerError, ScriptExhaustedError
+from tests.support.steps import Query, Request, Review
 
 HERE = Path(__file__).resolve().parent
-
-
-@dataclass(frozen=True)
-class Request:
-    text: str = describe("What to review.")
-
-
-@dataclass(frozen=True)
-class Query:
-    text: str = describe("What to look up.")
-
-
-@dataclass(frozen=True)
-class Review:
-    issues: list[str] = describe("Every problem you found.")
 
 
 async def look_up(query: Query) -> ToolResult:

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import pytest
 
 from agl_notebook.cli import main
-from tests.core.test_anthropic_backend import reply, sse, text, use
+from tests.support.anthropic_api import reply, sse, text, use
 from tests.support.paths import ROOT
 
 NOTEBOOKS = ROOT / "notebooks"

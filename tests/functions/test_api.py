@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,15 +13,10 @@ from agl_notebook import Run
 from agl_notebook.functions import FunctionCallError, load_agent
 from agl_notebook.functions import events as fev
 from agl_notebook.notebook.render import StepTrace, render_html, render_text
-from tests.support.functions_server import OrdersServer, serve
+from tests.support.functions_server import OrdersServer
 
 TOKEN = "tok-9f8e7d6c5b4a3921"  # a test secret
 KEY = "key/with spaces&more"  # a secret a URL must encode
-
-
-@pytest.fixture
-def server() -> Iterator[OrdersServer]:
-    yield from serve()
 
 
 def orders_agent(server: OrdersServer, **functions: Any) -> Any:

@@ -8,12 +8,12 @@ in its smallest form: records in a dict, kept as JSON, keyed by the fingerprint 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
-from agl_notebook import Run, ScriptedCall, ScriptedModel, ScriptedTurn
+from agl_notebook import Run
 from agl_notebook._canonical import digest
 from agl_notebook._scope import StepScope, current_scope
 from agl_notebook.events import StepFinished, StepReplayed, StepStarted
@@ -21,7 +21,8 @@ from agl_notebook.functions import UnitOutcome, load_agent
 from agl_notebook.payloads import JsonValue
 from agl_notebook.replay import ReplayMissError
 from agl_notebook.run.units import Work
-from tests.support.functions_server import OrdersServer, serve
+from tests.support.functions_server import OrdersServer, support_model
+from tests.support.steps import LIFECYCLE, visible
 
 TOKEN = "tok-replay-5e4d3c2b1a"  # a test secret
 
@@ -63,11 +64,6 @@ class UnitRun(Run):
             return outcome
         finally:
             current_scope.reset(token)
-
-
-@pytest.fixture
-def server() -> Iterator[OrdersServer]:
-    yield from serve()
 
 
 def support_agent(server: OrdersServer, **functions: Any) -> Any:
@@ -117,25 +113,8 @@ def support_agent(server: OrdersServer, **functions: Any) -> Any:
     )
 
 
-def scripted() -> ScriptedModel:
-    return ScriptedModel(
-        [
-            ScriptedTurn("Looking it up.", [ScriptedCall("lookupOrder", {"orderId": "ORD-1"})]),
-            {"calls": [{"name": "report_result", "args": {"answer": "ORD-1 has shipped."}}]},
-        ]
-    )
-
-
-def visible(events: Sequence[Any]) -> list[Any]:
-    """What a view draws: every event but the step lifecycle (a replay adds step.replayed)."""
-    return [e for e in events if e.type not in LIFECYCLE]
-
-
-LIFECYCLE = ("step.started", "step.replayed", "step.finished", "step.failed")
-
-
 async def test_a_replayed_call_reaches_no_model_server_or_person(server: OrdersServer) -> None:
-    model = scripted()
+    model = support_model()
     live_events: list[Any] = []
     live = UnitRun(model=model, answers=[True], on_event=live_events.append)
     agent = support_agent(server)
@@ -206,7 +185,7 @@ def _raw(agent: Any) -> dict[str, Any]:
 
 async def test_backend_and_network_are_what_the_call_may_use(server: OrdersServer) -> None:
     agent = support_agent(server)
-    model = scripted()
+    model = support_model()
     assert agent.backend("support", Run(model=model)) == f"scripted:{model.digest}"
     assert agent.backend("support", Run()) == "anthropic:claude-sonnet-5-5"
     assert agent.backend("unrelated", Run()) == "none"

@@ -4,12 +4,11 @@ and replayed like a step, with the same events, views, store and modes."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from agl_notebook import Run, ScriptedCall, ScriptedModel, ScriptedTurn
+from agl_notebook import Run
 from agl_notebook.errors import ModelCallBlockedError
 from agl_notebook.functions import FunctionCallError, load_agent
 from agl_notebook.notebook.render import StepTrace, render_html, render_text
@@ -17,14 +16,10 @@ from agl_notebook.notebook.view import NotebookView
 from agl_notebook.replay import ReplayMissError, modes
 from agl_notebook.replay.fingerprint import fingerprint
 from agl_notebook.replay.records import block_from_json, block_to_json, record_from_json
-from tests.support.functions_server import OrdersServer, serve
+from tests.support.functions_server import OrdersServer, support_model
+from tests.support.steps import LIFECYCLE, visible
 
 TOKEN = "tok-run-9f8e7d6c5b"  # a test secret
-
-
-@pytest.fixture
-def server() -> Iterator[OrdersServer]:
-    yield from serve()
 
 
 def support_agent(server: OrdersServer, **functions: Any) -> Any:
@@ -73,24 +68,8 @@ def support_agent(server: OrdersServer, **functions: Any) -> Any:
     )
 
 
-def scripted() -> ScriptedModel:
-    return ScriptedModel(
-        [
-            ScriptedTurn("Looking it up.", [ScriptedCall("lookupOrder", {"orderId": "ORD-1"})]),
-            {"calls": [{"name": "report_result", "args": {"answer": "ORD-1 has shipped."}}]},
-        ]
-    )
-
-
-LIFECYCLE = ("step.started", "step.replayed", "step.finished", "step.failed")
-
-
-def visible(events: list[Any]) -> list[Any]:
-    return [e for e in events if e.type not in LIFECYCLE]
-
-
 async def test_a_call_records_once_and_replays_in_a_new_run_with_no_model_or_server(server: OrdersServer) -> None:
-    model = scripted()
+    model = support_model()
     live_events: list[Any] = []
     live = Run(model=model, on_event=live_events.append)
     expected = {

@@ -11,29 +11,17 @@ import nbclient
 import nbformat
 import pytest
 
-from tests.support.kernel_harness import Kernel
+from tests.support.kernel_harness import WIDGET_MIME, Kernel, started_kernel
 from tests.support.planner_notebook import SETUP as PLANNER_SETUP
 
 # The planner role and its scripted model: the same notebook code the browser tests run.
 SETUP = PLANNER_SETUP
 
-WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
-
 
 @pytest.fixture
 def kernel(tmp_path: Path) -> Iterator[Kernel]:
-    k = Kernel(cwd=tmp_path)
-    try:
-        k.run(SETUP)
+    with started_kernel(tmp_path, SETUP) as k:
         yield k
-    finally:
-        k.close()
-
-
-def step_display(k: Kernel, msg_id: str) -> dict[str, object]:
-    displays = [o for o in k.final_outputs(msg_id) if "data" in o and "text/html" in o["data"]]
-    assert len(displays) == 1, displays
-    return displays[0]
 
 
 def test_a_question_is_answered_through_the_widgets_in_the_same_cell(kernel: Kernel) -> None:
@@ -44,7 +32,7 @@ def test_a_question_is_answered_through_the_widgets_in_the_same_cell(kernel: Ker
     reply = kernel.wait_reply(msg_id)["content"]
     assert reply["status"] == "ok", reply
     assert kernel.stream(msg_id) == "Plan(steps=['Meet on Saturday'])\n"
-    final = step_display(kernel, msg_id)
+    final = kernel.step_display(msg_id)
     data = final["data"]
     assert isinstance(data, dict) and WIDGET_MIME not in data
     assert "Which day suits you?" in data["text/html"] and "Saturday" in data["text/html"]
@@ -60,7 +48,7 @@ def test_step_sync_answers_a_question_from_a_synchronous_cell(kernel: Kernel) ->
     reply = kernel.wait_reply(msg_id)["content"]
     assert reply["status"] == "ok", reply
     assert kernel.stream(msg_id) == "Plan(steps=['Meet on Monday'])\n"
-    assert WIDGET_MIME not in step_display(kernel, msg_id)["data"]  # type: ignore[operator]
+    assert WIDGET_MIME not in kernel.step_display(msg_id)["data"]  # type: ignore[operator]
     assert kernel.widgets == {}
     # Messages that arrived while the cell was blocked were handed back: the kernel still executes.
     check = kernel.execute("print(len(CALLS))")
@@ -79,7 +67,7 @@ def test_an_interrupt_while_waiting_ends_the_step_cleanly(kernel: Kernel, form: 
     reply = kernel.wait_reply(msg_id)["content"]
     assert reply["status"] == "error"
     assert reply["ename"] == "StepInterrupted"
-    final = step_display(kernel, msg_id)
+    final = kernel.step_display(msg_id)
     assert WIDGET_MIME not in final["data"]  # type: ignore[operator]
     assert "failed" in final["data"]["text/plain"]  # type: ignore[index]
     assert final["metadata"] == {}, "nothing is recorded"
@@ -186,7 +174,7 @@ def test_a_headless_run_takes_the_answers_it_was_given(tmp_path: Path) -> None:
         )
         assert k.wait_reply(msg_id)["content"]["status"] == "ok"
         assert k.stream(msg_id) == "Plan(steps=['Meet on Tuesday'])\n"
-        record = step_display(k, msg_id)["metadata"]["agl_notebook"]["records"][0]  # type: ignore[index]
+        record = k.step_display(msg_id)["metadata"]["agl_notebook"]["records"][0]  # type: ignore[index]
         assert record["questions"][0]["answer"] == "Tuesday"
     finally:
         k.close()

@@ -14,7 +14,7 @@ from agl_notebook import Run
 from agl_notebook.notebook.magics import USAGE
 from agl_notebook.notebook.nbfile import METADATA_KEY
 from agl_notebook.replay import MemoryStore, block_to_json
-from tests.support.kernel_harness import Kernel
+from tests.support.kernel_harness import Kernel, started_kernel
 
 SETUP = """
 %load_ext agl_notebook
@@ -33,12 +33,8 @@ STEP = 'await Run(model=MODEL).step(oracle, "What is six times seven?")\nprint(M
 
 @pytest.fixture
 def kernel(tmp_path: Path) -> Iterator[Kernel]:
-    k = Kernel(cwd=tmp_path)
-    try:
-        k.run(SETUP)
+    with started_kernel(tmp_path, SETUP) as k:
         yield k
-    finally:
-        k.close()
 
 
 def output(k: Kernel, code: str) -> str:

@@ -18,7 +18,7 @@ import pytest
 
 from agl_notebook import Role, Run, Screen, ScriptedModel, TextInput, ToolResult, describe, reporting_tool, tool
 from agl_notebook.replay import JsonFileStore, MemoryStore, RecordingWarning
-from tests.support.kernel_harness import Kernel
+from tests.support.kernel_harness import Kernel, started_kernel
 from tests.support.planner_notebook import SETUP as PLANNER_SETUP
 
 # A tool whose handler calls a helper that raises KeyError: two frames of the person's code below the step.
@@ -46,14 +46,8 @@ INTERRUPTED = "StepInterrupted: The step of 'planner' was interrupted; nothing w
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kernel]:
-    k = Kernel(cwd=tmp_path_factory.mktemp("tracebacks"))
-    try:
-        k.run(PLANNER_SETUP)
-        k.run(FAILING)
-        k.run("import asyncio")
+    with started_kernel(tmp_path_factory.mktemp("tracebacks"), PLANNER_SETUP, FAILING, "import asyncio") as k:
         yield k
-    finally:
-        k.close()
 
 
 def error_lines(k: Kernel, msg_id: str) -> list[str]:

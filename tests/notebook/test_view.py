@@ -1,4 +1,5 @@
-"""The notebook view without a browser or a kernel: a fake comm records every widget message sent."""
+"""The notebook view without a browser or a kernel: a fake comm records every widget message sent (the ``sent``
+fixture of tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-import comm
 import pytest
-from comm.base_comm import BaseComm
 from ipywidgets.widgets.widget import _instances
 
 from agl_notebook import (
@@ -39,49 +38,8 @@ from agl_notebook.notebook import form as form_module
 from agl_notebook.notebook import view as view_module
 from agl_notebook.notebook.render import StepTrace, render_html, render_text
 from agl_notebook.notebook.view import WIDGET_MIME, NotebookView
-
-
-class RecordingComm(BaseComm):
-    """A comm that keeps what it would have sent."""
-
-    def __init__(self, sent: list[tuple[str, Any]], *args: Any, **kwargs: Any) -> None:
-        self._sent = sent
-        super().__init__(*args, **kwargs)
-
-    def publish_msg(
-        self, msg_type: str, data: Any = None, metadata: Any = None, buffers: Any = None, **keys: Any
-    ) -> None:
-        self._sent.append((msg_type, data))
-
-
-@pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
-    messages: list[tuple[str, Any]] = []
-    monkeypatch.setattr(comm, "create_comm", lambda *a, **k: RecordingComm(messages, *a, **k))
-    return messages
-
-
-class FakeDisplay:
-    """Stands in for IPython's display: keeps every bundle shown and every update of it."""
-
-    def __init__(self) -> None:
-        self.shown: list[tuple[dict[str, Any], dict[str, Any]]] = []
-        self.updates: list[tuple[dict[str, Any], dict[str, Any]]] = []
-
-    def __call__(
-        self, bundle: dict[str, Any], *, raw: bool, metadata: dict[str, Any] | None = None, display_id: bool = False
-    ) -> Any:
-        assert raw
-        self.shown.append((bundle, metadata or {}))
-        return self if display_id else None
-
-    def update(self, bundle: dict[str, Any], *, raw: bool, metadata: dict[str, Any] | None = None) -> None:
-        self.updates.append((bundle, metadata or {}))
-
-
-@dataclass(frozen=True)
-class Query:
-    text: str = describe("What to look up.")
+from tests.support.steps import Query
+from tests.support.widgets import FakeDisplay, Sent
 
 
 @dataclass(frozen=True)
@@ -111,12 +69,12 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return now
 
 
-def widget_updates(sent: list[tuple[str, Any]]) -> list[Any]:
+def widget_updates(sent: Sent) -> list[Any]:
     return [d for kind, d in sent if kind == "comm_msg" and d.get("method") == "update" and "value" in d["state"]]
 
 
 def test_five_thousand_deltas_over_five_seconds_redraw_at_most_twenty_times_a_second(
-    sent: list[tuple[str, Any]], clock: list[float]
+    sent: Sent, clock: list[float]
 ) -> None:
     display = FakeDisplay()
     view = NotebookView(ROLE, display=display)
@@ -138,7 +96,7 @@ def test_five_thousand_deltas_over_five_seconds_redraw_at_most_twenty_times_a_se
     assert len(opened) == len(closed) == 7  # the box, its HTML and question area, their layouts and style
 
 
-async def test_live_and_replayed_steps_leave_the_same_final_bundle(sent: list[tuple[str, Any]]) -> None:
+async def test_live_and_replayed_steps_leave_the_same_final_bundle(sent: Sent) -> None:
     model = ScriptedModel(SCRIPT)
     live_display, replay_display = FakeDisplay(), FakeDisplay()
     live = Run(model=model, view=lambda role: NotebookView(role, display=live_display))
@@ -170,7 +128,7 @@ async def test_live_and_replayed_steps_leave_the_same_final_bundle(sent: list[tu
     assert metadata["agl_notebook"]["records"][0]["role"] == "judge"
 
 
-async def test_everything_drawn_is_escaped(sent: list[tuple[str, Any]]) -> None:
+async def test_everything_drawn_is_escaped(sent: Sent) -> None:
     display = FakeDisplay()
     await Run(model=ScriptedModel(SCRIPT), view=lambda role: NotebookView(role, display=display)).step(
         ROLE, "<b>Is</b> it fine?"
@@ -207,7 +165,7 @@ def test_the_text_view_is_deterministic_and_says_what_the_record_claims() -> Non
     assert render_html(trace) == render_html(trace)
 
 
-async def test_a_failed_step_shows_what_failed_and_records_nothing(sent: list[tuple[str, Any]]) -> None:
+async def test_a_failed_step_shows_what_failed_and_records_nothing(sent: Sent) -> None:
     display = FakeDisplay()
 
     async def broken(query: Query) -> ToolResult:
@@ -271,7 +229,7 @@ def submit(widget: Any, attempt: int, values: list[object]) -> None:
     from_browser(widget, {"kind": "submit", "attempt": attempt, "values": values})
 
 
-def form_state(sent: list[tuple[str, Any]], widget: Any) -> dict[str, Any]:
+def form_state(sent: Sent, widget: Any) -> dict[str, Any]:
     """The form's state as the browser knows it: its opening state with every update since applied."""
     state: dict[str, Any] = {}
     for kind, data in sent:
@@ -290,7 +248,7 @@ async def open_question(view: NotebookView, screen: Screen[Any]) -> tuple[asynci
 
 
 async def test_the_form_sends_every_field_at_submit_and_the_tool_gets_the_last_values(
-    sent: list[tuple[str, Any]],
+    sent: Sent,
 ) -> None:
     view = NotebookView(ROLE, display=FakeDisplay())
     view.begin(replaying=False)
@@ -339,7 +297,7 @@ async def test_the_form_sends_every_field_at_submit_and_the_tool_gets_the_last_v
 
 
 async def test_each_submission_sends_one_update_and_a_late_or_malformed_one_changes_nothing(
-    sent: list[tuple[str, Any]],
+    sent: Sent,
 ) -> None:
     view = NotebookView(ROLE, display=FakeDisplay())
     view.begin(replaying=False)
@@ -371,7 +329,7 @@ async def test_each_submission_sends_one_update_and_a_late_or_malformed_one_chan
 
 
 async def test_a_submission_from_another_thread_resolves_the_answer_on_the_step_loop(
-    sent: list[tuple[str, Any]],
+    sent: Sent,
 ) -> None:
     import threading
 
@@ -385,7 +343,7 @@ async def test_a_submission_from_another_thread_resolves_the_answer_on_the_step_
     view.finish(None)
 
 
-async def test_a_submission_handled_before_the_form_is_awaited_is_kept(sent: list[tuple[str, Any]]) -> None:
+async def test_a_submission_handled_before_the_form_is_awaited_is_kept(sent: Sent) -> None:
     form = form_module._Form(Screen("Sure?", [ConfirmInput("Sure")]), title=False)
     submit(form.box, 1, [True])
     assert await asyncio.wait_for(form.answer(), 5) == [True]
@@ -393,7 +351,7 @@ async def test_a_submission_handled_before_the_form_is_awaited_is_kept(sent: lis
 
 
 async def test_a_standalone_question_shows_its_title_and_leaves_the_static_answer(
-    sent: list[tuple[str, Any]], monkeypatch: pytest.MonkeyPatch
+    sent: Sent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import IPython.display
 

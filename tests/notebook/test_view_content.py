@@ -14,7 +14,7 @@ from agl_notebook.events import ClientToolExecuting, ClientToolRequested, Questi
 from agl_notebook.models.base import ModelRequest
 from agl_notebook.notebook.render import StepTrace, render_html, render_text
 from agl_notebook.notebook.view import WIDGET_MIME, DisplayOrder, NotebookView
-from tests.notebook.test_view import FakeDisplay, sent  # noqa: F401  (the fake comm fixture)
+from tests.support.widgets import FakeDisplay, Sent
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def report(*points: str) -> dict[str, Any]:
 # The header at once ------------------------------------------------------------------------------------------------
 
 
-async def test_a_live_step_shows_its_header_before_the_model_answers(sent: list[tuple[str, Any]]) -> None:  # noqa: F811
+async def test_a_live_step_shows_its_header_before_the_model_answers(sent: Sent) -> None:
     display = FakeDisplay()
     released = asyncio.Event()
 
@@ -156,7 +156,7 @@ class Lookup:
 
 
 async def test_a_failed_view_names_the_raising_tool_and_gives_every_row_its_final_state(
-    sent: list[tuple[str, Any]],  # noqa: F811
+    sent: Sent,
 ) -> None:
     display = FakeDisplay()
 

@@ -12,9 +12,9 @@ from agl_notebook.models.base import ModelRequest
 from agl_notebook.notebook.nbfile import LIVE_VIEW_KEY, PROVENANCE_KEY
 from agl_notebook.notebook.view import SAVED_WHILE_RUNNING, WIDGET_MIME, NotebookView
 from agl_notebook.replay.stores import MemoryStore
-from tests.notebook.test_view import FakeDisplay, sent  # noqa: F401  (the fixture: widgets over a recording comm)
+from tests.support.widgets import FakeDisplay
 
-pytestmark = pytest.mark.usefixtures("sent")
+pytestmark = pytest.mark.usefixtures("sent")  # widgets over recording comms (tests/conftest.py)
 
 
 @dataclass(frozen=True)

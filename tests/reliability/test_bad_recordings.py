@@ -41,7 +41,7 @@ from agl_notebook.notebook.nbfile import METADATA_KEY
 from agl_notebook.notebook.store import NotebookStore
 from agl_notebook.replay import MemoryStore, RecordingWarning, ReplayMissError, StepRecord, block_to_json
 from agl_notebook.replay.explain import recent_misses
-from tests.cli.test_cli import SETTINGS, SETUP, load, make_notebook, printed_calls, step_result
+from tests.support.oracle_notebook import SETUP, load, make_notebook, printed_calls, step_result
 from tests.support.paths import ROOT
 from tests.support.reliability_report import ReliabilityNotes
 
@@ -119,13 +119,6 @@ class Steps:
 
     async def step(self, question: str, *, payload: type[Any] = Answer, mode: Any = None) -> Any:
         return await Run(model=self.model, store=self.store, mode=mode).step(oracle(payload), question)
-
-
-@pytest.fixture
-def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No mode, notebook path or nbval setting inherited from the person's environment."""
-    for name in SETTINGS:
-        monkeypatch.delenv(name, raising=False)
 
 
 @contextmanager

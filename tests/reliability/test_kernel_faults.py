@@ -20,7 +20,7 @@ import pytest
 
 from agl_notebook.notebook.nbfile import METADATA_KEY, read_notebook_json, records_in_notebook
 from agl_notebook.notebook.store import HELLO_SECONDS
-from tests.support.kernel_harness import Kernel
+from tests.support.kernel_harness import WIDGET_MIME, Kernel
 from tests.support.planner_notebook import SETUP as PLANNER_SETUP
 from tests.support.reliability_report import ReliabilityNotes
 
@@ -28,7 +28,6 @@ v4: Any = _nbformat.v4  # partly typed
 nbformat: Any = _nbformat
 
 AREA = "Kernel faults"
-WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 LONG = 60  # seconds a slow model or tool would take: an interrupt that does not land times the test out
 KERNEL_TIMING = (
     "scripted model (its slow reply is an asyncio.sleep, with no HTTP client to unwind: not the real "
@@ -126,12 +125,6 @@ def printed(k: Kernel, code: str) -> str:
     return k.stream(msg_id)
 
 
-def step_display(k: Kernel, msg_id: str) -> dict[str, Any]:
-    displays = [o for o in k.final_outputs(msg_id) if "data" in o and "text/html" in o["data"]]
-    assert len(displays) == 1, displays
-    return displays[0]
-
-
 def records_of(output: dict[str, Any]) -> list[dict[str, Any]]:
     block = output.get("metadata", {}).get(METADATA_KEY)
     return list(block["records"]) if block else []
@@ -169,7 +162,7 @@ def interrupted(k: Kernel, msg_id: str, *, within: float = 3) -> tuple[dict[str,
     Returns the reply and the seconds from the interrupt to the reply.
     """
     reply, took = interrupt(k, msg_id, within=within)
-    final = step_display(k, msg_id)
+    final = k.step_display(msg_id)
     assert WIDGET_MIME not in final["data"], "the live widget was replaced by the static view"
     assert "failed" in final["data"]["text/plain"]
     assert "the step was interrupted; nothing was recorded" in final["data"]["text/plain"]
@@ -257,7 +250,7 @@ def the_next_step_runs(k: Kernel) -> None:
     run_ok(k, "SLOW.update(model=0, tool=None)")
     msg_id = step_cell(k)
     assert k.stream(msg_id) == PRINTED
-    assert len(records_of(step_display(k, msg_id))) == 1
+    assert len(records_of(k.step_display(msg_id))) == 1
 
 
 @pytest.mark.parametrize("form", ["await", "sync"])
@@ -425,7 +418,7 @@ def test_an_interrupt_while_waiting_for_an_answer_keeps_nothing(
     kernel.answer_question("Friday")
     assert done(kernel, again)["content"]["status"] == "ok"
     assert kernel.stream(again) == "Plan(steps=['Meet on Friday'])\n"
-    (record,) = records_of(step_display(kernel, again))
+    (record,) = records_of(kernel.step_display(again))
     assert record["questions"][0]["answer"] == "Friday"
     reliability.note(
         AREA,
@@ -458,7 +451,7 @@ def test_a_restart_loses_only_unsaved_records_and_never_touches_the_file(
             return step_cell(k, cell_id="c2")
 
         live = run_cells()
-        (record,) = records_of(step_display(k, live))
+        (record,) = records_of(k.step_display(live))
         assert printed(k, "print(run.store.path.name, state(run))") == "demo.ipynb (1, 1, 0, 0, 1)\n"
         # Unsaved, the record replays in this kernel session.
         assert printed(k, f"run = Run(model=ORACLE_MODEL)\n{STEP}\nprint(state(run))") == f"{PRINTED}(1, 1, 0, 0, 1)\n"
@@ -467,7 +460,7 @@ def test_a_restart_loses_only_unsaved_records_and_never_touches_the_file(
         assert path.read_bytes() == original
         again = run_cells()
         assert printed(k, "print(state(run))") == "(1, 1, 0, 0, 1)\n", "the step ran live again"
-        (fresh,) = records_of(step_display(k, again))
+        (fresh,) = records_of(k.step_display(again))
         assert fresh["id"] == record["id"] and fresh["result"] == record["result"]
 
         # A restart in the middle of a step (a step not recorded yet): the step is simply gone.
@@ -484,7 +477,7 @@ def test_a_restart_loses_only_unsaved_records_and_never_touches_the_file(
         replayed = run_cells()
         assert printed(k, "print(state(run))") == "(1, 1, 0, 0, 0)\n", "replayed: no model request"
         assert k.stream(replayed) == PRINTED
-        assert records_of(step_display(k, replayed)) == [fresh]
+        assert records_of(k.step_display(replayed)) == [fresh]
         nbformat.validate(nbformat.read(path, as_version=4))
     finally:
         k.close()
@@ -556,7 +549,7 @@ def test_a_restart_gets_unsaved_records_back_from_the_frontend_extension(
         assert elapsed < HELLO_SECONDS, "the extension answered: no hello wait"
         assert extension.block is not None
         (record,) = extension.block["records"]
-        assert records_of(step_display(k, live)) == [record]
+        assert records_of(k.step_display(live)) == [record]
         assert (
             printed(k, "from agl_notebook.notebook.frontend import link\nprint(sorted(link().stored))")
             == f"[{record['id']!r}]\n"
@@ -567,7 +560,7 @@ def test_a_restart_gets_unsaved_records_back_from_the_frontend_extension(
         run_ok(k, SETUP)
         replayed, _ = extension.run_step()
         assert k.stream(replayed) == f"{PRINTED}(1, 1, 0, 0, 0)\n", "replayed from the unsaved record"
-        assert records_of(step_display(k, replayed)) == [record]
+        assert records_of(k.step_display(replayed)) == [record]
         assert extension.block["records"] == [record], "stored again in place, not duplicated"
     finally:
         k.close()
@@ -626,7 +619,7 @@ def test_without_the_extension_a_step_waits_once_and_its_record_travels_in_the_o
         else:  # the frontend's close ends the wait at once
             assert first - second < HELLO_SECONDS * 0.8, timings  # "missing" waits the whole second
         assert second < HELLO_SECONDS, "only the first step of the kernel waits"
-        (record,) = records_of(step_display(k, msg_ids[0]))
+        (record,) = records_of(k.step_display(msg_ids[0]))
         if extension == "missing":
             assert len(agl_comms(k)) == 1, "the kernel greeted the frontend once"
         else:  # a closed comm is opened again to send the next record (an extension enabled since would answer)
@@ -681,7 +674,7 @@ def test_two_notebooks_in_one_folder_each_keep_only_their_own_records(
         ids: dict[str, str] = {}
         for name, k in kernels.items():
             assert done(k, running[name])["content"]["status"] == "ok"
-            (record,) = records_of(step_display(k, running[name]))
+            (record,) = records_of(k.step_display(running[name]))
             assert record["input"] == steps[name].split('"')[1]
             ids[name] = record["id"]
             assert (
@@ -730,7 +723,7 @@ def test_one_notebook_open_in_two_kernels_gets_one_whole_record(tmp_path: Path, 
         records = []
         for k, msg_id in zip(kernels, running, strict=True):
             assert done(k, msg_id)["content"]["status"] == "ok"
-            (record,) = records_of(step_display(k, msg_id))
+            (record,) = records_of(k.step_display(msg_id))
             records.append(record)
         assert records[0]["id"] == records[1]["id"] and records[0]["result"] == records[1]["result"]
         assert path.read_bytes() == original
@@ -775,7 +768,7 @@ def test_two_notebooks_sharing_one_kernel_keep_their_records_apart(
         records: dict[str, dict[str, Any]] = {}
         for name in steps:
             msg_id, _ = collector.run_step(steps[name], cell_id=f"{name}-step")
-            (records[name],) = records_of(step_display(k, msg_id))  # each cell's output: its own record only
+            (records[name],) = records_of(k.step_display(msg_id))  # each cell's output: its own record only
             assert records[name]["cell_id"] == f"{name}-step"
         sent = [
             (m["content"]["data"]["cell_id"], m["content"]["data"]["record"]["id"])

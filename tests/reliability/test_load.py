@@ -25,17 +25,13 @@ from agl_notebook.models.base import ModelRequest
 from agl_notebook.replay import JsonFileStore, block_to_json
 from agl_notebook.transcript import ToolResultBlock
 from tests.support.reliability_report import ReliabilityNotes
+from tests.support.steps import Query
 
 CONCURRENT = 200
 LONG = 2_000
 MEMORY_LIMIT = 300 * 1024 * 1024
 REPLAY_SECONDS = 60.0
 RECORD_SECONDS = 60.0  # about 270 s before JsonFileStore kept each record's text
-
-
-@dataclass(frozen=True)
-class Query:
-    text: str = describe("What to look up.")
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Reliability (docs/reliability.md): model faults through the real anthropic SDK over an in-process transport.
 
-Each fault is served by ``httpx2.MockTransport`` (the helpers of test_anthropic_backend.py), so the SDK's own retries,
+Each fault is served by ``httpx2.MockTransport`` (``tests/support/anthropic_api.py``), so the SDK's own retries,
 SSE decoding and event parsing run. For every fault: it is retried where the SDK retries, otherwise the step fails
 with the error named here; nothing is recorded; the step's view shows the failure; and the next step on the same Run
 works.
@@ -17,23 +17,14 @@ import anthropic
 import httpx2
 import pytest
 
-from agl_notebook import Claude, Role, Run, ToolResult, describe, reporting_tool, tool
+from agl_notebook import Claude, Role, Run, ToolResult, reporting_tool, tool
 from agl_notebook.errors import UpstreamUnexpected
 from agl_notebook.models.anthropic import AnthropicModel
 from agl_notebook.notebook.view import NotebookView
-from tests.core.test_anthropic_backend import FakeAPI, Responder, api, fail, reply, sse, stream_response, text, use
-from tests.notebook.test_view import FakeDisplay
+from tests.support.anthropic_api import FakeAPI, Responder, api, fail, reply, sse, stream_response, text, use
 from tests.support.reliability_report import ReliabilityNotes
-
-
-@dataclass(frozen=True)
-class Query:
-    text: str = describe("What to look up.")
-
-
-@dataclass(frozen=True)
-class Answer:
-    summary: str = describe("What you found.")
+from tests.support.steps import Answer, Query
+from tests.support.widgets import FakeDisplay, views_on
 
 
 async def look_up(query: Query) -> ToolResult:
@@ -62,12 +53,7 @@ class Harness:
     def __init__(self, fake: FakeAPI, **client: Any) -> None:
         self.fake = fake
         self.displays: list[FakeDisplay] = []
-        self.run = Run(model=AnthropicModel(client=fake.client(**client)), view=self._view)
-
-    def _view(self, role: Role[Any]) -> NotebookView:
-        display = FakeDisplay()
-        self.displays.append(display)
-        return NotebookView(role, display=display, live=False)
+        self.run = Run(model=AnthropicModel(client=fake.client(**client)), view=views_on(self.displays))
 
     def last_bundle(self) -> dict[str, Any]:
         shown = self.displays[-1].shown

@@ -14,7 +14,7 @@ import logging
 import os
 import secrets
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +22,13 @@ import anthropic
 import httpx2
 import pytest
 
-from agl_notebook import Claude, Role, Run, Screen, TextInput, ToolResult, describe, reporting_tool, tool
+from agl_notebook import Claude, Role, Run, ToolResult, reporting_tool, tool
 from agl_notebook.models.anthropic import AnthropicModel
-from agl_notebook.notebook.view import NotebookView
 from agl_notebook.replay import REDACTED, JsonFileStore
-from tests.core.test_anthropic_backend import BASE_URL, FakeAPI, api, error_response, reply, text, use
-from tests.notebook.test_view import FakeDisplay
+from tests.support.anthropic_api import BASE_URL, FakeAPI, api, error_response, reply, text, use
 from tests.support.reliability_report import ReliabilityNotes
+from tests.support.steps import Answer, Query, which
+from tests.support.widgets import FakeDisplay, recording_comms, views_on
 
 
 def planted_key() -> str:
@@ -39,27 +39,13 @@ def planted_token() -> str:
     return "svc-" + secrets.token_hex(12)  # not key-shaped: only its environment variable's name marks it
 
 
-@dataclass(frozen=True)
-class Query:
-    text: str = describe("What to look up.")
-
-
-@dataclass(frozen=True)
-class Answer:
-    summary: str = describe("What you found.")
-
-
-def which(text: str) -> Screen[str]:
-    return Screen(text, [TextInput("Answer")])
-
-
 @dataclass
 class Planted:
     key: str
     token: str
     folder: Path
     fake: FakeAPI | None = None
-    displays: list[FakeDisplay] | None = None
+    displays: list[FakeDisplay] = field(default_factory=list)
     searched: int = 0  # places searched so far
 
     @property
@@ -76,16 +62,11 @@ class Planted:
             max_retries=0,
         )
 
-        def view(role: Role[Any]) -> NotebookView:
-            assert self.displays is not None
-            self.displays.append(FakeDisplay())
-            return NotebookView(role, display=self.displays[-1], live=live)
-
         return Run(
             model=AnthropicModel(client=client),
             answers=[f"the answer is {self.both}"] * 4,
             store=JsonFileStore(self.folder / "records.json"),
-            view=view,
+            view=views_on(self.displays, live=live),
         )
 
     def role(self, run: Run, *, broken: bool = False) -> Role[Answer]:
@@ -116,7 +97,7 @@ class Planted:
             yield "the store file", path.read_text(encoding="utf-8")
         for record in JsonFileStore(path).records():
             yield f"record {record.id}", json.dumps(record.to_json())
-        for i, display in enumerate(self.displays or []):
+        for i, display in enumerate(self.displays):
             for bundle, metadata in [*display.shown, *display.updates]:
                 yield f"view {i} text/plain", bundle["text/plain"]
                 yield f"view {i} text/html", bundle["text/html"]
@@ -186,7 +167,7 @@ async def test_a_successful_step_leaks_no_secret(
     assert record.input == f"Use {REDACTED} and {REDACTED} to look it up."
     assert record.result == {"summary": f"found {REDACTED} and {REDACTED}"}
     assert record.questions[0].answer == f"the answer is {REDACTED} and {REDACTED}"
-    assert REDACTED in k.displays[0].shown[0][0]["text/html"]  # type: ignore[index]
+    assert REDACTED in k.displays[0].shown[0][0]["text/html"]
     assert any(e.name.startswith(("anthropic", "httpx")) for e in caplog.records), "no DEBUG logs were captured"
     assert k.assert_nowhere(caplog) >= 5  # the file, its record, and the view's three parts
     k.note(
@@ -209,7 +190,7 @@ async def test_a_tool_error_carrying_a_secret_is_drawn_scrubbed(
     assert k.key in str(raised.value)
     assert run.store.records() == ()
     assert not (k.folder / "records.json").exists()
-    ((bundle, metadata),) = k.displays[0].shown  # type: ignore[index]
+    ((bundle, metadata),) = k.displays[0].shown
     assert (
         f"error: PermissionError in the handler of tool look_up: login refused for {REDACTED} and {REDACTED}"
         in bundle["text/plain"]
@@ -226,7 +207,7 @@ async def test_a_tool_error_carrying_a_secret_is_drawn_scrubbed(
 
 
 def _report(summary: str) -> httpx2.Response:
-    from tests.core.test_anthropic_backend import stream_response
+    from tests.support.anthropic_api import stream_response
 
     return stream_response(reply(use("toolu_9", "report", json.dumps({"summary": summary})), stop_reason="tool_use"))
 
@@ -242,7 +223,7 @@ async def test_an_api_error_echoing_the_key_is_drawn_and_logged_scrubbed(
     # records and logs of it is checked.
     assert raised.value.status_code == 401
     assert run.store.records() == ()
-    ((bundle, _),) = k.displays[0].shown  # type: ignore[index]
+    ((bundle, _),) = k.displays[0].shown
     assert "error: AuthenticationError: " in bundle["text/plain"]
     assert REDACTED in bundle["text/plain"]
     k.assert_nowhere(caplog)
@@ -280,12 +261,7 @@ async def test_the_live_widget_messages_leak_no_secret(
     planted: Planted, caplog: pytest.LogCaptureFixture, reliability: ReliabilityNotes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The live (widget) view too: every comm message sent while the step runs and asks its question is searched.
-    import comm
-
-    from tests.notebook.test_view import RecordingComm
-
-    sent: list[tuple[str, Any]] = []
-    monkeypatch.setattr(comm, "create_comm", lambda *a, **kw: RecordingComm(sent, *a, **kw))
+    sent = recording_comms(monkeypatch)
     k = planted
     fake = api(
         tool_turn(),

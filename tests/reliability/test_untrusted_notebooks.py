@@ -26,12 +26,12 @@ import pytest
 
 from agl_notebook import Role, Run, Screen, ScriptedModel, TextInput, ToolResult, describe, reporting_tool, tool
 from agl_notebook.notebook.nbfile import METADATA_KEY, read_notebook_json, records_in_notebook
-from agl_notebook.notebook.view import NotebookView
 from agl_notebook.replay import JsonFileStore, StepRecord
 from agl_notebook.replay.records import block_to_json
 from agl_notebook.replay.stores import MemoryStore
-from tests.notebook.test_view import FakeDisplay
 from tests.support.reliability_report import ReliabilityNotes
+from tests.support.steps import Query
+from tests.support.widgets import FakeDisplay, views_on
 
 SCRIPT_TAG = "<script>alert(1)</script>"
 IMG = '"><img src=x onerror=alert(1)>'
@@ -42,11 +42,6 @@ PASSWD = "../../etc/passwd"
 HOSTILE = (SCRIPT_TAG, IMG, JS_URL, TEMPLATE, PY, PASSWD)
 EVERYTHING = " ".join(HOSTILE)
 CLAIMED_BACKEND = f"anthropic:{SCRIPT_TAG}{IMG} {JS_URL}"
-
-
-@dataclass(frozen=True)
-class Query:
-    text: str = describe("What to look up.")
 
 
 @dataclass(frozen=True)
@@ -215,11 +210,7 @@ async def recorded(tmp_path: Path) -> tuple[dict[str, Any], Path]:
 
 
 def replay_run(store: Any, displays: list[FakeDisplay]) -> Run:
-    def view(role: Role[Any]) -> NotebookView:
-        displays.append(FakeDisplay())
-        return NotebookView(role, display=displays[-1], live=False)
-
-    return Run(model=ScriptedModel(SCRIPT), store=store, mode="replay", answers=[], view=view)
+    return Run(model=ScriptedModel(SCRIPT), store=store, mode="replay", answers=[], view=views_on(displays))
 
 
 async def replay_and_check(store: Any, folder: Path, opened: list[str]) -> None:

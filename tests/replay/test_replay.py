@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,11 +17,9 @@ from agl_notebook import (
     InputError,
     Role,
     Run,
-    Screen,
     ScriptedCall,
     ScriptedModel,
     ScriptedTurn,
-    TextInput,
     ToolResult,
     describe,
     reporting_tool,
@@ -31,7 +29,7 @@ from agl_notebook import events as ev
 from agl_notebook.errors import MissingCredentialsError
 from agl_notebook.events import Event
 from agl_notebook.models.anthropic import NO_CREDENTIALS_MESSAGE, AnthropicModel
-from agl_notebook.models.base import Model, ModelRequest
+from agl_notebook.models.base import ModelRequest
 from agl_notebook.replay import (
     REDACTED,
     JsonFileStore,
@@ -43,21 +41,13 @@ from agl_notebook.replay import (
 )
 from agl_notebook.replay.modes import BLOCK_VARIABLE, ENV_VAR, NBVAL_VARIABLE, session
 from agl_notebook.transcript import TextBlock, ToolResultBlock
-
-
-@dataclass(frozen=True)
-class Request:
-    text: str = describe("What to look into.")
+from tests.support.researcher import RESULT, SCRIPT, Answer, Request, answering, record_once, researcher
+from tests.support.steps import Query
 
 
 @dataclass(frozen=True)
 class OtherRequest:
     text: str = describe("What to look into.")
-
-
-@dataclass(frozen=True)
-class Query:
-    text: str = describe("What to look up.")
 
 
 @dataclass(frozen=True)
@@ -67,73 +57,10 @@ class QueryWithLimit:
 
 
 @dataclass(frozen=True)
-class Answer:
-    summary: str = describe("What was found.")
-    count: int = describe("How many were found.")
-
-
-@dataclass(frozen=True)
 class AnswerWithSource:
     summary: str = describe("What was found.")
     count: int = describe("How many were found.")
     source: str = describe("Where it was found.")
-
-
-INSTRUCTIONS = "You look things up and report what you found."
-SCRIPT = [
-    ScriptedTurn("Let me look that up.", [ScriptedCall("look_up", {"text": "retries"})]),
-    ScriptedTurn("Found two of them.", [ScriptedCall("report_answer", {"summary": "two retries", "count": 2})]),
-]
-RESULT = Answer("two retries", 2)
-
-
-def which(text: str) -> Screen[str]:
-    return Screen(text, [TextInput("Answer")])
-
-
-def researcher(
-    run: Run,
-    handled: list[str],
-    *,
-    name: str = "researcher",
-    instructions: str = INSTRUCTIONS,
-    tool_description: str = "Look a topic up.",
-    tool_payload: type[Any] = Query,
-    report_description: str = "Report what you found.",
-    report_payload: type[Any] = Answer,
-    result_text: str = "found {answer}",
-    max_tokens: int = 4096,
-    max_tool_roundtrips: int = 25,
-    reminders: int = 1,
-) -> Role[Any]:
-    """A role whose one tool counts its calls in ``handled`` and asks the person a question via the run's terminal."""
-
-    async def look_up(query: Any) -> ToolResult:
-        handled.append(query.text)
-        answer = await run.terminal.show(which, text=f"Which {query.text}?")
-        return ToolResult(result_text.replace("{answer}", answer))
-
-    return Role(
-        name,
-        instructions,
-        [
-            tool("look_up", tool_description, tool_payload, look_up),
-            reporting_tool("report_answer", report_description, report_payload),
-        ],
-        max_tokens=max_tokens,
-        max_tool_roundtrips=max_tool_roundtrips,
-        reminders=reminders,
-    )
-
-
-def answering(asked: list[str], answer: str = "the slow ones") -> Callable[[Screen[Any]], object]:
-    """Scripted answers that note every question they were asked."""
-
-    def answer_fn(screen: Screen[Any]) -> object:
-        asked.append(screen.text)
-        return answer
-
-    return answer_fn
 
 
 def joined(events: list[Event]) -> list[Event]:
@@ -151,15 +78,6 @@ def only(store: Store) -> StepRecord:
     records = store.records()
     assert len(records) == 1, records
     return records[0]
-
-
-async def record_once(
-    model: Model, store: Store | None = None, value: object = Request("retries"), **changes: Any
-) -> Run:
-    """Run the researcher live once (mode auto) and return its Run (whose store holds the record)."""
-    run = Run(model=model, answers=answering([]), store=store)
-    assert await run.step(researcher(run, [], **changes), value) == RESULT
-    return run
 
 
 @pytest.fixture(autouse=True)

@@ -27,38 +27,12 @@ from agl_notebook import (
 from agl_notebook import events as ev
 from agl_notebook.events import Event
 from tests.support.paths import PROMPTS
-
-
-@dataclass(frozen=True)
-class Request:
-    text: str = describe("What to review.")
+from tests.support.steps import Boom, Query, Request, Review, look, report, types
 
 
 @dataclass(frozen=True)
 class Other:
     text: str = describe("Something else.")
-
-
-@dataclass(frozen=True)
-class Query:
-    text: str = describe("What to look up.")
-
-
-@dataclass(frozen=True)
-class Review:
-    issues: list[str] = describe("Every problem you found.")
-
-
-class Boom(Exception):
-    pass
-
-
-def report(issues: list[str]) -> dict[str, Any]:
-    return {"name": "report_review", "args": {"issues": issues}}
-
-
-def look(text: str) -> dict[str, Any]:
-    return {"name": "look_up", "args": {"text": text}}
 
 
 @role(model=Claude.OPUS, accepts=(Request,))
@@ -71,10 +45,6 @@ def reviewer_role() -> Role[Review]:
 
 
 reviewer = reviewer_role
-
-
-def types(events: list[Event]) -> list[str]:
-    return [e.type for e in events]
 
 
 # ---------------------------------------------------------------------------------------------------------------

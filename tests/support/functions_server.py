@@ -1,4 +1,6 @@
-"""A real HTTP server on 127.0.0.1 for the ``api`` command's tests: orders, errors, slow and echoing routes."""
+"""A real HTTP server on 127.0.0.1 for the ``api`` command's tests: orders, errors, slow and echoing routes; and the
+scripted model of the support agent (the functions tests' agent that looks orders up).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from agl_notebook import ScriptedCall, ScriptedModel, ScriptedTurn
 
 ORDERS = {"ORD-1": {"status": "shipped", "total": 12.5}, "ORD-2": {"status": "packed", "total": 30}}
 
@@ -139,3 +143,13 @@ def serve() -> Iterator[OrdersServer]:
         with contextlib.suppress(OSError):
             state.stop()
         thread.join(timeout=5)
+
+
+def support_model() -> ScriptedModel:
+    """The support agent's model: its ``llm`` command looks ORD-1 up with the ``lookupOrder`` tool, then reports."""
+    return ScriptedModel(
+        [
+            ScriptedTurn("Looking it up.", [ScriptedCall("lookupOrder", {"orderId": "ORD-1"})]),
+            {"calls": [{"name": "report_result", "args": {"answer": "ORD-1 has shipped."}}]},
+        ]
+    )

@@ -10,11 +10,15 @@ from __future__ import annotations
 import os
 import queue
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from jupyter_client.manager import KernelManager
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+"""The MIME type of a widget's view in a display: what a frontend draws live."""
 
 
 class Kernel:
@@ -172,3 +176,21 @@ class Kernel:
                 {"type": kind, **{k: content[k] for k in ("data", "metadata", "text", "ename") if k in content}}
             )
         return outputs
+
+    def step_display(self, msg_id: str) -> dict[str, Any]:
+        """The one display of a step in the cell's final outputs (the one with HTML)."""
+        displays = [o for o in self.final_outputs(msg_id) if "data" in o and "text/html" in o["data"]]
+        assert len(displays) == 1, displays
+        return displays[0]
+
+
+@contextmanager
+def started_kernel(cwd: Path, *setup: str) -> Iterator[Kernel]:
+    """A kernel working in ``cwd`` that has run each ``setup`` cell (failing the test if one fails); shut down after."""
+    kernel = Kernel(cwd=cwd)
+    try:
+        for code in setup:
+            kernel.run(code)
+        yield kernel
+    finally:
+        kernel.close()
