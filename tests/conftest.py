@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 
 from tests.support.oracle_notebook import NOTEBOOK_SETTINGS
-from tests.support.reliability_report import NOTES_KEY, ReliabilityNotes, ReliabilityReport
+from tests.support.reliability_report import (
+    NOTES_KEY,
+    WRITE_OPTION,
+    NotWholeError,
+    ReliabilityNotes,
+    ReliabilityReport,
+)
 from tests.support.widgets import Sent, recording_comms
 
 
@@ -90,7 +96,7 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-# --- the reliability report (tests/reliability_report.py): docs/reliability.md, written by the suite itself ---
+# --- the reliability report (tests/support/reliability_report.py): docs/reliability.md, written only when asked ---
 
 _reliability = ReliabilityReport()
 
@@ -103,12 +109,23 @@ def reliability(request: pytest.FixtureRequest) -> ReliabilityNotes:
     return notes
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        WRITE_OPTION,
+        action="store_true",
+        help="write docs/reliability.md from this run (`make reliability-report`); the run must hold every test "
+        "marked reliability, or the session fails and writes nothing",
+    )
+
+
 def pytest_deselected(items: list[pytest.Item]) -> None:
     _reliability.deselected(items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    _reliability.collected(session.items, list(session.config.args))
+    _reliability.collected(
+        session.items, from_testpaths=session.config.args_source is pytest.Config.ArgsSource.TESTPATHS
+    )
 
 
 @pytest.hookimpl(wrapper=True)
@@ -119,6 +136,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    written = _reliability.write_if_whole()
+    terminal = session.config.get_terminal_writer()
+    terminal.line()  # after the progress dots
+    try:
+        written = _reliability.finish(asked=session.config.getoption(WRITE_OPTION))
+    except NotWholeError as e:
+        terminal.line(f"reliability report NOT written: {e}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        return
     if written is not None:
-        session.config.get_terminal_writer().line(f"reliability report written: {written}")
+        terminal.line(f"reliability report written: {written}")

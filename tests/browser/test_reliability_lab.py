@@ -29,6 +29,8 @@ from tests.browser.harness import (
 from tests.support.planner_notebook import CALLS_CELL, CELLS, FINAL_TABLE, LIVE_CALLS, STEP_CELL
 from tests.support.reliability_report import ReliabilityNotes
 
+pytestmark = pytest.mark.reliability  # its notes make docs/reliability.md (make reliability-report)
+
 EXTENSION = "agl-notebook"
 ACTIVATED = "agl-notebook: activated"
 """What the extension logs to the browser console when JupyterLab activates it."""

@@ -55,6 +55,14 @@ def test_demo_installs_the_package_without_building_the_extension(tmp_path: Path
     assert commands[-1].endswith("pytest --nbval -p no:cacheprovider -q notebooks/")
 
 
+def test_only_reliability_report_asks_for_the_reliability_page(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    stamps(venv, ".installed", ".installed-python")  # setup is up to date: only the target's own commands remain
+    assert [c for c in would_run("test", venv) if "--reliability-report" in c] == []
+    (command,) = would_run("reliability-report", venv)
+    assert command.endswith("pytest -q -p no:cacheprovider -m reliability --reliability-report")
+
+
 def test_test_builds_the_extension(tmp_path: Path) -> None:
     (install,) = installs(would_run("test", tmp_path / "venv"))
     assert SKIP not in install

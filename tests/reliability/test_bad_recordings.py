@@ -45,6 +45,8 @@ from tests.support.oracle_notebook import SETUP, load, make_notebook, printed_ca
 from tests.support.paths import ROOT
 from tests.support.reliability_report import ReliabilityNotes
 
+pytestmark = pytest.mark.reliability  # its notes make docs/reliability.md (make reliability-report)
+
 AREA = "Bad recordings"
 
 

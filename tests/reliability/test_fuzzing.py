@@ -13,12 +13,15 @@ import dataclasses
 import itertools
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agl_notebook import describe
 from agl_notebook.payloads import dump, payload_spec
 from tests.support.reliability_report import ReliabilityNotes
+
+pytestmark = pytest.mark.reliability  # its notes make docs/reliability.md (make reliability-report)
 
 Shape = tuple[Any, ...]
 # The `reliability` fixture is function-scoped on purpose: it gathers every example's note into one.

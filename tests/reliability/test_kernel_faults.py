@@ -24,6 +24,8 @@ from tests.support.kernel_harness import WIDGET_MIME, Kernel
 from tests.support.planner_notebook import SETUP as PLANNER_SETUP
 from tests.support.reliability_report import ReliabilityNotes
 
+pytestmark = pytest.mark.reliability  # its notes make docs/reliability.md (make reliability-report)
+
 v4: Any = _nbformat.v4  # partly typed
 nbformat: Any = _nbformat
 

@@ -20,12 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agl_notebook import Role, Run, ScriptedModel, ToolResult, describe, reporting_tool, tool
 from agl_notebook.models.base import ModelRequest
 from agl_notebook.replay import JsonFileStore, block_to_json
 from agl_notebook.transcript import ToolResultBlock
 from tests.support.reliability_report import ReliabilityNotes
 from tests.support.steps import Query
+
+pytestmark = pytest.mark.reliability  # its notes make docs/reliability.md (make reliability-report)
 
 CONCURRENT = 200
 LONG = 2_000

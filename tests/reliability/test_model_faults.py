@@ -26,6 +26,8 @@ from tests.support.reliability_report import ReliabilityNotes
 from tests.support.steps import Answer, Query
 from tests.support.widgets import FakeDisplay, views_on
 
+pytestmark = pytest.mark.reliability  # its notes make docs/reliability.md (make reliability-report)
+
 
 async def look_up(query: Query) -> ToolResult:
     return ToolResult(f"notes on {query.text}")

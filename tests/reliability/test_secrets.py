@@ -30,6 +30,8 @@ from tests.support.reliability_report import ReliabilityNotes
 from tests.support.steps import Answer, Query, which
 from tests.support.widgets import FakeDisplay, recording_comms, views_on
 
+pytestmark = pytest.mark.reliability  # its notes make docs/reliability.md (make reliability-report)
+
 
 def planted_key() -> str:
     return "sk-ant-" + "api03-" + secrets.token_hex(8) + "x" * 24

@@ -33,6 +33,8 @@ from tests.support.reliability_report import ReliabilityNotes
 from tests.support.steps import Query
 from tests.support.widgets import FakeDisplay, views_on
 
+pytestmark = pytest.mark.reliability  # its notes make docs/reliability.md (make reliability-report)
+
 SCRIPT_TAG = "<script>alert(1)</script>"
 IMG = '"><img src=x onerror=alert(1)>'
 JS_URL = "javascript:alert(document.cookie)"

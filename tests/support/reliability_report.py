@@ -1,7 +1,8 @@
-"""The reliability report: the suite writes ``docs/reliability.md`` from what its tests tried.
+"""The reliability report: ``make reliability-report`` writes ``docs/reliability.md`` from what the tests tried.
 
-A reliability test (in a ``test_reliability_*.py`` file anywhere under tests/) takes the ``reliability`` fixture
-and notes each fault or bad input it tried, the outcome it checked, and any figures it measured::
+A reliability test (marked ``reliability``: the modules of tests/reliability/ and tests/browser/test_reliability_lab.py
+mark every test they hold) takes the ``reliability`` fixture and notes each fault or bad input it tried, the outcome
+it checked, and any figures it measured::
 
     def test_reset_mid_stream(reliability):
         ...  # provoke the fault, assert the outcome
@@ -9,8 +10,10 @@ and notes each fault or bad input it tried, the outcome it checked, and any figu
                          "the step fails with UpstreamUnexpected; nothing recorded; the next step works",
                          requests_retried=0, records_lost=0)
 
-Notes count only for a test that passed; a failed test is listed as failed. When every test of the
-``test_reliability_*.py`` files ran (no selection), the report is written at the end of the session. The figures
+Notes count only for a test that passed; a failed test is listed as failed. The page is written at the end of a
+session only when asked (``pytest --reliability-report``, which ``make reliability-report`` runs), and then only if
+every reliability test ran: asked of a partial run, the session fails and writes nothing. Any other run, ``make test``
+included, writes no file. The figures
 add up across notes under the same name (``requests_retried``, ``records_lost``, ``secrets_found``), except the
 measured ones given with ``measured=...``, which are reported as they are, each with ``how=...``: what ran (the
 model backend above all: a scripted model or the real anthropic client), and how it was timed or weighed. A
@@ -118,16 +121,21 @@ class ReliabilityNotes:
         self.note(area, tried, f"{outcome}: held for {self.examples} random examples")
 
 
-class ReliabilityReport:
-    """Collects the notes of every reliability test in a session and writes the report when the suite ran whole."""
+class NotWholeError(Exception):
+    """The report was asked of a run that did not run every reliability test: it is not written."""
 
-    def __init__(self) -> None:
+
+class ReliabilityReport:
+    """Collects the notes of every reliability test in a session; writes the page when asked, of a whole run."""
+
+    def __init__(self, path: Path = REPORT_PATH) -> None:
+        self.path = path
         self.trials: dict[str, list[Trial]] = {}  # test -> its notes, for tests that passed
         self.failed: list[str] = []
         self.skipped: list[str] = []
         self.selected: set[str] = set()
         self.finished: set[str] = set()
-        self.everything = True  # until a reliability test file is left out or a test deselected
+        self.left_out: str | None = None  # why some reliability tests may not have run, once known
 
     # --- pytest hooks (registered by conftest.py) ---
 
@@ -135,17 +143,15 @@ class ReliabilityReport:
     def passed(self) -> list[Trial]:
         return [trial for trials in self.trials.values() for trial in trials]
 
-    def collected(self, items: list[pytest.Item], args: list[str]) -> None:
-        if any("::" in arg for arg in args):  # tests picked by node id: some of a file's tests may be left out
-            self.everything = False
+    def collected(self, items: list[pytest.Item], *, from_testpaths: bool) -> None:
+        """``from_testpaths``: the session collected the configured test paths, not files or tests it was given."""
+        if not from_testpaths:
+            self.left_out = "the run was given test paths: run every test, selecting with -m reliability"
         self.selected = {item.nodeid for item in items if _is_reliability(item)}
-        files = {item.path for item in items if _is_reliability(item)}
-        every_file = {path for path in (ROOT / "tests").rglob("test_*.py") if _is_reliability_file(path)}
-        self.everything = self.everything and files == every_file
 
     def deselected(self, items: list[pytest.Item]) -> None:
         if any(_is_reliability(item) for item in items):
-            self.everything = False
+            self.left_out = "reliability tests were deselected (-k, -m, --lf or the like)"
 
     def finished_test(self, item: pytest.Item, report: pytest.TestReport) -> None:
         if not _is_reliability(item):
@@ -163,12 +169,19 @@ class ReliabilityReport:
         if report.when == "teardown":
             self.finished.add(node)
 
-    def write_if_whole(self) -> Path | None:
-        if not self.selected or not self.everything or self.finished != self.selected:
+    def finish(self, *, asked: bool) -> Path | None:
+        """Write the page if ``asked`` (returning where), else nothing; asked of a partial run, raise NotWholeError."""
+        if not asked:
             return None
-        REPORT_PATH.parent.mkdir(parents=True, exist_ok=True)
-        REPORT_PATH.write_text(self.render(), encoding="utf-8")
-        return REPORT_PATH
+        if self.left_out is not None:
+            raise NotWholeError(self.left_out)
+        if not self.selected:
+            raise NotWholeError("no reliability test was collected")
+        if self.finished != self.selected:
+            raise NotWholeError(f"{len(self.selected - self.finished)} reliability tests did not run to the end")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(self.render(), encoding="utf-8")
+        return self.path
 
     # --- the document ---
 
@@ -178,8 +191,8 @@ class ReliabilityReport:
         lines = [
             "# Reliability",
             "",
-            "<!-- Generated by the test suite (tests/reliability_report.py) whenever every test in",
-            "     tests/test_reliability_*.py runs, e.g. with `make test`. Do not edit by hand. -->",
+            "<!-- Generated by `make reliability-report` (tests/support/reliability_report.py) from a run of every",
+            "     test marked `reliability`. Do not edit by hand. -->",
             "",
             "What the reliability suite tried against agl_notebook, and what it checked happened. Every row is a "
             "test that passed in the run that wrote this page; a test that failed is listed under *Failed*.",
@@ -226,14 +239,15 @@ class ReliabilityReport:
 NOTES_KEY = pytest.StashKey[ReliabilityNotes]()
 
 
+MARKER = "reliability"
+"""The mark of a reliability test (a module's ``pytestmark``); registered in pyproject.toml."""
+
+WRITE_OPTION = "--reliability-report"
+"""The pytest option that asks for the page (tests/conftest.py adds it)."""
+
+
 def _is_reliability(item: pytest.Item) -> bool:
-    return _is_reliability_file(item.path)
-
-
-def _is_reliability_file(path: Path) -> bool:
-    return (path.parent.name == "reliability" and path.name != "test_report.py") or path.name.startswith(
-        "test_reliability_"
-    )
+    return item.get_closest_marker(MARKER) is not None
 
 
 def _short(nodeid: str) -> str:
