@@ -215,7 +215,7 @@ def write_notebook(path: Path, setup: str, cells: list[str]) -> Path:
             v4.new_code_cell("print('model calls:', MODEL.calls)"),
         ]
     )
-    nbformat.write(nb, path)  # type: ignore[no-untyped-call]
+    nbformat.write(nb, path)  # type: ignore[no-untyped-call]  # unannotated in nbformat
     return path
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import pytest
@@ -129,7 +129,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report: pytest.TestReport = yield
     _reliability.finished_test(item, report)
     return report

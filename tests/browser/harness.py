@@ -27,8 +27,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-import nbformat
+import nbformat as _nbformat
 import pytest
+
+nbformat: Any = _nbformat  # partly typed: its notebook builders, read and write are not annotated
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "build" / "browser-artifacts"

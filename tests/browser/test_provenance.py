@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-import nbformat
+import nbformat as _nbformat
 import pytest
 
 from tests.browser.harness import (
@@ -24,6 +24,8 @@ from tests.browser.harness import (
     records_anywhere,
     serving,
 )
+
+nbformat: Any = _nbformat  # partly typed: its notebook builders, read and write are not annotated
 
 SETUP = """\
 import asyncio
@@ -66,7 +68,7 @@ SCREENSHOTS = ARTIFACTS / "provenance-screenshots"
 
 def step_provenance(nb: dict[str, Any]) -> dict[str, Any]:
     (output,) = nb["cells"][STEP]["outputs"][:1]
-    provenance: dict[str, Any] = (output.get("metadata") or {}).get("agl_notebook_provenance")
+    provenance = (output.get("metadata") or {}).get("agl_notebook_provenance")
     assert isinstance(provenance, dict), f"the step output's metadata: {output.get('metadata')}"
     return provenance
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import nbformat
+import nbformat as _nbformat
 import pytest
 
 from tests.browser.harness import (
@@ -28,6 +28,8 @@ from tests.browser.harness import (
 )
 from tests.support.planner_notebook import CALLS_CELL, CELLS, FINAL_TABLE, LIVE_CALLS, STEP_CELL
 from tests.support.reliability_report import ReliabilityNotes
+
+nbformat: Any = _nbformat  # partly typed: its notebook builders, read and write are not annotated
 
 pytestmark = pytest.mark.reliability  # its notes make docs/reliability.md (make reliability-report)
 

@@ -152,6 +152,7 @@ def test_the_views_of_a_saved_notebook_are_untrusted_when_nobody_signed_them(tmp
 
     notebook = tmp_path / "unsigned.ipynb"
     v4: Any = nbformat.v4
-    nbformat.write(v4.new_notebook(cells=[v4.new_code_cell(c) for c in CELLS]), notebook)
+    nbformat.write(v4.new_notebook(cells=[v4.new_code_cell(c) for c in CELLS]), notebook)  # type: ignore[no-untyped-call]  # unannotated in nbformat
     assert agl_notebook(["execute", str(notebook)]) == 0
-    assert "signature" not in nbformat.read(notebook, as_version=4)["metadata"]
+    saved = nbformat.read(notebook, as_version=4)  # type: ignore[no-untyped-call]  # unannotated in nbformat
+    assert "signature" not in saved["metadata"]

@@ -91,7 +91,7 @@ def test_fifty_steps_gathered_and_recorded_headlessly_pass_nbval(tmp_path: Path)
 
     notebook = tmp_path / "gathered.ipynb"
     v4: Any = nbformat.v4
-    nbformat.write(
+    nbformat.write(  # type: ignore[no-untyped-call]  # unannotated in nbformat
         v4.new_notebook(
             cells=[v4.new_code_cell(GATHERED_SETUP), v4.new_code_cell(GATHERED), v4.new_code_cell(NO_CALLS)]
         ),

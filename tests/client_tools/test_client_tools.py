@@ -31,6 +31,7 @@ from agl_notebook.client_tools import (
 )
 from agl_notebook.errors import InputError, MissingCredentialsError, ScriptExhaustedError
 from agl_notebook.models.base import ModelRequest
+from agl_notebook.models.scripted import TurnLike
 from agl_notebook.replay import MemoryStore, ReplayMissError
 from agl_notebook.transcript import Message, ToolResultBlock, ToolUseBlock
 from tests.support.steps import Boom, types
@@ -119,10 +120,11 @@ def test_the_module_exports_the_seed_names() -> None:
     assert DSML_TOOL_CALL_OPEN == "<｜DSML｜tool_call>" and DSML_TOOL_CALL_CLOSE == "</｜DSML｜tool_call>"
     assert ToolResult("x") == ToolResult(content="x", is_error=False)
     assert ToolExecutionContext().tool_call_id is None
-    assert Runner.run and Runner.stream
+    assert callable(Runner.run) and callable(Runner.stream)
     import agl_notebook
 
-    assert ct.ToolResult is not agl_notebook.ToolResult  # its own (content, is_error), not the roles' one
+    roles_tool_result: type = agl_notebook.ToolResult
+    assert ct.ToolResult is not roles_tool_result  # its own (content, is_error), not the roles' one
 
 
 # C1: stream() yields the seed's events; run() returns them --------------------------------------------------------
@@ -177,7 +179,7 @@ async def test_stream_yields_the_seeds_event_types_with_their_fields() -> None:
 
 
 async def test_run_returns_the_events_the_text_and_the_transcript() -> None:
-    script = [{"calls": [call("get_weather", city="Oslo")]}, "Cold."]
+    script: list[TurnLike] = [{"calls": [call("get_weather", city="Oslo")]}, "Cold."]
     result = await run(
         AGENT, "Weather in Oslo?", tool_handlers=HANDLERS, client_tools=[WEATHER], model=ScriptedModel(script)
     )
@@ -553,7 +555,7 @@ async def test_the_final_text_never_holds_markup_though_the_transcript_keeps_wha
     assert result.text == "Hello there."
     assert result.transcript[-1].text == "Hello " + broken + "there."
     (error,) = [e for e in result.events if e.type == "markup.error"]
-    assert "not valid JSON" in error.message  # type: ignore[union-attr]
+    assert "not valid JSON" in error.message
 
 
 # C6: human in the loop ------------------------------------------------------------------------------------------------
@@ -599,7 +601,7 @@ async def test_questions_through_the_runs_terminal_are_recorded_and_replayed_wit
     store = MemoryStore()
     calls: list[str] = []
     tools = [{"name": "ask_user", "description": "Ask the user a question", "parameters": {"type": "object"}}]
-    script = [{"calls": [call("ask_user", question="Where to?")]}, "Lisbon it is."]
+    script: list[TurnLike] = [{"calls": [call("ask_user", question="Where to?")]}, "Lisbon it is."]
 
     def runner_with(answers: list[object] | None, mode: Any) -> Runner:
         return Runner(model=ScriptedModel(script), run=Run(store=store, mode=mode, answers=answers))
@@ -647,7 +649,7 @@ async def test_a_run_is_recorded_and_replays_with_no_model_and_no_handler() -> N
         + "{broken"
         + DSML_TOOL_CALL_CLOSE
     )
-    script = [{"text": text, "calls": [call("calculate", a=2, b=3)]}, "Done."]
+    script: list[TurnLike] = [{"text": text, "calls": [call("calculate", a=2, b=3)]}, "Done."]
     live_model = ScriptedModel(script)
     live = await Runner(run=Run(store=store)).run(
         AGENT,
@@ -799,7 +801,7 @@ async def test_concurrent_runs_on_one_runner_keep_their_events_apart() -> None:
 
 
 async def test_a_role_step_started_by_a_handler_does_not_leak_into_the_stream() -> None:
-    inner_role = Role("helper", "Help.", model=ScriptedModel(["inner text"]))
+    inner_role: Role[None] = Role("helper", "Help.", model=ScriptedModel(["inner text"]))
     shared = Run()
 
     async def delegate(args: dict[str, Any], ctx: ToolExecutionContext) -> ToolResult:

@@ -228,12 +228,13 @@ async def test_request_body_has_whole_history_system_and_tools_with_cache_marks(
     assert sent.method == "POST"
     assert sent.url.path == "/v1/messages"
     body = json.loads(sent.content)
+    sent_before: list[object] = [*messages_to_json(history[:2])]  # the first two messages, as the backend sends them
     assert body == {
         "model": "claude-opus-5-5",
         "max_tokens": 777,
         "stream": True,
         "messages": [
-            *messages_to_json(history[:2]),
+            *sent_before,
             {
                 "role": "user",
                 "content": [

@@ -374,7 +374,7 @@ async def intercepted(events: Sequence[ModelEvent], req: ModelRequest | None = N
 
 
 async def test_text_without_a_tag_start_passes_through_as_the_same_objects() -> None:
-    deltas = [TextDelta("plain "), TextDelta("text, no angle brackets"), TurnEnd("end_turn")]
+    deltas: list[ModelEvent] = [TextDelta("plain "), TextDelta("text, no angle brackets"), TurnEnd("end_turn")]
     out = await intercepted(deltas)
     assert all(a is b for a, b in zip(out, deltas, strict=True))
 
@@ -442,7 +442,7 @@ async def test_a_role_step_runs_a_tool_called_through_markup_and_reports_markup_
         seen.append(q.text)
         return ToolResult(f"found {q.text}")
 
-    role = Role("reader", "Read.", [tool("look_up", "Search.", Query, look_up)], model=Claude.OPUS)
+    role: Role[None] = Role("reader", "Read.", [tool("look_up", "Search.", Query, look_up)], model=Claude.OPUS)
     model = ScriptedModel(
         [
             "Looking. " + span("{broken") + span({"name": "look_up", "arguments": {"text": "retries"}}) + " ok",

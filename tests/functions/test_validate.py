@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]
+import jsonschema  # type: ignore[import-untyped]  # jsonschema ships no type information
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -6,13 +6,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import nbclient
-import nbformat
+import nbformat as _nbformat
 import pytest
 
 from tests.support.kernel_harness import WIDGET_MIME, Kernel, started_kernel
 from tests.support.planner_notebook import SETUP as PLANNER_SETUP
+
+nbformat: Any = _nbformat  # partly typed: its notebook builders, read and write are not annotated
 
 # The planner role and its scripted model: the same notebook code the browser tests run.
 SETUP = PLANNER_SETUP
@@ -36,7 +39,7 @@ def test_a_question_is_answered_through_the_widgets_in_the_same_cell(kernel: Ker
     data = final["data"]
     assert isinstance(data, dict) and WIDGET_MIME not in data
     assert "Which day suits you?" in data["text/html"] and "Saturday" in data["text/html"]
-    record = final["metadata"]["agl_notebook"]["records"][0]  # type: ignore[index]
+    record = final["metadata"]["agl_notebook"]["records"][0]
     assert record["questions"][0]["answer"] == "Saturday"
     assert record["cell_id"] == "cell-1"
     assert kernel.widgets == {}, "every widget of the step was closed"
@@ -48,7 +51,7 @@ def test_step_sync_answers_a_question_from_a_synchronous_cell(kernel: Kernel) ->
     reply = kernel.wait_reply(msg_id)["content"]
     assert reply["status"] == "ok", reply
     assert kernel.stream(msg_id) == "Plan(steps=['Meet on Monday'])\n"
-    assert WIDGET_MIME not in kernel.step_display(msg_id)["data"]  # type: ignore[operator]
+    assert WIDGET_MIME not in kernel.step_display(msg_id)["data"]
     assert kernel.widgets == {}
     # Messages that arrived while the cell was blocked were handed back: the kernel still executes.
     check = kernel.execute("print(len(CALLS))")
@@ -68,8 +71,8 @@ def test_an_interrupt_while_waiting_ends_the_step_cleanly(kernel: Kernel, form: 
     assert reply["status"] == "error"
     assert reply["ename"] == "StepInterrupted"
     final = kernel.step_display(msg_id)
-    assert WIDGET_MIME not in final["data"]  # type: ignore[operator]
-    assert "failed" in final["data"]["text/plain"]  # type: ignore[index]
+    assert WIDGET_MIME not in final["data"]
+    assert "failed" in final["data"]["text/plain"]
     assert final["metadata"] == {}, "nothing is recorded"
     assert kernel.widgets == {}, "no live widget is left behind"
     check = kernel.execute("print(len(run.store.records()), len(run.outcomes))")
@@ -108,8 +111,8 @@ def test_a_step_recorded_headlessly_replays_in_a_fresh_kernel(tmp_path: Path) ->
     assert json.loads(json.dumps(record))["result"] == {"steps": ["a", "b & c"]}
 
 
-def _execute(path: Path) -> nbformat.NotebookNode:
-    nb = nbformat.read(path, as_version=4)
+def _execute(path: Path) -> _nbformat.NotebookNode:
+    nb: _nbformat.NotebookNode = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(
         nb,
         timeout=60,
@@ -174,7 +177,7 @@ def test_a_headless_run_takes_the_answers_it_was_given(tmp_path: Path) -> None:
         )
         assert k.wait_reply(msg_id)["content"]["status"] == "ok"
         assert k.stream(msg_id) == "Plan(steps=['Meet on Tuesday'])\n"
-        record = k.step_display(msg_id)["metadata"]["agl_notebook"]["records"][0]  # type: ignore[index]
+        record = k.step_display(msg_id)["metadata"]["agl_notebook"]["records"][0]
         assert record["questions"][0]["answer"] == "Tuesday"
     finally:
         k.close()

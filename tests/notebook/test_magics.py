@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import nbformat
+import nbformat as _nbformat
 import pytest
 
 from agl_notebook import Run
@@ -15,6 +15,8 @@ from agl_notebook.notebook.magics import USAGE
 from agl_notebook.notebook.nbfile import METADATA_KEY
 from agl_notebook.replay import MemoryStore, block_to_json
 from tests.support.kernel_harness import Kernel, started_kernel
+
+nbformat: Any = _nbformat  # partly typed: its notebook builders, read and write are not annotated
 
 SETUP = """
 %load_ext agl_notebook

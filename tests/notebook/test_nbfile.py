@@ -11,6 +11,7 @@ import pytest
 from agl_notebook.errors import InputError
 from agl_notebook.models.base import Usage
 from agl_notebook.notebook.nbfile import METADATA_KEY, consolidate, records_in_notebook
+from agl_notebook.payloads import JsonObject
 from agl_notebook.replay.records import StepRecord, block_to_json
 from agl_notebook.transcript import user_text
 
@@ -62,7 +63,7 @@ def test_a_damaged_notebook_is_read_as_far_as_it_goes(damage: dict[str, Any]) ->
 
 
 def test_consolidate_keeps_records_this_version_cannot_read_where_they_were() -> None:
-    newer = {"kind": "step", "format": 2, "id": "from-the-future"}
+    newer: JsonObject = {"kind": "step", "format": 2, "id": "from-the-future"}
     nb = notebook(output_with(block_to_json([record("a1")], [newer])))
     assert consolidate(nb) == 1
     assert [r["id"] for r in nb["metadata"][METADATA_KEY]["records"]] == ["a1"]

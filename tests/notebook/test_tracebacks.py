@@ -8,7 +8,7 @@ import dataclasses
 import inspect
 import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,7 +156,7 @@ async def ask(args: Key) -> ToolResult:
 
 
 CURRENT_RUN: list[Run] = []
-FAILURES = {
+FAILURES: dict[str, Callable[[], tuple[Run, Role[Any]]]] = {
     "a tool's handler": lambda: (Run(model=calls("look")), calling("look", person_fails_later)),
     "a script function": lambda: (Run(model=ScriptedModel(person_fails)), ORACLE),
     "an async script function": lambda: (Run(model=ScriptedModel(person_fails_later)), ORACLE),
@@ -185,7 +185,10 @@ def visible_library_frames(error: BaseException) -> list[str]:
 def test_between_the_persons_call_and_their_failing_code_every_library_frame_is_hidden(where: str, form: str) -> None:
     run, role = FAILURES[where]()
     CURRENT_RUN[:] = [run]
-    step = (lambda: asyncio.run(run.step(role, "go"))) if form == "await" else (lambda: run.step_sync(role, "go"))
+
+    def step() -> object:
+        return asyncio.run(run.step(role, "go")) if form == "await" else run.step_sync(role, "go")
+
     with pytest.raises(KeyError) as raised:
         step()
     assert visible_library_frames(raised.value) == []
@@ -199,7 +202,9 @@ class Answer:
     text: str = describe("The answer.")
 
 
-ORACLE = Role(name="oracle", instructions="Answer.", tools=[reporting_tool("answer", "Give the answer.", Answer)])
+ORACLE: Role[Answer] = Role(
+    name="oracle", instructions="Answer.", tools=[reporting_tool("answer", "Give the answer.", Answer)]
+)
 
 
 def answering() -> ScriptedModel:

@@ -34,6 +34,7 @@ from agl_notebook.events import (
     StepReported,
     StepStarted,
 )
+from agl_notebook.models.scripted import TurnLike
 from agl_notebook.notebook import form as form_module
 from agl_notebook.notebook import view as view_module
 from agl_notebook.notebook.render import StepTrace, render_html, render_text
@@ -51,12 +52,12 @@ async def look_up(query: Query) -> ToolResult:
     return ToolResult(text=f"<script>alert('{query.text}')</script>")
 
 
-ROLE = Role(
+ROLE: Role[Verdict] = Role(
     name="judge",
     instructions="Judge.",
     tools=[tool("look_up", "Look it up.", Query, look_up), reporting_tool("verdict", "Give the verdict.", Verdict)],
 )
-SCRIPT = [
+SCRIPT: list[TurnLike] = [
     {"text": "Let me <i>check</i>.", "calls": [{"name": "look_up", "args": {"text": "<img src=x>"}}]},
     {"calls": [{"name": "verdict", "args": {"summary": "Fine & dandy </td>"}}]},
 ]
@@ -65,7 +66,7 @@ SCRIPT = [
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     now = [1000.0]
-    monkeypatch.setattr(view_module.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr("agl_notebook.notebook.view.time.monotonic", lambda: now[0])
     return now
 
 
@@ -171,7 +172,7 @@ async def test_a_failed_step_shows_what_failed_and_records_nothing(sent: Sent) -
     async def broken(query: Query) -> ToolResult:
         raise ConnectionError("the docs server is down")
 
-    role = Role(
+    role: Role[Verdict] = Role(
         name="judge",
         instructions="Judge.",
         tools=[tool("look_up", "Look it up.", Query, broken), reporting_tool("verdict", "Verdict.", Verdict)],
@@ -207,7 +208,7 @@ def test_a_dropped_markup_span_is_shown() -> None:
 
 # The question form ---------------------------------------------------------------------------------------------
 
-MEETING = Screen(
+MEETING: Screen[tuple[str, int, str, bool]] = Screen(
     "Book the room?",
     [
         TextInput("Title"),

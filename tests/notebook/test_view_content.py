@@ -29,7 +29,7 @@ class Notes:
 
 
 REPORT = reporting_tool("report", "Report the notes.", Notes)
-RESEARCHER = Role(name="researcher", instructions="Research the topic.", tools=[REPORT])
+RESEARCHER: Role[Notes] = Role(name="researcher", instructions="Research the topic.", tools=[REPORT])
 
 
 def report(*points: str) -> dict[str, Any]:
@@ -163,7 +163,7 @@ async def test_a_failed_view_names_the_raising_tool_and_gives_every_row_its_fina
     async def lookup(args: Lookup) -> ToolResult:
         return ToolResult(text={"a": "1"}[args.key])  # a KeyError for anything but "a"
 
-    role = Role(
+    role: Role[Notes] = Role(
         name="librarian",
         instructions="Look things up.",
         tools=[tool("lookup", "Look up a key.", Lookup, lookup), REPORT],
@@ -295,7 +295,9 @@ class Quote:
 
 async def test_arguments_given_out_of_order_draw_the_same_live_and_replayed() -> None:
     # The model writes "total" before "lines"; the record keeps canonical JSON (sorted keys).
-    role = Role(name="quoter", instructions="Quote.", tools=[reporting_tool("report_quote", "Report.", Quote)])
+    role: Role[Quote] = Role(
+        name="quoter", instructions="Quote.", tools=[reporting_tool("report_quote", "Report.", Quote)]
+    )
     script = [{"calls": [{"name": "report_quote", "args": {"total": 0.75, "lines": ["3 x bolt"]}}]}]
     live, replayed = FakeDisplay(), FakeDisplay()
     run = Run(model=ScriptedModel(script), view=lambda r: NotebookView(r, display=live, live=False))

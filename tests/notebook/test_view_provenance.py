@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -116,7 +116,7 @@ async def test_a_step_whose_recording_no_longer_matches_says_what_differs_before
 
 
 @pytest.mark.parametrize("mode", ["replay", "refresh"])
-async def test_no_miss_is_shown_outside_mode_auto(mode: str) -> None:
+async def test_no_miss_is_shown_outside_mode_auto(mode: Literal["replay", "refresh"]) -> None:
     views, store = Views(), MemoryStore()
     model = ScriptedModel([{"calls": [{"name": "report_summary", "args": {"text": "x"}}]}] * 2)
     await Run(model=model, store=store, view=views).step(summariser("Sum up."), "text")
@@ -131,6 +131,7 @@ async def test_no_miss_is_shown_outside_mode_auto(mode: str) -> None:
 
 async def test_a_question_asked_outside_a_step_is_marked_live_until_answered(monkeypatch: pytest.MonkeyPatch) -> None:
     from agl_notebook import Screen, TextInput
+    from agl_notebook.notebook import form as form_module
     from agl_notebook.notebook import view as view_module
 
     shown: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
@@ -149,7 +150,7 @@ async def test_a_question_asked_outside_a_step_is_marked_live_until_answered(mon
         return ["Monday"]
 
     monkeypatch.setattr(view_module, "_ipython_display", display)
-    monkeypatch.setattr(view_module._Form, "answer", answered)
+    monkeypatch.setattr(form_module._Form, "answer", answered)
     await view_module.standalone_ask(Screen("Which day?", [TextInput("Answer", str)]))
     (_, live, live_metadata), (_, final, final_metadata) = shown
     assert WIDGET_MIME in live and live_metadata == {LIVE_VIEW_KEY: {"version": 1}}

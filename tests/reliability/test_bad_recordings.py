@@ -143,7 +143,7 @@ def nbformat_text(nb: dict[str, Any]) -> str:
     """The notebook as nbformat itself writes it."""
     import nbformat
 
-    text: str = nbformat.writes(nbformat.from_dict(nb))  # type: ignore[no-untyped-call]
+    text: str = nbformat.writes(nbformat.from_dict(nb))  # type: ignore[no-untyped-call]  # unannotated in nbformat
     return text if text.endswith("\n") else text + "\n"
 
 

@@ -19,6 +19,7 @@ import pytest
 
 from agl_notebook import Claude, Role, Run, ToolResult, reporting_tool, tool
 from agl_notebook.errors import UpstreamUnexpected
+from agl_notebook.events import Event
 from agl_notebook.models.anthropic import AnthropicModel
 from agl_notebook.notebook.view import NotebookView
 from tests.support.anthropic_api import FakeAPI, Responder, api, fail, reply, sse, stream_response, text, use
@@ -169,7 +170,12 @@ async def test_a_retry_after_of_a_day_is_capped_at_60_seconds(
 
     monkeypatch.setattr(backend, "_sleep", no_real_wait)
     seen: list[object] = []
-    monkeypatch.setattr(NotebookView, "event", lambda view, event: (seen.append(event), view.trace.apply(event)))
+
+    def noted(view: NotebookView, event: Event) -> None:
+        seen.append(event)
+        view.trace.apply(event)
+
+    monkeypatch.setattr(NotebookView, "event", noted)
     h = Harness(api(retry_after(429, "rate_limit_error", "86400"), report("made it"), report("next works")))
     assert await h.run.step(ROLE, "What do we know?") == Answer("made it")
     assert waited == [60.0]

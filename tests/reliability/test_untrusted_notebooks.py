@@ -25,7 +25,9 @@ from typing import Any
 import pytest
 
 from agl_notebook import Role, Run, Screen, ScriptedModel, TextInput, ToolResult, describe, reporting_tool, tool
+from agl_notebook.models.scripted import TurnLike
 from agl_notebook.notebook.nbfile import METADATA_KEY, read_notebook_json, records_in_notebook
+from agl_notebook.payloads import JsonObject
 from agl_notebook.replay import JsonFileStore, StepRecord
 from agl_notebook.replay.records import block_to_json
 from agl_notebook.replay.stores import MemoryStore
@@ -69,7 +71,7 @@ def hostile_role(run: Run, called: list[str]) -> Role[Verdict]:
     )
 
 
-SCRIPT = [
+SCRIPT: list[TurnLike] = [
     {"text": f"Model text {EVERYTHING}", "calls": [{"name": "look_up", "args": {"text": EVERYTHING}}]},
     {"calls": [{"name": "verdict", "args": {"summary": EVERYTHING, "link": JS_URL}}]},
 ]
@@ -187,7 +189,7 @@ async def recorded(tmp_path: Path) -> tuple[dict[str, Any], Path]:
     data = record.to_json()
     data["backend"] = CLAIMED_BACKEND  # what the record claims; not part of its id
     data["cell_id"] = PASSWD
-    crafted = {
+    crafted: JsonObject = {
         **data,
         "id": "crafted",
         "role": SCRIPT_TAG,

@@ -677,7 +677,7 @@ async def test_a_failed_step_gives_its_occurrence_back_so_a_retry_is_the_same_st
             raise ConnectionError("the docs server is down")
         return ToolResult(text="found")
 
-    role = Role(
+    role: Role[Query] = Role(
         name="retrier",
         instructions="Look it up.",
         tools=[tool("look_up", "Look it up.", Query, look_up), reporting_tool("report", "Report.", Query)],
@@ -701,7 +701,7 @@ async def test_two_stores_on_one_file_keep_each_others_records(tmp_path: Path) -
     path = tmp_path / "shared.json"
     first, second = JsonFileStore(path), JsonFileStore(path)
     first.records(), second.records()  # both have read the (missing) file
-    role = Role(name="echo", instructions="Echo.", tools=[reporting_tool("report", "Report.", Query)])
+    role: Role[Query] = Role(name="echo", instructions="Echo.", tools=[reporting_tool("report", "Report.", Query)])
     model = ScriptedModel([{"calls": [{"name": "report", "args": {"text": "done"}}]}])
     await Run(model=model, store=first).step(role, "one")
     await Run(model=model, store=second).step(role, "two")

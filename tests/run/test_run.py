@@ -26,6 +26,7 @@ from agl_notebook import (
 )
 from agl_notebook import events as ev
 from agl_notebook.events import Event
+from agl_notebook.transcript import Message, ToolResultBlock
 from tests.support.paths import PROMPTS
 from tests.support.steps import Boom, Query, Request, Review, look, report, types
 
@@ -358,6 +359,13 @@ async def _gather_run() -> tuple[list[Any], list[Event], list[tuple[str, str]], 
     return results, events, seen, run
 
 
+def result_text(message: Message) -> str:
+    """The text of the tool result a user message opens with."""
+    block = message.content[0]
+    assert isinstance(block, ToolResultBlock), block
+    return block.content
+
+
 async def test_concurrent_steps_are_correct_and_deterministic() -> None:
     results, events, seen, run = await _gather_run()
     assert results == [Review(["r0"]), Review(["r1"]), Review(["r2"])]
@@ -368,10 +376,7 @@ async def test_concurrent_steps_are_correct_and_deterministic() -> None:
     for outcome in run.outcomes:
         name = outcome.transcript[0].text[-1]
         tool_texts = [
-            m.content[0].content
-            for m in outcome.transcript
-            if m.role == "user"  # type: ignore[union-attr]
-            and m is not outcome.transcript[0]
+            result_text(m) for m in outcome.transcript if m.role == "user" and m is not outcome.transcript[0]
         ][:2]
         assert tool_texts == [f"worker{name} saw {name}-1", f"worker{name} saw {name}-2"]
     again = await _gather_run()
