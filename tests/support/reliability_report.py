@@ -211,7 +211,8 @@ class ReliabilityReport:
         ]
         for key, (heading, how) in COUNTED.items():
             lines.append(f"| {heading} | {sum(t.counts.get(key, 0) for t in self.passed)} | {_cell(how)} |")
-        for trial in self.passed:
+        # By area, in the page's order, then in the order the tests ran: the same page whatever order files ran in.
+        for trial in sorted(self.passed, key=lambda t: AREAS.index(t.area)):
             for name, value in trial.measured.items():
                 lines.append(f"| {_cell(name)} | {_cell(value)} | {_cell(trial.how)} |")
         lines += [
