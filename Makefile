@@ -2,11 +2,12 @@
 #   make demo   set up, then run the main job offline: the example notebooks, replayed from their recordings (needs no
 #               Node.js: the JupyterLab extension is not built for it)
 #   make test   set up, then run every check and test (what .ci/run runs)
+# and `make reliability-report`, which rewrites docs/reliability.md from a run of the reliability tests.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: setup demo test lint bench notebooks
+.PHONY: setup demo test lint bench notebooks reliability-report
 
 setup: $(VENV)/.installed
 
@@ -43,6 +44,11 @@ test: lint
 	$(VENV)/bin/pytest -q
 	$(NBVAL)
 	bash binder/check.sh
+
+# Rewrite docs/reliability.md from a run of every test marked `reliability` (the browser ones too). Nothing else
+# writes it: a plain `make test` or `pytest` modifies no tracked file.
+reliability-report: setup
+	$(VENV)/bin/pytest -q -p no:cacheprovider -m reliability --reliability-report
 
 bench: setup
 	$(PY) benchmarks/bench_import.py

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agl_notebook import Role, ScriptedCall, ScriptedModel, ScriptedTurn, ToolResult, reporting_tool, tool
+from agl_notebook.payloads import JsonObject
 
 PROMPT = "Look up retries and report how many you found."
 INSTRUCTIONS = "You look things up and report what you found."
@@ -31,8 +32,8 @@ class Answer:
 
 # The arguments both models send: pydantic-ai's TestModel generates {"topic": "a", "limit": 0} from the schema, so
 # the script does the same; the reported answer is fixed.
-TOOL_ARGS = {"topic": "a", "limit": 0}
-ANSWER_ARGS = {"summary": "done", "count": 1}
+TOOL_ARGS: JsonObject = {"topic": "a", "limit": 0}
+ANSWER_ARGS: JsonObject = {"summary": "done", "count": 1}
 EXPECTED = Answer("done", 1)
 
 

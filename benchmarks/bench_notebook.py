@@ -1,6 +1,6 @@
 """Notebook-side costs: widget traffic while a reply streams, headless replay time, and bytes per recorded step.
 
-1. Widget messages for a 5,000-delta streamed reply. A real ``python3`` kernel (``tests.kernel_harness.Kernel``,
+1. Widget messages for a 5,000-delta streamed reply. A real ``python3`` kernel (``tests.support.kernel_harness.Kernel``,
    started in a temporary folder) defines a custom `Model` whose ``stream`` yields 5,000 `TextDelta` pieces with
    ``await asyncio.sleep(0.001)`` between them (so the reply streams for several seconds, as a real model's does),
    then a reporting `ToolCall` and a `TurnEnd`. One async cell runs one step with ``Run(model=ThatModel())``; every
@@ -49,7 +49,7 @@ import nbformat  # noqa: E402
 
 from agl_notebook.notebook.locate import PATH_VARIABLE  # noqa: E402
 from agl_notebook.replay.modes import BLOCK_VARIABLE, ENV_VAR, NBVAL_VARIABLE  # noqa: E402
-from tests.kernel_harness import Kernel  # noqa: E402
+from tests.support.kernel_harness import Kernel  # noqa: E402
 
 CLI = Path(sys.executable).parent / "agl-notebook"
 METADATA_KEY = "agl_notebook"
@@ -215,7 +215,7 @@ def write_notebook(path: Path, setup: str, cells: list[str]) -> Path:
             v4.new_code_cell("print('model calls:', MODEL.calls)"),
         ]
     )
-    nbformat.write(nb, path)  # type: ignore[no-untyped-call]
+    nbformat.write(nb, path)  # type: ignore[no-untyped-call]  # unannotated in nbformat
     return path
 
 

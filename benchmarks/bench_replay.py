@@ -50,6 +50,15 @@ from typing import Any
 import anthropic
 import httpx2
 from _step import EXPECTED, PROMPT, ROLE, Answer, Lookup, look_up, scripted_model
+from anthropic.types import (
+    InputJSONDelta,
+    MessageParam,
+    RawContentBlockDeltaEvent,
+    RawContentBlockStartEvent,
+    TextBlockParam,
+    ToolParam,
+    ToolUseBlock,
+)
 
 from agl_notebook import Claude, Run
 from agl_notebook.models.anthropic import AnthropicModel
@@ -177,29 +186,31 @@ async def agl_default_run() -> int:
 
 
 # What the framework sends, written out once as a hand-written loop would have it.
-BARE_SYSTEM = [{"type": "text", "text": system_text(ROLE), "cache_control": {"type": "ephemeral"}}]
-BARE_TOOLS: list[dict[str, Any]] = [
-    {"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in ROLE.tools
+BARE_SYSTEM: list[TextBlockParam] = [
+    {"type": "text", "text": system_text(ROLE), "cache_control": {"type": "ephemeral"}}
+]
+BARE_TOOLS: list[ToolParam] = [
+    {"name": t.name, "description": t.description, "input_schema": dict(t.input_schema)} for t in ROLE.tools
 ]
 BARE_TOOLS[-1]["cache_control"] = {"type": "ephemeral"}
 
 
-async def _bare_request(messages: list[dict[str, Any]]) -> tuple[str, str, dict[str, Any]]:
+async def _bare_request(messages: list[MessageParam]) -> tuple[str, str, dict[str, Any]]:
     """Send one streamed request; return the (id, name, parsed input) of the reply's tool_use block."""
     stream = await CLIENT.messages.create(
         model=Claude.OPUS.value,
         max_tokens=4096,
-        system=BARE_SYSTEM,  # type: ignore[arg-type]
+        system=BARE_SYSTEM,
         tools=BARE_TOOLS,
         messages=messages,
         stream=True,
-    )  # type: ignore[arg-type]
+    )
     call_id = name = ""
     parts: list[str] = []
     async for event in stream:
-        if event.type == "content_block_start" and event.content_block.type == "tool_use":
+        if isinstance(event, RawContentBlockStartEvent) and isinstance(event.content_block, ToolUseBlock):
             call_id, name = event.content_block.id, event.content_block.name
-        elif event.type == "content_block_delta" and event.delta.type == "input_json_delta":
+        elif isinstance(event, RawContentBlockDeltaEvent) and isinstance(event.delta, InputJSONDelta):
             parts.append(event.delta.partial_json)
     return call_id, name, json.loads("".join(parts))
 
@@ -207,7 +218,7 @@ async def _bare_request(messages: list[dict[str, Any]]) -> tuple[str, str, dict[
 async def bare_run() -> int:
     """The same two requests on the bare client, with the handler run in between; returns the HTTP requests made."""
     before = API.requests
-    messages: list[dict[str, Any]] = [{"role": "user", "content": PROMPT}]
+    messages: list[MessageParam] = [{"role": "user", "content": PROMPT}]
     call_id, name, args = await _bare_request(messages)
     assert name == "look_up", name
     result = await look_up(Lookup(**args))

@@ -5,12 +5,20 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import pytest
 
-from .reliability_report import NOTES_KEY, ReliabilityNotes, ReliabilityReport
+from tests.support.oracle_notebook import NOTEBOOK_SETTINGS
+from tests.support.reliability_report import (
+    NOTES_KEY,
+    WRITE_OPTION,
+    NotWholeError,
+    ReliabilityNotes,
+    ReliabilityReport,
+)
+from tests.support.widgets import Sent, recording_comms
 
 
 class NetworkBlockedError(RuntimeError):
@@ -75,7 +83,20 @@ def _no_anthropic_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
 
 
-# --- the reliability report (tests/reliability_report.py): docs/reliability.md, written by the suite itself ---
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> Sent:
+    """Every widget message the test's views send, recorded by fake comms instead of sent to a frontend."""
+    return recording_comms(monkeypatch)
+
+
+@pytest.fixture
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No mode, notebook path or nbval setting inherited from the person's environment."""
+    for name in NOTEBOOK_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+
+
+# --- the reliability report (tests/support/reliability_report.py): docs/reliability.md, written only when asked ---
 
 _reliability = ReliabilityReport()
 
@@ -88,22 +109,42 @@ def reliability(request: pytest.FixtureRequest) -> ReliabilityNotes:
     return notes
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        WRITE_OPTION,
+        action="store_true",
+        help="write docs/reliability.md from this run (`make reliability-report`); the run must hold every test "
+        "marked reliability, or the session fails and writes nothing",
+    )
+
+
 def pytest_deselected(items: list[pytest.Item]) -> None:
     _reliability.deselected(items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    _reliability.collected(session.items, list(session.config.args))
+    _reliability.collected(
+        session.items, from_testpaths=session.config.args_source is pytest.Config.ArgsSource.TESTPATHS
+    )
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report: pytest.TestReport = yield
     _reliability.finished_test(item, report)
     return report
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    written = _reliability.write_if_whole()
+    terminal = session.config.get_terminal_writer()
+    terminal.line()  # after the progress dots
+    try:
+        written = _reliability.finish(asked=session.config.getoption(WRITE_OPTION))
+    except NotWholeError as e:
+        terminal.line(f"reliability report NOT written: {e}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        return
     if written is not None:
-        session.config.get_terminal_writer().line(f"reliability report written: {written}")
+        terminal.line(f"reliability report written: {written}")

@@ -8,14 +8,22 @@ log to ``build/browser-artifacts/jupyter-server.log``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.browser.harness import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, PAGE_LOAD, Artifacts, Jupyter, JupyterServer
+from tests.browser.harness import (
+    ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    PAGE_LOAD,
+    Jupyter,
+    JupyterServer,
+    jupyter_for,
+    serving,
+)
 
 NEEDS_EXTENSION = "needs_labextension"
 
@@ -84,24 +92,6 @@ def browser() -> Iterator[Any]:
         launched.close()
     finally:
         playwright.stop()
-
-
-def serving(server: JupyterServer) -> Iterator[JupyterServer]:
-    """Start ``server``, hand it to a fixture, and stop it after (every server fixture's body)."""
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-def jupyter_for(request: pytest.FixtureRequest, browser: Any, server: JupyterServer) -> Iterator[Jupyter]:
-    """A test's `Jupyter` on ``server``, with its artifacts folder; closed (screenshots if it failed) after it."""
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", request.node.name).strip("-")
-    helper = Jupyter(server, browser, Artifacts(ARTIFACTS / name))
-    yield helper
-    report = getattr(request.node, "rep_call", None)
-    helper.close(failed=report is None or report.failed)
 
 
 @pytest.fixture

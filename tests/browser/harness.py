@@ -23,11 +23,14 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-import nbformat
+import nbformat as _nbformat
+import pytest
+
+nbformat: Any = _nbformat  # partly typed: its notebook builders, read and write are not annotated
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "build" / "browser-artifacts"
@@ -334,6 +337,52 @@ _JS_CELLS_DONE = """(indices) => {
 }"""
 
 _JS_INPUT_SHOWN = f"() => !!document.querySelector('{QUESTION_SELECTOR}')"
+
+# The WCAG AA threshold for normal text.
+WCAG_AA = 4.5
+
+# Every element of the step views (or of what ``selector`` names) that holds text, with its contrast ratio against
+# what is behind it.
+JS_CONTRAST = """(selector) => {
+  const parse = c => {
+    const m = c.match(/rgba?\\(([^)]+)\\)/);
+    if (!m) return null;
+    const p = m[1].split(/[ ,\\/]+/).filter(Boolean).map(Number);
+    return {r: p[0], g: p[1], b: p[2], a: p.length > 3 ? p[3] : 1};
+  };
+  const over = (top, bottom) => ({r: top.r * top.a + bottom.r * (1 - top.a), g: top.g * top.a + bottom.g * (1 - top.a),
+                                  b: top.b * top.a + bottom.b * (1 - top.a), a: 1});
+  const background = el => {
+    const layers = [];
+    for (let e = el; e; e = e.parentElement) {
+      const c = parse(getComputedStyle(e).backgroundColor);
+      if (c && c.a > 0) { layers.push(c); if (c.a >= 1) break; }
+    }
+    let colour = {r: 255, g: 255, b: 255, a: 1};
+    for (let i = layers.length - 1; i >= 0; i--) colour = over(layers[i], colour);
+    return colour;
+  };
+  const opacity = el => {
+    let o = 1;
+    for (let e = el; e; e = e.parentElement) o *= Number(getComputedStyle(e).opacity);
+    return o;
+  };
+  const lum = c => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+                     return 0.2126 * f(c.r) + 0.7152 * f(c.g) + 0.0722 * f(c.b); };
+  const found = [];
+  for (const view of document.querySelectorAll(selector || '.jp-OutputArea .agl-step')) {
+    for (const el of [view, ...view.querySelectorAll('*')]) {
+      const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+      if (!own || !el.getClientRects().length) continue;
+      const behind = background(el);
+      const fg = parse(getComputedStyle(el).color);
+      const text = over({...fg, a: fg.a * opacity(el)}, behind);
+      const [hi, lo] = [lum(text), lum(behind)].sort((a, b) => b - a);
+      found.push({ratio: (hi + 0.05) / (lo + 0.05), text: el.textContent.trim().slice(0, 40), tag: el.tagName});
+    }
+  }
+  return found;
+}"""
 
 # The contrast ratio (WCAG 2) of an element's text colour on the first opaque background behind it.
 _JS_CONTRAST = """(node) => {
@@ -766,3 +815,21 @@ def run_nbval(notebook: Path) -> subprocess.CompletedProcess[str]:
         raise BrowserTestError(
             f"pytest --nbval did not finish within {NBVAL:.0f} s:\n{e.stdout!s}\n{e.stderr!s}"
         ) from None
+
+
+def serving(server: JupyterServer) -> Iterator[JupyterServer]:
+    """Start ``server``, hand it to a fixture, and stop it after (every server fixture's body)."""
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def jupyter_for(request: pytest.FixtureRequest, browser: Any, server: JupyterServer) -> Iterator[Jupyter]:
+    """A test's `Jupyter` on ``server``, with its artifacts folder; closed (screenshots if it failed) after it."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", request.node.name).strip("-")
+    helper = Jupyter(server, browser, Artifacts(ARTIFACTS / name))
+    yield helper
+    report = getattr(request.node, "rep_call", None)
+    helper.close(failed=report is None or report.failed)

@@ -14,8 +14,16 @@ from typing import Any
 
 import pytest
 
-from tests.browser.harness import QUESTION, UI_ACTION, Jupyter, NotebookPage, records_anywhere, run_nbval
-from tests.browser.test_themes import JS_CONTRAST, WCAG_AA
+from tests.browser.harness import (
+    JS_CONTRAST,
+    QUESTION,
+    UI_ACTION,
+    WCAG_AA,
+    Jupyter,
+    NotebookPage,
+    records_anywhere,
+    run_nbval,
+)
 
 SETUP = """\
 from dataclasses import dataclass

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from tests.browser.harness import UI, Jupyter
-from tests.browser.notebooks import CELLS, FINAL_TABLE, STEP_CELL
+from tests.support.kernel_harness import WIDGET_MIME
+from tests.support.planner_notebook import CELLS, FINAL_TABLE, STEP_CELL
 
-WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 PLACEHOLDER = "was running when the notebook was saved; run the cell again"
 
 

@@ -13,7 +13,7 @@ import json
 import pytest
 
 from tests.browser.harness import Jupyter, NotebookPage, records_anywhere, run_nbval, saved_output_records
-from tests.browser.notebooks import CALLS_CELL, CELLS, FINAL_TABLE, LIVE_CALLS, STEP_CELL
+from tests.support.planner_notebook import CALLS_CELL, CELLS, FINAL_TABLE, LIVE_CALLS, STEP_CELL
 
 NAME = "lab_acceptance.ipynb"
 
@@ -46,7 +46,7 @@ class ExtensionChecks:
 
 
 def check_saved(nb: dict[str, object], stage: str, ext: ExtensionChecks) -> None:
-    records = records_anywhere(nb)  # type: ignore[arg-type]
+    records = records_anywhere(nb)
     assert len({r.get("id") for r in records}) == 1, f"{stage}: one recorded step in the saved file: {records}"
     answers = [q.get("answer") for r in records for q in r.get("questions", [])]
     assert "Saturday" in answers, f"{stage}: the record keeps the typed answer: {answers}"
@@ -58,7 +58,7 @@ def check_saved(nb: dict[str, object], stage: str, ext: ExtensionChecks) -> None
         len(in_metadata) == 1 and answered,
         f"{stage}: the record is in the notebook metadata under 'agl_notebook' (found: {block!r:.200})",
     )
-    where = saved_output_records(nb)  # type: ignore[arg-type]
+    where = saved_output_records(nb)
     ext.expect(not where, f"{stage}: no output metadata carries the record (found in (cell, output): {where})")
 
 

@@ -4,7 +4,7 @@ the step replayed without a question after a kernel restart."""
 from __future__ import annotations
 
 from tests.browser.harness import Jupyter, records_anywhere
-from tests.browser.notebooks import CALLS_CELL, CELLS, FINAL_TABLE, LIVE_CALLS, STEP_CELL
+from tests.support.planner_notebook import CALLS_CELL, CELLS, FINAL_TABLE, LIVE_CALLS, STEP_CELL
 
 NAME = "notebook7_smoke.ipynb"
 

@@ -11,11 +11,21 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-import nbformat
+import nbformat as _nbformat
 import pytest
 
-from tests.browser.conftest import jupyter_for, serving
-from tests.browser.harness import ARTIFACTS, UI, Jupyter, JupyterServer, NotebookPage, records_anywhere
+from tests.browser.harness import (
+    ARTIFACTS,
+    UI,
+    Jupyter,
+    JupyterServer,
+    NotebookPage,
+    jupyter_for,
+    records_anywhere,
+    serving,
+)
+
+nbformat: Any = _nbformat  # partly typed: its notebook builders, read and write are not annotated
 
 SETUP = """\
 import asyncio
@@ -58,7 +68,7 @@ SCREENSHOTS = ARTIFACTS / "provenance-screenshots"
 
 def step_provenance(nb: dict[str, Any]) -> dict[str, Any]:
     (output,) = nb["cells"][STEP]["outputs"][:1]
-    provenance: dict[str, Any] = (output.get("metadata") or {}).get("agl_notebook_provenance")
+    provenance = (output.get("metadata") or {}).get("agl_notebook_provenance")
     assert isinstance(provenance, dict), f"the step output's metadata: {output.get('metadata')}"
     return provenance
 

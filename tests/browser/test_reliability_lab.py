@@ -13,20 +13,25 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import nbformat
+import nbformat as _nbformat
 import pytest
 
-from tests.browser.conftest import jupyter_for, serving
 from tests.browser.harness import (
     ARTIFACTS,
     Jupyter,
     JupyterServer,
+    jupyter_for,
     records_anywhere,
     run_nbval,
     saved_output_records,
+    serving,
 )
-from tests.browser.notebooks import CALLS_CELL, CELLS, FINAL_TABLE, LIVE_CALLS, STEP_CELL
-from tests.reliability_report import ReliabilityNotes
+from tests.support.planner_notebook import CALLS_CELL, CELLS, FINAL_TABLE, LIVE_CALLS, STEP_CELL
+from tests.support.reliability_report import ReliabilityNotes
+
+nbformat: Any = _nbformat  # partly typed: its notebook builders, read and write are not annotated
+
+pytestmark = pytest.mark.reliability  # its notes make docs/reliability.md (make reliability-report)
 
 EXTENSION = "agl-notebook"
 ACTIVATED = "agl-notebook: activated"

@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 
 from agl_notebook.cli import main as agl_notebook
-from tests.browser.harness import UI, Jupyter, NotebookPage
+from tests.browser.harness import JS_CONTRAST, UI, WCAG_AA, Jupyter, NotebookPage
 
-WCAG_AA = 4.5
 LIGHT, DARK = "JupyterLab Light", "JupyterLab Dark"
 
 SETUP = """\
@@ -58,49 +57,6 @@ CELLS = [
     'await run.step(planner, "Plan a meeting")',
     'try:\n    await run.step(broken, "Break")\nexcept KeyError:\n    pass',
 ]
-
-# Every element of the step views (or of what ``selector`` names) that holds text, with its contrast ratio against
-# what is behind it.
-JS_CONTRAST = """(selector) => {
-  const parse = c => {
-    const m = c.match(/rgba?\\(([^)]+)\\)/);
-    if (!m) return null;
-    const p = m[1].split(/[ ,\\/]+/).filter(Boolean).map(Number);
-    return {r: p[0], g: p[1], b: p[2], a: p.length > 3 ? p[3] : 1};
-  };
-  const over = (top, bottom) => ({r: top.r * top.a + bottom.r * (1 - top.a), g: top.g * top.a + bottom.g * (1 - top.a),
-                                  b: top.b * top.a + bottom.b * (1 - top.a), a: 1});
-  const background = el => {
-    const layers = [];
-    for (let e = el; e; e = e.parentElement) {
-      const c = parse(getComputedStyle(e).backgroundColor);
-      if (c && c.a > 0) { layers.push(c); if (c.a >= 1) break; }
-    }
-    let colour = {r: 255, g: 255, b: 255, a: 1};
-    for (let i = layers.length - 1; i >= 0; i--) colour = over(layers[i], colour);
-    return colour;
-  };
-  const opacity = el => {
-    let o = 1;
-    for (let e = el; e; e = e.parentElement) o *= Number(getComputedStyle(e).opacity);
-    return o;
-  };
-  const lum = c => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
-                     return 0.2126 * f(c.r) + 0.7152 * f(c.g) + 0.0722 * f(c.b); };
-  const found = [];
-  for (const view of document.querySelectorAll(selector || '.jp-OutputArea .agl-step')) {
-    for (const el of [view, ...view.querySelectorAll('*')]) {
-      const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
-      if (!own || !el.getClientRects().length) continue;
-      const behind = background(el);
-      const fg = parse(getComputedStyle(el).color);
-      const text = over({...fg, a: fg.a * opacity(el)}, behind);
-      const [hi, lo] = [lum(text), lum(behind)].sort((a, b) => b - a);
-      found.push({ratio: (hi + 0.05) / (lo + 0.05), text: el.textContent.trim().slice(0, 40), tag: el.tagName});
-    }
-  }
-  return found;
-}"""
 
 
 def measure(nb: NotebookPage, theme: str, trust: str) -> list[dict[str, Any]]:
@@ -153,6 +109,7 @@ def test_the_views_of_a_saved_notebook_are_untrusted_when_nobody_signed_them(tmp
 
     notebook = tmp_path / "unsigned.ipynb"
     v4: Any = nbformat.v4
-    nbformat.write(v4.new_notebook(cells=[v4.new_code_cell(c) for c in CELLS]), notebook)
+    nbformat.write(v4.new_notebook(cells=[v4.new_code_cell(c) for c in CELLS]), notebook)  # type: ignore[no-untyped-call]  # unannotated in nbformat
     assert agl_notebook(["execute", str(notebook)]) == 0
-    assert "signature" not in nbformat.read(notebook, as_version=4)["metadata"]
+    saved = nbformat.read(notebook, as_version=4)  # type: ignore[no-untyped-call]  # unannotated in nbformat
+    assert "signature" not in saved["metadata"]
