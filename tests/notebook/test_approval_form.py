@@ -17,7 +17,7 @@ from agl_notebook.notebook import view as view_module
 from agl_notebook.notebook.approval_form import edit_fields
 from agl_notebook.notebook.render import StepTrace, render_html, render_text
 from agl_notebook.notebook.view import WIDGET_MIME, NotebookView
-from agl_notebook.payloads import dump, payload_spec
+from agl_notebook.payloads import JsonObject, dump, payload_spec
 from agl_notebook.roles import Role
 from tests.support.approvals import ASKED, Forecast, Weather, weather_role
 from tests.support.widgets import FakeDisplay, form_state, from_browser
@@ -76,7 +76,7 @@ def test_what_a_form_does_not_fit_is_a_json_field() -> None:
     assert fields[1]["inner"] == {"kind": "number", "description": ""}
     # A client tool's schema: no properties, or a value with keys its schema does not list.
     assert edit_fields({"type": "object"}, {"to": "x"}) == {"kind": "json", "description": ""}
-    schema = {"type": "object", "properties": {"to": {"type": "string"}}}
+    schema: JsonObject = {"type": "object", "properties": {"to": {"type": "string"}}}
     assert edit_fields(schema, {"to": "x", "cc": "y"})["kind"] == "json"
     assert edit_fields(schema, {"to": "x"})["kind"] == "object"
 

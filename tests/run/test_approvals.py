@@ -31,7 +31,7 @@ from agl_notebook.client_tools import Runner
 from agl_notebook.client_tools import ToolResult as ClientResult
 from agl_notebook.errors import NoDecisionError
 from agl_notebook.events import ApprovalDecided, ApprovalRequested, Event
-from agl_notebook.payloads import payload_spec
+from agl_notebook.payloads import JsonObject, JsonValue, payload_spec
 from agl_notebook.replay.records import StepRecord, record_from_json
 from agl_notebook.replay.stores import MemoryStore
 from agl_notebook.terminals import ConsoleTerminal, ScriptedTerminal, Terminal
@@ -50,8 +50,23 @@ def script(*calls: dict[str, Any]) -> ScriptedModel:
     return ScriptedModel(reply)
 
 
-def approval_events(events: list[Event]) -> list[Event]:
+def approval_events(events: list[Event]) -> list[ApprovalRequested | ApprovalDecided]:
     return [e for e in events if isinstance(e, ApprovalRequested | ApprovalDecided)]
+
+
+def as_object(value: JsonValue) -> JsonObject:
+    assert isinstance(value, dict), value
+    return value
+
+
+def as_list(value: JsonValue) -> list[JsonValue]:
+    assert isinstance(value, list), value
+    return value
+
+
+def recorded_decisions(run: Run) -> list[JsonObject]:
+    """The decisions of the Run's first record, as saved."""
+    return [as_object(d) for d in as_list(run.store.records()[0].to_json()["decisions"])]
 
 
 def results(run: Run) -> list[tuple[str, bool]]:
@@ -73,12 +88,14 @@ class Nobody(Terminal):
 
 
 async def test_an_approved_call_runs_and_its_decision_is_recorded() -> None:
-    handler, events = Weather(), []
+    handler = Weather()
+    events: list[Event] = []
     run = Run(model=script(ASKED), approvals=["approve"], on_event=events.append)
     summary = await run.step(weather_role(handler), "Weather?")
     assert summary.text == "Oslo: sunny for 3 days"
     assert handler.calls == [Forecast(Address("Oslo"), 3)]
-    arguments = {"place": {"city": "Oslo", "zip": ""}, "days": 3, "units": []}  # validated: defaults filled in
+    # validated: defaults filled in
+    arguments: JsonObject = {"place": {"city": "Oslo", "zip": ""}, "days": 3, "units": []}
     assert approval_events(events) == [
         ApprovalRequested("weather", "toolu_00_0", arguments),
         ApprovalDecided("weather", "toolu_00_0", "approve"),
@@ -93,7 +110,7 @@ async def test_an_approved_call_runs_and_its_decision_is_recorded() -> None:
 
 async def test_an_edited_call_runs_with_the_edit_and_the_agent_is_told_what_changed() -> None:
     handler = Weather()
-    edited = {"place": {"city": "Bergen", "zip": "5003"}, "days": 2, "units": []}
+    edited: JsonObject = {"place": {"city": "Bergen", "zip": "5003"}, "days": 2, "units": []}
     run = Run(model=script(ASKED), approvals=[Edit(edited)])
     await run.step(weather_role(handler), "Weather?")
     assert handler.calls == [Forecast(Address("Bergen", "5003"), 2)], "the handler got the edited payload"
@@ -141,25 +158,27 @@ async def test_an_edit_that_changes_nothing_is_an_approval() -> None:
     ],
 )
 async def test_a_denied_call_does_not_run_and_the_agent_gets_an_error_with_the_message(said: Any, text: str) -> None:
-    handler, events = Weather(), []
+    handler = Weather()
+    events: list[Event] = []
     run = Run(model=script(ASKED), approvals=[said], on_event=events.append)
     summary = await run.step(weather_role(handler), "Weather?")
     assert handler.calls == []
     assert results(run)[0] == (text, True)
     assert summary.text == text
     assert "client.tool.executing" not in [e.type for e in events]
-    decision = run.store.records()[0].to_json()["decisions"][0]
+    decision = recorded_decisions(run)[0]
     assert decision["decision"] == "deny" and decision.get("message", "") == getattr(said, "message", "")
 
 
 async def test_always_approves_the_tool_for_the_rest_of_the_run_and_only_that_tool() -> None:
-    handler, events = Weather(), []
+    handler = Weather()
+    events: list[Event] = []
     run = Run(model=script(ASKED, {**ASKED, "days": 4}), approvals=["always"], on_event=events.append)
     await run.step(weather_role(handler), "Weather?")
     assert [c.days for c in handler.calls] == [3, 4], "the second call was not asked about"
     assert run.always_approved == {"weather"}
     assert [e.type for e in approval_events(events)] == ["approval.requested", "approval.decided"]
-    assert run.store.records()[0].to_json()["decisions"][0]["always"] is True
+    assert recorded_decisions(run)[0]["always"] is True
     # Another step of the same Run: still approved; the scripted list is used up, so asking would fail.
     await run.step(weather_role(handler), "Weather again?", mode="off")
     assert len(handler.calls) == 4
@@ -188,7 +207,8 @@ def by_days(payload: Forecast, request: ApprovalRequest) -> Any:
 
 
 async def test_a_callable_policy_approves_denies_or_asks_per_call() -> None:
-    handler, events = Weather(), []
+    handler = Weather()
+    events: list[Event] = []
     calls = ({"place": {"city": "Bergen"}, "days": 2}, {"place": {"city": "Bergen"}, "days": 6}, ASKED)
     run = Run(model=script(*calls), approvals=["deny"], on_event=events.append)
     await run.step(weather_role(handler, approval=by_days), "Weather?")
@@ -203,7 +223,7 @@ async def test_a_callable_policy_approves_denies_or_asks_per_call() -> None:
         ("ApprovalRequested", "toolu_02_0"),
         ("ApprovalDecided", "toolu_02_0"),
     ]
-    decisions = run.store.records()[0].to_json()["decisions"]
+    decisions = recorded_decisions(run)
     assert [(d["tool_call_id"], d["decision"], d.get("by", "person")) for d in decisions] == [
         ("toolu_01_0", "deny", "policy"),
         ("toolu_02_0", "deny", "person"),
@@ -243,9 +263,10 @@ async def test_the_approval_policy_is_not_part_of_the_fingerprint() -> None:
 
 
 async def test_a_replay_asks_nobody_runs_no_handler_and_tells_the_same_decisions() -> None:
-    handler, live_events = Weather(), []
+    handler = Weather()
+    live_events: list[Event] = []
     calls = (ASKED, {**ASKED, "days": 5}, {**ASKED, "days": 6})
-    edited = {"place": {"city": "Tromsø"}, "days": 5}
+    edited: JsonObject = {"place": {"city": "Tromsø"}, "days": 5}
     run = Run(model=script(*calls), approvals=[Edit(edited), Deny("No."), "always"], on_event=live_events.append)
     live = await run.step(weather_role(handler), "Weather?")
     assert len(handler.calls) == 2
@@ -328,7 +349,7 @@ async def test_a_failed_step_wipes_its_decisions_and_records_nothing() -> None:
         assert len(run.current_step.decisions) == 1, "decided before the handler runs"
         raise KeyError("down")
 
-    role = Role(
+    role: Role[Summary] = Role(
         name="forecaster",
         instructions="Forecast.",
         tools=[
@@ -369,7 +390,7 @@ async def test_the_step_is_told_right_before_it_waits_for_a_person() -> None:
     async def handler(forecast: Forecast) -> ToolResult:
         return ToolResult(await run.terminal.show(lambda: Screen("Sure?", [TextInput("Answer")])))
 
-    role = Role(
+    role: Role[Summary] = Role(
         name="forecaster",
         instructions="Forecast.",
         tools=[tool("weather", "W.", Forecast, handler, approval="ask"), reporting_tool("report", "R.", Summary)],
@@ -539,7 +560,7 @@ async def test_the_console_asks_until_the_decision_is_valid(
 
 
 def test_changed_paths_name_nested_fields_and_whole_lists() -> None:
-    before = {"place": {"city": "Oslo", "zip": ""}, "days": 3, "units": ["C"]}
+    before: JsonObject = {"place": {"city": "Oslo", "zip": ""}, "days": 3, "units": ["C"]}
     assert changed_paths(before, before) == ()
     assert changed_paths(before, {"place": {"city": "Oslo", "zip": "1"}, "days": 3, "units": ["C", "F"]}) == (
         "place.zip",

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agl_notebook import Role, ToolResult, describe, reporting_tool, tool
+from agl_notebook.payloads import JsonObject
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class Weather:
         return ToolResult(f"{forecast.place.city}: sunny for {forecast.days} days")
 
 
-ASKED = {"place": {"city": "Oslo"}, "days": 3}
+ASKED: JsonObject = {"place": {"city": "Oslo"}, "days": 3}
 
 
 def weather_role(handler: Weather, approval: Any = "ask") -> Role[Summary]:
