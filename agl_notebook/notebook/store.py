@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import InputError, warn
 from ..replay.records import StepRecord
-from ..replay.stores import RecordingWarning, scrubbed
+from ..replay.stores import InlineMapStore, MapStore, RecordingWarning, scrubbed
 from . import _kernel
 from .frontend import link
 from .locate import locate, not_found_message, notebook_path
@@ -92,6 +92,10 @@ class NotebookStore:
         merged = dict(self._from_file(path))
         merged.update(self._session_records(path))
         return tuple(r for r in merged.values() if r.id not in _kernel_session.forgotten)
+
+    def for_map(self, key: str) -> MapStore:
+        """Where the records of the map ``key`` are kept: in this kernel session, and saved by its final display."""
+        return InlineMapStore(self, key)
 
     def put(self, record: StepRecord) -> StepRecord:
         """Keep the scrubbed record in this kernel session's memory."""

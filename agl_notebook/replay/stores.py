@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 from .._files import read_json_file, write_atomically
 from .._secrets import scrub, scrub_text, secrets_from_environment
 from ..errors import InputError, warn
-from ..payloads import JsonValue
+from ..payloads import JsonObject, JsonValue
 from .records import RecordsBlock, StepRecord, block_from_json, block_to_json, record_from_json
 
 
@@ -46,6 +46,28 @@ class Store(Protocol):
         """
         ...
 
+    def for_map(self, key: str) -> MapStore:
+        """Where the item records of the map ``key`` are found and kept (``run.map``).
+
+        ``key`` names the map (letters, digits, ``_`` and ``-``), not the notebook file. Every store but the
+        notebook's keeps them in itself (`InlineMapStore`); the notebook's may move a large map's records to a
+        sidecar file beside the notebook.
+        """
+        ...
+
+
+@runtime_checkable
+class MapStore(Store, Protocol):
+    """The store of one map's item records: a `Store`, and what the map's final display saves of it."""
+
+    def saved_block(self) -> JsonObject:
+        """The records block the map's final display carries in its output metadata.
+
+        As a step's display carries its record: the map's records themselves, or (a large map's, in a notebook)
+        the sidecar file that holds them.
+        """
+        ...
+
 
 def scrubbed(record: StepRecord, secrets: Iterable[str] = ()) -> StepRecord:
     """The record with every secret scrubbed.
@@ -64,6 +86,43 @@ def scrubbed(record: StepRecord, secrets: Iterable[str] = ()) -> StepRecord:
     return record_from_json(data, where=f"record {record.id}")
 
 
+class InlineMapStore:
+    """A map's item records kept in its parent store itself; the final display carries every one it kept."""
+
+    def __init__(self, parent: Store, key: str) -> None:
+        self.parent = parent
+        self.key = key
+        self._kept: dict[str, StepRecord] = {}
+
+    def get(self, record_id: str) -> StepRecord | None:
+        """The parent's record with this id."""
+        return self.parent.get(record_id)
+
+    def records(self) -> Sequence[StepRecord]:
+        """The parent's records."""
+        return self.parent.records()
+
+    def put(self, record: StepRecord) -> StepRecord:
+        """Keep the record in the parent, and in this map's block."""
+        kept = self._kept[record.id] = self.parent.put(record)
+        return kept
+
+    async def ready(self) -> None:
+        """As ready as the parent."""
+        await self.parent.ready()
+
+    def for_map(self, key: str) -> MapStore:
+        """A map inside a map keeps its records in the same parent."""
+        return InlineMapStore(self.parent, key)
+
+    def saved_block(self) -> JsonObject:
+        """Every record this map kept, in the order kept."""
+        return block_to_json(tuple(self._kept.values()))
+
+    def __repr__(self) -> str:
+        return repr(self.parent)
+
+
 class MemoryStore:
     """Records in memory: the default outside a notebook, one per `Run`."""
 
@@ -76,6 +135,10 @@ class MemoryStore:
 
     async def ready(self) -> None:
         """Ready at once."""
+
+    def for_map(self, key: str) -> MapStore:
+        """A map's records are kept here too."""
+        return InlineMapStore(self, key)
 
     def records(self) -> Sequence[StepRecord]:
         """Every record, in the order first kept."""

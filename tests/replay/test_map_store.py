@@ -1,0 +1,39 @@
+"""The map-store contract: a map's item records kept in the parent store, and the block its final display saves."""
+
+from __future__ import annotations
+
+from agl_notebook.replay.records import StepRecord
+from agl_notebook.replay.stores import InlineMapStore, MapStore, MemoryStore, Store
+
+
+def _record(record_id: str) -> StepRecord:
+    return StepRecord(
+        id=record_id,
+        parts={},
+        occurrence=0,
+        role="oracle",
+        backend="scripted:x",
+        input="q",
+        result=None,
+        transcript=(),
+    )
+
+
+def test_a_memory_stores_map_keeps_its_records_in_the_parent_and_saves_only_its_own() -> None:
+    parent = MemoryStore([_record("earlier")])
+    items = parent.for_map("oracle-map")
+    assert isinstance(items, MapStore) and isinstance(items, Store)
+    items.put(_record("a"))
+    items.put(_record("b"))
+    assert parent.get("a") is not None and items.get("earlier") is not None
+    saved = items.saved_block()
+    assert saved["version"] == 1
+    records = saved["records"]
+    assert isinstance(records, list)
+    assert [r["id"] for r in records if isinstance(r, dict)] == ["a", "b"]
+
+
+def test_a_map_inside_a_map_keeps_its_records_in_the_same_parent() -> None:
+    parent = MemoryStore()
+    inner = parent.for_map("outer").for_map("inner")
+    assert isinstance(inner, InlineMapStore) and inner.parent is parent
