@@ -5,8 +5,8 @@ and sends the wave as one batch (or several, past one batch's limits), at half t
 (a map's item): the caller joins every participant (`Batches.join`) before any starts, and runs each step inside its
 participant (``with participant:``), which leaves when the step ends. A wave goes out once every participant still
 running waits on a request, and at most one wave is in flight at a time; the replies come back per ``custom_id`` and
-are turned into the model events a live reply gives, so the loop, the records and the fingerprint
-are those of a live run (`Batches.backend_id` is the live backend's). docs/batches.md describes the whole of it.
+are turned into the model events a live reply gives, so the loop, the records and the fingerprint are those of a live
+run (`Batches.backend_id` is the live backend's). docs/batches.md describes the whole of it.
 
 Errors, per request: an errored, expired or canceled request goes into the next wave, up to ``retries`` times
 (expired and canceled ones run live at once with ``on_expired="live"``), then fails its step with a
@@ -28,18 +28,18 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, cast, get_args
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from .._secret_logs import scrub_logs
 from ..errors import BatchRequestError, InputError, UpstreamUnexpected
 from ..payloads import JsonObject, JsonValue
 from .anthropic import AnthropicModel, _client_from_environment, request_params
-from .base import ModelEvent, ModelRequest, StopReason, TextDelta, ToolCall, TurnEnd, Usage
+from .base import ModelEvent, ModelRequest
+from .batch_replies import BatchStatus, message_events, status_of
 from .batch_state import BatchState, KnownBatch, custom_id, request_digest
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
-    from anthropic.types import Message
     from anthropic.types.messages import MessageBatch, MessageBatchResult
 
 __all__ = ["MAX_BATCH_BYTES", "MAX_BATCH_REQUESTS", "BatchStatus", "Batches", "Participant"]
@@ -49,30 +49,11 @@ MAX_BATCH_REQUESTS = 100_000
 MAX_BATCH_BYTES = 256_000_000
 """The largest create body the API takes (256 MB)."""
 _BODY_FRAME = len(b'{"requests":[]}')
-_STOP_REASONS: frozenset[str] = frozenset(get_args(StopReason))
 _LIVE_AT_ONCE = 8  # expired requests run live this many at a time, so a large expiry does not burst the rate limit
 
+_Sized = tuple["_Request", int, str]  # a request to send, its encoded size and its digest
+
 _current: ContextVar[Participant | None] = ContextVar("agl_notebook_batch_participant", default=None)
-
-
-@dataclass(frozen=True, slots=True)
-class BatchStatus:
-    """What one poll of a batch said (for a view of the engine's batches)."""
-
-    batch_id: str
-    """The API's batch id."""
-    wave: int
-    """The wave the batch carries (1 for the first request of each step, ...)."""
-    processing_status: str
-    """``in_progress``, ``canceling`` or ``ended``."""
-    request_counts: dict[str, int]
-    """The API's tallies: ``processing``, ``succeeded``, ``errored``, ``canceled``, ``expired``."""
-    created_at: str
-    """When the batch was created (RFC 3339)."""
-    expires_at: str
-    """When it expires, 24 hours after creation (RFC 3339)."""
-    ended_at: str | None = None
-    """When its processing ended, once it has."""
 
 
 class Participant:
@@ -383,7 +364,7 @@ class Batches:
     async def _send_and_collect(self, wave: int, requests: list[_Request]) -> None:
         client = await self._client_now()
         attached: dict[str, list[_Request]] = {}
-        new: list[tuple[_Request, JsonObject, int, str]] = []
+        new: list[_Sized] = []
         for pending in requests:
             params = request_params(pending.request, pending.model)
             body = json.dumps(
@@ -394,22 +375,24 @@ class Batches:
             if known is not None:
                 attached.setdefault(known.id, []).append(pending)
             else:
-                new.append((pending, params, len(body), digest))
-        for chunk in self._split(new):
+                new.append((pending, len(body), digest))
+        chunks = self._split(new)
+        del new
+        while chunks:
+            chunk = chunks.pop(0)
             # Shielded: a batch the API created is in the state before an interrupt can land.
             created = await asyncio.shield(self._create(client, wave, chunk))
             if created is not None:
                 attached[created] = [pending for pending, *_ in chunk]
+            del chunk  # the requests' parameters are the API's now: polling holds none of them
         await asyncio.gather(*(self._collect(client, wave, bid, group) for bid, group in attached.items()))
 
-    def _split(
-        self, new: list[tuple[_Request, JsonObject, int, str]]
-    ) -> list[list[tuple[_Request, JsonObject, int, str]]]:
-        chunks: list[list[tuple[_Request, JsonObject, int, str]]] = []
-        chunk: list[tuple[_Request, JsonObject, int, str]] = []
+    def _split(self, new: list[_Sized]) -> list[list[_Sized]]:
+        chunks: list[list[_Sized]] = []
+        chunk: list[_Sized] = []
         size = _BODY_FRAME
         for item in new:
-            pending, _, length, _ = item
+            pending, length, _ = item
             if _BODY_FRAME + length > self.max_bytes:
                 self._settle(
                     pending,
@@ -432,14 +415,17 @@ class Batches:
             chunks.append(chunk)
         return chunks
 
-    async def _create(
-        self, client: AsyncAnthropic, wave: int, chunk: list[tuple[_Request, JsonObject, int, str]]
-    ) -> str | None:
+    async def _create(self, client: AsyncAnthropic, wave: int, chunk: list[_Sized]) -> str | None:
         """Create one batch and keep it in the state (told to ``on_state``); None when the API refused it."""
         scrub_logs("anthropic", "anthropic._base_client", "httpx2")  # the SDK logs request bodies at DEBUG
         try:
             batch = await client.messages.batches.create(
-                requests=[{"custom_id": p.custom_id, "params": cast(Any, params)} for p, params, _, _ in chunk]
+                # Each request's parameters made again as the SDK takes them (it copies what it is given): the wave
+                # never holds every request's parameters beside the SDK's copy.
+                requests=(
+                    {"custom_id": p.custom_id, "params": cast(Any, request_params(p.request, p.model))}
+                    for p, _, _ in chunk
+                )
             )
         except Exception as e:
             for pending, *_ in chunk:
@@ -447,7 +433,7 @@ class Batches:
             return None
         self.creations += 1
         self._created_at[batch.id] = self._clock()
-        self._state.add(KnownBatch(batch.id, wave, {p.custom_id: digest for p, _, _, digest in chunk}))
+        self._state.add(KnownBatch(batch.id, wave, {p.custom_id: digest for p, _, digest in chunk}))
         self._persist()
         self._tell(wave, batch)
         return batch.id
@@ -566,61 +552,13 @@ class Batches:
             self._on_state(self._state.to_json())
 
     def _tell(self, wave: int, batch: MessageBatch) -> None:
-        counts = batch.request_counts
-        status = BatchStatus(
-            batch.id,
-            wave,
-            batch.processing_status,
-            {
-                "processing": counts.processing,
-                "succeeded": counts.succeeded,
-                "errored": counts.errored,
-                "canceled": counts.canceled,
-                "expired": counts.expired,
-            },
-            batch.created_at.isoformat(),
-            batch.expires_at.isoformat(),
-            batch.ended_at.isoformat() if batch.ended_at is not None else None,
-        )
+        status = status_of(batch, wave)
         self.statuses[batch.id] = status
         if self._on_status is not None:
             self._on_status(status)
 
     def __repr__(self) -> str:
         return f"Batches(model={self.model!r}, participants={len(self._participants)}, waves={self._wave})"
-
-
-def message_events(message: Message) -> list[ModelEvent]:
-    """The model events of a whole reply, as the live stream of the same reply gives them.
-
-    Raises:
-        UpstreamUnexpected: A tool call's input is not an object, or the stop reason is missing or unknown.
-    """
-    events: list[ModelEvent] = []
-    for block in message.content:
-        if block.type == "text":
-            if block.text:
-                events.append(TextDelta(block.text))
-        elif block.type == "tool_use":
-            if not isinstance(block.input, dict):
-                raise UpstreamUnexpected(f"The model's call to tool {block.name!r} has input that is not an object.")
-            events.append(ToolCall(block.id, block.name, cast(JsonObject, dict(block.input))))
-    stop = message.stop_reason
-    if stop is None or stop not in _STOP_REASONS:
-        raise UpstreamUnexpected(f"The batch reply {message.id} ended with an unknown stop reason {stop!r}.")
-    usage = message.usage
-    events.append(
-        TurnEnd(
-            stop,
-            Usage(
-                usage.input_tokens or 0,
-                usage.output_tokens or 0,
-                usage.cache_creation_input_tokens or 0,
-                usage.cache_read_input_tokens or 0,
-            ),
-        )
-    )
-    return events
 
 
 def _check_int(name: str, value: object, least: int) -> None:

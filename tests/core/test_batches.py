@@ -10,111 +10,30 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from agl_notebook import Claude, Role, Run, ToolResult, reporting_tool, tool
+from agl_notebook import Claude, Role, Run
 from agl_notebook.errors import BatchRequestError, InputError, UpstreamUnexpected
 from agl_notebook.loop import LoopOutcome
-from agl_notebook.models.anthropic import AnthropicModel
 from agl_notebook.models.batch_state import BatchState, custom_id
 from agl_notebook.models.batches import Batches, BatchStatus
 from agl_notebook.payloads import JsonObject
-from agl_notebook.replay.stores import MemoryStore
-from tests.support.anthropic_api import text, use
+from tests.support.anthropic_api import text
 from tests.support.anthropic_batches import FakeBatches, Outcome, Turn
-from tests.support.steps import Answer, Query
-
-
-async def look_up(query: Query) -> ToolResult:
-    # Handlers that take a while, some longer than others: a wave must wait for every step still running its tools.
-    for _ in range(int(query.text.split()[1]) % 4 * 3):
-        await asyncio.sleep(0)
-    return ToolResult(f"notes on {query.text}")
-
-
-RESEARCHER: Role[Answer] = Role(
-    name="researcher",
-    instructions="Look things up twice, then report.",
-    tools=[
-        tool("look_up", "Look a thing up.", Query, look_up),
-        reporting_tool("report", "Report what you found.", Answer),
-    ],
-    model=Claude.SONNET,
+from tests.support.batch_steps import (
+    RESEARCHER,
+    engine_for,
+    inputs,
+    records,
+    run_batched,
+    run_live,
+    three_turns,
+    topic_of,
 )
-
-
-def topic_of(params: dict[str, Any]) -> str:
-    first = params["messages"][0]["content"][0]["text"]
-    found = re.search(r"topic \d+", first)
-    assert found is not None, first
-    return found[0]
-
-
-def three_turns(params: dict[str, Any]) -> Turn:
-    """Two look-ups, then the report: three requests per step, the replies depending on the conversation."""
-    topic = topic_of(params)
-    n = topic.split()[1]
-    turn = sum(1 for m in params["messages"] if m["role"] == "assistant")
-    usage = {"input_tokens": 100 + turn, "output_tokens": 7, "cache_read": 90 if turn else 0}
-    if turn == 0:
-        return Turn(
-            (text("Looking ", "it up."), use(f"toolu_{n}_1", "look_up", json.dumps({"text": topic}))),
-            "tool_use",
-            **usage,
-        )
-    if turn == 1:
-        return Turn((use(f"toolu_{n}_2", "look_up", json.dumps({"text": topic + " again"})),), "tool_use", **usage)
-    last = params["messages"][-1]["content"][0]["content"]
-    return Turn((use(f"toolu_{n}_3", "report", json.dumps({"summary": f"{topic}: {last}"})),), "tool_use", **usage)
-
-
-def inputs(n: int) -> list[Query]:
-    return [Query(f"topic {i}") for i in range(n)]
-
-
-async def no_wait(seconds: float) -> None:
-    await asyncio.sleep(0)
-
-
-def engine_for(fake: FakeBatches, **kwargs: Any) -> Batches:
-    kwargs.setdefault("poll_first", 0.0)
-    kwargs.setdefault("sleep", no_wait)
-    return Batches(client=fake.client(), **kwargs)
-
-
-async def run_batched(
-    engine: Batches, queries: Sequence[Query], store: MemoryStore | None = None
-) -> tuple[list[LoopOutcome | BaseException], Run]:
-    run = Run(model=engine, store=store)
-    participants = [engine.join(f"researcher/{q.text}") for q in queries]  # every one, before any starts
-
-    async def one(participant: Any, query: Query) -> LoopOutcome:
-        with participant:
-            return await run.step_outcome(RESEARCHER, query)
-
-    outcomes = await asyncio.gather(
-        *(one(p, q) for p, q in zip(participants, queries, strict=True)), return_exceptions=True
-    )
-    return list(outcomes), run
-
-
-async def run_live(fake: FakeBatches, queries: Sequence[Query]) -> tuple[list[LoopOutcome | BaseException], Run]:
-    run = Run(model=AnthropicModel(client=fake.client()))
-    outcomes = await asyncio.gather(*(run.step_outcome(RESEARCHER, q) for q in queries), return_exceptions=True)
-    return list(outcomes), run
-
-
-def records(run: Run) -> list[JsonObject]:
-    """The run's records as JSON, by id, without the time they were made."""
-    out = []
-    for record in sorted(run.store.records(), key=lambda r: r.id):
-        data = record.to_json()
-        data.pop("recorded_at", None)
-        out.append(data)
-    return out
+from tests.support.steps import Answer, Query
 
 
 def batches_per_wave(state: JsonObject) -> list[int]:
@@ -373,9 +292,10 @@ def test_settings_out_of_range_are_input_errors() -> None:
 
 
 async def test_the_fake_lists_and_cancels_batches_through_the_client() -> None:
-    fake = FakeBatches(three_turns, polls=5)
+    fake = FakeBatches(lambda params: Turn((text("Hi."),)), polls=5)
     client = fake.client()
-    request: Any = {"custom_id": "a", "params": {"model": Claude.SONNET, "max_tokens": 10, "messages": []}}
+    message = {"role": "user", "content": "Hello"}
+    request: Any = {"custom_id": "a", "params": {"model": Claude.SONNET, "max_tokens": 10, "messages": [message]}}
     first = await client.messages.batches.create(requests=[request])
     second = await client.messages.batches.create(requests=[request])
     page = await client.messages.batches.list(limit=1)

@@ -98,15 +98,17 @@ class FakeBatch:
     """One batch as the fake keeps it."""
 
     id: str
-    requests: list[dict[str, Any]]
+    requests: list[dict[str, Any]]  # as created (none with ``forget``)
+    answers: list[tuple[str, Outcome, bytes]]  # each request's custom_id, outcome and results line, made at creation
     created_at: datetime.datetime
+    size: int
     retrieves: int = 0
     canceling: bool = False
-    results: list[dict[str, Any]] | None = None  # set when it ends
+    counts: dict[str, int] | None = None  # the tallies of its results, set when it ends
 
     @property
     def ended(self) -> bool:
-        return self.results is not None
+        return self.counts is not None
 
 
 def _time(t: datetime.datetime | None) -> str | None:
@@ -128,6 +130,9 @@ class FakeBatches:
     """The most requests one batch may hold."""
     max_bytes: int = 256_000_000
     """The largest body a create may send."""
+    forget: bool = False
+    """Keep no request, and drop a batch's requests and results once its results were served (so a benchmark's
+    memory is the framework's, not the fake's)."""
     batches: dict[str, FakeBatch] = field(default_factory=dict)
     requests: list[httpx2.Request] = field(default_factory=list)
     live: list[dict[str, Any]] = field(default_factory=list)
@@ -156,7 +161,8 @@ class FakeBatches:
     # --- routing ---------------------------------------------------------------------------------------------------
 
     def handle(self, request: httpx2.Request) -> httpx2.Response:
-        self.requests.append(request)
+        if not self.forget:
+            self.requests.append(request)
         path, method = request.url.path, request.method
         if path == "/v1/messages" and method == "POST":
             params = json.loads(request.content)
@@ -174,10 +180,15 @@ class FakeBatches:
             batch.canceling = not batch.ended
             return _json(self._batch_json(batch))
         if found[2] == "/results" and method == "GET":
-            if batch.results is None:
+            if not batch.ended:
                 return error_response(404, "not_found_error", f"Batch {batch.id} has no results yet.")
-            lines = "".join(json.dumps(r) + "\n" for r in reversed(batch.results))
-            return httpx2.Response(200, headers={"content-type": "application/binary"}, content=lines.encode())
+            lines = b"".join(
+                _line(cid, {"type": "canceled"}) if batch.canceling else line
+                for cid, _, line in reversed(batch.answers)
+            )
+            if self.forget:
+                batch.answers = []
+            return httpx2.Response(200, headers={"content-type": "application/binary"}, content=lines)
         if found[2] is None and method == "GET":
             return self._retrieve(batch)
         return error_response(405, "invalid_request_error", f"{method} {path} is not allowed.")
@@ -208,9 +219,11 @@ class FakeBatches:
                     400, "invalid_request_error", f"requests.{i}.params: model, max_tokens and messages are required."
                 )
         batch_id = f"msgbatch_{len(self.batches) + 1:024d}"
-        batch = self.batches[batch_id] = FakeBatch(
-            batch_id, requests, _EPOCH + datetime.timedelta(minutes=len(self.batches))
-        )
+        # Each request's fate and results line are made now, so an in-flight batch holds little (see ``forget``).
+        answers = [self._answer(r["custom_id"], r["params"]) for r in requests]
+        created_at = _EPOCH + datetime.timedelta(minutes=len(self.batches))
+        batch = FakeBatch(batch_id, [] if self.forget else requests, answers, created_at, len(requests))
+        self.batches[batch_id] = batch
         return _json(self._batch_json(batch))
 
     def _retrieve(self, batch: FakeBatch) -> httpx2.Response:
@@ -219,12 +232,13 @@ class FakeBatches:
             return error_response(404, "not_found_error", f"Message batch {batch.id} not found.")
         answered = batch.retrieves - (1 if self.not_found_first else 0)
         if not batch.ended and (answered > self.polls or batch.canceling):
-            batch.results = [self._result(r, batch.canceling) for r in batch.requests]
+            batch.counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
+            for _, outcome, _ in batch.answers:
+                batch.counts["canceled" if batch.canceling else "errored" if outcome == "invalid" else outcome] += 1
         return _json(self._batch_json(batch))
 
-    def _result(self, request: dict[str, Any], canceled: bool) -> dict[str, Any]:
-        custom_id, params = request["custom_id"], request["params"]
-        outcome: Outcome = "canceled" if canceled else self.outcome(custom_id, params)
+    def _answer(self, custom_id: str, params: dict[str, Any]) -> tuple[str, Outcome, bytes]:
+        outcome = self.outcome(custom_id, params)
         result: dict[str, Any]
         if outcome == "succeeded":
             message = self.script(params).message(params["model"], f"msg_{custom_id}")
@@ -241,15 +255,10 @@ class FakeBatches:
             }
         else:
             result = {"type": outcome}
-        return {"custom_id": custom_id, "result": result}
+        return custom_id, outcome, _line(custom_id, result)
 
     def _batch_json(self, batch: FakeBatch) -> dict[str, Any]:
-        counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
-        if batch.results is None:
-            counts["processing"] = len(batch.requests)
-        else:
-            for r in batch.results:
-                counts[r["result"]["type"]] += 1
+        counts = batch.counts or {"processing": batch.size, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
         ended_at = batch.created_at + datetime.timedelta(minutes=30) if batch.ended else None
         return {
             "id": batch.id,
@@ -280,6 +289,10 @@ class FakeBatches:
                 "last_id": page[-1].id if page else None,
             }
         )
+
+
+def _line(custom_id: str, result: dict[str, Any]) -> bytes:
+    return (json.dumps({"custom_id": custom_id, "result": result}) + "\n").encode()
 
 
 def _json(data: dict[str, Any]) -> httpx2.Response:
