@@ -295,6 +295,9 @@ class Batches:
         """Answer a request (events or an error), once; its participant no longer waits on it."""
         if pending.settled or pending.abandoned:
             return
+        if pending.future.cancelled():  # its step was cancelled and has not resumed yet to say so
+            self._abandon(pending)
+            return
         pending.settled = True
         self._out_of_wave(pending)
         self._wait(pending.participant, -1)

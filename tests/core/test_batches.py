@@ -307,3 +307,26 @@ async def test_the_fake_lists_and_cancels_batches_through_the_client() -> None:
     assert ended.processing_status == "ended" and ended.request_counts.canceled == 1
     results = [r async for r in await client.messages.batches.results(first.id)]
     assert [(r.custom_id, r.result.type) for r in results] == [("a", "canceled")]
+
+
+async def test_a_step_cancelled_as_its_batch_ends_leaves_the_others_their_replies() -> None:
+    fake = FakeBatches(three_turns, polls=1)
+    tasks: list[asyncio.Task[Answer]] = []
+
+    def on_status(status: BatchStatus) -> None:
+        if status.processing_status == "ended" and status.wave == 1:
+            tasks[1].cancel()  # before the results are read: its reply arrives (first) for a step no longer waiting
+
+    engine = engine_for(fake, on_status=on_status)
+    run = Run(model=engine)
+    participants = [engine.join(f"k{i}") for i in range(2)]
+
+    async def one(i: int) -> Answer:
+        with participants[i]:
+            return await run.step(RESEARCHER, Query(f"topic {i}"))
+
+    tasks.extend(asyncio.ensure_future(one(i)) for i in range(2))
+    first, second = await asyncio.gather(*tasks, return_exceptions=True)
+    assert first == Answer("topic 0: notes on topic 0 again")
+    assert isinstance(second, asyncio.CancelledError)
+    assert [len(b.requests) for b in fake.creations] == [2, 1, 1]
