@@ -16,17 +16,19 @@ from typing import Any
 import pytest
 
 from agl_notebook import Claude, Role, Run
-from agl_notebook.errors import BatchRequestError, InputError, UpstreamUnexpected
+from agl_notebook.errors import BatchRequestError, InputError, MissingCredentialsError, UpstreamUnexpected
 from agl_notebook.loop import LoopOutcome
 from agl_notebook.models.batch_state import BatchState, custom_id
 from agl_notebook.models.batches import Batches, BatchStatus
 from agl_notebook.payloads import JsonObject
+from agl_notebook.replay.stores import MemoryStore
 from tests.support.anthropic_api import text
 from tests.support.anthropic_batches import FakeBatches, Outcome, Turn
 from tests.support.batch_steps import (
     RESEARCHER,
     engine_for,
     inputs,
+    no_wait,
     records,
     run_batched,
     run_live,
@@ -330,3 +332,19 @@ async def test_a_step_cancelled_as_its_batch_ends_leaves_the_others_their_replie
     assert first == Answer("topic 0: notes on topic 0 again")
     assert isinstance(second, asyncio.CancelledError)
     assert [len(b.requests) for b in fake.creations] == [2, 1, 1]
+
+
+async def test_recorded_steps_replay_and_leave_without_a_batch() -> None:
+    fake = FakeBatches(three_turns, polls=0)
+    store = MemoryStore()
+    first, _ = await run_batched(engine_for(fake), inputs(4), store)
+    again, _ = await run_batched(engine_for(fake), inputs(4), store)
+    assert len(fake.creations) == 3  # the second map replayed every step from its record
+    assert [o.result for o in again if isinstance(o, LoopOutcome)] == [
+        o.result for o in first if isinstance(o, LoopOutcome)
+    ]
+
+
+async def test_without_credentials_each_step_fails_saying_how_to_get_them() -> None:
+    outcomes, _ = await run_batched(Batches(poll_first=0.0, sleep=no_wait), inputs(2))
+    assert all(isinstance(o, MissingCredentialsError) and "ANTHROPIC_API_KEY" in str(o) for o in outcomes)
