@@ -268,6 +268,11 @@ class Batches:
         self._idle += 1
         return participant
 
+    def engine_record(self) -> JsonObject | None:
+        """What answered the running step, for its record: its participant's batches (None outside one)."""
+        participant = _current.get()
+        return participant.engine_record() if participant is not None and participant._engine is self else None
+
     @property
     def state(self) -> JsonObject:
         """The engine's state as plain JSON (what ``on_state`` is given)."""

@@ -8,10 +8,11 @@ The format (docs/recordings.md), version `FORMAT`::
               "role": ..., "backend": ..., "input": ..., "result": ..., "transcript": [...],
               "questions": [{"tool_call_id", "text", "inputs", "answer"}],
               "decisions": [{"tool_call_id", "tool", "decision", "always", "arguments"?, "message"?, "by"?}],
-              "usage": {...}, "tape": [...], "recorded_at": ...}
+              "usage": {...}, "tape": [...], "engine": {...}, "recorded_at": ...}
 
 ``decisions`` (approvals of tool calls) came after format 1 was first written: it is left out when empty, so
-records without it read as they did.
+records without it read as they did. So did ``engine`` (what answered a step besides its backend: a batch engine's
+batches), left out when a live backend answered; it is recorded, never fingerprinted.
 
 Reading never executes anything: it is `json` plus checks of each field's type. A record that fails the checks is
 reported with its position and kept aside untouched, so writing the block back loses nothing.
@@ -80,6 +81,9 @@ class StepRecord:
     tape: tuple[JsonValue, ...] = ()
     """A unit of work's effects in order (model replies, API responses, answers), which replay it; empty for a
     step, whose transcript replays it."""
+    engine: JsonObject | None = None
+    """What answered the step when not its backend's live API alone (the Message Batches engine: ``{"engine":
+    "batches", "answered_by": [batch id or "live", ...]}``); None for a live step. Never part of the fingerprint."""
     kind: str = field(default="step", init=False)
     format: int = field(default=FORMAT, init=False)
 
@@ -117,6 +121,8 @@ class StepRecord:
             data["usage"] = usage
         if self.tape:
             data["tape"] = list(self.tape)
+        if self.engine is not None:
+            data["engine"] = dict(self.engine)
         data["recorded_at"] = self.recorded_at
         return data
 
@@ -147,6 +153,9 @@ def record_from_json(data: JsonValue, *, where: str = "record") -> StepRecord:
     tape = data.get("tape", [])
     if not isinstance(tape, list):
         raise InputError(f"{where}.tape: expected a list of effects.")
+    engine = data.get("engine")
+    if engine is not None and not isinstance(engine, dict):
+        raise InputError(f"{where}.engine: expected an object (what answered the step).")
     cell_id = data.get("cell_id")
     occurrence = data.get("occurrence")
     if not isinstance(occurrence, int) or isinstance(occurrence, bool) or occurrence < 0:
@@ -166,6 +175,7 @@ def record_from_json(data: JsonValue, *, where: str = "record") -> StepRecord:
         cell_id=cell_id if isinstance(cell_id, str) else None,
         recorded_at=str(data.get("recorded_at", "")),
         tape=tuple(tape),
+        engine=engine,
     )
 
 

@@ -15,7 +15,7 @@ from .._scope import StepScope
 from ..errors import InputError, ReplayMissError
 from ..events import Event, QuestionAnswered, QuestionAsked, StepFinished
 from ..loop import LoopOutcome, LoopTool, Reporting, run_loop
-from ..models.base import Model, ModelEvent, ModelRequest, TextDelta, ToolCall, ToolSpec, TurnEnd
+from ..models.base import Model, ModelEvent, ModelRequest, TextDelta, ToolCall, ToolSpec, TurnEnd, model_engine_record
 from ..payloads import JsonValue, dump, payload_spec
 from ..replay.fingerprint import Fingerprint, fingerprint
 from ..replay.records import RecordedQuestion, StepRecord
@@ -195,6 +195,7 @@ class StepPlan:
             usage=outcome.usage,
             cell_id=cell_id,
             recorded_at=now(),
+            engine=model_engine_record(self.model),
         )
 
     def finished(self, outcome: LoopOutcome) -> Event:

@@ -21,6 +21,7 @@ from agl_notebook.loop import LoopOutcome
 from agl_notebook.models.batch_state import BatchState, custom_id
 from agl_notebook.models.batches import Batches, BatchStatus
 from agl_notebook.payloads import JsonObject
+from agl_notebook.replay.records import record_from_json
 from agl_notebook.replay.stores import MemoryStore
 from tests.support.anthropic_api import text
 from tests.support.anthropic_batches import FakeBatches, Outcome, Turn
@@ -62,8 +63,12 @@ async def test_a_three_turn_role_over_200_inputs_makes_three_batches_and_equals_
         assert (b.result, b.transcript, b.usage, b.requests) == (lv.result, lv.transcript, lv.usage, lv.requests)
     assert batched[7].result == Answer("topic 7: notes on topic 7 again")  # type: ignore[union-attr]
     assert records(batch_run) == records(live_run)
-    # The backend recorded (and fingerprinted) is the live one's; the engine is not part of it.
+    # The backend recorded (and fingerprinted) is the live one's; the engine is recorded beside it.
     assert {r["backend"] for r in records(batch_run)} == {f"anthropic:{Claude.SONNET}"}
+    answered = {"engine": "batches", "answered_by": [b.id for b in fake.creations]}
+    assert all(r.engine == answered for r in batch_run.store.records())
+    assert all(r.engine is None and "engine" not in r.to_json() for r in live_run.store.records())
+    assert all(record_from_json(r.to_json()) == r for r in batch_run.store.records())
     # Each batch was polled until it ended, and every poll was told.
     ended = [s for s in statuses if s.processing_status == "ended"]
     assert [s.wave for s in ended] == [1, 2, 3]
@@ -192,6 +197,11 @@ async def test_expired_requests_run_live_when_asked() -> None:
     assert [len(b.requests) for b in fake.creations] == [3, 3, 3]
     _, live_run = await run_live(FakeBatches(three_turns), inputs(3))
     assert records(batch_run) == records(live_run)
+    engines = {r.input["text"]: r.engine for r in batch_run.store.records()}  # type: ignore[call-overload, index]
+    assert engines["topic 1"] == {
+        "engine": "batches",
+        "answered_by": ["live", fake.creations[1].id, fake.creations[2].id],
+    }
 
 
 async def test_a_404_just_after_creation_is_polled_again() -> None:
@@ -252,6 +262,10 @@ async def test_a_restarted_engine_re_attaches_to_the_batches_in_flight() -> None
     _, live_run = await run_live(FakeBatches(three_turns), inputs(6))
     assert records(run) == records(live_run)
     assert batches_per_wave(saved[-1]) == [1, 1, 1]
+    # Answered by the first session's two batches and the one this session created.
+    assert {json.dumps(r.engine) for r in run.store.records()} == {
+        json.dumps({"engine": "batches", "answered_by": [b.id for b in fake.creations]})
+    }
 
 
 async def test_a_request_that_changed_since_is_sent_again() -> None:

@@ -103,10 +103,11 @@ async def run_live(fake: FakeBatches, queries: Sequence[Query]) -> tuple[list[Lo
 
 
 def records(run: Run) -> list[JsonObject]:
-    """The run's records as JSON, by id, without the time they were made."""
+    """The run's records as JSON, by id, without the time they were made and the engine that answered."""
     out = []
     for record in sorted(run.store.records(), key=lambda r: r.id):
         data = record.to_json()
         data.pop("recorded_at", None)
+        data.pop("engine", None)  # what answered: the one part a batched record has that a live one has not
         out.append(data)
     return out
