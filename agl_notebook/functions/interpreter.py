@@ -42,6 +42,7 @@ from ..replay import modes
 from ..run.units import UnitOutcome
 from ..run.views import EventSink
 from ..screens import ChoiceInput, ConfirmInput, Input, NumberInput, Screen, TextInput
+from ..tools import with_report_instruction
 from ..transcript import user_text
 from ._http import build_request, send
 from ._tape import Tape, TapeModel, error_entry
@@ -320,7 +321,9 @@ def _fresh(run: Run | None) -> Run:
 def _backend_for(run: Run, model_id: str) -> str:
     if run.model is not None:
         return run.model.backend_id(model_id)
-    return f"anthropic:{model_id}" if model_id else "anthropic:?"
+    from ..models import resolve_backend_id  # the one place that knows which backend a model id string gets
+
+    return resolve_backend_id(model_id or "?")
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -643,11 +646,8 @@ class _TopLevelCall:
         headers = {name: t.render(variables) for name, t in args.headers}
         body = to_json(args.body.render(variables)) if args.body is not None else None
         request = build_request(profile, args.method, path, query, headers, body, args.timeout)
-        if not self.tape.replaying and modes.session.block_model_calls:
-            raise ModelCallBlockedError(
-                f"{command.path} would send {args.method} {request.public_url}, and network "
-                "calls are blocked here (under nbval). Record the call first."
-            )
+        if not self.tape.replaying:
+            modes.refuse_blocked_call(f"{command.path} would send {args.method} {request.public_url}")
         self.emit(ApiRequested(profile.name, args.method, request.public_url))
         try:
             status, value = await send(
@@ -688,9 +688,7 @@ class _TopLevelCall:
                 _validator(args.output, self.limits, enforce_required=True),
                 lambda payload: to_json(payload),
             )
-            system = (f"{system.rstrip()}\n\n" if system.strip() else "") + (
-                f"When you have the result, hand it back by calling the `{name}` tool. Calling it ends your work."
-            )
+            system = with_report_instruction(system, name, ends="your work")
         model, model_id, backend = self._model_for(args.model, command)
         outcome = await run_loop(
             model=TapeModel(model, backend, self.tape),
@@ -723,11 +721,8 @@ class _TopLevelCall:
             from ..models import resolve_model
 
             chosen = resolve_model(model_id)
-        if modes.session.block_model_calls and model_network(chosen):
-            raise ModelCallBlockedError(
-                f"{command.path} would call a model, and model calls are blocked here "
-                "(under nbval). Record the call first."
-            )
+        if model_network(chosen):
+            modes.refuse_blocked_call(f"{command.path} would call a model")
         return chosen, model_id, backend
 
     def _loop_tool(self, fn: Function, path: str) -> LoopTool:

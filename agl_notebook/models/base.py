@@ -127,3 +127,11 @@ def model_network(model: object) -> bool:
 def model_intercepts_markup(model: object) -> bool:
     """Whether tool calls ``model`` writes as markup become calls (``intercept_markup``; True by default)."""
     return bool(getattr(model, "intercept_markup", True))
+
+
+def resolve_backend_id(model_id: str) -> str:
+    """The backend id `agl_notebook.models.resolve_model` gives for ``model_id``, without loading that backend.
+
+    A fingerprint names the backend a live run would use; a replay needs that name, not the backend.
+    """
+    return f"anthropic:{model_id}"
