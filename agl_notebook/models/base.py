@@ -7,9 +7,10 @@ state, so any request can be replayed or retried as it is.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from ..payloads import JsonObject
 from ..transcript import Message
@@ -117,6 +118,18 @@ class Model(Protocol):
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Stream one reply to ``request``; the last event is a `TurnEnd`."""
         ...
+
+
+def is_model(value: object) -> bool:
+    """Whether ``value`` is a `Model`: checked once per class (a protocol's isinstance costs about 15 µs on 3.11)."""
+    cls: type[Any] = type(value)
+    known = _model_classes.get(cls)
+    if known is None:
+        known = _model_classes[cls] = issubclass(cls, Model)
+    return known or isinstance(value, Model)
+
+
+_model_classes: weakref.WeakKeyDictionary[type[Any], bool] = weakref.WeakKeyDictionary()
 
 
 def model_network(model: object) -> bool:
