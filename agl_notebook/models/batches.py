@@ -34,7 +34,7 @@ from .._secret_logs import scrub_logs
 from ..errors import BatchRequestError, InputError, UpstreamUnexpected
 from ..payloads import JsonObject, JsonValue
 from .anthropic import AnthropicModel, _client_from_environment, request_params
-from .base import ModelEvent, ModelRequest
+from .base import ModelEvent, ModelRequest, TurnEnd, Usage
 from .batch_replies import BatchStatus, message_events, status_of
 from .batch_state import BatchState, KnownBatch, custom_id, request_digest
 
@@ -68,6 +68,8 @@ class Participant:
         """The caller's key for this step (a map item's record key); its requests' ``custom_id`` derive from it."""
         self.answered_by: list[str] = []
         """For each of its requests answered so far, in order: the batch id, or ``live``."""
+        self.live_usage = Usage()
+        """The tokens of its requests answered live (``on_expired="live"``), priced at the live rate."""
         self._engine = engine
         self._asked = 0
         self._waiting = 0
@@ -80,8 +82,21 @@ class Participant:
         return self._left
 
     def engine_record(self) -> JsonObject:
-        """What answered this step, for its record: the engine is recorded, never fingerprinted."""
-        return {"engine": "batches", "answered_by": list(self.answered_by)}
+        """What answered this step, for its record (recorded, never fingerprinted).
+
+        ``{"engine": "batches", "answered_by": [...]}``, and ``live_usage`` (token counts) when some requests were
+        answered live: the rest of the step's usage was spent in batches.
+        """
+        record: JsonObject = {"engine": "batches", "answered_by": list(self.answered_by)}
+        if "live" in self.answered_by:
+            usage = self.live_usage
+            record["live_usage"] = {
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+                "cache_creation_input_tokens": usage.cache_creation_input_tokens,
+                "cache_read_input_tokens": usage.cache_read_input_tokens,
+            }
+        return record
 
     def leave(self) -> None:
         """Leave the engine's waves (done when the ``with`` block ends; leaving twice is nothing)."""
@@ -310,6 +325,8 @@ class Batches:
             pending.future.set_exception(events)
         else:
             pending.participant.answered_by.append(by)
+            if by == "live":
+                pending.participant.live_usage += next(e.usage for e in events if isinstance(e, TurnEnd))
             pending.future.set_result(events)
         self._changed()
 

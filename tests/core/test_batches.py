@@ -13,6 +13,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import anthropic
+import httpx2
 import pytest
 
 from agl_notebook import Claude, Role, Run
@@ -23,7 +25,7 @@ from agl_notebook.models.batches import Batches, BatchStatus
 from agl_notebook.payloads import JsonObject
 from agl_notebook.replay.records import record_from_json
 from agl_notebook.replay.stores import MemoryStore
-from tests.support.anthropic_api import text
+from tests.support.anthropic_api import error_response, text
 from tests.support.anthropic_batches import FakeBatches, Outcome, Turn
 from tests.support.batch_steps import (
     RESEARCHER,
@@ -201,7 +203,14 @@ async def test_expired_requests_run_live_when_asked() -> None:
     assert engines["topic 1"] == {
         "engine": "batches",
         "answered_by": ["live", fake.creations[1].id, fake.creations[2].id],
+        "live_usage": {
+            "input_tokens": 100,
+            "output_tokens": 7,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        },
     }
+    assert "live_usage" not in engines["topic 0"]  # type: ignore[operator]
 
 
 async def test_a_404_just_after_creation_is_polled_again() -> None:
@@ -362,3 +371,23 @@ async def test_recorded_steps_replay_and_leave_without_a_batch() -> None:
 async def test_without_credentials_each_step_fails_saying_how_to_get_them() -> None:
     outcomes, _ = await run_batched(Batches(poll_first=0.0, sleep=no_wait), inputs(2))
     assert all(isinstance(o, MissingCredentialsError) and "ANTHROPIC_API_KEY" in str(o) for o in outcomes)
+
+
+async def test_a_refused_create_fails_the_steps_it_carried_with_the_sdk_error() -> None:
+    fake = FakeBatches(three_turns, polls=0)
+    handle = fake.handle
+    refused = [0]
+
+    def refuse_second_wave(request: httpx2.Request) -> httpx2.Response:
+        if request.method == "POST" and request.url.path == "/v1/messages/batches" and len(fake.creations) == 1:
+            refused[0] += 1
+            return error_response(500, "api_error", "Internal server error")
+        return handle(request)
+
+    fake.handle = refuse_second_wave  # type: ignore[method-assign]
+    engine = Batches(client=fake.client(max_retries=1), poll_first=0.0, sleep=no_wait)
+    outcomes, run = await run_batched(engine, inputs(3))
+    assert refused == [2]  # the SDK's own retry, then the error
+    assert all(isinstance(o, anthropic.InternalServerError) and "Internal server error" in str(o) for o in outcomes)
+    assert list(run.store.records()) == []
+    assert len(fake.creations) == 1
