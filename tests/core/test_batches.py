@@ -391,3 +391,32 @@ async def test_a_refused_create_fails_the_steps_it_carried_with_the_sdk_error() 
     assert all(isinstance(o, anthropic.InternalServerError) and "Internal server error" in str(o) for o in outcomes)
     assert list(run.store.records()) == []
     assert len(fake.creations) == 1
+
+
+async def test_a_restart_between_the_batches_of_a_split_wave_submits_each_request_once() -> None:
+    fake = FakeBatches(three_turns, polls=2, max_requests=4)
+    saved: list[JsonObject] = []
+    third = asyncio.Event()
+
+    def persist(state: JsonObject) -> None:
+        saved.append(state)
+        if len(fake.creations) == 3:  # wave 2's first batch: its second is not created yet
+            third.set()
+
+    task = asyncio.ensure_future(run_batched(engine_for(fake, max_requests=4, on_state=persist), inputs(7)))
+    await third.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.sleep(0)  # a creation under way when the interrupt came completes (shielded) and is kept
+    before = len(fake.creations)
+    assert batches_per_wave(saved[-1])[0] == 2 and sum(batches_per_wave(saved[-1])) == before
+
+    restarted = engine_for(fake, max_requests=4, state=saved[-1])
+    outcomes, run = await run_batched(restarted, inputs(7))
+    assert all(isinstance(o, LoopOutcome) for o in outcomes)
+    assert len(fake.creations) == before + restarted.creations
+    sent = [(r["custom_id"], json.dumps(r["params"], sort_keys=True)) for b in fake.creations for r in b.requests]
+    assert len(sent) == len(set(sent)) == 7 * 3  # every request once, none twice
+    _, live_run = await run_live(FakeBatches(three_turns), inputs(7))
+    assert records(run) == records(live_run)

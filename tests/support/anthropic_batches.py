@@ -15,8 +15,9 @@
 - ``POST /v1/messages``: a live, streamed reply (server-sent events) from the same script.
 
 Each request is answered by ``script(params)``, a `Turn` (the blocks of `tests.support.anthropic_api`, a stop
-reason, usage), unless ``outcome(custom_id, params)`` says it errored, expired or was canceled. Formats follow the
-installed SDK's types (``anthropic.types.messages.MessageBatch``, ``MessageBatchIndividualResponse``).
+reason, usage), unless ``outcome(custom_id, params)`` says it errored, expired or was canceled; both are asked once
+per request, when its batch is created (a batch canceled before it ends answers every request ``canceled``). Formats
+follow the installed SDK's types (``anthropic.types.messages.MessageBatch``, ``MessageBatchIndividualResponse``).
 """
 
 from __future__ import annotations
