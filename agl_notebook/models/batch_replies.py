@@ -2,6 +2,8 @@
 
 A batch's reply is a whole ``Message``; `message_events` turns it into the events the live stream of the same reply
 gives (the text of each text block, each tool call, the stop reason and usage), so the loop cannot tell them apart.
+`batch_statuses` and `cancel_batches` tell and cancel the batches of an engine's saved state (what
+``agl-notebook batches list | cancel`` shows for a notebook).
 """
 
 from __future__ import annotations
@@ -10,14 +12,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast, get_args
 
 from ..errors import UpstreamUnexpected
-from ..payloads import JsonObject
+from ..payloads import JsonObject, JsonValue
 from .base import ModelEvent, StopReason, TextDelta, ToolCall, TurnEnd, Usage
+from .batch_state import BatchState
 
 if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic
     from anthropic.types import Message
     from anthropic.types.messages import MessageBatch
 
-__all__ = ["BatchStatus", "message_events", "status_of"]
+__all__ = ["BatchStatus", "batch_statuses", "cancel_batches", "message_events", "status_of"]
 
 _STOP_REASONS: frozenset[str] = frozenset(get_args(StopReason))
 
@@ -93,3 +97,28 @@ def message_events(message: Message) -> list[ModelEvent]:
         )
     )
     return events
+
+
+async def batch_statuses(client: AsyncAnthropic, state: JsonValue) -> list[BatchStatus]:
+    """The status of every batch of an engine's saved ``state``, as the API tells it now, in the order created.
+
+    Raises:
+        InputError: ``state`` is not an engine's state.
+        anthropic.APIStatusError: The API refused to tell (a batch of another workspace is a ``NotFoundError``).
+    """
+    known = BatchState.from_json(state).batches
+    return [status_of(await client.messages.batches.retrieve(b.id), b.wave) for b in known]
+
+
+async def cancel_batches(client: AsyncAnthropic, state: JsonValue) -> list[BatchStatus]:
+    """Cancel every batch of ``state`` still in progress; the statuses of those canceled (``canceling``).
+
+    A canceled batch ends with its unfinished requests ``canceled``; an engine re-attaching to it sends them again in
+    its next wave (up to its ``retries``), or live with ``on_expired="live"``.
+    """
+    canceled: list[BatchStatus] = []
+    for known in BatchState.from_json(state).batches:
+        batch = await client.messages.batches.retrieve(known.id)
+        if batch.processing_status == "in_progress":
+            canceled.append(status_of(await client.messages.batches.cancel(known.id), known.wave))
+    return canceled

@@ -20,6 +20,7 @@ import pytest
 from agl_notebook import Claude, Role, Run
 from agl_notebook.errors import BatchRequestError, InputError, MissingCredentialsError, UpstreamUnexpected
 from agl_notebook.loop import LoopOutcome
+from agl_notebook.models.batch_replies import batch_statuses, cancel_batches
 from agl_notebook.models.batch_state import BatchState, custom_id
 from agl_notebook.models.batches import Batches, BatchStatus
 from agl_notebook.payloads import JsonObject
@@ -419,4 +420,37 @@ async def test_a_restart_between_the_batches_of_a_split_wave_submits_each_reques
     sent = [(r["custom_id"], json.dumps(r["params"], sort_keys=True)) for b in fake.creations for r in b.requests]
     assert len(sent) == len(set(sent)) == 7 * 3  # every request once, none twice
     _, live_run = await run_live(FakeBatches(three_turns), inputs(7))
+    assert records(run) == records(live_run)
+
+
+async def test_the_batches_of_a_saved_state_are_told_and_canceled() -> None:
+    fake = FakeBatches(three_turns, polls=3)
+    saved: list[JsonObject] = []
+    wave_two = asyncio.Event()
+
+    def persist(state: JsonObject) -> None:
+        saved.append(state)
+        if len(fake.creations) == 2:
+            wave_two.set()
+
+    task = asyncio.ensure_future(run_batched(engine_for(fake, on_state=persist), inputs(4)))
+    await wave_two.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    client = fake.client()
+    statuses = await batch_statuses(client, saved[-1])
+    assert [(s.batch_id, s.wave, s.processing_status) for s in statuses] == [
+        (fake.creations[0].id, 1, "ended"),
+        (fake.creations[1].id, 2, "in_progress"),
+    ]
+    canceled = await cancel_batches(client, saved[-1])
+    assert [(s.batch_id, s.processing_status) for s in canceled] == [(fake.creations[1].id, "canceling")]
+    assert fake.calls("POST", r"/v1/messages/batches/[^/]+/cancel") == 1
+
+    # Re-attached, the canceled wave's requests come back canceled and go into a new batch.
+    outcomes, run = await run_batched(engine_for(fake, state=saved[-1]), inputs(4))
+    assert all(isinstance(o, LoopOutcome) for o in outcomes)
+    assert [len(b.requests) for b in fake.creations] == [4, 4, 4, 4]
+    _, live_run = await run_live(FakeBatches(three_turns), inputs(4))
     assert records(run) == records(live_run)
