@@ -60,7 +60,8 @@ class Participant:
     """One step whose requests go through a `Batches` engine; made by `Batches.join`.
 
     Run the step inside it (``with participant: await run.step(...)``): its requests join the engine's waves, and
-    it leaves when the block ends, so waves no longer wait for it.
+    it leaves when the block ends, so waves no longer wait for it. Every participant's step runs on the event loop
+    the engine serves (not in `Run.step_sync`, which gives a step a loop of its own).
     """
 
     def __init__(self, engine: Batches, key: str) -> None:
