@@ -155,11 +155,18 @@ async def run_map(
             tasks.append(asyncio.ensure_future(run_item(item)))
         await asyncio.gather(*tasks)
         state.state = "stopped" if len(tasks) < len(state.items) else "finished"
-    except BaseException:
+    except BaseException as e:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         state.state = "interrupted"
+        if env is not None and isinstance(e, KeyboardInterrupt | asyncio.CancelledError):
+            from ..interrupts import StepInterrupted
+
+            raise StepInterrupted(
+                f"The map {key!r} was interrupted: the {state.done} items that finished keep their records; "
+                f"run the cell again to run the other {state.total - state.done} (the finished ones replay)."
+            ) from None
         raise
     finally:
         for item in state.items[len(tasks) :]:

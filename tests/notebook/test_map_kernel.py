@@ -1,0 +1,85 @@
+"""run.map in a real kernel, through the real anthropic client against the fake Messages API (inside the kernel).
+
+Interrupted halfway, the map keeps the records of the items that finished; running the cell again sends requests
+for the unfinished items only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.kernel_harness import WIDGET_MIME, Kernel, started_kernel
+
+SETUP = """
+import asyncio, json
+import anthropic, httpx2
+from agl_notebook import Role, Run, reporting_tool
+from agl_notebook.models.anthropic import AnthropicModel
+from tests.support.anthropic_api import BASE_URL, KEY, reply, stream_response, use
+from tests.support.steps import Answer, Query
+
+SEEN = []    # the item of every request the fake API was sent
+HANG = set()  # items whose request never gets an answer (until the kernel is interrupted)
+
+async def handle(request):
+    body = json.loads(request.content)
+    text = json.loads(body["messages"][0]["content"][0]["text"].split("\\n", 1)[1])["text"]
+    SEEN.append(text)
+    if text in HANG:
+        await asyncio.sleep(3600)
+    args = json.dumps({"summary": "about " + text})
+    return stream_response(reply(use("toolu_1", "report_answer", args), stop_reason="tool_use"))
+
+client = anthropic.AsyncAnthropic(
+    api_key=KEY, base_url=BASE_URL, http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handle))
+)
+summarizer = Role(
+    "summarizer",
+    instructions="Summarize the text.",
+    model="claude-opus-5-5",
+    accepts=(Query,),
+    tools=[reporting_tool("report_answer", "Report what you found.", Answer)],
+)
+INPUTS = [Query(f"t{i}") for i in range(20)]
+HANG.update(f"t{i}" for i in range(10, 20))
+"""
+
+CELL = "run = Run(model=AnthropicModel(client=client))\nresults = await run.map(summarizer, INPUTS, concurrency=4)"
+
+
+@pytest.fixture
+def kernel(tmp_path: Path) -> Iterator[Kernel]:
+    with started_kernel(tmp_path, SETUP) as k:
+        yield k
+
+
+def live_html(kernel: Kernel) -> str:
+    htmls = [state.get("html", "") for state in kernel.widgets.values() if state.get("_model_name") == "AnyModel"]
+    return htmls[0] if htmls else ""
+
+
+def test_an_interrupted_map_keeps_its_finished_items_and_a_re_run_requests_only_the_rest(kernel: Kernel) -> None:
+    first = kernel.execute(CELL, cell_id="map-cell")
+    kernel.wait_for(lambda: "10 done, 0 failed, 4 running, 6 queued" in live_html(kernel), timeout=60)
+    kernel.km.interrupt_kernel()
+    reply = kernel.wait_reply(first)["content"]
+    assert reply["status"] == "error" and reply["ename"] == "StepInterrupted", reply
+    assert "the 10 items that finished keep their records" in reply["evalue"]
+    final = kernel.step_display(first)
+    assert WIDGET_MIME not in final["data"]
+    assert "(interrupted)" in final["data"]["text/plain"]
+    assert len(final["metadata"]["agl_notebook"]["records"]) == 10
+    assert kernel.widgets == {}, "no live widget is left behind"
+
+    kernel.run("SEEN.clear(); HANG.clear()")
+    second = kernel.execute(CELL, cell_id="map-cell")
+    kernel.wait_reply(second)
+    check = kernel.execute("print(sorted(SEEN, key=lambda t: int(t[1:])), len(results.failures))")
+    kernel.wait_reply(check)
+    assert kernel.stream(check) == str([f"t{i}" for i in range(10, 20)]) + " 0\n"  # only the unfinished items
+    final = kernel.step_display(second)
+    assert final["data"]["text/plain"].startswith("map 'summarizer' of role 'summarizer': 20 items: 20 done")
+    assert len(final["metadata"]["agl_notebook"]["records"]) == 20
