@@ -21,7 +21,9 @@ Errors, by whose move it was:
   backoff and its ``x-should-retry`` header; ``max_retries`` is the client's, the SDK's default 2 unless given), but
   are made here, each attempt sent with the SDK's retries off: the SDK honours a ``retry-after`` of up to 49 days,
   so one hostile or broken 429 could stall a step for hours. A wait is capped at ``max_retry_wait`` (60 s), and
-  while it lasts the step's live view says so (a `ModelRetryWaiting` event, never part of the final view).
+  while it lasts the step's live view says so (a `ModelRetryWaiting` event, never part of the final view). Inside
+  a ``run.map`` item the map's pacer (`agl_notebook._map_scope`) takes over: it says how often to retry and how
+  long a wait may be, and every attempt waits for its slot and tells it the outcome (docs/map.md).
 - What the stream itself gets wrong is an `UpstreamUnexpected`: tool input that is not a JSON object, a stream that
   ends without ``message_stop``, a missing or unknown stop reason. Output cut off by ``max_tokens`` inside a tool call
   is a `ModelOutputTruncatedError` naming the tool.

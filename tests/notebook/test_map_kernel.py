@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,3 +84,62 @@ def test_an_interrupted_map_keeps_its_finished_items_and_a_re_run_requests_only_
     final = kernel.step_display(second)
     assert final["data"]["text/plain"].startswith("map 'summarizer' of role 'summarizer': 20 items: 20 done")
     assert len(final["metadata"]["agl_notebook"]["records"]) == 20
+
+
+HEADLESS = """
+from agl_notebook import Role, Run, ScriptedModel, Screen, TextInput, ToolResult, reporting_tool, tool
+from tests.support.steps import Answer, Query
+
+async def ask_day(query):
+    day = await run.terminal.ask(Screen(f"Which day for {query.text}?", [TextInput("Day")]))
+    return ToolResult(day)
+
+asker = Role(
+    "asker",
+    instructions="Ask, then report.",
+    accepts=(Query,),
+    tools=[tool("ask_day", "Ask which day.", Query, ask_day), reporting_tool("report_answer", "Report.", Answer)],
+)
+
+def script(request):
+    if len(request.messages) == 1:
+        text = request.messages[0].text.split('"text": "')[1].split('"')[0]
+        return {"calls": [{"name": "ask_day", "args": {"text": text}}]}
+    return {"calls": [{"name": "report_answer", "args": {"summary": "on " + request.messages[-1].content[0].content}}]}
+
+run = Run(model=ScriptedModel(script))
+results = await run.map(asker, [Query("alpha"), Query("beta"), Query("gamma")], concurrency=3)
+print([r.summary if hasattr(r, "summary") else type(r.error).__name__ for r in results])
+"""
+
+
+def _run_headless(tmp_path: Path, answers: object) -> str:
+    import json
+
+    import nbclient
+    import nbformat as typed_nbformat
+
+    from agl_notebook._settings import ANSWERS, set_for_kernels
+
+    nbformat: Any = typed_nbformat  # its notebook builders are not annotated
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(HEADLESS)]
+    with set_for_kernels({ANSWERS.name: json.dumps(answers)}):
+        executed = nbclient.NotebookClient(nb, timeout=60, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    streams = [o for o in executed.cells[0].outputs if o.get("output_type") == "stream"]
+    return "".join(o["text"] for o in streams)
+
+
+def test_headless_answers_of_map_items_are_keyed_by_map_item_and_question(tmp_path: Path) -> None:
+    keyed = {
+        "asker": {
+            "2": {"Which day for gamma?": "Sunday"},
+            "0": {"Which day for alpha?": "Monday"},
+            "1": {"Which day for beta?": "Friday"},
+        }
+    }
+    assert _run_headless(tmp_path, keyed) == "['on Monday', 'on Friday', 'on Sunday']\n"
+    # An ordered list is for single steps: a map item's question is then a NoAnswerError, and so is a missing key.
+    assert _run_headless(tmp_path, ["Monday", "Friday", "Sunday"]) == str(["NoAnswerError"] * 3) + "\n"
+    del keyed["asker"]["1"]
+    assert _run_headless(tmp_path, keyed) == "['on Monday', 'NoAnswerError', 'on Sunday']\n"

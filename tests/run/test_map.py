@@ -258,3 +258,25 @@ async def test_the_table_is_deterministic_text_and_html() -> None:
     again = await Run(model=model(Script({"t1"}))).map(ROLE, texts(3), score=lambda q, a: 1)
     assert repr(again) == text and again._repr_html_() == results._repr_html_()
     assert "<table" in results._repr_html_() and "about t0" in results._repr_html_()
+
+
+async def test_ordered_scripted_answers_are_refused_inside_a_map() -> None:
+    from agl_notebook import Screen, TextInput, ToolResult, tool
+
+    async def ask(query: Query) -> ToolResult:
+        answer: str = await active[0].terminal.ask(Screen("Which day?", [TextInput("Day")]))
+        return ToolResult(answer)
+
+    asker: Role[Answer] = Role(
+        "asker",
+        instructions="Ask, then report.",
+        accepts=(Query,),
+        tools=[tool("ask", "Ask.", Query, ask), reporting_tool("report_answer", "Report.", Answer)],
+    )
+    script = ScriptedModel([{"calls": [{"name": "ask", "args": {"text": "x"}}]}, "done"])
+    active = [Run(model=script, answers=["Monday", "Friday"])]
+    results = await active[0].map(asker, texts(2))
+    assert [type(f.error) for f in results.failures] == [InputError, InputError]
+    assert "a map's items ask in no fixed order" in str(results.failures[0].error)
+    active[0] = Run(model=script, answers=lambda screen: "Monday")  # a function of the screen is fine
+    assert not [f for f in (await active[0].map(asker, texts(1))).failures if isinstance(f.error, InputError)]
