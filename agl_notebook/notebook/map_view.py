@@ -25,7 +25,7 @@ import traitlets
 
 from .._scope import Decision
 from .._secrets import scrub_text, secrets_from_environment
-from ..approvals import ApprovalRequest
+from ..approvals import ApprovalRequest, Approve, decide
 from ..errors import InputError
 from ..events import Event
 from ..payloads import JsonObject
@@ -92,6 +92,7 @@ class NotebookMapView:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._asking: asyncio.Lock | None = None
         self._waiting = 0
+        self._always: set[str] = set()  # tools the person chose to always approve: queued calls of them pass
         self.redraws = 0
         """How many times the live widget was redrawn (each one widget message)."""
 
@@ -176,12 +177,21 @@ class NotebookMapView:
             self._done_asking(form)
 
     async def ask_approval(self, item: MapItem, request: ApprovalRequest) -> Decision:
-        """Draw the item's tool call for approval once the ones before it are decided; the decision."""
+        """Draw the item's tool call for approval once the ones before it are decided; the decision.
+
+        "Always" approves this call and every pending (queued) call of the same tool in the map: they are not shown.
+        """
         form = await self._queued(item, f"asks to call {request.tool}")
+        if request.tool in self._always:
+            self._done_asking(form)
+            return decide(request, Approve())
         panel = ApprovalPanel(request)
         try:
             self._questions.children = (*form, panel.box)
-            return await panel.decision()
+            decision = await panel.decision()
+            if decision.always:
+                self._always.add(request.tool)
+            return decision
         finally:
             panel.close()
             self._done_asking(form)

@@ -143,3 +143,32 @@ def test_headless_answers_of_map_items_are_keyed_by_map_item_and_question(tmp_pa
     assert _run_headless(tmp_path, ["Monday", "Friday", "Sunday"]) == str(["NoAnswerError"] * 3) + "\n"
     del keyed["asker"]["1"]
     assert _run_headless(tmp_path, keyed) == "['on Monday', 'NoAnswerError', 'on Sunday']\n"
+
+
+def test_a_saved_map_replays_in_a_fresh_kernel_with_no_request_and_the_same_view(tmp_path: Path) -> None:
+    import nbclient
+    import nbformat as typed_nbformat
+
+    from agl_notebook._settings import NOTEBOOK_PATH, set_for_kernels
+
+    nbformat: Any = typed_nbformat  # its notebook builders are not annotated
+    path = tmp_path / "map.ipynb"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(SETUP + "HANG.clear()"),
+        nbformat.v4.new_code_cell(CELL),
+        nbformat.v4.new_code_cell("print(len(SEEN))"),
+    ]
+    nbformat.write(nb, path)
+    outputs = []
+    for _ in range(2):  # record (a kernel of its own), save; then a fresh kernel runs the saved notebook
+        with set_for_kernels({NOTEBOOK_PATH.name: str(path)}):
+            executed = nbclient.NotebookClient(
+                nbformat.read(path, as_version=4), timeout=120, resources={"metadata": {"path": str(tmp_path)}}
+            ).execute()
+        nbformat.write(executed, path)
+        outputs.append([cell.get("outputs", []) for cell in executed.cells])
+    recorded, replayed = outputs
+    assert recorded[2][0]["text"] == "20\n" and replayed[2][0]["text"] == "0\n"  # no request the second time
+    assert replayed[1][0]["data"] == recorded[1][0]["data"]
+    assert replayed[1][0]["data"]["text/plain"].startswith("map 'summarizer' of role 'summarizer': 20 items: 20 done")

@@ -189,3 +189,29 @@ async def test_questions_of_items_queue_and_are_answered_one_at_a_time_with_the_
 def _widgets(view: NotebookMapView) -> list[Any]:
     box = view._box
     return list(box.children) if box is not None else []
+
+
+async def test_always_approves_the_pending_calls_of_that_tool_in_the_map(sent: Sent) -> None:
+    from agl_notebook.notebook.approval_form import ApprovalForm
+    from tests.support.approvals import ASKED, Weather, weather_role
+
+    handler = Weather()
+    forecaster = weather_role(handler)
+    view = NotebookMapView(forecaster, display=FakeDisplay())
+
+    def script(request: ModelRequest) -> Any:
+        if len(request.messages) == 1:
+            return {"calls": [{"name": "weather", "args": ASKED}]}
+        return {"calls": [{"name": "report", "args": {"text": "sunny"}}]}
+
+    run = Run(model=ScriptedModel(script), terminal=WidgetTerminal())
+    task = asyncio.ensure_future(run.map(forecaster, ["a", "b", "c"], view=view))
+    await until(lambda: view._questions is not None and len(view._questions.children) == 2)
+    header, panel = view._questions.children
+    assert isinstance(panel, ApprovalForm) and "asks to call weather" in header.value
+    from_browser(panel, {"kind": "always"})
+    results = await asyncio.wait_for(task, 10)  # without "always" covering them, the other calls would wait
+    assert not results.failures
+    assert len(handler.calls) == 3
+    panels = [d for kind, d in sent if kind == "comm_open" and d["state"].get("tool") == "weather"]
+    assert len(panels) == 1  # the other two calls were approved with it, never shown
