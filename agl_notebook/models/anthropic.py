@@ -219,9 +219,11 @@ class AnthropicModel:
                         extra_headers={"x-stainless-retry-count": str(attempt)},  # as the SDK's own retries send
                     )
                     break
-                except Exception as e:
+                except BaseException as e:  # a cancelled attempt gives its slot back too
                     if pacer is not None:
                         pacer.release(ticket, _status_of(e))
+                    if not isinstance(e, Exception):
+                        raise
                     waiting = _retry_wait(e, attempt, retries, cap)
                     if waiting is None:
                         raise
@@ -278,7 +280,7 @@ def _retry_wait(error: Exception, attempt: int, retries: int, cap: float) -> Mod
     )
 
 
-def _status_of(error: Exception) -> int:
+def _status_of(error: BaseException) -> int:
     """The HTTP status of a failed attempt, for a pacer: 0 when no response came."""
     status = getattr(error, "status_code", 0)
     return status if isinstance(status, int) else 0

@@ -280,7 +280,7 @@ def render_map_html(state: MapState, *, clickable: bool = False) -> str:
     rows, failures = shown_items(state)
     out = [f'<div class="agl-map" style="{_BOX}"><div style="{_HEAD}"><b>{_esc(summary_text(state))}</b></div>']
     if rows:
-        out.append(f'<table style="{_TABLE}"><thead><tr>')
+        out.append(f'<div style="{_SCROLL}"><table style="{_TABLE}"><thead><tr>')
         out += [f'<th style="{_TD}">{_esc(name)}</th>' for name in columns(state)]
         out.append("</tr></thead><tbody>")
         for item in rows:
@@ -288,7 +288,7 @@ def render_map_html(state: MapState, *, clickable: bool = False) -> str:
             mark = f' data-item="{item.index}" style="cursor:pointer;{tint}"' if clickable else f' style="{tint}"'
             out.append(f"<tr{mark}>" + "".join(f'<td style="{_TD}">{_esc(c)}</td>' for c in row_cells(state, item)))
             out.append("</tr>")
-        out.append("</tbody></table>")
+        out.append("</tbody></table></div>")
     if state.total > ROWS:
         out.append(f'<div style="{_NOTE}">The first {ROWS} inputs are shown; results.to_pandas() has every row.</div>')
     if failures:
@@ -341,6 +341,7 @@ def item_fields(reporting_schema: JsonObject | None) -> tuple[str, ...]:
 _BOX = "border:1px solid rgba(127,127,127,0.45);border-radius:6px;padding:6px 10px;margin:4px 0;font-size:13px"
 _HEAD = "margin:2px 0 6px 0"
 _TABLE = "border-collapse:collapse;margin:2px 0"
+_SCROLL = "max-height:24em;overflow:auto"  # 50 rows stay about 24 lines tall, as a step's long blocks do
 _TD = "text-align:left;vertical-align:top;padding:2px 8px;border-bottom:1px solid rgba(127,127,127,0.25)"
 _NOTE = "opacity:0.8;margin:4px 0"
 _LIST = "margin:0;padding-left:2.2em"
