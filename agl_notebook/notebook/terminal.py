@@ -61,6 +61,11 @@ def _headless_answers() -> ScriptedTerminal | None:
             raise InputError(
                 f"{ANSWERS_VARIABLE} must be a JSON list of answers: {e.msg} at column {e.colno}."
             ) from None
+        if isinstance(answers, dict):
+            raise NoAnswerError(
+                f"{ANSWERS_VARIABLE} is an object, which answers the questions of run.map items (keyed by map, "
+                "item and question); a single step's questions take a JSON list of answers, used in order."
+            )
         if not isinstance(answers, list):
             raise InputError(f"{ANSWERS_VARIABLE} must be a JSON list of answers, not {type(answers).__name__}.")
         _scripted = ScriptedTerminal(answers)
