@@ -1,9 +1,11 @@
 """`NotebookStore`: recordings read from the saved notebook file, plus what this kernel session recorded.
 
 The saved file is read when a run first needs a recording and read again only when it changes on disk; its
-recordings come from the notebook metadata and from outputs' metadata (path 2). New records are kept in this kernel
-session's memory (so a later cell, or a re-run before saving, replays them) and reach the file through the step's
-final display (its output metadata), and through the frontend extension where it is installed.
+recordings come from the notebook metadata and from outputs' metadata (path 2), and from the sidecar files beside
+the notebook that they name. New records are kept in this kernel session's memory (so a later cell, or a re-run
+before saving, replays them) and reach the file through the step's final display (its output metadata), and through
+the frontend extension where it is installed. A map's records are kept by a `NotebookMapStore`: like a step's while
+they are small, in the map's sidecar file past `AGL_NOTEBOOK_SIDECAR_BYTES` (docs/recordings.md, "Sidecar files").
 """
 
 from __future__ import annotations
@@ -13,13 +15,20 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import _settings
 from ..errors import InputError, warn
-from ..replay.records import StepRecord
-from ..replay.stores import InlineMapStore, MapStore, RecordingWarning, scrubbed
+from ..payloads import JsonObject
+from ..replay.records import FORMAT, StepRecord, block_to_json
+from ..replay.sidecar import BLOCK_KEY, SidecarNaming, SidecarRead, SidecarWriter, file_name, line_text, read_sidecar
+from ..replay.stores import MapStore, RecordingWarning, scrubbed
 from . import _kernel
 from .frontend import link
 from .locate import locate, not_found_message, notebook_path
 from .nbfile import NotebookRecords, read_notebook_json, records_in_notebook
+
+SIDECAR_BYTES = 1_000_000
+"""How many bytes of records (as sidecar lines) a map keeps in the notebook before moving them to its sidecar file,
+unless `AGL_NOTEBOOK_SIDECAR_BYTES` says otherwise."""
 
 HELLO_SECONDS = 1.0
 """How long the first step of a kernel waits for the frontend extension's answer (only once, only in a kernel)."""
@@ -36,6 +45,12 @@ class _KernelSession:
     """Ids forgotten with ``%agl forget``: not replayed until a new record with the same id is kept."""
     told_unlocated: bool = False
     """Whether this kernel said that it cannot tell its notebook (said once per kernel)."""
+    sidecars: dict[tuple[Path, SidecarNaming | None], tuple[tuple[int, int, int], SidecarRead | str]] = field(
+        default_factory=dict
+    )
+    """Sidecar files as last read, by path and naming: (inode, size, mtime) then what was read, or why not."""
+    warned: set[str] = field(default_factory=set)
+    """Sidecar problems already told (each once per kernel)."""
 
 
 _kernel_session = _KernelSession()
@@ -50,7 +65,8 @@ class NotebookStore:
         self._looked_in: str | None = "never"
         if _frontend_may_answer():  # headless runners (nbclient, nbval) have no frontend extension to greet
             link().open()  # greet it now: its answer (unsaved recordings) arrives before long
-        self._read: tuple[Path, int, dict[str, StepRecord]] | None = None
+        self._read: tuple[Path, int, NotebookRecords] | None = None
+        self._merged: tuple[NotebookRecords, dict[str, StepRecord], dict[str, StepRecord]] | None = None
         self._warned: set[tuple[str, int]] = set()
 
     def _where(self) -> Path | None:
@@ -94,8 +110,8 @@ class NotebookStore:
         return tuple(r for r in merged.values() if r.id not in _kernel_session.forgotten)
 
     def for_map(self, key: str) -> MapStore:
-        """Where the records of the map ``key`` are kept: in this kernel session, and saved by its final display."""
-        return InlineMapStore(self, key)
+        """Where the records of the map ``key`` are kept: like a step's, or past a size in its sidecar file."""
+        return NotebookMapStore(self, key)
 
     def put(self, record: StepRecord) -> StepRecord:
         """Keep the scrubbed record in this kernel session's memory."""
@@ -113,22 +129,40 @@ class NotebookStore:
         return {**unplaced, **recorded.get(_key(path), {})}
 
     def _from_file(self, path: Path | None) -> dict[str, StepRecord]:
-        found = self._saved(path)
+        saved = self._saved(path)
         unsaved = link().unsaved  # what the frontend's notebook model held, saved or not (the extension's answer)
-        return {**found, **unsaved} if unsaved else found
+        namings = {**saved.sidecars, **link().unsaved_sidecars}
+        if path is None or not namings:
+            return {**saved.records, **unsaved} if unsaved else saved.records
+        # The sidecars the notebook names are read with the notebook, not at every lookup: what this kernel
+        # appends to one meanwhile is in its own memory already.
+        if self._merged is None or self._merged[0] is not saved or self._merged[1] is not unsaved:
+            beside: dict[str, StepRecord] = {}
+            for naming in namings.values():
+                read = sidecar(path.parent / naming.file, naming=naming)
+                if read is not None:
+                    beside.update(read.records)
+            self._merged = (saved, unsaved, {**beside, **saved.records, **unsaved})  # the notebook's own win
+        return self._merged[2]
 
-    def _saved(self, path: Path | None) -> dict[str, StepRecord]:
+    def _saved(self, path: Path | None) -> NotebookRecords:
         if path is None:
-            return {}
+            return NotebookRecords()
         try:
             mtime = path.stat().st_mtime_ns
         except OSError:
-            return {}
+            return NotebookRecords()
         if self._read is not None and self._read[0] == path and self._read[1] == mtime:
             return self._read[2]
         found = self._read_file(path, mtime)
-        self._read = (path, mtime, found.records)
-        return found.records
+        self._read = (path, mtime, found)
+        return found
+
+    def release(self, record_ids: Iterable[str]) -> None:
+        """Stop keeping these records in this kernel session (a map's that moved to its sidecar file)."""
+        for records in _kernel_session.recorded.values():
+            for record_id in record_ids:
+                records.pop(record_id, None)
 
     def _read_file(self, path: Path, mtime: int) -> NotebookRecords:
         try:
@@ -148,6 +182,163 @@ class NotebookStore:
     def __repr__(self) -> str:
         path = self._where()
         return f"the notebook {path.name}" if path else "this kernel session (the notebook file was not found)"
+
+
+class NotebookMapStore:
+    """The records of one map in a notebook: kept like a step's while small, in its sidecar file past a size.
+
+    Inline, each record is kept in the kernel session and the saved block lists them. Once the map's records pass
+    `AGL_NOTEBOOK_SIDECAR_BYTES` (or when the map's sidecar file is already there), they are appended to the sidecar
+    beside the notebook, ``<key>.agl.jsonl``, as each item finishes, and the saved block names the file instead.
+    """
+
+    def __init__(self, parent: NotebookStore, key: str) -> None:
+        self.parent = parent
+        self.key = key
+        self.file = file_name(key)
+        """The sidecar's file name."""
+        self.limit = sidecar_bytes()
+        """Bytes of records kept inline before they move to the sidecar."""
+        self._kept: dict[str, StepRecord] = {}
+        self._size = 0
+        self._writer: SidecarWriter | None = None
+        self._inline_only = False  # the sidecar cannot be used (said once): every record stays inline
+        self._file_records: dict[str, StepRecord] | None = None  # the sidecar file's, read once
+
+    def _path(self) -> Path | None:
+        notebook = self.parent.path
+        return notebook.parent / self.file if notebook is not None else None
+
+    def _in_file(self) -> dict[str, StepRecord]:
+        # Read once: what this map appends later is in its own memory, so a map never reads its file per item.
+        if self._file_records is None:
+            path = self._path()
+            if path is None:
+                return {}
+            read = sidecar(path, key=self.key, missing_ok=True)
+            self._file_records = read.records if read is not None else {}
+        return self._file_records
+
+    def get(self, record_id: str) -> StepRecord | None:
+        """The map's record with this id: kept now, the notebook's, or its sidecar file's."""
+        if record_id in _kernel_session.forgotten:
+            return None
+        found = self._kept.get(record_id) or self.parent.get(record_id)
+        return found if found is not None else self._in_file().get(record_id)
+
+    def records(self) -> Sequence[StepRecord]:
+        """The notebook's records, then the sidecar file's and this map's that it does not hold."""
+        merged = {**self._in_file(), **self._kept}
+        merged.update((r.id, r) for r in self.parent.records())
+        return tuple(r for r in merged.values() if r.id not in _kernel_session.forgotten)
+
+    def put(self, record: StepRecord) -> StepRecord:
+        """Keep the scrubbed record: in the kernel session while the map is small, else appended to its sidecar."""
+        if self._writer is None:
+            kept = self._kept[record.id] = self.parent.put(record)
+            if not self._inline_only:
+                self._size += len(line_text(kept).encode("utf-8")) + 1
+                path = self._path()
+                if path is not None and (self._size > self.limit or path.exists()):
+                    self._move(path)
+            return kept
+        kept = self._kept[record.id] = scrubbed(record)
+        _kernel_session.forgotten.discard(kept.id)
+        try:
+            self._writer.append([line_text(kept)])
+        except OSError as e:
+            warn(f"Not saved to {self._writer.path}: {e}. The record is kept in this kernel session.", RecordingWarning)
+        return kept
+
+    def _move(self, path: Path) -> None:
+        """Append every record kept so far to the sidecar file, and keep appending there."""
+        writer = SidecarWriter(path, self.key)
+        problem: str | None = None
+        if path.exists():
+            try:
+                read_sidecar(path, key=self.key)
+            except InputError as e:
+                problem = str(e)
+        if problem is None:
+            try:
+                writer.append([line_text(r) for r in self._kept.values()])
+            except OSError as e:
+                problem = f"{path}: cannot be written ({e})."
+        if problem is not None:
+            self._inline_only = True
+            warn(
+                f"The records of map {self.key!r} stay in the notebook: {problem} Nothing in the file was changed.",
+                RecordingWarning,
+            )
+            return
+        self._writer = writer
+        self.parent.release(self._kept)
+
+    async def ready(self) -> None:
+        """As ready as the notebook's store."""
+        await self.parent.ready()
+
+    def for_map(self, key: str) -> MapStore:
+        """A map inside a map has its own records and sidecar."""
+        return NotebookMapStore(self.parent, key)
+
+    def saved_block(self) -> JsonObject:
+        """The map's records inline, or (once in its sidecar) the naming of the file as it stands now.
+
+        Naming the file also hands the naming to the frontend extension, which keeps it in the notebook metadata (as
+        it keeps a step's record).
+        """
+        if self._writer is None:
+            return block_to_json(tuple(self._kept.values()))
+        naming = self._writer.naming()
+        if _frontend_may_answer():
+            link().send_sidecar(naming, _kernel.cell_id())
+        return {"version": FORMAT, "records": [], BLOCK_KEY: [naming.to_json()]}
+
+    def __repr__(self) -> str:
+        return f"map {self.key!r} of {self.parent!r}"
+
+
+def sidecar_bytes() -> int:
+    """`AGL_NOTEBOOK_SIDECAR_BYTES` as a number of bytes (`SIDECAR_BYTES` when unset)."""
+    text = _settings.SIDECAR_BYTES.text()
+    if not text:
+        return SIDECAR_BYTES
+    if not text.isdigit():
+        raise InputError(f"{_settings.SIDECAR_BYTES.name}={text!r}: expected a whole number of bytes, e.g. 1000000.")
+    return int(text)
+
+
+def sidecar(
+    path: Path, *, naming: SidecarNaming | None = None, key: str | None = None, missing_ok: bool = False
+) -> SidecarRead | None:
+    """The sidecar file as read (cached while it is unchanged), or None when it cannot be; each problem told once."""
+    try:
+        stat = path.stat()
+        state = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    except OSError:
+        state = (0, -1, 0)
+    cached = _kernel_session.sidecars.get((path, naming))
+    if cached is None or cached[0] != state:
+        try:
+            found: SidecarRead | str = read_sidecar(path, naming=naming, key=key)
+        except InputError as e:
+            found = str(e)
+        cached = _kernel_session.sidecars[(path, naming)] = (state, found)
+    read = cached[1]
+    if isinstance(read, str):
+        if not (missing_ok and state[1] < 0):
+            _tell(f"Recordings not read: {read} The steps it holds run live where they can; nothing in it is changed.")
+        return None
+    for problem in read.problems:
+        _tell(f"A sidecar's recording was not read: {problem}")
+    return read
+
+
+def _tell(message: str) -> None:
+    if message not in _kernel_session.warned:
+        _kernel_session.warned.add(message)
+        warn(message, RecordingWarning)
 
 
 def _frontend_may_answer() -> bool:
