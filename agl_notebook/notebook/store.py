@@ -204,6 +204,7 @@ class NotebookMapStore:
         self._writer: SidecarWriter | None = None
         self._inline_only = False  # the sidecar cannot be used (said once): every record stays inline
         self._file_records: dict[str, StepRecord] | None = None  # the sidecar file's, read once
+        self._replayed_from_file = False  # a record was found in the sidecar: the saved block names it
 
     def _path(self) -> Path | None:
         notebook = self.parent.path
@@ -223,8 +224,12 @@ class NotebookMapStore:
         """The map's record with this id: kept now, the notebook's, or its sidecar file's."""
         if record_id in _kernel_session.forgotten:
             return None
-        found = self._kept.get(record_id) or self.parent.get(record_id)
-        return found if found is not None else self._in_file().get(record_id)
+        found = self._kept.get(record_id)
+        if found is None:
+            # Its own file before the notebook's records: once a map has a sidecar, every record it keeps goes there.
+            found = self._in_file().get(record_id)
+            self._replayed_from_file = self._replayed_from_file or found is not None
+        return found if found is not None else self.parent.get(record_id)
 
     def records(self) -> Sequence[StepRecord]:
         """The notebook's records, then the sidecar file's and this map's that it does not hold."""
@@ -244,6 +249,8 @@ class NotebookMapStore:
             return kept
         kept = self._kept[record.id] = scrubbed(record)
         _kernel_session.forgotten.discard(kept.id)
+        if self._in_file().get(kept.id) == kept:
+            return kept  # the file holds it already (a replayed item kept again): the file does not grow
         try:
             self._writer.append([line_text(kept)])
         except OSError as e:
@@ -261,7 +268,8 @@ class NotebookMapStore:
                 problem = str(e)
         if problem is None:
             try:
-                writer.append([line_text(r) for r in self._kept.values()])
+                in_file = self._in_file()
+                writer.append([line_text(r) for r in self._kept.values() if in_file.get(r.id) != r])
             except OSError as e:
                 problem = f"{path}: cannot be written ({e})."
         if problem is not None:
@@ -283,11 +291,13 @@ class NotebookMapStore:
         return NotebookMapStore(self.parent, key)
 
     def saved_block(self) -> JsonObject:
-        """The map's records inline, or (once in its sidecar) the naming of the file as it stands now.
+        """The map's records inline, or (once in its sidecar, or replayed from it) the naming of the file as it stands.
 
         Naming the file also hands the naming to the frontend extension, which keeps it in the notebook metadata (as
         it keeps a step's record).
         """
+        if self._writer is None and self._replayed_from_file and (path := self._path()) is not None:
+            self._writer = SidecarWriter(path, self.key)  # naming the file it replayed from writes nothing
         if self._writer is None:
             return block_to_json(tuple(self._kept.values()))
         naming = self._writer.naming()

@@ -228,3 +228,20 @@ def test_consolidate_moves_the_naming_into_the_notebook_metadata(
     assert SIDECAR in found.sidecars_in_metadata and not found.sidecar_cells
     path.write_text(json.dumps(nb), encoding="utf-8")
     assert new_kernel(monkeypatch, path).get("item-0001") is not None
+
+
+def test_a_map_replayed_from_its_sidecar_names_it_and_keeping_a_replayed_record_does_not_grow_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = notebook(tmp_path / "nb.ipynb")
+    run_map(path, 3, limit=0, monkeypatch=monkeypatch)
+    monkeypatch.delenv("AGL_NOTEBOOK_SIDECAR_BYTES")
+    sidecar = tmp_path / SIDECAR
+    before = sidecar.read_bytes()
+    items = new_kernel(monkeypatch, path).for_map(KEY)
+    replayed = [items.get(f"item-{n:04d}") for n in range(3)]
+    for found in replayed:
+        assert found is not None
+        items.put(found)
+    assert sidecar.read_bytes() == before
+    assert naming_of(items.saved_block())["lines"] == 4, "the replayed map's display names the file it replayed from"

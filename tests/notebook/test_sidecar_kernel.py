@@ -1,0 +1,150 @@
+"""Sidecar files in real kernels: a map's records past the limit go to the sidecar, its display names it, the
+extension is handed the naming, a killed kernel's torn line is survived, and headless runs and nbval replay from it.
+
+Until ``run.map`` exists the cell plays a map's part: it looks each item's record up in ``NotebookStore.for_map``,
+keeps the ones it had to make, and displays a final output carrying ``saved_block()`` in its metadata, as a map's
+final display does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from agl_notebook.cli import main
+from agl_notebook.notebook.nbfile import METADATA_KEY
+from agl_notebook.replay.sidecar import read_sidecar
+from tests.support.kernel_harness import started_kernel
+from tests.support.nbval import nbval
+from tests.support.oracle_notebook import NOTEBOOK_SETTINGS
+
+SIDECAR = "oracle-map.agl.jsonl"
+
+# A stand-in for run.map: 40 items of about 300 bytes each, so past a limit of 4000 bytes the records move.
+MAP_CELL = """\
+import os
+from IPython.display import display
+from agl_notebook.notebook.store import NotebookStore
+from agl_notebook.replay.records import StepRecord
+
+items = NotebookStore().for_map("oracle-map")
+made = 0
+for n in range(40):
+    record_id = f"item-{n:04d}"
+    if items.get(record_id) is None:
+        if os.environ.get("AGL_NOTEBOOK_UNDER_NBVAL"):
+            raise RuntimeError(f"{record_id} is not recorded")
+        made += 1
+        items.put(StepRecord(id=record_id, parts={}, occurrence=0, role="oracle", backend="scripted:x", input=n,
+                             result="x" * 200, transcript=()))
+display({"text/plain": "a map of 40 items"}, metadata={"agl_notebook": items.saved_block()}, raw=True)
+"""
+
+
+def map_notebook(path: Path) -> Path:
+    nb = nbformat.v4.new_notebook()  # type: ignore[no-untyped-call]
+    nb.cells = [
+        nbformat.v4.new_code_cell("%env AGL_NOTEBOOK_SIDECAR_BYTES=4000"),  # type: ignore[no-untyped-call]
+        nbformat.v4.new_code_cell(MAP_CELL),  # type: ignore[no-untyped-call]
+    ]
+    nbformat.write(nb, str(path))  # type: ignore[no-untyped-call]
+    return path
+
+
+def map_block(path: Path) -> Any:
+    """The records block the map's output carries in the saved notebook."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    (output,) = nb["cells"][1]["outputs"]
+    return output["metadata"][METADATA_KEY]
+
+
+def test_in_a_kernel_a_large_maps_display_names_its_sidecar_and_the_extension_is_handed_the_naming(
+    tmp_path: Path,
+) -> None:
+    map_notebook(tmp_path / "nb.ipynb")
+    with started_kernel(
+        tmp_path, f"%env AGL_NOTEBOOK_PATH={tmp_path / 'nb.ipynb'}", "%env AGL_NOTEBOOK_SIDECAR_BYTES=4000"
+    ) as kernel:
+        msg_id = kernel.execute(MAP_CELL, cell_id="map-cell")
+        reply = kernel.wait_reply(msg_id)["content"]
+        assert reply["status"] == "ok", reply
+        (display,) = [o for o in kernel.final_outputs(msg_id) if o.get("type") == "display_data"]
+        block = display["metadata"][METADATA_KEY]
+        sent = [
+            m["content"]["data"]
+            for m in kernel.iopub
+            if m["header"]["msg_type"] in ("comm_msg", "comm_open") and m["content"]["data"].get("op") == "sidecar"
+        ]
+    read = read_sidecar(tmp_path / SIDECAR, key="oracle-map")
+    assert len(read.records) == 40 and not read.problems
+    assert block["records"] == [] and block["sidecars"][0]["lines"] == 41
+    assert sent == [{"op": "sidecar", "cell_id": "map-cell", "sidecar": block["sidecars"][0]}]
+
+
+KILLED_CELL = """\
+from agl_notebook.notebook.store import NotebookStore
+from agl_notebook.replay.records import StepRecord
+items = NotebookStore().for_map("oracle-map")
+n = 0
+while True:  # until the kernel is killed
+    items.put(StepRecord(id=f"item-{n}", parts={}, occurrence=0, role="oracle", backend="scripted:x", input=n,
+                         result="y" * 3_000_000, transcript=()))
+    n += 1
+"""
+
+
+def test_a_kernel_killed_while_appending_leaves_every_whole_line_readable(tmp_path: Path) -> None:
+    map_notebook(tmp_path / "nb.ipynb")
+    with started_kernel(
+        tmp_path, f"%env AGL_NOTEBOOK_PATH={tmp_path / 'nb.ipynb'}", "%env AGL_NOTEBOOK_SIDECAR_BYTES=0"
+    ) as kernel:
+        kernel.execute(KILLED_CELL)
+        sidecar = tmp_path / SIDECAR
+        deadline = time.monotonic() + 60
+        while (not sidecar.exists() or sidecar.stat().st_size < 20_000_000) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pid = kernel.km.provisioner.pid  # type: ignore[union-attr]
+        os.kill(pid, signal.SIGKILL)
+    read = read_sidecar(sidecar, key="oracle-map")
+    whole = sidecar.read_bytes().count(b"\n") - 1
+    assert len(read.records) == whole >= 6
+    assert read.problems == ([] if not read.torn else [read.problems[0]]), "at most the torn last line"
+    assert list(read.records) == [f"item-{n}" for n in range(whole)]
+
+
+def test_a_map_recorded_headlessly_replays_under_nbval_and_from_a_copy_beside_it_with_the_sidecar_committed(
+    tmp_path: Path, clean_environment: None
+) -> None:
+    path = map_notebook(tmp_path / "nb.ipynb")
+    assert main(["execute", str(path)]) == 0
+    block = map_block(path)
+    assert block["records"] == [] and block["sidecars"][0]["file"] == SIDECAR
+    sidecar = tmp_path / SIDECAR
+    assert len(read_sidecar(sidecar, key="oracle-map").records) == 40
+    before = sidecar.read_bytes()
+
+    done = nbval(path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sidecar.read_bytes() == before, "a replay appends nothing"
+
+    # The repository as committed, cloned elsewhere: the notebook and its sidecar, nothing else.
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    shutil.copy(path, clone / "nb.ipynb")
+    shutil.copy(sidecar, clone / SIDECAR)
+    shutil.copy(path, clone / "nb.nbconvert.ipynb")  # a runner's copy beside it names the same file
+    for name in ("nb.ipynb", "nb.nbconvert.ipynb"):
+        done = nbval(clone / name)
+        assert done.returncode == 0, name + done.stdout + done.stderr
+
+    (clone / SIDECAR).unlink()
+    done = nbval(clone / "nb.ipynb")
+    assert done.returncode != 0 and "item-0000 is not recorded" in done.stdout, "without the sidecar nothing replays"
+    assert {k for k in os.environ if k in NOTEBOOK_SETTINGS} == set()
