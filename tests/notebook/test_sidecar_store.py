@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from agl_notebook.errors import InputError
+from agl_notebook.notebook import frontend as frontend_module
 from agl_notebook.notebook import store as store_module
+from agl_notebook.notebook.frontend import FrontendLink
 from agl_notebook.notebook.nbfile import METADATA_KEY, consolidate, records_in_notebook
 from agl_notebook.notebook.store import NotebookMapStore, NotebookStore
 from agl_notebook.payloads import JsonObject
@@ -245,3 +247,18 @@ def test_a_map_replayed_from_its_sidecar_names_it_and_keeping_a_replayed_record_
         items.put(found)
     assert sidecar.read_bytes() == before
     assert naming_of(items.saved_block())["lines"] == 4, "the replayed map's display names the file it replayed from"
+
+
+def test_a_naming_the_extension_hands_over_unsaved_is_read_after_a_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = notebook(tmp_path / "nb.ipynb")
+    items, _ = run_map(path, 2, limit=0, monkeypatch=monkeypatch)
+    unsaved = {"version": 1, "records": [], "sidecars": [naming_of(items.saved_block())]}
+    frontend = FrontendLink()
+    monkeypatch.setattr(frontend_module, "_link", frontend)
+    store = new_kernel(monkeypatch, path)  # the saved file names no sidecar: the notebook was not saved
+    assert store.get("item-0001") is None
+    frontend._on_msg({"content": {"data": {"op": "records", "path": "nb.ipynb", "block": unsaved}}})
+    assert list(frontend.unsaved_sidecars) == [SIDECAR]
+    assert store.get("item-0001") is not None
