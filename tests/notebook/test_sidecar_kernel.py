@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+import pytest
 
 from agl_notebook.cli import main
 from agl_notebook.notebook.nbfile import METADATA_KEY
@@ -120,7 +121,7 @@ def test_a_kernel_killed_while_appending_leaves_every_whole_line_readable(tmp_pa
 
 
 def test_a_map_recorded_headlessly_replays_under_nbval_and_from_a_copy_beside_it_with_the_sidecar_committed(
-    tmp_path: Path, clean_environment: None
+    tmp_path: Path, clean_environment: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = map_notebook(tmp_path / "nb.ipynb")
     assert main(["execute", str(path)]) == 0
@@ -133,6 +134,13 @@ def test_a_map_recorded_headlessly_replays_under_nbval_and_from_a_copy_beside_it
     done = nbval(path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert sidecar.read_bytes() == before, "a replay appends nothing"
+
+    capsys.readouterr()
+    assert main(["explain", str(path), "2"]) == 0
+    assert (
+        "cell 2: map 'oracle-map' replays from its sidecar oracle-map.agl.jsonl (40 records)."
+        in capsys.readouterr().out
+    )
 
     # The repository as committed, cloned elsewhere: the notebook and its sidecar, nothing else.
     clone = tmp_path / "clone"
