@@ -41,6 +41,10 @@ class _KernelSession:
     recorded: dict[str, dict[str, StepRecord]] = field(default_factory=dict)
     """What this kernel session recorded, by notebook path ("" when the notebook is unknown), so a new Run in a
     later cell sees records that are not saved yet."""
+    partials: dict[str, dict[str, StepRecord]] = field(default_factory=dict)
+    """Partial records of steps waiting for a person (docs/recordings.md, "Partial records"), by notebook path."""
+    discarded: set[str] = field(default_factory=set)
+    """Ids whose partial records were discarded in this session: a partial copy in the file is not resumed."""
     forgotten: set[str] = field(default_factory=set)
     """Ids forgotten with ``%agl forget``: not replayed until a new record with the same id is kept."""
     told_unlocated: bool = False
@@ -66,7 +70,7 @@ class NotebookStore:
         if _frontend_may_answer():  # headless runners (nbclient, nbval) have no frontend extension to greet
             link().open()  # greet it now: its answer (unsaved recordings) arrives before long
         self._read: tuple[Path, int, NotebookRecords] | None = None
-        self._merged: tuple[NotebookRecords, dict[str, StepRecord], dict[str, StepRecord]] | None = None
+        self._merged: tuple[tuple[object, ...], dict[str, StepRecord]] | None = None
         self._warned: set[tuple[str, int]] = set()
 
     def _where(self) -> Path | None:
@@ -100,7 +104,13 @@ class NotebookStore:
         if path is None:
             _tell_unlocated()
         found = self._session_records(path).get(record_id)
-        return found if found is not None else self._from_file(path).get(record_id)
+        if found is None:
+            found = _kernel_session.partials.get(_key(path), {}).get(record_id)
+        if found is None:
+            found = self._from_file(path).get(record_id)
+            if found is not None and found.partial is not None and record_id in _kernel_session.discarded:
+                return None
+        return found
 
     def records(self) -> Sequence[StepRecord]:
         """Every readable record, the file's then this session's (which win on the same id)."""
@@ -114,11 +124,37 @@ class NotebookStore:
         return NotebookMapStore(self, key)
 
     def put(self, record: StepRecord) -> StepRecord:
-        """Keep the scrubbed record in this kernel session's memory."""
+        """Keep the scrubbed record in this kernel session's memory (in place of its partial record, if any)."""
         kept = scrubbed(record)
         _kernel_session.forgotten.discard(kept.id)
         _kernel_session.recorded.setdefault(_key(self._where()), {})[kept.id] = kept
+        for partials in _kernel_session.partials.values():
+            partials.pop(kept.id, None)
         return kept
+
+    def put_partial(self, record: StepRecord) -> None:
+        """Keep a waiting step's partial record in this session and hand it to the frontend extension at once.
+
+        The extension writes it into the notebook metadata (the notebook becomes dirty; a save, autosave included,
+        keeps it), and hands it back to a restarted kernel. A headless run keeps no partial record.
+        """
+        if not _frontend_may_answer():
+            return
+        kept = scrubbed(record)
+        _kernel_session.discarded.discard(kept.id)
+        _kernel_session.partials.setdefault(_key(self._where()), {})[kept.id] = kept
+        link().send_record(kept, kept.cell_id)
+
+    def discard_partial(self, record_id: str) -> None:
+        """Forget a partial record here, in what the frontend handed over, and in the notebook metadata."""
+        for partials in _kernel_session.partials.values():
+            partials.pop(record_id, None)
+        _kernel_session.discarded.add(record_id)
+        frontend = link()
+        held = frontend.unsaved.get(record_id)
+        if held is not None and held.partial is not None:
+            frontend.unsaved = {k: v for k, v in frontend.unsaved.items() if k != record_id}
+        frontend.discard_partial(record_id)
 
     def _session_records(self, path: Path | None) -> dict[str, StepRecord]:
         # Records kept before the notebook was found (under "") belong to it as well.
@@ -130,20 +166,29 @@ class NotebookStore:
 
     def _from_file(self, path: Path | None) -> dict[str, StepRecord]:
         saved = self._saved(path)
-        unsaved = link().unsaved  # what the frontend's notebook model held, saved or not (the extension's answer)
-        namings = {**saved.sidecars, **link().unsaved_sidecars}
-        if path is None or not namings:
-            return {**saved.records, **unsaved} if unsaved else saved.records
-        # The sidecars the notebook names are read with the notebook, not at every lookup: what this kernel
-        # appends to one meanwhile is in its own memory already.
-        if self._merged is None or self._merged[0] is not saved or self._merged[1] is not unsaved:
+        frontend = link()
+        unsaved = frontend.unsaved  # what the frontend's notebook model held, saved or not (the extension's answer)
+        # Worked out again only when one of its inputs changed (each is replaced, never changed in place): a map of
+        # 10,000 items looks each one up, and the sidecars' records are many.
+        inputs = (saved, unsaved, frontend.unsaved_sidecars, frontend.answered)
+        if self._merged is not None and all(a is b for a, b in zip(self._merged[0], inputs, strict=True)):
+            return self._merged[1]
+        found = saved.records
+        merged = {**found, **unsaved} if unsaved else found
+        if frontend.answered and any(r.partial is not None and i not in unsaved for i, r in found.items()):
+            # The frontend's model is newer than the file: a partial record it no longer holds was finished or
+            # discarded since the file was saved.
+            merged = {i: r for i, r in merged.items() if r.partial is None or i in unsaved}
+        namings = {**saved.sidecars, **frontend.unsaved_sidecars}
+        if path is not None and namings:
             beside: dict[str, StepRecord] = {}
             for naming in namings.values():
                 read = sidecar(path.parent / naming.file, naming=naming)
                 if read is not None:
                     beside.update(read.records)
-            self._merged = (saved, unsaved, {**beside, **saved.records, **unsaved})  # the notebook's own win
-        return self._merged[2]
+            merged = {**beside, **merged}  # the notebook's own records win over a sidecar's
+        self._merged = (inputs, merged)
+        return merged
 
     def _saved(self, path: Path | None) -> NotebookRecords:
         if path is None:
@@ -249,6 +294,8 @@ class NotebookMapStore:
             return kept
         kept = self._kept[record.id] = scrubbed(record)
         _kernel_session.forgotten.discard(kept.id)
+        for partials in _kernel_session.partials.values():  # the finished record replaces its partial one
+            partials.pop(kept.id, None)
         if self._in_file().get(kept.id) == kept:
             return kept  # the file holds it already (a replayed item kept again): the file does not grow
         try:
@@ -281,6 +328,14 @@ class NotebookMapStore:
             return
         self._writer = writer
         self.parent.release(self._kept)
+
+    def put_partial(self, record: StepRecord) -> None:
+        """A waiting item's partial record is kept as a step's (never in the sidecar: it is small and soon replaced)."""
+        self.parent.put_partial(record)
+
+    def discard_partial(self, record_id: str) -> None:
+        """Forget an item's partial record, as a step's."""
+        self.parent.discard_partial(record_id)
 
     async def ready(self) -> None:
         """As ready as the notebook's store."""

@@ -17,7 +17,7 @@ from .._scope import StepScope, current_scope
 from ..errors import InputError, at_call_site
 from ..events import Event
 from ..loop import LoopOutcome
-from ..models.base import Model, model_network
+from ..models.base import Model, is_model, model_network
 from ..payloads import JsonValue
 from ..replay.fingerprint import fingerprint
 from ..replay.modes import Mode, check_mode, resolve_mode
@@ -71,7 +71,7 @@ class Run:
         mode: Mode | None = None,
         view: ViewFactory | None = None,
     ) -> None:
-        if model is not None and not isinstance(model, Model):
+        if model is not None and not is_model(model):
             raise InputError(
                 f"Run(model=...) takes a model backend such as ScriptedModel, not {model!r}; to "
                 "name a Claude model, use @role(model=Claude.OPUS)."
