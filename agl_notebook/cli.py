@@ -342,7 +342,8 @@ def _execute(
         client.execute()
     progress.close()
 
-    moved = consolidate(nb) if record else 0
+    named = len(records_in_notebook(nb).sidecar_cells) if record else 0  # sidecar namings in outputs, moved too
+    moved = consolidate(nb) - named if record else 0
     if target == path and path.read_text(encoding="utf-8") != original_text:
         # Someone saved the notebook (JupyterLab, say) while it ran: writing would lose their edits.
         raise _Failed(
@@ -356,6 +357,8 @@ def _execute(
         summary += (
             f"; {moved} record{_s(moved)} moved into the notebook metadata ({len(found.in_metadata)} there in all)"
         )
+        if named:
+            summary += f", and the naming{_s(named)} of {named} sidecar file{_s(named)}"
     else:
         summary += f"; {len(found.in_outputs)} record{_s(len(found.in_outputs))} in output metadata"
     _say(f"{summary}; wrote {target}", file=sys.stderr)

@@ -8,10 +8,13 @@ final display does.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -151,6 +154,16 @@ def test_a_map_recorded_headlessly_replays_under_nbval_and_from_a_copy_beside_it
     for name in ("nb.ipynb", "nb.nbconvert.ipynb"):
         done = nbval(clone / name)
         assert done.returncode == 0, name + done.stdout + done.stderr
+
+    if importlib.util.find_spec("papermill") is not None:  # papermill writes its output beside the notebook
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AGL_NOTEBOOK_")}
+        done = subprocess.run(
+            [sys.executable, "-m", "papermill", "-k", "python3", "nb.ipynb", "nb.out.ipynb"],
+            cwd=clone, env=env, capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert map_block(clone / "nb.out.ipynb")["sidecars"][0]["file"] == SIDECAR, "replayed, and names its file"
+    assert (clone / SIDECAR).read_bytes() == before, "nothing was appended: every item replayed"
 
     (clone / SIDECAR).unlink()
     done = nbval(clone / "nb.ipynb")
