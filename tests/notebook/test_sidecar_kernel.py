@@ -9,6 +9,7 @@ final display does.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import os
 import shutil
@@ -169,3 +170,39 @@ def test_a_map_recorded_headlessly_replays_under_nbval_and_from_a_copy_beside_it
     done = nbval(clone / "nb.ipynb")
     assert done.returncode != 0 and "item-0000 is not recorded" in done.stdout, "without the sidecar nothing replays"
     assert {k for k in os.environ if k in NOTEBOOK_SETTINGS} == set()
+
+
+TWO_KERNELS_CELL = """\
+import pathlib, time
+from agl_notebook.notebook.store import NotebookStore
+from agl_notebook.replay.records import StepRecord
+items = NotebookStore().for_map("oracle-map")
+while not pathlib.Path("go").exists():  # both kernels start appending together
+    time.sleep(0.005)
+for n in range(1000):
+    items.put(StepRecord(id=f"{NAME}-{n}", parts={}, occurrence=0, role="oracle", backend="scripted:x", input=n,
+                         result="z" * 20_000, transcript=()))
+naming = items.saved_block()["sidecars"][0]
+"""
+
+
+def test_two_kernels_appending_to_one_sidecar_at_once_lose_nothing_and_interleave_whole_lines(tmp_path: Path) -> None:
+    map_notebook(tmp_path / "nb.ipynb")
+    setup = (f"%env AGL_NOTEBOOK_PATH={tmp_path / 'nb.ipynb'}", "%env AGL_NOTEBOOK_SIDECAR_BYTES=0")
+    with (
+        started_kernel(tmp_path, *setup, "NAME = 'one'") as one,
+        started_kernel(tmp_path, *setup, "NAME = 'two'") as two,
+    ):
+        sent = [(kernel, kernel.execute(TWO_KERNELS_CELL)) for kernel in (one, two)]
+        time.sleep(1)
+        (tmp_path / "go").touch()
+        for kernel, msg_id in sent:
+            assert kernel.wait_reply(msg_id, timeout=120)["content"]["status"] == "ok"
+    read = read_sidecar(tmp_path / SIDECAR, key="oracle-map")
+    assert not read.problems and len(read.lines) == 2000
+    assert sorted(read.records) == sorted(f"{name}-{n}" for name in ("one", "two") for n in range(1000))
+    for name in ("one", "two"):  # each kernel's own records in the order it kept them
+        mine = [r.id for r in read.records.values() if r.id.startswith(name)]
+        assert mine == [f"{name}-{n}" for n in range(1000)]
+    writers = [line.text[line.text.index(b'"id":"') + 6 :][:3] for line in read.lines]
+    assert sum(a != b for a, b in itertools.pairwise(writers)) > 1, "the two kernels appended at once"
