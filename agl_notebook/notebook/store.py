@@ -355,7 +355,11 @@ class NotebookMapStore:
             self._writer = SidecarWriter(path, self.key)  # naming the file it replayed from writes nothing
         if self._writer is None:
             return block_to_json(tuple(self._kept.values()))
-        naming = self._writer.naming()
+        try:
+            naming = self._writer.naming()
+        except OSError as e:  # the file went away meanwhile: the records this map kept are listed instead
+            warn(f"The sidecar of map {self.key!r} cannot be named: {e}. Its records are listed.", RecordingWarning)
+            return block_to_json(tuple(self._kept.values()))
         if _frontend_may_answer():
             link().send_sidecar(naming, _kernel.cell_id())
         return {"version": FORMAT, "records": [], BLOCK_KEY: [naming.to_json()]}

@@ -259,9 +259,11 @@ def _locked(path: Path, key: str) -> Iterator[IO[bytes]]:
     opened again, so no line goes to a file no longer in the folder.
     """
     while True:
-        if not path.exists():
+        try:  # never O_CREAT: a file made here would have no header
+            f = os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND), "ab")
+        except FileNotFoundError:
             _create(path, key)
-        f = open(path, "ab")  # noqa: SIM115 - closed below or on the next round
+            continue
         try:
             if fcntl is not None:
                 fcntl.flock(f.fileno(), fcntl.LOCK_EX)
@@ -286,8 +288,15 @@ def _create(path: Path, key: str) -> None:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(temporary, 0o666 & ~umask)
-        with contextlib.suppress(FileExistsError):  # another kernel made it first: append to theirs
+        try:
             os.link(temporary, path)
+        except FileExistsError:  # another kernel made it first: append to theirs
+            pass
+        except OSError:  # a file system without hard links: made exclusively, then the header written at once
+            with contextlib.suppress(FileExistsError):
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+                with os.fdopen(fd, "wb") as made:
+                    made.write((header_text(key) + "\n").encode("utf-8"))
     finally:
         Path(temporary).unlink(missing_ok=True)
 
@@ -311,6 +320,7 @@ class SidecarWriter:
         self._hashed = 0  # bytes of the file the digest covers
         self._lines = 0
         self._inode: tuple[int, int] | None = None
+        self._end: int | None = None  # the file's size after this writer's last append (it ended with a newline)
 
     def append(self, lines: Sequence[str]) -> None:
         """Append whole lines (no newline inside any), in one write under the lock.
@@ -323,9 +333,10 @@ class SidecarWriter:
         data = "".join(line + "\n" for line in lines).encode("utf-8")
         with _locked(self.path, self.key) as f:
             size = os.fstat(f.fileno()).st_size
-            if size and _last_byte(self.path, size) != b"\n":
+            if size and size != self._end and _last_byte(self.path, size) != b"\n":
                 data = b"\n" + data
             _write_all(f, data)
+            self._end = size + len(data)
 
     def naming(self) -> SidecarNaming:
         """The naming of the file as it stands: every complete line now in it (a digest kept up as it grows)."""

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from agl_notebook.errors import InputError
+from agl_notebook.replay import sidecar as sidecar_module
 from agl_notebook.replay.records import StepRecord
 from agl_notebook.replay.sidecar import (
     SidecarWriter,
@@ -150,7 +154,10 @@ import sys
 from pathlib import Path
 from agl_notebook.replay.records import StepRecord
 from agl_notebook.replay.sidecar import SidecarWriter, line_text
+import time
 writer = SidecarWriter(Path(sys.argv[1]), "oracle-map")
+while not Path(sys.argv[1] + ".go").exists():  # both processes start appending together
+    time.sleep(0.005)
 big = "x" * 70000  # more than a pipe's or a page's worth, so a write could be split if it were not locked
 for i in range(int(sys.argv[3])):
     r = StepRecord(id=f"{sys.argv[2]}-{i}", parts={}, occurrence=0, role="r", backend="b", input=i, result=big,
@@ -166,7 +173,36 @@ def test_two_processes_appending_at_once_lose_nothing_and_interleave_no_partial_
         subprocess.Popen([sys.executable, "-c", _APPENDER, str(path), name, "150"], env=env, cwd=ROOT)
         for name in ("one", "two")
     ]
+    time.sleep(0.5)
+    Path(f"{path}.go").touch()
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
     read = read_sidecar(path, key="oracle-map")
     assert not read.problems and len(read.lines) == 300
     assert sorted(read.records) == sorted(f"{n}-{i}" for n in ("one", "two") for i in range(150))
+    writers = [r.id.split("-")[0] for r in read.records.values()]
+    assert sum(a != b for a, b in itertools.pairwise(writers)) > 1, "the two appended at once"
+
+
+def test_an_append_waiting_while_a_rewrite_replaces_the_file_lands_in_the_new_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, writer = written(tmp_path, "a", "b")
+    read = read_sidecar(path, key="oracle-map")
+    appended = threading.Event()
+    real_write_atomically = sidecar_module.write_atomically
+
+    def slow_write_atomically(target: Path, data: str | bytes) -> None:
+        appender.start()  # it now waits for the lock the rewrite holds, on the file about to be replaced
+        time.sleep(0.3)
+        assert not appended.is_set()
+        real_write_atomically(target, data)
+
+    def append() -> None:
+        writer.append([line_text(record("c"))])
+        appended.set()
+
+    appender = threading.Thread(target=append)
+    monkeypatch.setattr(sidecar_module, "write_atomically", slow_write_atomically)
+    assert rewrite_sidecar(read, lambda line: line.record is None or line.record.id != "a") == 1
+    appender.join(10)
+    assert list(read_sidecar(path, key="oracle-map").records) == ["b", "c"], "the waiting line was not lost"
