@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from agl_notebook._files import write_atomically
 from agl_notebook.errors import InputError
 from agl_notebook.replay import sidecar as sidecar_module
 from agl_notebook.replay.records import StepRecord
@@ -189,13 +190,12 @@ def test_an_append_waiting_while_a_rewrite_replaces_the_file_lands_in_the_new_fi
     path, writer = written(tmp_path, "a", "b")
     read = read_sidecar(path, key="oracle-map")
     appended = threading.Event()
-    real_write_atomically = sidecar_module.write_atomically
 
     def slow_write_atomically(target: Path, data: str | bytes) -> None:
         appender.start()  # it now waits for the lock the rewrite holds, on the file about to be replaced
         time.sleep(0.3)
         assert not appended.is_set()
-        real_write_atomically(target, data)
+        write_atomically(target, data)
 
     def append() -> None:
         writer.append([line_text(record("c"))])
