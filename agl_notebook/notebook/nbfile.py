@@ -165,6 +165,11 @@ def consolidate(nb: dict[str, Any]) -> int:
         )
     metadata = nb.setdefault("metadata", {})
     old = metadata.get(METADATA_KEY)
+    if moved_namings and isinstance(old, dict) and not isinstance(old.get(BLOCK_KEY, []), list):
+        raise InputError(
+            f"Not consolidated, so nothing is lost: the notebook's agl_notebook metadata has a {BLOCK_KEY!r} that "
+            "is not a list of sidecar namings. Fix or remove it first."
+        )
     block = block_to_json(list(found.records.values()), found.unreadable)
     if isinstance(old, dict):  # every other key of the block is kept (the namings this version cannot read too)
         block = {**old, **block}

@@ -262,3 +262,15 @@ def test_a_naming_the_extension_hands_over_unsaved_is_read_after_a_restart(
     frontend._on_msg({"content": {"data": {"op": "records", "path": "nb.ipynb", "block": unsaved}}})
     assert list(frontend.unsaved_sidecars) == [SIDECAR]
     assert store.get("item-0001") is not None
+
+
+def test_consolidate_refuses_to_replace_a_sidecars_entry_it_cannot_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = notebook(tmp_path / "nb.ipynb")
+    items, _ = run_map(path, 1, limit=0, monkeypatch=monkeypatch)
+    damaged = {"version": 1, "records": [], "sidecars": "oracle-map.agl.jsonl"}
+    nb = json.loads(notebook(path, output(items.saved_block()), metadata_block=damaged).read_text())
+    with pytest.raises(InputError, match="'sidecars' that is not a list"):
+        consolidate(nb)
+    assert nb["metadata"][METADATA_KEY] == damaged
