@@ -250,6 +250,7 @@ class NotebookMapStore:
         self._inline_only = False  # the sidecar cannot be used (said once): every record stays inline
         self._file_records: dict[str, StepRecord] | None = None  # the sidecar file's, read once
         self._replayed_from_file = False  # a record was found in the sidecar: the saved block names it
+        self._appended: set[str] = set()  # ids this map appended to the sidecar
 
     def _path(self) -> Path | None:
         notebook = self.parent.path
@@ -270,11 +271,17 @@ class NotebookMapStore:
         if record_id in _kernel_session.forgotten:
             return None
         found = self._kept.get(record_id)
-        if found is None:
-            # Its own file before the notebook's records: once a map has a sidecar, every record it keeps goes there.
-            found = self._in_file().get(record_id)
-            self._replayed_from_file = self._replayed_from_file or found is not None
-        return found if found is not None else self.parent.get(record_id)
+        if found is not None:
+            return found
+        # Its own file before the notebook's records: once a map has a sidecar, every record it keeps goes there.
+        found = self._in_file().get(record_id)
+        if found is not None:
+            self._replayed_from_file = True
+            return found
+        found = self.parent.get(record_id)
+        if found is not None:  # found, it is this map's too: a replayed item's record is saved again by its display
+            self._kept.setdefault(record_id, found)
+        return found
 
     def records(self) -> Sequence[StepRecord]:
         """The notebook's records, then the sidecar file's and this map's that it does not hold."""
@@ -300,6 +307,7 @@ class NotebookMapStore:
             return kept  # the file holds it already (a replayed item kept again): the file does not grow
         try:
             self._writer.append([line_text(kept)])
+            self._appended.add(kept.id)
         except OSError as e:
             warn(f"Not saved to {self._writer.path}: {e}. The record is kept in this kernel session.", RecordingWarning)
         return kept
@@ -316,7 +324,9 @@ class NotebookMapStore:
         if problem is None:
             try:
                 in_file = self._in_file()
-                writer.append([line_text(r) for r in self._kept.values() if in_file.get(r.id) != r])
+                moving = [r for r in self._kept.values() if in_file.get(r.id) != r]
+                writer.append([line_text(r) for r in moving])
+                self._appended.update(r.id for r in moving)
             except OSError as e:
                 problem = f"{path}: cannot be written ({e})."
         if problem is not None:
@@ -346,7 +356,9 @@ class NotebookMapStore:
         return NotebookMapStore(self.parent, key)
 
     def saved_block(self) -> JsonObject:
-        """The map's records inline, or (once in its sidecar, or replayed from it) the naming of the file as it stands.
+        """The map's records inline (those it kept and those it found), or the naming of its sidecar as it stands.
+
+        The sidecar is named once the map keeps its records there, or when it replayed from it.
 
         Naming the file also hands the naming to the frontend extension, which keeps it in the notebook metadata (as
         it keeps a step's record).
@@ -362,7 +374,11 @@ class NotebookMapStore:
             return block_to_json(tuple(self._kept.values()))
         if _frontend_may_answer():
             link().send_sidecar(naming, _kernel.cell_id())
-        return {"version": FORMAT, "records": [], BLOCK_KEY: [naming.to_json()]}
+        # Beside the naming, the map's records the file does not hold (found in the notebook, from before the map had
+        # a sidecar): the map's display saves every record it used, as a step's does.
+        in_file = self._in_file()
+        elsewhere = [r for r in self._kept.values() if r.id not in self._appended and in_file.get(r.id) != r]
+        return {"version": FORMAT, "records": [r.to_json() for r in elsewhere], BLOCK_KEY: [naming.to_json()]}
 
     def __repr__(self) -> str:
         return f"map {self.key!r} of {self.parent!r}"

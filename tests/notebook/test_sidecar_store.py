@@ -274,3 +274,23 @@ def test_consolidate_refuses_to_replace_a_sidecars_entry_it_cannot_read(
     with pytest.raises(InputError, match="'sidecars' that is not a list"):
         consolidate(nb)
     assert nb["metadata"][METADATA_KEY] == damaged
+
+
+def test_a_replayed_maps_block_saves_every_record_it_found_inline_or_beside_the_naming(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = notebook(tmp_path / "nb.ipynb")
+    items, _ = run_map(path, 2, limit=None, monkeypatch=monkeypatch)
+    notebook(path, output(items.saved_block()))  # a small map, saved inline
+    again = new_kernel(monkeypatch, path).for_map(KEY)
+    assert again.get("item-0000") is not None and again.get("item-0001") is not None
+    assert ids(again.saved_block()) == ["item-0000", "item-0001"], "as a replayed step's display saves its record"
+
+    monkeypatch.setenv("AGL_NOTEBOOK_SIDECAR_BYTES", "0")
+    grown = new_kernel(monkeypatch, path).for_map(KEY)
+    assert grown.get("item-0000") is not None
+    grown.put(record(5))  # past the limit: what it kept and found moves to the sidecar
+    assert grown.get("item-0001") is not None  # found in the notebook after the move: listed beside the naming
+    block = grown.saved_block()
+    assert ids(block) == ["item-0001"] and naming_of(block)["file"] == SIDECAR
+    assert list(read_sidecar(tmp_path / SIDECAR, key=KEY).records) == ["item-0000", "item-0005"]
