@@ -26,6 +26,7 @@ import pytest
 from agl_notebook.cli import main
 from agl_notebook.notebook.nbfile import METADATA_KEY
 from agl_notebook.replay.sidecar import read_sidecar
+from tests.support.fake_extension import FakeExtension
 from tests.support.kernel_harness import started_kernel
 from tests.support.nbval import nbval
 from tests.support.oracle_notebook import NOTEBOOK_SETTINGS
@@ -206,3 +207,29 @@ def test_two_kernels_appending_to_one_sidecar_at_once_lose_nothing_and_interleav
         assert mine == [f"{name}-{n}" for n in range(1000)]
     writers = [line.text[line.text.index(b'"id":"') + 6 :][:3] for line in read.lines]
     assert sum(a != b for a, b in itertools.pairwise(writers)) > 1, "the two kernels appended at once"
+
+
+def test_a_new_kernel_reads_the_sidecar_the_extension_hands_back_unsaved(tmp_path: Path) -> None:
+    path = map_notebook(tmp_path / "nb.ipynb")  # saved before the map ran: the file names no sidecar
+    setup = (f"%env AGL_NOTEBOOK_PATH={path}", "%env AGL_NOTEBOOK_SIDECAR_BYTES=4000")
+    with started_kernel(tmp_path, *setup) as first:
+        extension = FakeExtension(first, path.name)
+        msg_id = first.execute(MAP_CELL, cell_id="map-cell")
+        extension.wait_for(lambda: msg_id in first.replies and any(d["op"] == "sidecar" for d in extension.received))
+    unsaved = extension.block
+    assert unsaved is not None and unsaved["sidecars"][0]["file"] == SIDECAR and unsaved["records"] == []
+    with started_kernel(tmp_path, *setup) as second:  # the page hands its unsaved metadata to a new kernel
+        extension = FakeExtension(second, path.name)
+        extension.block = unsaved
+        msg_id = second.execute(LOOKUP_CELL)
+        extension.wait_for(lambda: msg_id in second.replies)
+        second.pump(0.3)
+        assert second.stream(msg_id) == "found item-0003: True\n"
+
+
+LOOKUP_CELL = """\
+from agl_notebook.notebook.store import NotebookStore
+store = NotebookStore()
+await store.ready()  # the extension's answer: its unsaved block names the sidecar
+print("found item-0003:", store.get("item-0003") is not None)
+"""
