@@ -17,7 +17,8 @@ from .._scope import StepScope, current_scope
 from ..errors import InputError, at_call_site
 from ..events import Event
 from ..loop import LoopOutcome
-from ..models.base import Model, model_network
+from ..models.base import Model, Usage, model_network
+from ..models.prices import PRICES, PriceTable, Rates, dollars, prices_from_json
 from ..payloads import JsonValue
 from ..replay.fingerprint import fingerprint
 from ..replay.modes import Mode, check_mode, resolve_mode
@@ -27,13 +28,14 @@ from ..screens import Screen
 from ..terminals import ConsoleTerminal, ScriptedApprovals, ScriptedTerminal, Terminal
 from ._approvals import Gatekeeper
 from ._engine import Context, run_unit
+from ._meter import Meter
 from ._step import StepPlan, check_input, input_message, system_text
 from .environment import Environment, current_environment
 from .occurrences import Occurrences
 from .units import TapedUnit, UnitOutcome, Work
 from .views import EventSink, StepView, ViewFactory, emit_to
 
-__all__ = ["EventSink", "Occurrences", "Run", "StepView", "ViewFactory", "input_message", "system_text"]
+__all__ = ["EventSink", "Occurrences", "Run", "RunSummary", "StepView", "ViewFactory", "input_message", "system_text"]
 
 T = TypeVar("T")
 
@@ -57,6 +59,11 @@ class Run:
         store: Where recordings are found and kept; by default a fresh `MemoryStore` for this Run.
         mode: The replay mode for this Run's steps (``auto``, ``replay``, ``refresh``, ``off``); see
             `agl_notebook.replay.modes` for the precedence.
+        prices: The rates requests are priced at: a `PriceTable`, or ``{model id: Rates(...)}`` added to (or
+            replacing rows of) the library's table; by default the library's (or the file ``AGL_NOTEBOOK_PRICES``
+            names). Each record keeps what its step cost at these rates (docs/cost.md).
+        budget_usd: The most this Run's live model requests may cost, in dollars: a request that would pass it is
+            not made, and its step fails with `BudgetExceededError`. Replays cost nothing.
     """
 
     def __init__(
@@ -70,6 +77,8 @@ class Run:
         store: Store | None = None,
         mode: Mode | None = None,
         view: ViewFactory | None = None,
+        prices: PriceTable | Mapping[str, Rates] | None = None,
+        budget_usd: float | None = None,
     ) -> None:
         if model is not None and not isinstance(model, Model):
             raise InputError(
@@ -99,6 +108,8 @@ class Run:
         # Outside a kernel identical steps are numbered within this Run; in a kernel, within a cell execution,
         # across every Run of the cell (their recordings share the notebook).
         self._occurrences = env.occurrences() if env is not None else Occurrences()
+        self.meter = Meter(_price_table(prices), budget_usd)
+        """The account of what this Run's live requests cost, and its budget (shared by every step of the Run)."""
         self.outcomes: list[LoopOutcome] = []
         """The outcomes of the latest finished steps (at most `HISTORY`, oldest dropped first), in the order they
         finished (transcripts, usage, requests). `step_outcome` returns a step's own."""
@@ -112,6 +123,24 @@ class Run:
     def always_approved(self) -> set[str]:
         """The tools a person chose to "always approve" in this Run; remove a name to be asked again."""
         return self._gatekeeper.always
+
+    @property
+    def prices(self) -> PriceTable:
+        """The rates this Run prices requests at."""
+        return self.meter.prices
+
+    @property
+    def spent_usd(self) -> float:
+        """What this Run's live model requests have cost so far, in dollars (zero when every step replayed).
+
+        Shown in live views and `summary`, never in a saved output: a saved view shows each record's own cost.
+        """
+        return self.meter.spent_usd
+
+    def summary(self) -> RunSummary:
+        """What this Run has done live so far: requests, tokens, dollars spent, and its budget."""
+        m = self.meter
+        return RunSummary(m.requests, m.usage, m.spent_usd, m.budget_usd, m.unpriced, m.prices.as_of)
 
     @property
     def current_step(self) -> StepScope:
@@ -175,6 +204,7 @@ class Run:
         resolved = self._resolve_role(role)
         check_input(resolved, input)
         model, model_id = self._model_for(resolved)
+        model = self.meter.wrap(model)
         step_mode = resolve_mode(step=mode, run=self.mode)
         view = self._view_factory(resolved) if self._view_factory is not None else None
         emit = self._emit if on_event is None else _emit_both(on_event, self._emit)
@@ -192,6 +222,7 @@ class Run:
             network=model_network(model),
             keep=self._keep,
             gatekeeper=self._gatekeeper,
+            prices=self.meter.prices,
         )
         return await run_unit(plan, step_mode, self._context())
 
@@ -323,6 +354,60 @@ class Run:
             f"Role {role.name!r} has no model: give it one with @role(model=Claude.OPUS), or run "
             "it with Run(model=ScriptedModel(...))."
         )
+
+
+class RunSummary:
+    """What a Run did live: its requests, their tokens and cost, and its budget (`Run.summary`)."""
+
+    def __init__(
+        self,
+        requests: int,
+        usage: Usage,
+        spent_usd: float,
+        budget_usd: float | None,
+        unpriced: int,
+        rates_as_of: str,
+    ) -> None:
+        self.requests = requests
+        """Live model requests settled."""
+        self.usage = usage
+        """Their tokens."""
+        self.spent_usd = spent_usd
+        """What they cost, in dollars (requests on models with no price left out)."""
+        self.budget_usd = budget_usd
+        """The Run's budget, or None."""
+        self.unpriced = unpriced
+        """Requests on models with no price."""
+        self.rates_as_of = rates_as_of
+        """The day the rates were taken."""
+
+    def __str__(self) -> str:
+        u = self.usage
+        tokens = u.input_tokens + u.output_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens
+        text = f"{self.requests} live request(s), {tokens:,} tokens, {dollars(self.spent_usd)} spent"
+        if self.budget_usd is not None:
+            text += f" of a budget of {dollars(self.budget_usd)}"
+        if self.unpriced:
+            text += f"; {self.unpriced} request(s) on models with no price (not counted)"
+        return f"{text} (rates of {self.rates_as_of})"
+
+    def __repr__(self) -> str:
+        return f"<RunSummary: {self}>"
+
+
+def _price_table(prices: PriceTable | Mapping[str, Rates] | None) -> PriceTable:
+    """The Run's table: the one given, the library's with the given rows, or the library's (or the setting's)."""
+    if isinstance(prices, PriceTable):
+        return prices
+    from .._settings import PRICES_FILE
+
+    path = PRICES_FILE.text()
+    base = prices_from_json(path) if path else PRICES
+    if prices is None:
+        return base
+    if not isinstance(prices, Mapping) or not all(isinstance(r, Rates) for r in prices.values()):
+        raise InputError(f"Run(prices=...) takes a PriceTable or {{model id: Rates(...)}}, not {prices!r}.")
+    return base.with_rates(prices)
 
 
 @functools.cache

@@ -16,6 +16,7 @@ from ..errors import InputError, ReplayMissError
 from ..events import Event, QuestionAnswered, QuestionAsked, StepFinished
 from ..loop import LoopOutcome, LoopTool, Reporting, run_loop
 from ..models.base import Model, ModelEvent, ModelRequest, TextDelta, ToolCall, ToolSpec, TurnEnd
+from ..models.prices import PriceTable
 from ..payloads import JsonValue, dump, payload_spec
 from ..replay.fingerprint import Fingerprint, fingerprint
 from ..replay.records import RecordedQuestion, StepRecord
@@ -87,6 +88,8 @@ class StepPlan:
     keep: Callable[[LoopOutcome], None]
     gatekeeper: Gatekeeper
     questions: list[RecordedQuestion] = dataclasses.field(default_factory=list)
+    prices: PriceTable | None = None
+    """What a live run's record is priced at (None: its record keeps no cost)."""
 
     @property
     def name(self) -> str:
@@ -112,6 +115,7 @@ class StepPlan:
         network: bool,
         keep: Callable[[LoopOutcome], None],
         gatekeeper: Gatekeeper,
+        prices: PriceTable | None = None,
     ) -> StepPlan:
         tools = [t for t in role.tools if isinstance(t, Tool)]
         reporting = _reporting(role.reporting_tool)
@@ -149,6 +153,7 @@ class StepPlan:
             network,
             keep,
             gatekeeper,
+            prices=prices,
         )
 
     async def live(self) -> LoopOutcome:
@@ -195,6 +200,7 @@ class StepPlan:
             usage=outcome.usage,
             cell_id=cell_id,
             recorded_at=now(),
+            cost=self.prices.record_cost(self.backend, outcome.usage) if self.prices is not None else None,
         )
 
     def finished(self, outcome: LoopOutcome) -> Event:
