@@ -51,7 +51,17 @@ from ..errors import InputError, MissingCredentialsError, ModelOutputTruncatedEr
 from ..events import ModelRetryWaiting
 from ..payloads import JsonObject, JsonValue
 from ..transcript import messages_to_json
-from .base import ModelEvent, ModelRequest, StopReason, TextDelta, ToolCall, ToolSpec, TurnEnd, Usage
+from .base import (
+    ModelEvent,
+    ModelRequest,
+    StopReason,
+    TextDelta,
+    ToolCall,
+    ToolSpec,
+    TurnEnd,
+    Usage,
+    resolve_backend_id,
+)
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
@@ -165,7 +175,7 @@ class AnthropicModel:
 
     def backend_id(self, model: str) -> str:
         """``anthropic:<model id>``: the model this backend would actually use for a request naming ``model``."""
-        return f"anthropic:{self.model or model}"
+        return resolve_backend_id(self.model or model)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Stream Claude's reply to ``request``: text deltas, one `ToolCall` per tool_use block, then `TurnEnd`.

@@ -7,9 +7,10 @@ state, so any request can be replayed or retried as it is.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from ..payloads import JsonObject
 from ..transcript import Message
@@ -122,6 +123,18 @@ class Model(Protocol):
         ...
 
 
+def is_model(value: object) -> bool:
+    """Whether ``value`` is a `Model`: checked once per class (a protocol's isinstance costs about 15 µs on 3.11)."""
+    cls: type[Any] = type(value)
+    known = _model_classes.get(cls)
+    if known is None:
+        known = _model_classes[cls] = issubclass(cls, Model)
+    return known or isinstance(value, Model)
+
+
+_model_classes: weakref.WeakKeyDictionary[type[Any], bool] = weakref.WeakKeyDictionary()
+
+
 def model_network(model: object) -> bool:
     """Whether ``model``'s replies reach the network (its declared ``network`` capability; True by default)."""
     return bool(getattr(model, "network", True))
@@ -130,3 +143,11 @@ def model_network(model: object) -> bool:
 def model_intercepts_markup(model: object) -> bool:
     """Whether tool calls ``model`` writes as markup become calls (``intercept_markup``; True by default)."""
     return bool(getattr(model, "intercept_markup", True))
+
+
+def resolve_backend_id(model_id: str) -> str:
+    """The backend id `agl_notebook.models.resolve_model` gives for ``model_id``, without loading that backend.
+
+    A fingerprint names the backend a live run would use; a replay needs that name, not the backend.
+    """
+    return f"anthropic:{model_id}"

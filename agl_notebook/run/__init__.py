@@ -17,7 +17,7 @@ from .._scope import StepScope, current_scope
 from ..errors import InputError, at_call_site
 from ..events import Event
 from ..loop import LoopOutcome
-from ..models.base import Model, Usage, model_network
+from ..models.base import Model, Usage, is_model, model_network
 from ..models.prices import PRICES, PriceTable, Rates, dollars, prices_from_json
 from ..payloads import JsonValue
 from ..replay.fingerprint import fingerprint
@@ -80,7 +80,7 @@ class Run:
         prices: PriceTable | Mapping[str, Rates] | None = None,
         budget_usd: float | None = None,
     ) -> None:
-        if model is not None and not isinstance(model, Model):
+        if model is not None and not is_model(model):
             raise InputError(
                 f"Run(model=...) takes a model backend such as ScriptedModel, not {model!r}; to "
                 "name a Claude model, use @role(model=Claude.OPUS)."

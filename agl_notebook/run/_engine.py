@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from .._scope import current_scope
-from ..errors import MissingCredentialsError, ModelCallBlockedError, ReplayMissError, warn
+from ..errors import MissingCredentialsError, ReplayMissError, warn
 from ..events import StepFailed, StepReplayed, StepStarted, input_label
 from ..replay import modes
 from ..replay.explain import Miss, explain_miss, note_miss, note_used
@@ -105,12 +105,8 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
                 miss = Miss(name, fp, occurrence, tuple(store.records()), repr(store), context.cell_id())
                 note_miss(miss)
                 show_miss(view, miss)
-            if modes.session.block_model_calls and unit.network:
-                raise ModelCallBlockedError(
-                    f"{unit.blocked}, and model calls are blocked here "
-                    f"(under nbval, or {modes.BLOCK_VARIABLE}=1). Record it first: run the notebook with "
-                    "`agl-notebook execute --record`, or run the cell in JupyterLab and save."
-                )
+            if unit.network:
+                modes.refuse_blocked_call(unit.blocked)
             try:
                 outcome = await unit.live()
             except MissingCredentialsError as e:

@@ -21,7 +21,7 @@ from ..payloads import JsonValue, dump, payload_spec
 from ..replay.fingerprint import Fingerprint, fingerprint
 from ..replay.records import RecordedQuestion, StepRecord
 from ..roles import Role
-from ..tools import ReportingTool, Tool, ToolResult
+from ..tools import ReportingTool, Tool, ToolResult, with_report_instruction
 from ..transcript import Message, TextBlock, ToolResultBlock, ToolUseBlock, user_text
 from ._approvals import Gatekeeper
 from .views import StepView
@@ -37,10 +37,7 @@ def system_text(role: Role[Any]) -> str:
     report = role.reporting_tool
     if report is None:
         return role.instructions
-    return (
-        f"{role.instructions.rstrip()}\n\nWhen you have the result, hand it back by calling the "
-        f"`{report.name}` tool. Calling it ends your work on this step."
-    )
+    return with_report_instruction(role.instructions, report.name, ends="your work on this step")
 
 
 def input_message(value: object) -> str:
