@@ -382,9 +382,7 @@ class RunSummary:
         """The day the rates were taken."""
 
     def __str__(self) -> str:
-        u = self.usage
-        tokens = u.input_tokens + u.output_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens
-        text = f"{self.requests} live request(s), {tokens:,} tokens, {dollars(self.spent_usd)} spent"
+        text = f"{self.requests} live request(s), {self.usage.tokens:,} tokens, {dollars(self.spent_usd)} spent"
         if self.budget_usd is not None:
             text += f" of a budget of {dollars(self.budget_usd)}"
         if self.unpriced:

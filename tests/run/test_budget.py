@@ -8,28 +8,18 @@ budget has to hold when its estimate is low.
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import anthropic
-import httpx2
 import pytest
 
 from agl_notebook import Claude, Role, Run, describe, reporting_tool
 from agl_notebook.errors import BudgetExceededError, InputError, PriceUnknownError
 from agl_notebook.events import Event, ModelSpent
-from agl_notebook.models.anthropic import AnthropicModel
-from agl_notebook.models.base import Usage
 from agl_notebook.models.prices import PRICES, Rates
 from agl_notebook.replay.stores import MemoryStore
 from agl_notebook.run import _meter
-from tests.support.anthropic_api import BASE_URL, KEY, reply, sse, use
-
-_OPUS = PRICES.rates_for(Claude.OPUS)
-assert _OPUS is not None
-OPUS: Rates = _OPUS
+from tests.support.anthropic_api import CountingAPI
 
 
 @dataclass(frozen=True)
@@ -50,47 +40,6 @@ def summarizer(max_tokens: int = 256) -> Role[Summary]:
         model=Claude.OPUS,
         max_tokens=max_tokens,
     )
-
-
-@dataclass
-class CountingAPI:
-    """Answers every request with a report, its usage one input token per byte sent; keeps what each cost."""
-
-    output_tokens: int = 40
-    delay: float = 0.005
-    costs: list[float] = field(default_factory=list)
-    in_flight: int = 0
-    most_in_flight: int = 0
-
-    def handle(self, request: httpx2.Request) -> httpx2.Response:
-        body = json.loads(request.content)
-        sent = json.dumps([body.get("system"), body["messages"], body.get("tools")], ensure_ascii=False)
-        tokens = len(sent.encode("utf-8"))
-        self.costs.append(OPUS.cost(Usage(input_tokens=tokens, output_tokens=self.output_tokens)))
-        events = reply(
-            use(f"toolu_{len(self.costs)}", "report_summary", json.dumps({"title": "done"})),
-            stop_reason="tool_use",
-            input_tokens=tokens,
-            output_tokens=self.output_tokens,
-        )
-        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=self._slow(sse(events)))
-
-    async def _slow(self, body: bytes) -> AsyncIterator[bytes]:
-        # The reply takes a while to stream, so requests of concurrent steps are really in flight together.
-        self.in_flight += 1
-        self.most_in_flight = max(self.most_in_flight, self.in_flight)
-        try:
-            for i in range(0, len(body), 200):
-                await asyncio.sleep(self.delay)
-                yield body[i : i + 200]
-        finally:
-            self.in_flight -= 1
-
-    def model(self) -> AnthropicModel:
-        client = anthropic.AsyncAnthropic(
-            api_key=KEY, base_url=BASE_URL, http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(self.handle))
-        )
-        return AnthropicModel(client=client, model=Claude.OPUS)
 
 
 WIDE = "要約してください。" * 250  # 2,250 characters, 6,750 bytes: the estimate counts a tenth of the fake's tokens
@@ -175,7 +124,7 @@ async def test_each_record_keeps_its_cost_and_a_replay_costs_nothing() -> None:
 
 async def test_a_budget_on_a_model_with_no_price_fails_before_any_request() -> None:
     fake = CountingAPI()
-    unpriced = AnthropicModel(client=fake.model()._client, model="claude-haiku-5-5")
+    unpriced = fake.model("claude-haiku-5-5")
     with pytest.raises(PriceUnknownError, match="claude-haiku-5-5 has no price"):
         await Run(model=unpriced, budget_usd=1.0).step(summarizer(), Note("x"))
     assert fake.costs == []
