@@ -44,8 +44,10 @@ from ._cli_report import (
     Recording,
     Scan,
     age,
+    cost_totals,
     printable,
     printable_json,
+    recorded_dollars,
     remove,
     scan,
     table,
@@ -54,6 +56,7 @@ from ._cli_report import (
 from ._files import write_atomically
 from ._settings import ANSWERS, APPROVALS, BLOCK_MODELS, MODE, NOTEBOOK_PATH, UNDER_NBVAL, set_for_kernels
 from .errors import InputError
+from .models.prices import current_prices
 from .notebook.nbfile import METADATA_KEY, consolidate, read_notebook_json, records_in_notebook
 from .replay.modes import MODES
 from .replay.records import StepRecord, block_from_json
@@ -383,6 +386,7 @@ def _list(path: Path, *, as_json: bool) -> int:
     _check_metadata_block(data, path, refusal="so its recordings cannot be listed")
     found = scan(data, where=str(path))
     now = datetime.datetime.now(datetime.UTC)
+    costs = cost_totals([r.record for r in found.recordings], current_prices())
     if as_json:
         print(
             printable_json(
@@ -390,6 +394,7 @@ def _list(path: Path, *, as_json: bool) -> int:
                     "notebook": str(path),
                     "recordings": [r.to_json(now) for r in found.recordings],
                     "counts": found.counts(),
+                    "cost": costs.to_json(),
                     "unreadable": found.unreadable,
                     "problems": found.problems,
                 }
@@ -400,13 +405,14 @@ def _list(path: Path, *, as_json: bool) -> int:
     if not found.recordings:
         _say(f"{path}: no recordings.")
         return EXIT_OK
-    rows = [["ID", "ROLE", "BACKEND", "TOKENS", "AGE", "KEPT", "USED"]]
+    rows = [["ID", "ROLE", "BACKEND", "TOKENS", "DOLLARS", "AGE", "KEPT", "USED"]]
     rows += [
         [
             r.record.id[:SHORT_ID],
             r.record.role,
             r.record.backend,
             str(tokens(r.record)),
+            recorded_dollars(r.record),
             age(r.record.recorded_at, now),
             "+".join(r.kept),
             f"{r.status} ({r.why})",
@@ -424,6 +430,8 @@ def _list(path: Path, *, as_json: bool) -> int:
             "unknown: the cell that ran it cannot be told (a headless run sends no cell id); gc keeps these "
             "unless --unknown-too."
         )
+    for line in costs.lines():
+        _say(line)
     return EXIT_OK
 
 

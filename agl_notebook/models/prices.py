@@ -21,7 +21,7 @@ from pathlib import Path
 from .._families import InputError
 from .base import Usage
 
-__all__ = ["PRICES", "PriceTable", "Rates", "RecordedCost", "prices_from_json"]
+__all__ = ["PRICES", "PriceTable", "Rates", "RecordedCost", "current_prices", "prices_from_json"]
 
 PRICING_PAGE = "https://platform.claude.com/docs/en/about-claude/pricing"
 """Anthropic's pricing page, the source of `PRICES` (each model's overview page under /docs/en/models/ repeats its
@@ -224,3 +224,11 @@ def prices_from_json(path: str | Path) -> PriceTable:
     if not isinstance(as_of, str) or (source is not None and not isinstance(source, str)):
         raise InputError(f'{where}: "as_of" must be the day the rates were taken, and "source" a page, as strings.')
     return PRICES.with_rates(rates, as_of=as_of, source=source)
+
+
+def current_prices() -> PriceTable:
+    """Today's rates: the file ``AGL_NOTEBOOK_PRICES`` names (over `PRICES`), or `PRICES`."""
+    from .._settings import PRICES_FILE
+
+    path = PRICES_FILE.text()
+    return prices_from_json(path) if path else PRICES

@@ -18,7 +18,7 @@ from ..errors import InputError, at_call_site
 from ..events import Event
 from ..loop import LoopOutcome
 from ..models.base import Model, Usage, is_model, model_network
-from ..models.prices import PRICES, PriceTable, Rates, dollars, prices_from_json
+from ..models.prices import PriceTable, Rates, current_prices, dollars
 from ..payloads import JsonValue
 from ..replay.fingerprint import fingerprint
 from ..replay.modes import Mode, check_mode, resolve_mode
@@ -397,10 +397,7 @@ def _price_table(prices: PriceTable | Mapping[str, Rates] | None) -> PriceTable:
     """The Run's table: the one given, the library's with the given rows, or the library's (or the setting's)."""
     if isinstance(prices, PriceTable):
         return prices
-    from .._settings import PRICES_FILE
-
-    path = PRICES_FILE.text()
-    base = prices_from_json(path) if path else PRICES
+    base = current_prices()
     if prices is None:
         return base
     if not isinstance(prices, Mapping) or not all(isinstance(r, Rates) for r in prices.values()):
