@@ -11,14 +11,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
-import nbformat
 import pytest
-from nbformat import v4
 
 from agl_notebook.cli import main
 from agl_notebook.models.prices import PRICES
 from tests.support.anthropic_api import reply, sse, use
 from tests.support.nbval import nbval
+from tests.support.oracle_notebook import nbformat, v4
 
 SETUP = """from dataclasses import dataclass
 from agl_notebook import Claude, Role, Run, describe, reporting_tool
