@@ -11,15 +11,17 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+import anthropic
 import pytest
 
 from agl_notebook import Claude, Role, Run, describe, reporting_tool
-from agl_notebook.errors import BudgetExceededError, InputError, PriceUnknownError
+from agl_notebook.errors import BudgetExceededError, InputError, PriceUnknownError, UpstreamUnexpected
 from agl_notebook.events import Event, ModelSpent
+from agl_notebook.models.anthropic import AnthropicModel
 from agl_notebook.models.prices import PRICES, Rates
 from agl_notebook.replay.stores import MemoryStore
 from agl_notebook.run import _meter
-from tests.support.anthropic_api import CountingAPI
+from tests.support.anthropic_api import CountingAPI, api, fail, reply, text
 
 
 @dataclass(frozen=True)
@@ -145,3 +147,18 @@ def test_a_budget_must_be_a_number_of_dollars() -> None:
     for bad in (-1, float("nan"), "5", True):
         with pytest.raises(InputError, match="budget_usd"):
             Run(budget_usd=bad)  # type: ignore[arg-type]
+
+
+async def test_a_refused_request_spends_nothing_and_one_cut_off_mid_reply_spends_its_estimate() -> None:
+    refused = api(fail(400, "invalid_request_error", "Bad request."))
+    run = Run(model=AnthropicModel(client=refused.client(), model=Claude.OPUS), budget_usd=1.0)
+    with pytest.raises(anthropic.BadRequestError):
+        await run.step(summarizer(), Note("x"))
+    assert (run.spent_usd, run.meter.reserved_usd, run.meter.requests) == (0, 0, 0)
+
+    cut = api(reply(text("Half a rep"), message_stop=False))
+    run = Run(model=AnthropicModel(client=cut.client(), model=Claude.OPUS), budget_usd=1.0)
+    with pytest.raises(UpstreamUnexpected, match="ended before message_stop"):
+        await run.step(summarizer(), Note("x"))
+    assert 0 < run.spent_usd < 1.0, "billed, its usage unknown: counted at its estimate"
+    assert run.meter.reserved_usd == 0
