@@ -19,6 +19,10 @@ from typing import Any, Literal
 from .events import Event
 from .payloads import JsonObject, JsonValue
 
+CANCELLED_BY_INTERRUPT = "agl_notebook: interrupted by the person"
+"""The message of the cancellation `Run.run_sync` sends the running step on a kernel interrupt: a deliberate one,
+so a step waiting for a person keeps nothing (docs/recordings.md, "Partial records")."""
+
 
 @dataclass(frozen=True)
 class Question:
@@ -77,6 +81,14 @@ class StepScope:
     """The decisions on tool calls that needed approval, so far."""
     on_waiting: Callable[[], object] | None = field(default=None, repr=False)
     """Called right before the step waits for a person (a question, an approval); None does nothing."""
+    waiting: Literal["approval", "question"] | None = None
+    """What the step waits for (or last waited for): set by `begin_waiting` before it calls `on_waiting`."""
+    person_waits: bool = True
+    """Whether a person (not a script, not a headless setting) answers what the step waits for, as the terminal said
+    in `begin_waiting`: only then does a step keep a partial record (docs/recordings.md, "Partial records")."""
+    resumed: dict[str, list[Question]] = field(default_factory=dict, repr=False)
+    """A resumed step's answers from its partial record, by the id of the tool call that asked them: given again,
+    in order, when the handler asks the same questions once more."""
     view: Any = field(default=None, repr=False)
     """The step's view, where a terminal that draws inside it (the notebook's) shows questions."""
     _undo: list[Callable[[], object]] = field(default_factory=list, repr=False)
@@ -86,10 +98,25 @@ class StepScope:
         """Register work to undo if the step fails or is interrupted (run newest first)."""
         self._undo.append(undo)
 
-    def begin_waiting(self) -> None:
-        """The step is about to wait for a person: tell `on_waiting`, if set."""
+    def begin_waiting(self, on: Literal["approval", "question"] = "question", *, person: bool = True) -> None:
+        """The step is about to wait for ``on`` (answered by a person unless ``person`` is False): tell `on_waiting`."""
+        self.waiting, self.person_waits = on, person
         if self.on_waiting is not None:
             self.on_waiting()
+
+    def resumed_answer(self, tool_call_id: str | None, text: str, inputs: tuple[str, ...]) -> Question | None:
+        """The next answer the partial record kept for this call's question, if it is the same question.
+
+        Another question (the handler changed, or asks in another order) ends the recorded answers of the call:
+        it and every later one are asked again.
+        """
+        kept = self.resumed.get(tool_call_id) if tool_call_id is not None else None
+        if not kept:
+            return None
+        if (kept[0].text, kept[0].inputs) != (text, inputs):
+            kept.clear()
+            return None
+        return kept.pop(0)
 
     def scratch_dir(self) -> Path:
         """A folder for this step's files, created on first use and removed if the step fails."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import (
@@ -147,6 +147,18 @@ class LoopOutcome:
         return ""
 
 
+@dataclass
+class Progress:
+    """How far a running loop has got, kept up to date as it goes: what a step waiting for a person keeps."""
+
+    transcript: list[Message] = field(default_factory=list)
+    """Every message so far: the loop's own list, the reply whose calls are running included."""
+    results: list[Block] = field(default_factory=list)
+    """The results of the calls of the latest reply that have finished (the next user message, so far)."""
+    usage: Usage = field(default_factory=Usage)
+    """Tokens over the requests so far."""
+
+
 def not_offered(name: str) -> str:
     """The guard's result text for a call to a tool that was not offered this turn."""
     return f"Tool not offered this turn: {name}"
@@ -165,8 +177,11 @@ async def run_loop(
     reminders: int = 1,
     max_tokens: int = 4096,
     role: str = "",
+    progress: Progress | None = None,
 ) -> LoopOutcome:
     """Run the loop until the agent reports, stops calling tools, or the round-trip limit is reached.
+
+    ``progress``, when given, is kept up to date as the loop goes (its transcript is the loop's own list).
 
     Raises:
         RoleIncompleteError: ``reporting`` is set and the agent never reported (after its reminders).
@@ -175,6 +190,8 @@ async def run_loop(
     """
     __tracebackhide__ = True  # IPython shows the person's frames (a handler's, a model's), not the loop's
     transcript = list(messages)
+    if progress is not None:
+        progress.transcript, progress.results = transcript, []
     by_name = {t.spec.name: t for t in tools}
     specs = tuple(t.spec for t in tools) + ((reporting.spec,) if reporting else ())
     usage = Usage()
@@ -187,6 +204,8 @@ async def run_loop(
         content, stop, turn_usage = await _one_reply(model, request, emit)
         requests += 1
         usage += turn_usage
+        if progress is not None:
+            progress.usage = usage
         if stop == "refusal":
             raise ModelRefusedError(f"The model refused to continue the step of {role or 'the agent'!r}.")
         if stop == "max_tokens" and content and isinstance(content[-1], ToolUseBlock):
@@ -229,6 +248,8 @@ async def run_loop(
         # calls before it run, as in any other turn.
         at_limit = roundtrips >= max_tool_roundtrips and not _holds_valid_report(calls, reporting)
         results: list[Block] = []
+        if progress is not None:
+            progress.results = results
         report: tuple[Any, JsonValue] | None = None
         unanswered: list[str] = []
         for call in calls:
@@ -254,6 +275,8 @@ async def run_loop(
             results.append(ToolResultBlock(call.id, text, is_error))
             emit(ClientToolResult(call.name, call.id, text, is_error))
         transcript.append(Message("user", tuple(results)))
+        if progress is not None:
+            progress.results = []
         if report is not None:
             return LoopOutcome(report[0], report[1], tuple(transcript), usage, requests, False)
         if at_limit:

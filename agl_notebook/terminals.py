@@ -13,9 +13,9 @@ import json
 import sys
 import weakref
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from ._scope import Decision, Question, current_scope
+from ._scope import Decision, Question, StepScope, current_scope
 from .approvals import SETTING, ApprovalRequest, Approve, Deny, Edit, Verdict, as_verdict, decide, decided_event
 from .errors import InputError, NoAnswerError, NoDecisionError
 from .events import ApprovalRequested, QuestionAnswered, QuestionAsked
@@ -47,13 +47,15 @@ class Terminal:
         labels = tuple(i.label for i in screen.inputs)
         if scope is not None:
             scope.emit(QuestionAsked(screen.text, labels))
-        import asyncio  # here, not at the top: it costs a quarter of `import agl_notebook` otherwise
+        answer: T = _resumed_answer(screen, scope, labels)
+        if answer is _NONE:
+            import asyncio  # here, not at the top: it costs a quarter of `import agl_notebook` otherwise
 
-        loop = asyncio.get_running_loop()
-        async with self._locks.setdefault(loop, asyncio.Lock()):
-            if scope is not None:
-                scope.begin_waiting()
-            answer = await self.ask(screen)
+            loop = asyncio.get_running_loop()
+            async with self._locks.setdefault(loop, asyncio.Lock()):
+                if scope is not None:
+                    scope.begin_waiting("question", person=self.asks_a_person("question"))
+                answer = await self.ask(screen)
         as_json = screen.answer_json(answer)
         if scope is not None:
             scope.questions.append(Question(screen.text, labels, as_json))
@@ -71,12 +73,16 @@ class Terminal:
         loop = asyncio.get_running_loop()
         async with self._locks.setdefault(loop, asyncio.Lock()):
             if scope is not None:
-                scope.begin_waiting()
+                scope.begin_waiting("approval", person=self.asks_a_person("approval"))
             decision = await self.ask_approval(request)
         if scope is not None:
             scope.decisions.append(decision)
             scope.emit(decided_event(decision))
         return decision
+
+    def asks_a_person(self, on: Literal["approval", "question"]) -> bool:
+        """Whether a person answers a question (or decides a call) here, rather than a script or a setting."""
+        return True
 
     async def ask(self, screen: Screen[T]) -> T:
         """Wait for the person's validated answer to ``screen``."""
@@ -85,6 +91,26 @@ class Terminal:
     async def ask_approval(self, request: ApprovalRequest) -> Decision:
         """Wait for the decision on ``request``, checked (`agl_notebook.approvals.decide`)."""
         raise NotImplementedError
+
+
+_NONE: Any = object()
+
+
+def _resumed_answer(screen: Screen[T], scope: StepScope | None, labels: tuple[str, ...]) -> Any:
+    """The answer a resumed step's partial record kept for this question, checked again; `_NONE` when there is none.
+
+    A kept answer the screen no longer accepts (its inputs changed) is not given: the question is asked again.
+    """
+    from .loop import current_tool_call_id
+
+    kept = scope.resumed_answer(current_tool_call_id.get(), screen.text, labels) if scope is not None else None
+    if kept is None:
+        return _NONE
+    values = list(kept.answer) if len(screen.inputs) > 1 and isinstance(kept.answer, list) else [kept.answer]
+    try:
+        return screen.validate(values)
+    except InputError:
+        return _NONE
 
 
 class ConsoleTerminal(Terminal):
@@ -176,6 +202,11 @@ class ScriptedTerminal(Terminal):
         self._inner = inner
         self._used = 0
         self._decided = 0
+
+    def asks_a_person(self, on: Literal["approval", "question"]) -> bool:
+        """A person answers only what is not scripted, on the inner terminal."""
+        scripted = self._answers if on == "question" else self._approvals
+        return scripted is None and self._inner is not None and self._inner.asks_a_person(on)
 
     async def ask(self, screen: Screen[T]) -> T:
         """Take the next scripted answer and validate it like a typed one."""

@@ -25,6 +25,14 @@ def in_kernel() -> bool:
     return kernel() is not None
 
 
+def shutting_down() -> bool:
+    """True once the kernel was asked to shut down (or restart).
+
+    ipykernel keeps no public flag; it sets ``_shutdown_message`` when it handles the shutdown request.
+    """
+    return getattr(kernel(), "_shutdown_message", None) is not None
+
+
 def ipykernel_version() -> tuple[int, ...]:
     """The ipykernel version as numbers, e.g. (7, 4, 0); () outside a kernel."""
     module = sys.modules.get("ipykernel")

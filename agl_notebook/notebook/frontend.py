@@ -8,7 +8,14 @@ The protocol, version 1 (the extension's ``labextension/src/index.ts`` is the ot
 - kernel → frontend: ``{"op": "record", "cell_id": <id or null>, "record": <record JSON>}`` for every finished step.
   The frontend writes it into the notebook metadata (replacing a record with the same id), removes the copy carried
   in the step's output metadata, and marks the notebook dirty; the person's next save keeps it. It answers
-  ``{"op": "stored", "id": <record id>}``.
+  ``{"op": "stored", "id": <record id>}``. A partial record (a step waiting for a person, docs/recordings.md) is sent
+  the same way, when the step starts waiting; its finished record replaces it by id.
+- kernel → frontend: ``{"op": "discard", "id": <record id>}`` when a waiting step was interrupted on purpose (or
+  failed): the frontend removes the partial record with that id from the notebook metadata, never a finished one.
+  It is sent `DISCARD_SECONDS` after the step ended, and not at all once the kernel is shutting down: a restart
+  (JupyterLab's, through jupyter_client) interrupts the kernel before it asks it to shut down, and a restart must
+  keep the partial record. An extension that predates the message ignores it; the kernel then ignores that partial
+  copy for the rest of its session.
 
 Without the extension (VS Code, classic Notebook, nbclient) the comm is simply not answered, or closed at once by a
 frontend that knows no such target (JupyterLab with the extension disabled), and the record still travels in the
@@ -31,6 +38,9 @@ from . import _kernel
 
 TARGET = "agl_notebook"
 PROTOCOL = 1
+
+DISCARD_SECONDS = 2.0
+"""How long a discard waits to learn whether the interrupt that ended the step was a restart's (see above)."""
 
 
 class FrontendLink:
@@ -81,6 +91,25 @@ class FrontendLink:
         self.open()
         if self._comm is not None:
             self._comm.send({"op": "record", "cell_id": cell_id, "record": record.to_json()})
+
+    def discard_partial(self, record_id: str) -> threading.Timer | None:
+        """Ask the frontend, soon, to drop the partial record with this id from the notebook metadata.
+
+        Sent after `DISCARD_SECONDS` unless the kernel is shutting down by then (fire and forget; the timer is
+        returned for tests). A thread, not the event loop: a synchronous cell's step ran on a loop now closed.
+        """
+        comm = self._comm
+        if comm is None:
+            return None
+
+        def send() -> None:
+            if not _kernel.shutting_down() and self._comm is comm:
+                comm.send({"op": "discard", "id": record_id})
+
+        timer = threading.Timer(DISCARD_SECONDS, send)
+        timer.daemon = True
+        timer.start()
+        return timer
 
     def _on_close(self, msg: dict[str, Any]) -> None:
         # The frontend has no handler for the target: nobody will answer this comm. A later record opens a new one

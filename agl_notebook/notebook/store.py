@@ -32,6 +32,10 @@ class _KernelSession:
     recorded: dict[str, dict[str, StepRecord]] = field(default_factory=dict)
     """What this kernel session recorded, by notebook path ("" when the notebook is unknown), so a new Run in a
     later cell sees records that are not saved yet."""
+    partials: dict[str, dict[str, StepRecord]] = field(default_factory=dict)
+    """Partial records of steps waiting for a person (docs/recordings.md, "Partial records"), by notebook path."""
+    discarded: set[str] = field(default_factory=set)
+    """Ids whose partial records were discarded in this session: a partial copy in the file is not resumed."""
     forgotten: set[str] = field(default_factory=set)
     """Ids forgotten with ``%agl forget``: not replayed until a new record with the same id is kept."""
     told_unlocated: bool = False
@@ -84,7 +88,13 @@ class NotebookStore:
         if path is None:
             _tell_unlocated()
         found = self._session_records(path).get(record_id)
-        return found if found is not None else self._from_file(path).get(record_id)
+        if found is None:
+            found = _kernel_session.partials.get(_key(path), {}).get(record_id)
+        if found is None:
+            found = self._from_file(path).get(record_id)
+            if found is not None and found.partial is not None and record_id in _kernel_session.discarded:
+                return None
+        return found
 
     def records(self) -> Sequence[StepRecord]:
         """Every readable record, the file's then this session's (which win on the same id)."""
@@ -98,11 +108,37 @@ class NotebookStore:
         return InlineMapStore(self, key)
 
     def put(self, record: StepRecord) -> StepRecord:
-        """Keep the scrubbed record in this kernel session's memory."""
+        """Keep the scrubbed record in this kernel session's memory (in place of its partial record, if any)."""
         kept = scrubbed(record)
         _kernel_session.forgotten.discard(kept.id)
         _kernel_session.recorded.setdefault(_key(self._where()), {})[kept.id] = kept
+        for partials in _kernel_session.partials.values():
+            partials.pop(kept.id, None)
         return kept
+
+    def put_partial(self, record: StepRecord) -> None:
+        """Keep a waiting step's partial record in this session and hand it to the frontend extension at once.
+
+        The extension writes it into the notebook metadata (the notebook becomes dirty; a save, autosave included,
+        keeps it), and hands it back to a restarted kernel. A headless run keeps no partial record.
+        """
+        if not _frontend_may_answer():
+            return
+        kept = scrubbed(record)
+        _kernel_session.discarded.discard(kept.id)
+        _kernel_session.partials.setdefault(_key(self._where()), {})[kept.id] = kept
+        link().send_record(kept, kept.cell_id)
+
+    def discard_partial(self, record_id: str) -> None:
+        """Forget a partial record here, in what the frontend handed over, and in the notebook metadata."""
+        for partials in _kernel_session.partials.values():
+            partials.pop(record_id, None)
+        _kernel_session.discarded.add(record_id)
+        frontend = link()
+        held = frontend.unsaved.get(record_id)
+        if held is not None and held.partial is not None:
+            frontend.unsaved = {k: v for k, v in frontend.unsaved.items() if k != record_id}
+        frontend.discard_partial(record_id)
 
     def _session_records(self, path: Path | None) -> dict[str, StepRecord]:
         # Records kept before the notebook was found (under "") belong to it as well.
@@ -114,8 +150,14 @@ class NotebookStore:
 
     def _from_file(self, path: Path | None) -> dict[str, StepRecord]:
         found = self._saved(path)
-        unsaved = link().unsaved  # what the frontend's notebook model held, saved or not (the extension's answer)
-        return {**found, **unsaved} if unsaved else found
+        frontend = link()
+        unsaved = frontend.unsaved  # what the frontend's notebook model held, saved or not (the extension's answer)
+        merged = {**found, **unsaved} if unsaved else found
+        if frontend.answered and any(r.partial is not None and i not in unsaved for i, r in found.items()):
+            # The frontend's model is newer than the file: a partial record it no longer holds was finished or
+            # discarded since the file was saved.
+            merged = {i: r for i, r in merged.items() if r.partial is None or i in unsaved}
+        return merged
 
     def _saved(self, path: Path | None) -> dict[str, StepRecord]:
         if path is None:

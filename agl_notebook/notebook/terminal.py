@@ -16,7 +16,7 @@ it is a `NoDecisionError` naming the tool and the variable, before the tool's ha
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from .. import _settings
 from .._scope import Decision, current_scope
@@ -68,6 +68,10 @@ def _headless_answers() -> ScriptedTerminal | None:
 
 class WidgetTerminal(Terminal):
     """Asks in input widgets inside the current step's view (see the module docstring for the fallbacks)."""
+
+    def asks_a_person(self, on: Literal["approval", "question"]) -> bool:
+        """A person answers unless the notebook runs headless (answers and decisions then come from settings)."""
+        return _kernel.interactive()
 
     async def ask(self, screen: Screen[T]) -> T:
         """Draw the screen in the step's view and wait for the submitted, validated answer."""

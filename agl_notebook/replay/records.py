@@ -8,11 +8,14 @@ The format (docs/recordings.md), version `FORMAT`::
               "role": ..., "backend": ..., "input": ..., "result": ..., "transcript": [...],
               "questions": [{"tool_call_id", "text", "inputs", "answer"}],
               "decisions": [{"tool_call_id", "tool", "decision", "always", "arguments"?, "message"?, "by"?}],
-              "usage": {...}, "cost"?: {"usd": dollars or null, "rates": day}, "tape": [...], "recorded_at": ...}
+              "usage": {...}, "cost"?: {"usd": dollars or null, "rates": day}, "tape": [...], "recorded_at": ...,
+              "partial": {"waiting": "approval" | "question", "tool_call_id": ..., "tool": ...}?}
 
-``decisions`` (approvals of tool calls) came after format 1 was first written: it is left out when empty, so
-records without it read as they did. So did ``cost`` (what the step cost when it was recorded, docs/cost.md): a
-record without it shows no dollars, and a step on a model that is never billed (a scripted one) has none.
+``decisions`` (approvals of tool calls), ``cost`` and ``partial`` came after format 1 was first written: each is left
+out when empty, so records without them read as they did. A record with ``partial`` is the progress of a step that
+was waiting for a person when it was kept (docs/recordings.md, "Partial records"): it is resumed, never replayed.
+``cost`` is what the step cost when it was recorded (docs/cost.md): a record without it shows no dollars, and a step
+on a model that is never billed (a scripted one) has none.
 
 Reading never executes anything: it is `json` plus checks of each field's type. A record that fails the checks is
 reported with its position and kept aside untouched, so writing the block back loses nothing.
@@ -23,6 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from .._families import InputError
 from .._scope import Decision, DecisionKind
@@ -47,6 +51,22 @@ class RecordedQuestion:
     """The labels of its inputs."""
     answer: JsonValue
     """The answer as JSON."""
+
+
+WaitingOn = Literal["approval", "question"]
+"""What a waiting step waits for: a person's decision on a tool call, or their answer to a tool's question."""
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """What the step of a partial record was waiting for when it was kept."""
+
+    on: WaitingOn
+    """A decision on the call (``approval``), or an answer to a question its handler asked (``question``)."""
+    tool_call_id: str
+    """The call waited on: the first call of the transcript's last assistant message without a result."""
+    tool: str
+    """The called tool's name."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +105,10 @@ class StepRecord:
     cost: RecordedCost | None = None
     """What the live run cost, priced when it was recorded (None: a record from before costs were kept, or a model
     that is never billed); views show it as it is, never priced again."""
+    partial: Waiting | None = None
+    """Set on a partial record: the step's progress so far, kept while it waits for a person; None when finished.
+    Its transcript ends with the assistant message holding the call waited on (then, when some calls of that
+    message finished before it, a user message of their results); its result is None."""
     kind: str = field(default="step", init=False)
     format: int = field(default=FORMAT, init=False)
 
@@ -125,6 +149,9 @@ class StepRecord:
         if self.tape:
             data["tape"] = list(self.tape)
         data["recorded_at"] = self.recorded_at
+        if self.partial is not None:
+            p = self.partial
+            data["partial"] = {"waiting": p.on, "tool_call_id": p.tool_call_id, "tool": p.tool}
         return data
 
 
@@ -174,6 +201,7 @@ def record_from_json(data: JsonValue, *, where: str = "record") -> StepRecord:
         recorded_at=str(data.get("recorded_at", "")),
         tape=tuple(tape),
         cost=_cost(data.get("cost"), f"{where}.cost"),
+        partial=_waiting(data["partial"], f"{where}.partial") if "partial" in data else None,
     )
 
 
@@ -291,6 +319,19 @@ def _question(data: JsonValue, where: str) -> RecordedQuestion:
         _string(data, "text", where),
         tuple(str(i) for i in inputs),
         data.get("answer"),
+    )
+
+
+def _waiting(data: JsonValue, where: str) -> Waiting:
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected an object saying what the step waits for.")
+    on = data.get("waiting")
+    if on not in ("approval", "question"):
+        raise InputError(f"{where}.waiting: expected 'approval' or 'question', got {on!r}.")
+    return Waiting(
+        "approval" if on == "approval" else "question",
+        _string(data, "tool_call_id", where),
+        _string(data, "tool", where),
     )
 
 

@@ -57,6 +57,26 @@ class Store(Protocol):
 
 
 @runtime_checkable
+class PartialStore(Protocol):
+    """A store that keeps partial records: the progress of a step waiting for a person (docs/recordings.md).
+
+    A partial record has the id of the finished record it becomes: `Store.put` of that record replaces it, and
+    `Store.get` returns it until then (the engine resumes it, never replays it).
+    """
+
+    def put_partial(self, record: StepRecord) -> None:
+        """Keep the scrubbed partial record, replacing one with the same id."""
+        ...
+
+    def discard_partial(self, record_id: str) -> None:
+        """Forget the partial record with this id (the step failed, or the person interrupted it).
+
+        A finished record with the id is left alone.
+        """
+        ...
+
+
+@runtime_checkable
 class MapStore(Store, Protocol):
     """The store of one map's item records: a `Store`, and what the map's final display saves of it."""
 
@@ -149,6 +169,19 @@ class MemoryStore:
         kept = self._records[record.id] = scrubbed(record)
         return kept
 
+    def put_partial(self, record: StepRecord) -> None:
+        """Keep a partial record under its id, as any other (a finished one replaces it)."""
+        self.put(record)
+
+    def discard_partial(self, record_id: str) -> None:
+        """Forget the partial record with this id."""
+        found = self.get(record_id)
+        if found is not None and found.partial is not None:
+            self._forget(record_id)
+
+    def _forget(self, record_id: str) -> None:
+        del self._records[record_id]
+
     def __repr__(self) -> str:
         return f"MemoryStore({len(self._records)} records)"
 
@@ -204,6 +237,13 @@ class JsonFileStore(MemoryStore):
         write_atomically(self.path, self._file_text())
         self._read_at = self._mtime()
         return kept
+
+    def _forget(self, record_id: str) -> None:
+        super()._forget(record_id)
+        self._texts.pop(record_id, None)
+        if self.problem is None:
+            write_atomically(self.path, self._file_text())
+            self._read_at = self._mtime()
 
     def _file_text(self) -> str:
         """The file: what ``json.dumps(block, indent=1)`` writes, joined from each record's kept text."""

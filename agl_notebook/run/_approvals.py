@@ -88,20 +88,66 @@ class Gatekeeper:
             recorded = mine.get(call_id)
             if recorded is None:
                 return Gated(payload)
-            arguments = _arguments(payload)
-            if recorded.by != "policy":  # a policy decides without showing the call to anyone
-                scope.emit(ApprovalRequested(tool.name, call_id, arguments))
-            if recorded.decision == "edit" and recorded.arguments is not None:
-                # What the edit changed is not recorded: the same validation of the same call gives it again.
-                recorded = dataclasses.replace(recorded, changed=changed_paths(arguments, recorded.arguments))
-            scope.emit(decided_event(recorded))
-            if recorded.always:
-                self.always.add(tool.name)
+            recorded = self._tell(tool, recorded, payload, scope)
             if recorded.decision == "deny":
                 return Gated(result=recorded_result(call_id))
             return Gated(payload)  # the recorded result (of the edited call, its note included) comes from `call`
 
         return gate
+
+    def resume_gate(
+        self,
+        tool: Tool[Any],
+        decisions: tuple[Decision, ...],
+        scope: StepScope,
+        finished: set[str],
+        recorded_result: Callable[[str], tuple[str, bool]],
+    ) -> Gate | None:
+        """The gate of ``tool`` in a step resumed from a partial record (docs/recordings.md, "Partial records").
+
+        A finished call's recorded decision is told, as in a replay. The call the step waited on, if it was decided
+        before its handler asked a question, runs as decided (the edited payload, with its note) without asking
+        again; undecided, it goes through the live gate: the same approval is shown again. Every decision told is
+        kept in the step's scope, so the finished record holds them all.
+        """
+        mine = {d.tool_call_id: d for d in decisions if d.tool == tool.name}
+        live = self.live_gate(tool, scope)
+        if not mine and live is None:
+            return None
+
+        async def gate(payload: Any, call_id: str) -> Gated:
+            __tracebackhide__ = True
+            recorded = mine.get(call_id)
+            if recorded is None:
+                if call_id in finished or live is None:
+                    return Gated(payload)
+                return await live(payload, call_id)
+            recorded = self._tell(tool, recorded, payload, scope)
+            scope.decisions.append(recorded)
+            if recorded.decision == "deny":
+                return Gated(result=recorded_result(call_id) if call_id in finished else (denied_text(recorded), True))
+            if call_id in finished or recorded.decision != "edit":
+                return Gated(payload)
+            request = ApprovalRequest(
+                tool.name, call_id, payload, _arguments(payload), tool.spec, scope.role, tool.description
+            )
+            edited, _ = request.check(recorded.arguments)
+            return Gated(edited, note=edited_note(recorded))
+
+        return gate
+
+    def _tell(self, tool: Tool[Any], recorded: Decision, payload: Any, scope: StepScope) -> Decision:
+        """Tell the views a recorded decision as it was told live; the decision, with what an edit changed."""
+        arguments = _arguments(payload)
+        if recorded.by != "policy":  # a policy decides without showing the call to anyone
+            scope.emit(ApprovalRequested(tool.name, recorded.tool_call_id, arguments))
+        if recorded.decision == "edit" and recorded.arguments is not None:
+            # What the edit changed is not recorded: the same validation of the same call gives it again.
+            recorded = dataclasses.replace(recorded, changed=changed_paths(arguments, recorded.arguments))
+        scope.emit(decided_event(recorded))
+        if recorded.always:
+            self.always.add(tool.name)
+        return recorded
 
 
 def _arguments(payload: Any) -> JsonObject:

@@ -9,17 +9,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from .._scope import current_scope
+from .._scope import CANCELLED_BY_INTERRUPT, current_scope
 from ..errors import MissingCredentialsError, ReplayMissError, warn
 from ..events import StepFailed, StepReplayed, StepStarted, input_label
 from ..replay import modes
 from ..replay.explain import Miss, explain_miss, note_miss, note_used
 from ..replay.modes import Mode
 from ..replay.records import StepRecord
-from ..replay.stores import RecordingWarning, Store
+from ..replay.stores import PartialStore, RecordingWarning, Store
 from .environment import Environment
 from .occurrences import Occurrences
-from .units import Unit
+from .units import Resumable, Unit
 from .views import show_miss
 
 Out = TypeVar("Out")
@@ -59,6 +59,9 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
     env = context.environment
     watch = env.watch_interrupts() if env is not None else None
     kept: StepRecord | None = None
+    partials = _partials(unit, store, mode)
+    partial: StepRecord | None = None  # a partial record found: the step resumes from it
+    waited = False  # a partial record was kept by this run, or resumed by it: a failure or an interrupt discards it
     try:
         # Told before the first await, so views take their places in the order steps start.
         input_json = unit.input_json
@@ -66,6 +69,9 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
         if mode in ("auto", "replay"):
             await store.ready()  # a store that must hear from elsewhere first (the notebook's)
         found = store.get(record_id) if mode in ("auto", "replay") else None
+        if found is not None and found.partial is not None:
+            # Kept while the step waited for a person: resumed, never replayed as a finished step.
+            partial, found = found, None
         unfit_message: str | None = None
         nearest_unfit: StepRecord | None = None
         if found is not None and (problems := unit.unfit(found)):
@@ -86,6 +92,15 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
             outcome = await unit.replay(found)
             kept = found
             note_used(context.cell_id(), execution, found.id)
+        elif mode == "replay" and partial is not None:
+            raise ReplayMissError(
+                f"The recording {partial.id} of {name!r} in {store!r} is partial: the step was waiting for "
+                f"{'a decision on' if partial.partial and partial.partial.on == 'approval' else 'an answer in'} "
+                f"its call to {partial.partial.tool if partial.partial else '?'!r} and never finished. Mode "
+                "'replay' never calls a model: run it in mode 'auto' to resume it.",
+                nearest=partial,
+                differing=(),
+            )
         elif mode == "replay" and unfit_message is not None:
             raise ReplayMissError(
                 f"{unfit_message} Mode 'replay' never calls a model: run it in mode 'auto' or "
@@ -101,14 +116,34 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
                 differing=differing,
             )
         else:
-            if mode == "auto" and unfit_message is None:  # a miss to explain (an unfit record was warned of)
+            if mode == "auto" and unfit_message is None and partial is None:  # a miss to explain (not a resume)
                 miss = Miss(name, fp, occurrence, tuple(store.records()), repr(store), context.cell_id())
                 note_miss(miss)
                 show_miss(view, miss)
             if unit.network:
                 modes.refuse_blocked_call(unit.blocked)
+            if partials is not None:
+                keeper, resumable = partials
+                waiting_before = scope.on_waiting
+
+                def keep_partial() -> None:
+                    nonlocal waited
+                    if waiting_before is not None:
+                        waiting_before()
+                    if not scope.person_waits:  # a script or a setting answers at once: nothing to keep
+                        return
+                    found_partial = resumable.partial(record_id, occurrence, context.cell_id())
+                    if found_partial is not None:
+                        keeper.put_partial(found_partial)
+                        waited = True
+
+                scope.on_waiting = keep_partial
             try:
-                outcome = await unit.live()
+                if partial is not None and isinstance(unit, Resumable):
+                    waited = True
+                    outcome = await unit.resume(partial)
+                else:
+                    outcome = await unit.live()
             except MissingCredentialsError as e:
                 if mode != "auto":
                     raise
@@ -129,6 +164,11 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
     except BaseException as e:  # KeyboardInterrupt and cancellation wipe the step too
         scope.wipe()
         context.occurrences.give_back(context.execution_key(), fp.base, occurrence)
+        if partials is not None and waited and _ends_partial(e, watch):
+            try:
+                partials[0].discard_partial(record_id)
+            except Exception as discarding_error:  # a store failing here must not hide why the step failed
+                e.add_note(f"(Its partial record was not discarded: {discarding_error})")
         try:
             emit(StepFailed(name, type(e).__name__, str(e)))
             if view is not None:
@@ -148,6 +188,27 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
     if view is not None:
         view.finish(kept)
     return outcome
+
+
+def _partials(unit: Unit[Out], store: Store, mode: Mode) -> tuple[PartialStore, Resumable[Out]] | None:
+    """Where a waiting step keeps its partial record, if it keeps one (docs/recordings.md, "Partial records")."""
+    if mode == "off" or not isinstance(unit, Resumable) or not isinstance(store, PartialStore):
+        return None
+    return store, unit
+
+
+def _ends_partial(error: BaseException, watch: object) -> bool:
+    """Whether a step ending with ``error`` discards its partial record.
+
+    A failure does, and so does an interrupt the person asked for (Kernel > Interrupt, or Ctrl-C outside a kernel,
+    keeps nothing). In a kernel, a cancellation from elsewhere (the kernel shutting down for a restart, a sibling
+    under ``asyncio.gather`` failing) does not: the step resumes when its cell runs again.
+    """
+    if not _is_interrupt(error) or watch is None:  # outside a kernel an interrupt is the person's Ctrl-C
+        return True
+    if getattr(watch, "interrupted", False):
+        return True
+    return error.args == (CANCELLED_BY_INTERRUPT,)
 
 
 def _is_interrupt(error: BaseException) -> bool:

@@ -11,15 +11,25 @@ import datetime
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from .._scope import StepScope
+from .._scope import Question, StepScope
 from ..errors import InputError, ReplayMissError
 from ..events import Event, QuestionAnswered, QuestionAsked, StepFinished
-from ..loop import LoopOutcome, LoopTool, Reporting, run_loop
-from ..models.base import Model, ModelEvent, ModelRequest, TextDelta, ToolCall, ToolSpec, TurnEnd
+from ..loop import LoopOutcome, LoopTool, Progress, Reporting, run_loop
+from ..models.base import (
+    Model,
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    ToolCall,
+    ToolSpec,
+    TurnEnd,
+    Usage,
+    model_intercepts_markup,
+)
 from ..models.prices import PriceTable
 from ..payloads import JsonValue, dump, payload_spec
 from ..replay.fingerprint import Fingerprint, fingerprint
-from ..replay.records import RecordedQuestion, StepRecord
+from ..replay.records import RecordedQuestion, StepRecord, Waiting
 from ..roles import Role
 from ..tools import ReportingTool, Tool, ToolResult, with_report_instruction
 from ..transcript import Message, TextBlock, ToolResultBlock, ToolUseBlock, user_text
@@ -87,6 +97,10 @@ class StepPlan:
     questions: list[RecordedQuestion] = dataclasses.field(default_factory=list)
     prices: PriceTable | None = None
     """What a live run's record is priced at (None: its record keeps no cost)."""
+    progress: Progress = dataclasses.field(default_factory=Progress)
+    """How far the loop has got: what a partial record keeps."""
+    _running: tuple[str, int] | None = None  # the call whose handler runs, and how many questions came before it
+    _earlier_usage: Usage = dataclasses.field(default_factory=Usage)  # what a resumed step's partial record spent
 
     @property
     def name(self) -> str:
@@ -181,6 +195,57 @@ class StepPlan:
             )
         return dataclasses.replace(outcome, usage=record.usage)
 
+    async def resume(self, partial: StepRecord) -> LoopOutcome:
+        """Resume from a partial record: its prefix replayed, then live (docs/recordings.md, "Partial records").
+
+        The model is not asked for the replies the transcript holds, and no handler runs for a call with a recorded
+        result: both are told to the views as in a replay, with their questions and decisions. The call the step
+        waited on runs live: its approval is asked again, or (decided already) its handler runs, its earlier answers
+        given again from the record as it asks the same questions.
+        """
+        __tracebackhide__ = True
+        results = {b.tool_use_id: b for m in partial.transcript for b in m.content if isinstance(b, ToolResultBlock)}
+        for q in partial.questions:
+            if q.tool_call_id not in results:
+                self.scope.resumed.setdefault(q.tool_call_id, []).append(Question(q.text, q.inputs, q.answer))
+        self._earlier_usage = partial.usage
+        model = ResumingModel(partial, self.model)
+        outcome = await self._loop(model, [self._resuming_tool(t, partial, results) for t in self.tools])
+        return dataclasses.replace(outcome, usage=partial.usage + outcome.usage)
+
+    def partial(self, record_id: str, occurrence: int, cell_id: str | None) -> StepRecord | None:
+        """The step's progress so far, as a partial record; None when it is not waiting inside a tool call."""
+        transcript = list(self.progress.transcript)
+        on = self.scope.waiting
+        if on is None or not transcript or transcript[-1].role != "assistant":
+            return None
+        done = {b.tool_use_id for b in self.progress.results if isinstance(b, ToolResultBlock)}
+        waiting = next((c for c in transcript[-1].tool_uses if c.id not in done), None)
+        if waiting is None:
+            return None
+        if self.progress.results:
+            transcript.append(Message("user", tuple(self.progress.results)))
+        questions = list(self.questions)
+        if self._running is not None:  # the questions the waiting call's handler asked so far
+            call_id, asked = self._running
+            questions += [RecordedQuestion(call_id, q.text, q.inputs, q.answer) for q in self.scope.questions[asked:]]
+        return StepRecord(
+            id=record_id,
+            parts=self.fingerprint.parts,
+            occurrence=occurrence,
+            role=self.role.name,
+            backend=self.backend,
+            input=self.input_json,
+            result=None,
+            transcript=tuple(transcript),
+            questions=tuple(questions),
+            decisions=tuple(self.scope.decisions),
+            usage=self._earlier_usage + self.progress.usage,
+            cell_id=cell_id,
+            recorded_at=now(),
+            partial=Waiting(on, waiting.id, waiting.name),
+        )
+
     def record(self, record_id: str, occurrence: int, outcome: LoopOutcome, cell_id: str | None) -> StepRecord:
         """The record of a live run."""
         return StepRecord(
@@ -219,13 +284,18 @@ class StepPlan:
             reminders=self.role.reminders,
             max_tokens=self.role.max_tokens,
             role=self.role.name,
+            progress=self.progress,
         )
 
     def _live_tool(self, t: Tool[Any]) -> LoopTool:
         async def call(payload: Any, call_id: str) -> tuple[str, bool]:
             __tracebackhide__ = True
             asked = len(self.scope.questions)
-            result = await t.handler(payload)
+            self._running = (call_id, asked)
+            try:
+                result = await t.handler(payload)
+            finally:
+                self._running = None
             if not isinstance(result, ToolResult):
                 raise InputError(
                     f"The handler of tool {t.name!r} returned {type(result).__name__}; it must return a ToolResult."
@@ -259,6 +329,48 @@ class StepPlan:
 
         gate = self.gatekeeper.replay_gate(t, record.decisions, self.scope, recorded_result)
         return LoopTool(_tool_spec(t), call, t.spec.validate, gate)
+
+    def _resuming_tool(self, t: Tool[Any], partial: StepRecord, results: dict[str, ToolResultBlock]) -> LoopTool:
+        live = self._live_tool(t)
+
+        def recorded_result(call_id: str) -> tuple[str, bool]:
+            return results[call_id].content, results[call_id].is_error
+
+        async def call(payload: Any, call_id: str) -> tuple[str, bool]:
+            __tracebackhide__ = True
+            if call_id not in results:
+                return await live.call(payload, call_id)
+            for q in partial.questions:
+                if q.tool_call_id == call_id:
+                    self.scope.emit(QuestionAsked(q.text, q.inputs))
+                    self.scope.emit(QuestionAnswered(q.text, q.answer))
+                    self.questions.append(q)
+            return recorded_result(call_id)
+
+        gate = self.gatekeeper.resume_gate(t, partial.decisions, self.scope, set(results), recorded_result)
+        return LoopTool(_tool_spec(t), call, t.spec.validate, gate)
+
+
+class ResumingModel:
+    """Replies from a partial record while its transcript holds the reply, then from the live model."""
+
+    def __init__(self, partial: StepRecord, live: Model) -> None:
+        self._recorded = RecordedModel(partial)
+        self._transcript = partial.transcript
+        self._live = live
+        self.intercept_markup = model_intercepts_markup(live)
+        self.live_requests = 0
+        """Requests sent to the live model."""
+
+    def backend_id(self, model: str) -> str:
+        return self._live.backend_id(model)
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        k = len(request.messages)
+        if k < len(self._transcript) and self._transcript[k].role == "assistant":
+            return self._recorded.stream(request)
+        self.live_requests += 1
+        return self._live.stream(request)
 
 
 class RecordedModel:

@@ -67,7 +67,9 @@ def run_sync(
             started.wait()
             loop, task = box.get("loop"), box.get("task")
             if loop is not None and task is not None and not loop.is_closed():
-                loop.call_soon_threadsafe(task.cancel)
+                from .._scope import CANCELLED_BY_INTERRUPT  # a deliberate interrupt: a waiting step keeps nothing
+
+                loop.call_soon_threadsafe(task.cancel, CANCELLED_BY_INTERRUPT)
             while worker.is_alive():
                 if pump is not None:
                     pump.poll()

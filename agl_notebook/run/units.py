@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 from .._scope import StepScope
 from ..errors import ReplayMissError
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .views import StepView
 
 Out = TypeVar("Out")
+Out_co = TypeVar("Out_co", covariant=True)
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,23 @@ class Unit(Protocol[Out]):
 
     def unfit(self, record: StepRecord) -> Sequence[str]:
         """Why a matching record can no longer be replayed (empty: it can)."""
+        ...
+
+
+@runtime_checkable
+class Resumable(Protocol[Out_co]):
+    """A unit that can keep its progress while it waits for a person, and resume from it (a step of a role).
+
+    docs/recordings.md, "Partial records": the engine asks for the partial record when the unit's scope begins
+    waiting, and resumes from one found in the store instead of running live.
+    """
+
+    def partial(self, record_id: str, occurrence: int, cell_id: str | None) -> StepRecord | None:
+        """Its progress so far as a partial record; None when it is not waiting inside a tool call."""
+        ...
+
+    def resume(self, partial: StepRecord) -> Awaitable[Out_co]:
+        """Replay the partial record's prefix (no model, no handler of a finished call), then go on live."""
         ...
 
 

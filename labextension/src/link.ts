@@ -7,7 +7,10 @@
  * - kernel → frontend: `{"op": "record", "cell_id": <id or null>, "record": <record>}`; the record goes into the
  *   notebook metadata (replacing the one with the same id), its copy leaves the step's output metadata, the notebook
  *   becomes dirty, and the answer is `{"op": "stored", "id": <record id>}`. A notebook without that cell (another
- *   notebook sharing the kernel ran it) ignores the message.
+ *   notebook sharing the kernel ran it) ignores the message. A partial record (a step waiting for a person: it has a
+ *   `partial` field) comes the same way when the step starts waiting; its finished record replaces it by id.
+ * - kernel → frontend: `{"op": "discard", "id": <record id>}`: a waiting step was interrupted on purpose (or failed);
+ *   its partial record leaves the notebook metadata. A finished record with that id is never removed.
  *
  * Records are JSON data: nothing from a record is executed or rendered here.
  */
@@ -18,6 +21,7 @@ import type { IOutputAreaModel } from '@jupyterlab/outputarea';
 import type { Kernel, KernelMessage } from '@jupyterlab/services';
 
 import {
+  blockWithoutPartial,
   isObject,
   type JSONObject,
   jsonEqual,
@@ -126,6 +130,12 @@ export class NotebookLink {
       const id = this.store(data.record, typeof data.cell_id === 'string' ? data.cell_id : null);
       if (id !== null) {
         send(comm, { op: 'stored', id });
+      }
+    } else if (data.op === 'discard' && typeof data.id === 'string') {
+      const model = this.model;
+      const block = model ? blockWithoutPartial(model.getMetadata(METADATA_KEY), data.id) : null;
+      if (model && block !== null) {
+        model.setMetadata(METADATA_KEY, block);
       }
     }
   }

@@ -78,6 +78,20 @@ export function upsertRecord(block: unknown, record: JSONObject): Upsert {
   return { ok: true, block: { ...(block as JSONObject), records } };
 }
 
+/**
+ * The block without the partial record `id` (a record with a `partial` field: the progress of a step that waited
+ * for a person), or null when it holds no such record. A finished record with the id is never removed; every other
+ * record and key is kept.
+ */
+export function blockWithoutPartial(block: unknown, id: string): JSONObject | null {
+  if (blockProblem(block) !== null) {
+    return null;
+  }
+  const records = (block as JSONObject).records as JSONValue[];
+  const kept = records.filter(item => !(recordId(item) === id && isObject(item) && 'partial' in item));
+  return kept.length === records.length ? null : { ...(block as JSONObject), records: kept };
+}
+
 /** Whether two JSON values are equal (object key order aside). */
 export function jsonEqual(a: unknown, b: unknown): boolean {
   if (a === b) {

@@ -2,7 +2,13 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { jsonEqual, metadataWithoutRecord, recordBelongsHere, upsertRecord } from '../lib/records.js';
+import {
+  blockWithoutPartial,
+  jsonEqual,
+  metadataWithoutRecord,
+  recordBelongsHere,
+  upsertRecord
+} from '../lib/records.js';
 
 const rec = (id, result = 1) => ({ kind: 'step', format: 1, id, result });
 
@@ -62,4 +68,29 @@ test('a record belongs to the notebook holding its cell, or anywhere when its ce
   assert.equal(recordBelongsHere('c1', []), false);
   assert.equal(recordBelongsHere(null, ['c1']), true);
   assert.equal(recordBelongsHere(null, []), true);
+});
+
+// Partial records: a step waiting for a person (docs/recordings.md, "Partial records").
+
+const partial = (id) => ({
+  ...rec(id, null),
+  transcript: [],
+  partial: { waiting: 'approval', tool_call_id: 'toolu_01_0', tool: 'send_mail', later: { unknown: [1] } }
+});
+
+test('keeps a partial record whole, unknown fields included, and replaces it by the finished one', () => {
+  const stored = upsertRecord({ version: 1, records: [rec('a')] }, partial('b'));
+  assert.ok(stored.ok);
+  assert.deepEqual(stored.block.records, [rec('a'), partial('b')], 'kept as sent');
+  const finished = upsertRecord(stored.block, rec('b', 7));
+  assert.deepEqual(finished.block.records, [rec('a'), rec('b', 7)], 'the finished record in its place');
+});
+
+test('a discard removes the partial record only, never a finished one', () => {
+  const block = { version: 1, note: 'x', records: [rec('a'), partial('b'), 'junk'] };
+  assert.deepEqual(blockWithoutPartial(block, 'b'), { version: 1, note: 'x', records: [rec('a'), 'junk'] });
+  assert.equal(blockWithoutPartial(block, 'a'), null, 'a finished record with the id stays');
+  assert.equal(blockWithoutPartial(block, 'c'), null, 'nothing to remove');
+  assert.equal(blockWithoutPartial({ version: 2, records: [partial('b')] }, 'b'), null, 'an unusable block is left');
+  assert.equal(block.records.length, 3, 'the input block is not modified');
 });
