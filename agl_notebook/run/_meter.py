@@ -126,14 +126,18 @@ class Meter:
         """What requests in flight are reserved at, in dollars."""
         return self._reserved
 
-    async def reserve(self, backend: str, request: ModelRequest) -> Reservation:
+    async def reserve(self, backend: str, request: ModelRequest, *, batched: bool = False) -> Reservation:
         """Reserve ``request`` on ``backend`` before it is sent; wait while the worst case does not fit.
+
+        ``batched``: the request goes through the Message Batches API, so it is priced with the batch discount.
 
         Raises:
             BudgetExceededError: Spent plus reserved plus this request's estimate would pass the budget.
             PriceUnknownError: There is a budget and ``backend`` has no price.
         """
         rates = self.prices.rates_for(backend)
+        if rates is not None and batched:
+            rates = rates.batched()
         if self.budget_usd is None:
             with self._lock:
                 self._in_flight += 1

@@ -162,3 +162,18 @@ async def test_a_refused_request_spends_nothing_and_one_cut_off_mid_reply_spends
         await run.step(summarizer(), Note("x"))
     assert 0 < run.spent_usd < 1.0, "billed, its usage unknown: counted at its estimate"
     assert run.meter.reserved_usd == 0
+
+
+async def test_a_batch_engine_reserves_and_settles_at_the_batch_discount() -> None:
+    from agl_notebook.models.base import ModelRequest, Usage
+    from agl_notebook.transcript import user_text
+
+    run = Run(budget_usd=1.0)
+    request = ModelRequest(Claude.OPUS, "Summarize.", (user_text("a note"),), (), 256)
+    reservation = await run.meter.reserve("anthropic:" + Claude.OPUS, request, batched=True)
+    assert run.meter.reserved_usd > 0
+    usage = Usage(input_tokens=1_000_000, output_tokens=100_000)
+    assert reservation.settle(usage) == pytest.approx((4 + 2) / 2)
+    assert run.spent_usd == pytest.approx(3.0) and run.meter.reserved_usd == 0
+    with pytest.raises(BudgetExceededError, match=r"spent \$3\.00"):
+        await run.meter.reserve("anthropic:" + Claude.OPUS, request, batched=True)
