@@ -65,8 +65,9 @@ def estimate(request: ModelRequest, rates: Rates) -> Estimate:
 class Reservation:
     """One request's place in the account, from before it is sent until it is settled or released."""
 
-    def __init__(self, meter: Meter, rates: Rates | None, cost: Estimate | None) -> None:
+    def __init__(self, meter: Meter, rates: Rates | None, cost: Estimate | None, request: ModelRequest) -> None:
         self._meter, self.rates, self.estimate = meter, rates, cost
+        self._request = request
         self._open = True
 
     def settle(self, usage: Usage) -> float | None:
@@ -77,7 +78,8 @@ class Reservation:
 
     def settle_at_estimate(self) -> None:
         """The request broke off after its reply began (so it was billed, its usage unknown): spend the estimate."""
-        self._close(self.estimate.likely if self.estimate is not None else None, Usage())
+        cost = self.estimate or (estimate(self._request, self.rates) if self.rates is not None else None)
+        self._close(cost.likely if cost is not None else None, Usage())
 
     def release(self) -> None:
         """The request failed before any reply (nothing was billed): the reservation ends, nothing is spent."""
@@ -141,7 +143,7 @@ class Meter:
         if self.budget_usd is None:
             with self._lock:
                 self._in_flight += 1
-            return Reservation(self, rates, estimate(request, rates) if rates is not None else None)
+            return Reservation(self, rates, None, request)  # estimated only if its reply breaks off
         if rates is None:
             raise PriceUnknownError(
                 f"This Run has a budget of {dollars(self.budget_usd)}, but {backend} has no price in its table "
@@ -167,7 +169,7 @@ class Meter:
                     self._reserved += cost.likely
                     self._worst += cost.worst
                     self._in_flight += 1
-                    return Reservation(self, rates, cost)
+                    return Reservation(self, rates, cost, request)
             await asyncio.sleep(_POLL)
 
     def wrap(self, model: Model) -> Model:
