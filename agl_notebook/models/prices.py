@@ -104,14 +104,14 @@ class PriceTable:
         object.__setattr__(self, "_by_id", dict(self.rates))
 
     def rates_for(self, backend: str) -> Rates | None:
-        """The rates of ``backend`` (``anthropic:<model id>``, or a bare model id), or None: no price is known.
+        """The rates of ``backend``, or None: no price is known.
 
-        Only Anthropic's models are priced; a scripted backend has none (it costs nothing, and is shown no dollars).
+        ``backend`` is ``anthropic:<model id>``, a bare model id, or a backend id the table names whole.
         """
-        model_id = backend.removeprefix("anthropic:")
-        if ":" in model_id:
-            return None
-        return self._by_id.get(model_id)
+        found = self._by_id.get(backend)
+        if found is not None or not backend.startswith("anthropic:"):
+            return found
+        return self._by_id.get(backend.removeprefix("anthropic:"))
 
     def cost(self, backend: str, usage: Usage) -> float | None:
         """What ``usage`` on ``backend`` costs, in dollars, or None when the backend has no price."""
@@ -119,8 +119,11 @@ class PriceTable:
         return rates.cost(usage) if rates is not None else None
 
     def priced(self, backend: str) -> bool:
-        """Whether ``backend`` is a model that is billed (an Anthropic model), priced or not."""
-        return backend.startswith("anthropic:")
+        """Whether ``backend`` is billed, its price known or not: an Anthropic model, or one the table names.
+
+        A scripted backend is not (it costs nothing, and its steps show no dollars).
+        """
+        return backend.startswith("anthropic:") or backend in self._by_id
 
     def with_rates(
         self, rates: Mapping[str, Rates], *, as_of: str | None = None, source: str | None = None

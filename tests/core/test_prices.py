@@ -44,6 +44,9 @@ def test_the_table_knows_the_library_s_claude_models_and_guesses_none() -> None:
     assert PRICES.record_cost("scripted:abc", Usage(10, 10)) is None, "a scripted model is never billed"
     assert PRICES.record_cost("anthropic:claude-haiku-5-5", Usage(10, 10)) == RecordedCost(None, "2026-12-01")
     assert RecordedCost(None, "x").words() == "price unknown"
+    own = PRICES.with_rates({"bedrock:my-claude": Rates(1, 1, 1, 1, 1)})
+    assert own.rates_for("bedrock:my-claude") == Rates(1, 1, 1, 1, 1) and own.priced("bedrock:my-claude")
+    assert not own.priced("scripted:abc") and own.rates_for("bedrock:claude-opus-5-5") is None
     assert (dollars(0.012345), dollars(12.5)) == ("$0.0123", "$12.50")
 
 
