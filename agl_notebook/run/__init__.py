@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
 from .._scope import StepScope, current_scope
@@ -356,30 +357,22 @@ class Run:
         )
 
 
+@dataclass(frozen=True)
 class RunSummary:
     """What a Run did live: its requests, their tokens and cost, and its budget (`Run.summary`)."""
 
-    def __init__(
-        self,
-        requests: int,
-        usage: Usage,
-        spent_usd: float,
-        budget_usd: float | None,
-        unpriced: int,
-        rates_as_of: str,
-    ) -> None:
-        self.requests = requests
-        """Live model requests settled."""
-        self.usage = usage
-        """Their tokens."""
-        self.spent_usd = spent_usd
-        """What they cost, in dollars (requests on models with no price left out)."""
-        self.budget_usd = budget_usd
-        """The Run's budget, or None."""
-        self.unpriced = unpriced
-        """Requests on models with no price."""
-        self.rates_as_of = rates_as_of
-        """The day the rates were taken."""
+    requests: int
+    """Live model requests settled."""
+    usage: Usage
+    """Their tokens."""
+    spent_usd: float
+    """What they cost, in dollars (requests on models with no price left out)."""
+    budget_usd: float | None
+    """The Run's budget, or None."""
+    unpriced: int
+    """Requests on models with no price."""
+    rates_as_of: str
+    """The day the rates were taken."""
 
     def __str__(self) -> str:
         text = f"{self.requests} live request(s), {self.usage.tokens:,} tokens, {dollars(self.spent_usd)} spent"
