@@ -177,3 +177,15 @@ async def test_a_batch_engine_reserves_and_settles_at_the_batch_discount() -> No
     assert run.spent_usd == pytest.approx(3.0) and run.meter.reserved_usd == 0
     with pytest.raises(BudgetExceededError, match=r"spent \$3\.00"):
         await run.meter.reserve("anthropic:" + Claude.OPUS, request, batched=True)
+
+
+async def test_a_json_function_s_llm_requests_count_against_the_budget() -> None:
+    from agl_notebook.functions import FunctionCallError, load_agent
+
+    agent = load_agent(
+        {"model": Claude.OPUS.value, "functions": {"chat": {"commands": {"llm": "Say hello.", "return": "{ result }"}}}}
+    )
+    fake = CountingAPI()
+    with pytest.raises(FunctionCallError, match=r"llm: BudgetExceededError: .* would pass this Run's budget"):
+        await agent.call("chat", {}, run=Run(model=fake.model(), budget_usd=0.0))
+    assert fake.costs == [], "the request was not made"
