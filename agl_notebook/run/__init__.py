@@ -11,15 +11,14 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
 from .._scope import StepScope, current_scope
 from ..errors import InputError, at_call_site
 from ..events import Event
 from ..loop import LoopOutcome
-from ..models.base import Model, Usage, is_model, model_network
-from ..models.prices import PriceTable, Rates, current_prices, dollars
+from ..models.base import Model, is_model, model_network
+from ..models.prices import PriceTable, Rates
 from ..payloads import JsonValue
 from ..replay.fingerprint import fingerprint
 from ..replay.modes import Mode, check_mode, resolve_mode
@@ -29,7 +28,7 @@ from ..screens import Screen
 from ..terminals import ConsoleTerminal, ScriptedApprovals, ScriptedTerminal, Terminal
 from ._approvals import Gatekeeper
 from ._engine import Context, run_unit
-from ._meter import Meter
+from ._meter import Meter, RunSummary, price_table
 from ._step import StepPlan, check_input, input_message, system_text
 from .environment import Environment, current_environment
 from .occurrences import Occurrences
@@ -109,7 +108,7 @@ class Run:
         # Outside a kernel identical steps are numbered within this Run; in a kernel, within a cell execution,
         # across every Run of the cell (their recordings share the notebook).
         self._occurrences = env.occurrences() if env is not None else Occurrences()
-        self.meter = Meter(_price_table(prices), budget_usd)
+        self.meter = Meter(price_table(prices), budget_usd)
         """The account of what this Run's live requests cost, and its budget (shared by every step of the Run)."""
         self.outcomes: list[LoopOutcome] = []
         """The outcomes of the latest finished steps (at most `HISTORY`, oldest dropped first), in the order they
@@ -355,47 +354,6 @@ class Run:
             f"Role {role.name!r} has no model: give it one with @role(model=Claude.OPUS), or run "
             "it with Run(model=ScriptedModel(...))."
         )
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    """What a Run did live: its requests, their tokens and cost, and its budget (`Run.summary`)."""
-
-    requests: int
-    """Live model requests settled."""
-    usage: Usage
-    """Their tokens."""
-    spent_usd: float
-    """What they cost, in dollars (requests on models with no price left out)."""
-    budget_usd: float | None
-    """The Run's budget, or None."""
-    unpriced: int
-    """Requests on models with no price."""
-    rates_as_of: str
-    """The day the rates were taken."""
-
-    def __str__(self) -> str:
-        text = f"{self.requests} live request(s), {self.usage.tokens:,} tokens, {dollars(self.spent_usd)} spent"
-        if self.budget_usd is not None:
-            text += f" of a budget of {dollars(self.budget_usd)}"
-        if self.unpriced:
-            text += f"; {self.unpriced} request(s) on models with no price (not counted)"
-        return f"{text} (rates of {self.rates_as_of})"
-
-    def __repr__(self) -> str:
-        return f"<RunSummary: {self}>"
-
-
-def _price_table(prices: PriceTable | Mapping[str, Rates] | None) -> PriceTable:
-    """The Run's table: the one given, the library's with the given rows, or the library's (or the setting's)."""
-    if isinstance(prices, PriceTable):
-        return prices
-    base = current_prices()
-    if prices is None:
-        return base
-    if not isinstance(prices, Mapping) or not all(isinstance(r, Rates) for r in prices.values()):
-        raise InputError(f"Run(prices=...) takes a PriceTable or {{model id: Rates(...)}}, not {prices!r}.")
-    return base.with_rates(prices)
 
 
 @functools.cache

@@ -21,14 +21,14 @@ import asyncio
 import json
 import math
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
 from .._scope import current_scope
 from ..errors import BudgetExceededError, InputError, PriceUnknownError
 from ..events import ModelSpent
 from ..models.base import Model, ModelEvent, ModelRequest, TurnEnd, Usage, model_intercepts_markup, model_network
-from ..models.prices import PriceTable, Rates, dollars
+from ..models.prices import PriceTable, Rates, current_prices, dollars
 from ..transcript import messages_to_json
 
 CHARACTERS_PER_TOKEN = 4
@@ -237,3 +237,44 @@ class MeteredModel:
 
     def __repr__(self) -> str:
         return repr(self.model)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a Run did live: its requests, their tokens and cost, and its budget (`Run.summary`)."""
+
+    requests: int
+    """Live model requests settled."""
+    usage: Usage
+    """Their tokens."""
+    spent_usd: float
+    """What they cost, in dollars (requests on models with no price left out)."""
+    budget_usd: float | None
+    """The Run's budget, or None."""
+    unpriced: int
+    """Requests on models with no price."""
+    rates_as_of: str
+    """The day the rates were taken."""
+
+    def __str__(self) -> str:
+        text = f"{self.requests} live request(s), {self.usage.tokens:,} tokens, {dollars(self.spent_usd)} spent"
+        if self.budget_usd is not None:
+            text += f" of a budget of {dollars(self.budget_usd)}"
+        if self.unpriced:
+            text += f"; {self.unpriced} request(s) on models with no price (not counted)"
+        return f"{text} (rates of {self.rates_as_of})"
+
+    def __repr__(self) -> str:
+        return f"<RunSummary: {self}>"
+
+
+def price_table(prices: PriceTable | Mapping[str, Rates] | None) -> PriceTable:
+    """The Run's table: the one given, the library's with the given rows, or the library's (or the setting's)."""
+    if isinstance(prices, PriceTable):
+        return prices
+    base = current_prices()
+    if prices is None:
+        return base
+    if not isinstance(prices, Mapping) or not all(isinstance(r, Rates) for r in prices.values()):
+        raise InputError(f"Run(prices=...) takes a PriceTable or {{model id: Rates(...)}}, not {prices!r}.")
+    return base.with_rates(prices)
