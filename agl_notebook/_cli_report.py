@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from ._cli_sidecars import Sidecar
 from .errors import InputError
+from .models.prices import PriceTable, dollars
 from .notebook.nbfile import METADATA_KEY, outputs_metadata
 from .payloads import JsonObject
 from .replay.records import StepRecord, block_from_json, record_from_json
@@ -82,6 +83,8 @@ class Recording:
             "input_tokens": r.usage.input_tokens,
             "output_tokens": r.usage.output_tokens,
             "tokens": tokens(r),
+            "cost_usd": r.cost.usd if r.cost is not None else None,
+            "cost_rates": r.cost.rates_as_of if r.cost is not None else None,
             "recorded_at": r.recorded_at or None,
             "age": age(r.recorded_at, now),
             "kept": list(self.kept),
@@ -332,6 +335,78 @@ def _readable(item: Any) -> StepRecord | None:
 def tokens(record: StepRecord) -> int:
     """Input plus output tokens the live run spent."""
     return record.usage.input_tokens + record.usage.output_tokens
+
+
+def recorded_dollars(record: StepRecord) -> str:
+    """What the recording says its step cost when recorded: dollars, ``price unknown``, or ``-`` (none kept)."""
+    return record.cost.words() if record.cost is not None else "-"
+
+
+@dataclass(frozen=True)
+class CostTotals:
+    """What a notebook's recordings cost when they were recorded, and what recording them again would cost today."""
+
+    recorded_usd: float
+    """The sum of the recorded costs that have a price."""
+    recorded_unknown: int
+    """Recordings whose cost was kept as "price unknown"."""
+    recorded_missing: int
+    """Recordings of billed models that kept no cost (made before costs were kept)."""
+    today_usd: float
+    """What recording every step again would cost at today's rates, from each recording's tokens."""
+    today_unknown: int
+    """Recordings of billed models with no price today (left out of `today_usd`)."""
+    rates_as_of: str
+    """The day today's rates were taken."""
+    billed: int = 0
+    """Recordings of models that are billed (a scripted model is not)."""
+
+    def to_json(self) -> JsonObject:
+        """The totals as ``list --json`` gives them."""
+        return {
+            "recorded_usd": self.recorded_usd,
+            "recorded_unknown": self.recorded_unknown,
+            "recorded_missing": self.recorded_missing,
+            "today_usd": self.today_usd,
+            "today_unknown": self.today_unknown,
+            "today_rates": self.rates_as_of,
+        }
+
+    def lines(self) -> list[str]:
+        """The totals in words, for the table's foot (none when no recording is of a billed model)."""
+        if not self.billed:
+            return []
+        recorded = f"recorded cost: {dollars(self.recorded_usd)}"
+        if self.recorded_unknown:
+            recorded += f", and {self.recorded_unknown} with price unknown"
+        if self.recorded_missing:
+            recorded += f", and {self.recorded_missing} recorded before costs were kept"
+        today = f"re-recording every step today: {dollars(self.today_usd)} at the rates of {self.rates_as_of}"
+        if self.today_unknown:
+            today += f" ({self.today_unknown} on models with no price left out)"
+        return [recorded + ".", today + "."]
+
+
+def cost_totals(records: list[StepRecord], prices: PriceTable) -> CostTotals:
+    """The recorded and today's cost of ``records`` (a scripted step costs nothing either way)."""
+    recorded = today = 0.0
+    unknown = missing = today_unknown = billed_count = 0
+    for r in records:
+        billed = prices.priced(r.backend)
+        billed_count += billed
+        if r.cost is None:
+            missing += billed
+        elif r.cost.usd is None:
+            unknown += 1
+        else:
+            recorded += r.cost.usd
+        if billed:
+            now = prices.cost(r.backend, r.usage)
+            if now is None:
+                today_unknown += 1
+            else:
+                today += now
+    return CostTotals(recorded, unknown, missing, today, today_unknown, prices.as_of, billed_count)
 
 
 def age(recorded_at: str, now: datetime.datetime) -> str:

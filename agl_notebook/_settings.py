@@ -59,6 +59,12 @@ NOTEBOOK_PATH = Setting(
     "Names the notebook a kernel runs, whose saved recordings it replays. Set by the pytest plugin, "
     "`agl-notebook execute` and `explain`, and the papermill engine.",
 )
+PRICES_FILE = Setting(
+    "AGL_NOTEBOOK_PRICES",
+    "the path of a JSON price table; unset: the library's prices",
+    "Rates that replace or add to the library's price table for every Run without prices= (docs/cost.md). Records "
+    "keep the cost worked out when they were recorded, so it never changes a saved view.",
+)
 ANSWERS = Setting(
     "AGL_NOTEBOOK_ANSWERS",
     "a JSON list, or an object keyed by map, item and question; unset: a live question in a headless run fails with "
@@ -111,6 +117,7 @@ SETTINGS: tuple[Setting, ...] = (
     UNDER_NBVAL,
     BLOCK_MODELS,
     NOTEBOOK_PATH,
+    PRICES_FILE,
     ANSWERS,
     APPROVALS,
     QUESTIONS,

@@ -44,8 +44,10 @@ from ._cli_report import (
     Recording,
     Scan,
     age,
+    cost_totals,
     printable,
     printable_json,
+    recorded_dollars,
     remove,
     scan,
     table,
@@ -55,6 +57,7 @@ from ._cli_sidecars import Rewritten, Sidecar, drop, sidecars_of
 from ._files import write_atomically
 from ._settings import ANSWERS, APPROVALS, BLOCK_MODELS, MODE, NOTEBOOK_PATH, UNDER_NBVAL, set_for_kernels
 from .errors import InputError
+from .models.prices import current_prices
 from .notebook.nbfile import METADATA_KEY, consolidate, read_notebook_json, records_in_notebook
 from .replay.modes import MODES
 from .replay.records import StepRecord, block_from_json
@@ -414,6 +417,7 @@ def _list(path: Path, *, as_json: bool) -> int:
     sidecars = sidecars_of(data, path.parent, where=str(path))
     found = scan(data, where=str(path), sidecars=sidecars)
     now = datetime.datetime.now(datetime.UTC)
+    costs = cost_totals([r.record for r in found.recordings], current_prices())
     if as_json:
         print(
             printable_json(
@@ -422,6 +426,7 @@ def _list(path: Path, *, as_json: bool) -> int:
                     "recordings": [r.to_json(now) for r in found.recordings],
                     "sidecars": [s.to_json() for s in sidecars],
                     "counts": found.counts(),
+                    "cost": costs.to_json(),
                     "unreadable": found.unreadable,
                     "problems": found.problems,
                 }
@@ -434,13 +439,14 @@ def _list(path: Path, *, as_json: bool) -> int:
     if not found.recordings:
         _say(f"{path}: no recordings.")
         return EXIT_OK
-    rows = [["ID", "ROLE", "BACKEND", "TOKENS", "AGE", "KEPT", "USED"]]
+    rows = [["ID", "ROLE", "BACKEND", "TOKENS", "DOLLARS", "AGE", "KEPT", "USED"]]
     rows += [
         [
             r.record.id[:SHORT_ID],
             r.record.role,
             r.record.backend,
             str(tokens(r.record)),
+            recorded_dollars(r.record),
             age(r.record.recorded_at, now),
             "+".join(r.kept),
             f"{r.status} ({r.why})",
@@ -458,6 +464,8 @@ def _list(path: Path, *, as_json: bool) -> int:
             "unknown: the cell that ran it cannot be told (a headless run sends no cell id); gc keeps these "
             "unless --unknown-too."
         )
+    for line in costs.lines():
+        _say(line)
     return EXIT_OK
 
 

@@ -457,6 +457,10 @@ class _Reply:
             value = getattr(usage, name, None)
             if isinstance(value, int):
                 self.usage[name] = value  # message_delta's figures are cumulative, so the last one counts
+        # What was written for an hour is billed at its own rate (docs/cost.md); message_start breaks it down.
+        one_hour = getattr(getattr(usage, "cache_creation", None), "ephemeral_1h_input_tokens", None)
+        if isinstance(one_hour, int):
+            self.usage["cache_creation_1h_input_tokens"] = one_hour
 
     def finish(self) -> TurnEnd:
         """The `TurnEnd` of a reply whose stream has ended, or the error that the reply cannot be used."""

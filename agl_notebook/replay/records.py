@@ -8,12 +8,14 @@ The format (docs/recordings.md), version `FORMAT`::
               "role": ..., "backend": ..., "input": ..., "result": ..., "transcript": [...],
               "questions": [{"tool_call_id", "text", "inputs", "answer"}],
               "decisions": [{"tool_call_id", "tool", "decision", "always", "arguments"?, "message"?, "by"?}],
-              "usage": {...}, "tape": [...], "recorded_at": ...,
+              "usage": {...}, "cost"?: {"usd": dollars or null, "rates": day}, "tape": [...], "recorded_at": ...,
               "partial": {"waiting": "approval" | "question", "tool_call_id": ..., "tool": ...}?}
 
-``decisions`` (approvals of tool calls) and ``partial`` came after format 1 was first written: each is left out
-when empty, so records without them read as they did. A record with ``partial`` is the progress of a step that was
-waiting for a person when it was kept (docs/recordings.md, "Partial records"): it is resumed, never replayed.
+``decisions`` (approvals of tool calls), ``cost`` and ``partial`` came after format 1 was first written: each is left
+out when empty, so records without them read as they did. A record with ``partial`` is the progress of a step that
+was waiting for a person when it was kept (docs/recordings.md, "Partial records"): it is resumed, never replayed.
+``cost`` is what the step cost when it was recorded (docs/cost.md): a record without it shows no dollars, and a step
+on a model that is never billed (a scripted one) has none.
 
 Reading never executes anything: it is `json` plus checks of each field's type. A record that fails the checks is
 reported with its position and kept aside untouched, so writing the block back loses nothing.
@@ -29,6 +31,7 @@ from typing import Literal
 from .._families import InputError
 from .._scope import Decision, DecisionKind
 from ..models.base import Usage
+from ..models.prices import RecordedCost
 from ..payloads import JsonObject, JsonValue
 from ..transcript import Message, message_from_json
 
@@ -99,6 +102,9 @@ class StepRecord:
     tape: tuple[JsonValue, ...] = ()
     """A unit of work's effects in order (model replies, API responses, answers), which replay it; empty for a
     step, whose transcript replays it."""
+    cost: RecordedCost | None = None
+    """What the live run cost, priced when it was recorded (None: a record from before costs were kept, or a model
+    that is never billed); views show it as it is, never priced again."""
     partial: Waiting | None = None
     """Set on a partial record: the step's progress so far, kept while it waits for a person; None when finished.
     Its transcript ends with the assistant message holding the call waited on (then, when some calls of that
@@ -138,6 +144,8 @@ class StepRecord:
         }
         if usage:
             data["usage"] = usage
+        if self.cost is not None:
+            data["cost"] = {"usd": self.cost.usd, "rates": self.cost.rates_as_of}
         if self.tape:
             data["tape"] = list(self.tape)
         data["recorded_at"] = self.recorded_at
@@ -192,11 +200,33 @@ def record_from_json(data: JsonValue, *, where: str = "record") -> StepRecord:
         cell_id=cell_id if isinstance(cell_id, str) else None,
         recorded_at=str(data.get("recorded_at", "")),
         tape=tuple(tape),
+        cost=_cost(data.get("cost"), f"{where}.cost"),
         partial=_waiting(data["partial"], f"{where}.partial") if "partial" in data else None,
     )
 
 
-_USAGE_FIELDS_IN_ORDER = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+def _cost(data: JsonValue, where: str) -> RecordedCost | None:
+    if data is None:
+        return None
+    usd = data.get("usd") if isinstance(data, dict) else None
+    rates = data.get("rates") if isinstance(data, dict) else None
+    if (
+        not isinstance(data, dict)
+        or isinstance(usd, bool)
+        or not (usd is None or (isinstance(usd, int | float) and usd >= 0))
+        or not isinstance(rates, str)
+    ):
+        raise InputError(f'{where}: expected {{"usd": dollars >= 0 or null, "rates": the rates\' day}}.')
+    return RecordedCost(None if usd is None else float(usd), rates)
+
+
+_USAGE_FIELDS_IN_ORDER = (
+    "input_tokens",
+    "output_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_1h_input_tokens",
+)
 _USAGE_FIELDS = set(_USAGE_FIELDS_IN_ORDER)
 
 

@@ -18,6 +18,7 @@ from ..errors import InputError, at_call_site
 from ..events import Event
 from ..loop import LoopOutcome
 from ..models.base import Model, is_model, model_network
+from ..models.prices import PriceTable, Rates
 from ..payloads import JsonValue
 from ..replay.fingerprint import fingerprint
 from ..replay.modes import Mode, check_mode, resolve_mode
@@ -28,6 +29,7 @@ from ..terminals import ConsoleTerminal, ScriptedApprovals, ScriptedTerminal, Te
 from ._approvals import Gatekeeper
 from ._engine import Context, run_unit
 from ._map_state import MapItemError, MapResults, MapView
+from ._meter import Meter, RunSummary, price_table
 from ._step import StepPlan, check_input, input_message, system_text
 from .environment import Environment, current_environment
 from .occurrences import Occurrences
@@ -40,6 +42,7 @@ __all__ = [
     "MapResults",
     "Occurrences",
     "Run",
+    "RunSummary",
     "StepView",
     "ViewFactory",
     "input_message",
@@ -68,6 +71,11 @@ class Run:
         store: Where recordings are found and kept; by default a fresh `MemoryStore` for this Run.
         mode: The replay mode for this Run's steps (``auto``, ``replay``, ``refresh``, ``off``); see
             `agl_notebook.replay.modes` for the precedence.
+        prices: The rates requests are priced at: a `PriceTable`, or ``{model id: Rates(...)}`` added to (or
+            replacing rows of) the library's table; by default the library's (or the file ``AGL_NOTEBOOK_PRICES``
+            names). Each record keeps what its step cost at these rates (docs/cost.md).
+        budget_usd: The most this Run's live model requests may cost, in dollars: a request that would pass it is
+            not made, and its step fails with `BudgetExceededError`. Replays cost nothing.
     """
 
     def __init__(
@@ -81,6 +89,8 @@ class Run:
         store: Store | None = None,
         mode: Mode | None = None,
         view: ViewFactory | None = None,
+        prices: PriceTable | Mapping[str, Rates] | None = None,
+        budget_usd: float | None = None,
     ) -> None:
         if model is not None and not is_model(model):
             raise InputError(
@@ -110,6 +120,8 @@ class Run:
         # Outside a kernel identical steps are numbered within this Run; in a kernel, within a cell execution,
         # across every Run of the cell (their recordings share the notebook).
         self._occurrences = env.occurrences() if env is not None else Occurrences()
+        self.meter = Meter(price_table(prices), budget_usd)
+        """The account of what this Run's live requests cost, and its budget (shared by every step of the Run)."""
         self.outcomes: list[LoopOutcome] = []
         """The outcomes of the latest finished steps (at most `HISTORY`, oldest dropped first), in the order they
         finished (transcripts, usage, requests). `step_outcome` returns a step's own."""
@@ -123,6 +135,24 @@ class Run:
     def always_approved(self) -> set[str]:
         """The tools a person chose to "always approve" in this Run; remove a name to be asked again."""
         return self._gatekeeper.always
+
+    @property
+    def prices(self) -> PriceTable:
+        """The rates this Run prices requests at."""
+        return self.meter.prices
+
+    @property
+    def spent_usd(self) -> float:
+        """What this Run's live model requests have cost so far, in dollars (zero when every step replayed).
+
+        Shown in live views and `summary`, never in a saved output: a saved view shows each record's own cost.
+        """
+        return self.meter.spent_usd
+
+    def summary(self) -> RunSummary:
+        """What this Run has done live so far: requests, tokens, dollars spent, and its budget."""
+        m = self.meter
+        return RunSummary(m.requests, m.usage, m.spent_usd, m.budget_usd, m.unpriced, m.prices.as_of)
 
     @property
     def current_step(self) -> StepScope:
@@ -215,6 +245,7 @@ class Run:
             network=model_network(model[0]),
             keep=self._keep,
             gatekeeper=self._gatekeeper,
+            prices=self.meter.prices,
         )
 
     async def map(
@@ -422,6 +453,11 @@ class Run:
         )
 
     def _model_for(self, role: Role[Any]) -> tuple[Model, str]:
+        """The model a step of ``role`` runs on, each request passing the Run's account (prices, budget)."""
+        model, model_id = self._resolve_model(role)
+        return self.meter.wrap(model), model_id
+
+    def _resolve_model(self, role: Role[Any]) -> tuple[Model, str]:
         chosen = self.model or role.model
         model_id = role.model if isinstance(role.model, str) else ""
         if isinstance(chosen, str):
