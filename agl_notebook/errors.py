@@ -142,6 +142,10 @@ class RoleIncompleteError(UpstreamUnexpected):
         """Every message of the step, the agent's replies and the tool results, in order."""
 
 
+class ItemNotRunError(UpstreamUnexpected):
+    """A ``run.map`` item that never ran: the map was stopped (its Stop button) before the item started."""
+
+
 class ModelRefusedError(UpstreamUnexpected):
     """The model declined to answer (stop reason `refusal`)."""
 
@@ -189,6 +193,31 @@ class ReplayMissError(UpstreamUnexpected):
         """The closest record, if there is any."""
         self.differing = differing
         """The fingerprint parts in which it differs (``occurrence`` when only that does)."""
+
+
+class BudgetExceededError(UpstreamUnexpected):
+    """A model request would pass the Run's budget (``Run(budget_usd=...)``), so it was not made.
+
+    The step fails and is wiped like any other failure (nothing is recorded); the message names what was spent and
+    the budget. Of the upstream family: what ran out is what the model's requests cost, not something the person
+    wrote wrong.
+    """
+
+    def __init__(self, message: str, *, spent_usd: float, budget_usd: float, needed_usd: float) -> None:
+        super().__init__(message)
+        self.spent_usd = spent_usd
+        """What the Run had spent (settled requests) when the request was refused, in dollars."""
+        self.budget_usd = budget_usd
+        """The Run's budget, in dollars."""
+        self.needed_usd = needed_usd
+        """What the refused request was estimated to cost, in dollars."""
+
+
+class PriceUnknownError(InputError):
+    """A Run with a budget was asked to call a model the price table has no price for, so it cannot keep to it.
+
+    Raised before the request; give the model's rates with ``Run(prices=...)`` (docs/cost.md).
+    """
 
 
 class BatchRequestError(UpstreamUnexpected):

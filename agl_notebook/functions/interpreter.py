@@ -495,7 +495,8 @@ class TopLevelCall:
             chosen = resolve_model(model_id)
         if model_network(chosen):
             modes.refuse_blocked_call(f"{command.path} would call a model")
-        return chosen, model_id, backend
+        # Its requests pass the Run's account, so they count against its budget (docs/cost.md).
+        return self.run.meter.wrap(chosen), model_id, backend
 
     def _loop_tool(self, fn: Function, path: str) -> LoopTool:
         async def call(payload: Any, call_id: str) -> tuple[str, bool]:

@@ -58,6 +58,13 @@ class Usage:
     output_tokens: int = 0
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
+    cache_creation_1h_input_tokens: int = 0
+    """The part of ``cache_creation_input_tokens`` written with a 1-hour lifetime (billed at another rate)."""
+
+    @property
+    def tokens(self) -> int:
+        """Every token counted: input, output, and those written to and read from the cache."""
+        return self.input_tokens + self.output_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -65,6 +72,7 @@ class Usage:
             self.output_tokens + other.output_tokens,
             self.cache_creation_input_tokens + other.cache_creation_input_tokens,
             self.cache_read_input_tokens + other.cache_read_input_tokens,
+            self.cache_creation_1h_input_tokens + other.cache_creation_1h_input_tokens,
         )
 
 

@@ -27,6 +27,7 @@ from ..models.base import (
     model_engine_record,
     model_intercepts_markup,
 )
+from ..models.prices import PriceTable
 from ..payloads import JsonValue, dump, payload_spec
 from ..replay.fingerprint import Fingerprint, fingerprint
 from ..replay.records import RecordedQuestion, StepRecord, Waiting
@@ -95,6 +96,8 @@ class StepPlan:
     keep: Callable[[LoopOutcome], None]
     gatekeeper: Gatekeeper
     questions: list[RecordedQuestion] = dataclasses.field(default_factory=list)
+    prices: PriceTable | None = None
+    """What a live run's record is priced at (None: its record keeps no cost)."""
     progress: Progress = dataclasses.field(default_factory=Progress)
     """How far the loop has got: what a partial record keeps."""
     _running: tuple[str, int] | None = None  # the call whose handler runs, and how many questions came before it
@@ -124,6 +127,7 @@ class StepPlan:
         network: bool,
         keep: Callable[[LoopOutcome], None],
         gatekeeper: Gatekeeper,
+        prices: PriceTable | None = None,
     ) -> StepPlan:
         tools = [t for t in role.tools if isinstance(t, Tool)]
         reporting = _reporting(role.reporting_tool)
@@ -161,6 +165,7 @@ class StepPlan:
             network,
             keep,
             gatekeeper,
+            prices=prices,
         )
 
     async def live(self) -> LoopOutcome:
@@ -259,6 +264,7 @@ class StepPlan:
             usage=outcome.usage,
             cell_id=cell_id,
             recorded_at=now(),
+            cost=self.prices.record_cost(self.backend, outcome.usage) if self.prices is not None else None,
             engine=model_engine_record(self.model),
         )
 
