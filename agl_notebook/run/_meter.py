@@ -33,6 +33,8 @@ from ..models.base import (
     ModelRequest,
     TurnEnd,
     Usage,
+    model_batched,
+    model_batched_usage,
     model_engine_record,
     model_intercepts_markup,
     model_network,
@@ -230,9 +232,16 @@ class MeteredModel:
         """The wrapped model's `model_engine_record` (what answered the step besides the backend)."""
         return model_engine_record(self.model)
 
+    def batched_usage(self) -> Usage | None:
+        """The wrapped model's `model_batched_usage` (what of the step was billed at the batch price)."""
+        return model_batched_usage(self.model)
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """The wrapped model's reply, reserved before it is sent and settled with its usage at its end."""
-        reservation = await self.meter.reserve(self.model.backend_id(request.model), request)
+        # A model that answers through the Message Batches API is reserved and settled at the batch price.
+        reservation = await self.meter.reserve(
+            self.model.backend_id(request.model), request, batched=model_batched(self.model)
+        )
         began = False
         try:
             async for event in self.model.stream(request):
