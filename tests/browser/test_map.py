@@ -118,6 +118,11 @@ def test_a_row_opens_its_item_s_step_and_stop_keeps_the_finished_items(jupyter: 
     nb.wait_until(lambda: "task 8: done" in detail.inner_text(), "the item's step under the table", UI_ACTION)
     assert "report" in detail.inner_text()
     nb.shot("map-row-opened")
+    detail.get_by_role("button", name="Close").click(timeout=UI_ACTION * 1000)
+    nb.wait_until(lambda: detail.inner_text().strip() == "", "the opened step to close", UI_ACTION)
+    nb.output(MAP_CELL).locator('.agl-map-live tr[data-item="1"]').focus(timeout=UI_ACTION * 1000)
+    nb.page.keyboard.press("Enter")  # a row opens from the keyboard too
+    nb.wait_until(lambda: "task 9: done" in detail.inner_text(), "the second item's step, opened with Enter", UI_ACTION)
     nb.output(MAP_CELL).get_by_role("button", name="Stop").click(timeout=UI_ACTION * 1000)
     nb.wait_cells_done(what="the stopped map to end")
     final = map_text(nb)
