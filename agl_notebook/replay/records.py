@@ -8,7 +8,7 @@ The format (docs/recordings.md), version `FORMAT`::
               "role": ..., "backend": ..., "input": ..., "result": ..., "transcript": [...],
               "questions": [{"tool_call_id", "text", "inputs", "answer"}],
               "decisions": [{"tool_call_id", "tool", "decision", "always", "arguments"?, "message"?, "by"?}],
-              "usage": {...}, "cost"?: {"usd": dollars or null, "rates": day}, "tape": [...], "engine"?: {...},
+              "usage": {...}, "cost"?: {"usd": dollars or null, "rates": day}, "tape": [...], "engine": {...}?,
               "recorded_at": ..., "partial": {"waiting": "approval" | "question", "tool_call_id": ..., "tool": ...}?}
 
 ``decisions`` (approvals of tool calls), ``cost``, ``engine`` and ``partial`` came after format 1 was first written:
@@ -16,7 +16,7 @@ each is left out when empty, so records without them read as they did. A record 
 a step that was waiting for a person when it was kept (docs/recordings.md, "Partial records"): it is resumed, never
 replayed. ``cost`` is what the step cost when it was recorded (docs/cost.md): a record without it shows no dollars,
 and a step on a model that is never billed (a scripted one) has none. ``engine`` is what answered a step besides its
-backend (the Message Batches engine's batches, docs/batches.md): recorded, never fingerprinted.
+backend (a batch engine's batches), recorded, never fingerprinted.
 
 Reading never executes anything: it is `json` plus checks of each field's type. A record that fails the checks is
 reported with its position and kept aside untouched, so writing the block back loses nothing.
@@ -209,8 +209,8 @@ def record_from_json(data: JsonValue, *, where: str = "record") -> StepRecord:
         cell_id=cell_id if isinstance(cell_id, str) else None,
         recorded_at=str(data.get("recorded_at", "")),
         tape=tuple(tape),
-        engine=engine,
         cost=_cost(data.get("cost"), f"{where}.cost"),
+        engine=engine,
         partial=_waiting(data["partial"], f"{where}.partial") if "partial" in data else None,
     )
 
