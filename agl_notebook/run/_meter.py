@@ -17,7 +17,6 @@ is ever out, and what the Run spends never passes the budget by more than one re
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import threading
@@ -182,6 +181,8 @@ class Meter:
                     self._worst += cost.worst
                     self._in_flight += 1
                     return Reservation(self, rates, cost, request)
+            import asyncio  # loaded already: a request is being made on a running loop
+
             await asyncio.sleep(_POLL)
 
     def wrap(self, model: Model) -> Model:
