@@ -36,7 +36,11 @@ class Terminal:
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
 
     async def show(self, screen_fn: Callable[..., Screen[T]], /, **kwargs: Any) -> T:
-        """Show the screen ``screen_fn(**kwargs)`` and return the answer (a tuple for several inputs)."""
+        """Show the screen ``screen_fn(**kwargs)`` and return the answer (a tuple for several inputs).
+
+        In a step resumed from a partial record, a question its call asked before is answered from the record
+        without being shown (docs/recordings.md, "Partial records").
+        """
         __tracebackhide__ = True  # IPython shows the screen function's and the answering code's frames, not these
         screen = screen_fn(**kwargs)
         if not isinstance(screen, Screen):
