@@ -18,6 +18,7 @@ import pytest
 
 from agl_notebook import (
     Approve,
+    Edit,
     Role,
     Run,
     Screen,
@@ -301,3 +302,58 @@ def test_a_partial_record_reads_back_as_written() -> None:
     assert record_from_json(data) == record
     with pytest.raises(Exception, match=r"record.partial.waiting: expected 'approval' or 'question', got 'lunch'"):
         record_from_json({**data, "partial": {"waiting": "lunch", "tool_call_id": "t", "tool": "plan"}})
+
+
+# An edited call whose handler then asks: resumed, the edit holds and nobody is asked to approve again --------------
+
+
+class Editor(Person):
+    """Edits the call (to Bergen, 2 days), then answers like a `Person`."""
+
+    async def ask_approval(self, request: ApprovalRequest) -> Decision:
+        self._note(f"approve {request.tool}")
+        return decide(request, Edit({"place": {"city": "Bergen"}, "days": 2}))
+
+
+async def test_a_call_edited_before_its_handler_asked_runs_edited_again_without_asking_to_approve(
+    tmp_path: Path,
+) -> None:
+    file, crashed = tmp_path / "records.json", tmp_path / "after-crash.json"
+    got: list[Forecast] = []
+    box: list[Run] = []
+
+    async def forecast(payload: Forecast) -> ToolResult:
+        got.append(payload)
+        units: str = await box[0].terminal.show(lambda: Screen("Which units?", [TextInput("Units")]))
+        return ToolResult(f"{payload.place.city} in {units}")
+
+    model = Counted([{"name": "weather", "args": OSLO}])
+    first = Editor()
+    box.append(Run(model=model.model, terminal=first, store=JsonFileStore(file)))
+    await wait_then_crash(box[0], weather_role(forecast), first, file, crashed)
+    assert first.asked == ["approve weather", "Which units?"]
+    (partial,) = saved(crashed)
+    assert partial.partial == Waiting("question", "toolu_00_0", "weather")
+    assert [d.decision for d in partial.decisions] == ["edit"]
+
+    got.clear()
+    again = Person(answers=("metric",))
+    box[0] = Run(model=model.model, terminal=again, store=JsonFileStore(crashed))
+    result = await box[0].step(weather_role(forecast), "Go")
+    assert again.asked == ["Which units?"], "the edit holds: nobody is asked to approve the call again"
+    assert [g.place.city for g in got] == ["Bergen"], "the handler got the edited payload again"
+    assert result is not None and result.text.startswith("The person edited your arguments before the call ran")
+    assert result.text.endswith("Bergen in metric")
+    (record,) = saved(crashed)
+    assert record.partial is None and [d.decision for d in record.decisions] == ["edit"]
+
+
+def test_recorded_answers_are_given_in_order_and_end_at_another_question() -> None:
+    from agl_notebook._scope import Question, StepScope
+
+    scope = StepScope("r", lambda e: None)
+    scope.resumed = {"c1": [Question("A?", ("a",), 1), Question("B?", ("b",), 2), Question("C?", ("c",), 3)]}
+    assert scope.resumed_answer("c1", "A?", ("a",)) == Question("A?", ("a",), 1)
+    assert scope.resumed_answer("c2", "B?", ("b",)) is None, "another call's answers are its own"
+    assert scope.resumed_answer("c1", "Changed?", ("b",)) is None, "a different question is asked"
+    assert scope.resumed_answer("c1", "C?", ("c",)) is None, "and every later one too"
