@@ -55,10 +55,10 @@ class Terminal:
         if answer is _NONE:
             import asyncio  # here, not at the top: it costs a quarter of `import agl_notebook` otherwise
 
+            if scope is not None:  # waiting for another step's prompt to be answered is waiting for a person too
+                scope.begin_waiting("question", person=self.asks_a_person("question"))
             loop = asyncio.get_running_loop()
             async with self._locks.setdefault(loop, asyncio.Lock()):
-                if scope is not None:
-                    scope.begin_waiting("question", person=self.asks_a_person("question"))
                 answer = await self.ask(screen)
         as_json = screen.answer_json(answer)
         if scope is not None:
@@ -74,10 +74,10 @@ class Terminal:
             scope.emit(ApprovalRequested(request.tool, request.tool_call_id, request.arguments))
         import asyncio
 
+        if scope is not None:
+            scope.begin_waiting("approval", person=self.asks_a_person("approval"))
         loop = asyncio.get_running_loop()
         async with self._locks.setdefault(loop, asyncio.Lock()):
-            if scope is not None:
-                scope.begin_waiting("approval", person=self.asks_a_person("approval"))
             decision = await self.ask_approval(request)
         if scope is not None:
             scope.decisions.append(decision)
