@@ -414,7 +414,7 @@ async def test_steps_waiting_together_each_keep_their_partial_record(tmp_path: P
     tasks = [asyncio.ensure_future(run.step(weather_role(Weather()), label)) for label in ("Go", "Again")]
     await asyncio.wait_for(person.waiting.wait(), 10)
     await asyncio.sleep(0.05)
-    assert sorted(r.input for r in saved(file) if r.partial is not None) == ["Again", "Go"]
+    assert sorted(str(r.input) for r in saved(file) if r.partial is not None) == ["Again", "Go"]
     assert person.asked == ["approve weather"], "the second step's prompt is not shown yet"
     for task in tasks:
         task.cancel()
