@@ -12,6 +12,10 @@ notebook explain`` does that). In order:
 
 "Used" means a cell that could run the step is still there, not that the step still replays: a cell edited since may
 ask something else (``explain`` tells).
+
+A record in a sidecar file the notebook names (a large map's) is judged the same way, kept by the cells whose outputs
+name the file; but a cell id found nowhere in the notebook makes it **unknown**, not unused: a sidecar is named for
+its map, and another notebook of the folder may keep records of its own in it.
 """
 
 from __future__ import annotations
@@ -19,10 +23,13 @@ from __future__ import annotations
 import datetime
 import json
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ._cli_sidecars import Sidecar
 from .errors import InputError
+from .models.prices import PriceTable, dollars
 from .notebook.nbfile import METADATA_KEY, outputs_metadata
 from .payloads import JsonObject
 from .replay.records import StepRecord, block_from_json, record_from_json
@@ -44,6 +51,10 @@ class Recording:
     """Kept in the notebook metadata."""
     output_cells: list[int] = field(default_factory=list)
     """Indices of the cells whose outputs keep it."""
+    sidecar: str | None = None
+    """The sidecar file keeping it, if one does."""
+    naming_cells: list[int] = field(default_factory=list)
+    """Indices of the cells whose outputs name that sidecar file."""
     status: Status = "unknown"
     cell: int | None = None
     """The 1-based number of the cell it is attributed to, when there is one."""
@@ -54,8 +65,12 @@ class Recording:
 
     @property
     def kept(self) -> list[str]:
-        """Where it is kept: ``metadata``, ``output``, or both."""
-        return (["metadata"] if self.in_metadata else []) + (["output"] if self.output_cells else [])
+        """Where it is kept: ``metadata``, ``output``, ``sidecar``, or several."""
+        return (
+            (["metadata"] if self.in_metadata else [])
+            + (["output"] if self.output_cells else [])
+            + (["sidecar"] if self.sidecar else [])
+        )
 
     def to_json(self, now: datetime.datetime) -> JsonObject:
         """The recording as ``list --json`` gives it."""
@@ -68,6 +83,8 @@ class Recording:
             "input_tokens": r.usage.input_tokens,
             "output_tokens": r.usage.output_tokens,
             "tokens": tokens(r),
+            "cost_usd": r.cost.usd if r.cost is not None else None,
+            "cost_rates": r.cost.rates_as_of if r.cost is not None else None,
             "recorded_at": r.recorded_at or None,
             "age": age(r.recorded_at, now),
             "kept": list(self.kept),
@@ -77,6 +94,7 @@ class Recording:
             "occurrence": r.occurrence,
             "status": self.status,
             "reason": self.reason,
+            **({"sidecar": self.sidecar} if self.sidecar else {}),  # only then: older programs see what they did
         }
 
 
@@ -99,8 +117,12 @@ class Scan:
         return counted
 
 
-def scan(nb: dict[str, Any], *, where: str) -> Scan:
-    """Read and judge every recording in ``nb`` (a notebook as JSON; its metadata block is known to be usable)."""
+def scan(nb: dict[str, Any], *, where: str, sidecars: Sequence[Sidecar] = ()) -> Scan:
+    """Read and judge every recording in ``nb`` (a notebook as JSON; its metadata block is known to be usable).
+
+    ``sidecars``: the sidecar files it names, as read (`agl_notebook._cli_sidecars.sidecars_of`); their records are
+    recordings of the notebook too.
+    """
     found: dict[str, Recording] = {}
     unreadable = 0
     problems: list[str] = []
@@ -131,6 +153,19 @@ def scan(nb: dict[str, Any], *, where: str) -> Scan:
                 recording.record = record  # the output's copy is the newer
             if index not in recording.output_cells:
                 recording.output_cells.append(index)
+    for sidecar in sidecars:
+        beside = sidecar.read
+        if beside is None:
+            problems.append(sidecar.problem or f"{sidecar.path}: cannot be read.")
+            continue
+        problems.extend(beside.problems)
+        unreadable += sum(1 for line in beside.lines if line.record is None and line.kind in (None, "step"))
+        for record in beside.records.values():
+            recording = found.get(record.id)
+            if recording is None:
+                recording = found[record.id] = Recording(record)
+            recording.sidecar = sidecar.naming.file
+            recording.naming_cells = list(sidecar.output_cells)
     cells = _Cells(nb)
     for recording in found.values():
         _judge(recording, cells)
@@ -173,6 +208,14 @@ def _judge(recording: Recording, cells: _Cells) -> None:
             return decide(
                 "used", f"cell {index + 1}", f"kept in the output of cell {index + 1}, which displayed it", index + 1
             )
+    for index in recording.naming_cells:
+        if cells.has_code(index):
+            return decide(
+                "used",
+                f"cell {index + 1}",
+                f"kept in the sidecar {recording.sidecar}, which the output of cell {index + 1} names",
+                index + 1,
+            )
     cell_id = recording.record.cell_id
     if cell_id is not None:
         named = cells.by_id.get(cell_id)
@@ -183,6 +226,13 @@ def _judge(recording: Recording, cells: _Cells) -> None:
                 return decide("unused", "cell empty", f"its cell {named + 1} (id {cell_id}) has no code now", named + 1)
             return decide(
                 "unused", "not code", f"its cell {named + 1} (id {cell_id}) is no longer a code cell", named + 1
+            )
+        if cells.by_id and recording.sidecar and not (recording.in_metadata or recording.output_cells):
+            return decide(
+                "unknown",
+                "cell elsewhere",
+                f"its cell (id {cell_id}) is not in the notebook, and the sidecar {recording.sidecar} keeping it "
+                "may be shared with another notebook of the folder whose map has the same key",
             )
         if cells.by_id:
             return decide("unused", "cell deleted", f"its cell (id {cell_id}) is no longer in the notebook")
@@ -285,6 +335,78 @@ def _readable(item: Any) -> StepRecord | None:
 def tokens(record: StepRecord) -> int:
     """Input plus output tokens the live run spent."""
     return record.usage.input_tokens + record.usage.output_tokens
+
+
+def recorded_dollars(record: StepRecord) -> str:
+    """What the recording says its step cost when recorded: dollars, ``price unknown``, or ``-`` (none kept)."""
+    return record.cost.words() if record.cost is not None else "-"
+
+
+@dataclass(frozen=True)
+class CostTotals:
+    """What a notebook's recordings cost when they were recorded, and what recording them again would cost today."""
+
+    recorded_usd: float
+    """The sum of the recorded costs that have a price."""
+    recorded_unknown: int
+    """Recordings whose cost was kept as "price unknown"."""
+    recorded_missing: int
+    """Recordings of billed models that kept no cost (made before costs were kept)."""
+    today_usd: float
+    """What recording every step again would cost at today's rates, from each recording's tokens."""
+    today_unknown: int
+    """Recordings of billed models with no price today (left out of `today_usd`)."""
+    rates_as_of: str
+    """The day today's rates were taken."""
+    billed: int = 0
+    """Recordings of models that are billed (a scripted model is not)."""
+
+    def to_json(self) -> JsonObject:
+        """The totals as ``list --json`` gives them."""
+        return {
+            "recorded_usd": self.recorded_usd,
+            "recorded_unknown": self.recorded_unknown,
+            "recorded_missing": self.recorded_missing,
+            "today_usd": self.today_usd,
+            "today_unknown": self.today_unknown,
+            "today_rates": self.rates_as_of,
+        }
+
+    def lines(self) -> list[str]:
+        """The totals in words, for the table's foot (none when no recording is of a billed model)."""
+        if not self.billed:
+            return []
+        recorded = f"recorded cost: {dollars(self.recorded_usd)}"
+        if self.recorded_unknown:
+            recorded += f", and {self.recorded_unknown} with price unknown"
+        if self.recorded_missing:
+            recorded += f", and {self.recorded_missing} recorded before costs were kept"
+        today = f"re-recording every step today: {dollars(self.today_usd)} at the rates of {self.rates_as_of}"
+        if self.today_unknown:
+            today += f" ({self.today_unknown} on models with no price left out)"
+        return [recorded + ".", today + "."]
+
+
+def cost_totals(records: list[StepRecord], prices: PriceTable) -> CostTotals:
+    """The recorded and today's cost of ``records`` (a scripted step costs nothing either way)."""
+    recorded = today = 0.0
+    unknown = missing = today_unknown = billed_count = 0
+    for r in records:
+        billed = prices.priced(r.backend)
+        billed_count += billed
+        if r.cost is None:
+            missing += billed
+        elif r.cost.usd is None:
+            unknown += 1
+        else:
+            recorded += r.cost.usd
+        if billed:
+            now = prices.cost(r.backend, r.usage)
+            if now is None:
+                today_unknown += 1
+            else:
+                today += now
+    return CostTotals(recorded, unknown, missing, today, today_unknown, prices.as_of, billed_count)
 
 
 def age(recorded_at: str, now: datetime.datetime) -> str:

@@ -59,10 +59,18 @@ NOTEBOOK_PATH = Setting(
     "Names the notebook a kernel runs, whose saved recordings it replays. Set by the pytest plugin, "
     "`agl-notebook execute` and `explain`, and the papermill engine.",
 )
+PRICES_FILE = Setting(
+    "AGL_NOTEBOOK_PRICES",
+    "the path of a JSON price table; unset: the library's prices",
+    "Rates that replace or add to the library's price table for every Run without prices= (docs/cost.md). Records "
+    "keep the cost worked out when they were recorded, so it never changes a saved view.",
+)
 ANSWERS = Setting(
     "AGL_NOTEBOOK_ANSWERS",
-    "a JSON list; unset: a live question in a headless run fails with NoAnswerError",
-    "The answers to the questions a headless run asks live, used in order. `agl-notebook execute --answers` sets it.",
+    "a JSON list, or an object keyed by map, item and question; unset: a live question in a headless run fails with "
+    "NoAnswerError",
+    "The answers to the questions a headless run asks live: a list used in order; a run.map item's from the object "
+    '{"<map key>": {"<item index>": {"<question text>": answer}}}. `agl-notebook execute --answers` sets it.',
 )
 APPROVALS = Setting(
     "AGL_NOTEBOOK_APPROVALS",
@@ -75,6 +83,12 @@ QUESTIONS = Setting(
     "AGL_NOTEBOOK_QUESTIONS",
     "widgets or stdin; unset: widgets on ipykernel 7.4 or later, else stdin",
     "How a kernel asks a person: input widgets in the step's view, or the kernel's stdin (input()).",
+)
+SIDECAR_BYTES = Setting(
+    "AGL_NOTEBOOK_SIDECAR_BYTES",
+    "a whole number of bytes; unset: 1000000",
+    "How large a map's records may grow in the notebook: past it they move to a sidecar file beside the notebook "
+    "(0: from the first record).",
 )
 JUPYTER_SESSION = Setting(
     "JPY_SESSION_NAME",
@@ -103,9 +117,11 @@ SETTINGS: tuple[Setting, ...] = (
     UNDER_NBVAL,
     BLOCK_MODELS,
     NOTEBOOK_PATH,
+    PRICES_FILE,
     ANSWERS,
     APPROVALS,
     QUESTIONS,
+    SIDECAR_BYTES,
     JUPYTER_SESSION,
     ANTHROPIC_API_KEY,
     ANTHROPIC_AUTH_TOKEN,

@@ -83,7 +83,7 @@ from .events import (
     StepStarted,
 )
 from .loop import DEFAULT_MAX_TOOL_ROUNDTRIPS, current_tool_call_id, error_text
-from .models.base import Model, Usage
+from .models.base import Model, Usage, is_model
 from .models.markup import DSML_TOOL_CALL_CLOSE, DSML_TOOL_CALL_OPEN
 from .payloads import JsonObject, PayloadSpec
 from .replay.modes import Mode
@@ -492,7 +492,7 @@ def _check_client_tools(tools: object) -> list[_ClientTool]:
 
 
 def _check_model(model: object, where: str) -> None:
-    if model is None or isinstance(model, Model):
+    if model is None or is_model(model):
         return
     if not isinstance(model, str) or not model.strip():
         raise InputError(f"{where} takes a model backend (such as ScriptedModel) or a model id, not {model!r}.")

@@ -142,6 +142,10 @@ class RoleIncompleteError(UpstreamUnexpected):
         """Every message of the step, the agent's replies and the tool results, in order."""
 
 
+class ItemNotRunError(UpstreamUnexpected):
+    """A ``run.map`` item that never ran: the map was stopped (its Stop button) before the item started."""
+
+
 class ModelRefusedError(UpstreamUnexpected):
     """The model declined to answer (stop reason `refusal`)."""
 
@@ -189,3 +193,51 @@ class ReplayMissError(UpstreamUnexpected):
         """The closest record, if there is any."""
         self.differing = differing
         """The fingerprint parts in which it differs (``occurrence`` when only that does)."""
+
+
+class BudgetExceededError(UpstreamUnexpected):
+    """A model request would pass the Run's budget (``Run(budget_usd=...)``), so it was not made.
+
+    The step fails and is wiped like any other failure (nothing is recorded); the message names what was spent and
+    the budget. Of the upstream family: what ran out is what the model's requests cost, not something the person
+    wrote wrong.
+    """
+
+    def __init__(self, message: str, *, spent_usd: float, budget_usd: float, needed_usd: float) -> None:
+        super().__init__(message)
+        self.spent_usd = spent_usd
+        """What the Run had spent (settled requests) when the request was refused, in dollars."""
+        self.budget_usd = budget_usd
+        """The Run's budget, in dollars."""
+        self.needed_usd = needed_usd
+        """What the refused request was estimated to cost, in dollars."""
+
+
+class PriceUnknownError(InputError):
+    """A Run with a budget was asked to call a model the price table has no price for, so it cannot keep to it.
+
+    Raised before the request; give the model's rates with ``Run(prices=...)`` (docs/cost.md).
+    """
+
+
+class BatchRequestError(UpstreamUnexpected):
+    """A request sent in a Message Batch came back without a reply (errored, expired or canceled).
+
+    Raised to the step that made the request once the engine's retries are spent, or at once for a request the API
+    found invalid (``error_type`` ``invalid_request_error``): only that step fails, with the API's message.
+    """
+
+    def __init__(
+        self, message: str, *, custom_id: str, batch_id: str, result: str, error_type: str = "", api_message: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.custom_id = custom_id
+        """The request's ``custom_id`` in its batch."""
+        self.batch_id = batch_id
+        """The batch whose result this was."""
+        self.result = result
+        """The result's type: ``errored``, ``expired`` or ``canceled``."""
+        self.error_type = error_type
+        """For an errored request, the API's error type (``invalid_request_error``, ``overloaded_error``, ...)."""
+        self.api_message = api_message
+        """For an errored request, the API's own message."""

@@ -292,6 +292,20 @@ class ModelRetryWaiting:
     type: Literal["model.retry_waiting"] = field(default="model.retry_waiting", init=False)
 
 
+@dataclass(frozen=True)
+class ModelSpent:
+    """A model request finished and was paid for: what it cost and what the Run has spent now (drawn live only).
+
+    Never part of a final view or a record: a replay spends nothing, and a saved view shows the recorded cost.
+    """
+
+    usd: float | None
+    """What the request cost, in dollars (None: the model has no price)."""
+    run_spent_usd: float
+    """What the Run has spent on requests so far, in dollars (priced requests only)."""
+    type: Literal["model.spent"] = field(default="model.spent", init=False)
+
+
 # What a running JSON function tells the views (`agl_notebook.functions`) -------------------------------------
 
 
@@ -419,6 +433,7 @@ Event: TypeAlias = (
     | StepFailed
     | StepReplayed
     | ModelRetryWaiting
+    | ModelSpent
     | FunctionEvent
 )
 """Any event."""
@@ -442,6 +457,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     StepFailed,
     StepReplayed,
     ModelRetryWaiting,
+    ModelSpent,
     FunctionCalled,
     FunctionReturned,
     CommandStarted,

@@ -112,6 +112,16 @@ def tool(
     return Tool(name, description, payload, handler, _spec("tool", name, payload), approval)
 
 
+def with_report_instruction(system: str, tool_name: str, *, ends: str) -> str:
+    """``system`` followed by how to hand back the result: call ``tool_name``, which ends ``ends``.
+
+    The one wording of the instruction for roles and JSON functions. It is part of the system text, so of every
+    recorded step's fingerprint: changing a character of it makes every recording stale.
+    """
+    head = f"{system.rstrip()}\n\n" if system.strip() else ""
+    return f"{head}When you have the result, hand it back by calling the `{tool_name}` tool. Calling it ends {ends}."
+
+
 def reporting_tool(name: str, description: str, payload: type[P]) -> ReportingTool[P]:
     """Declare the tool an agent reports a step's result through.
 

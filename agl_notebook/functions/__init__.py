@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..run.units import UnitOutcome
+from .agent import Agent
 from .errors import (
     ApiConnectionError,
     ApiError,
@@ -48,7 +49,6 @@ from .events import (
     Logged,
 )
 from .expressions import DEFAULT_LIMITS, Expression, Limits, compile_expression, evaluate
-from .interpreter import Agent
 from .validate import COMMANDS, AgentInvalidError, Problem, build_agent, check_agent
 
 

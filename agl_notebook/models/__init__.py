@@ -1,6 +1,6 @@
 """Model backends: the interface, the scripted model, and (imported lazily) Anthropic's Claude."""
 
-from .base import Model, ModelEvent, ModelRequest, TextDelta, ToolCall, ToolSpec, TurnEnd, Usage
+from .base import Model, ModelEvent, ModelRequest, TextDelta, ToolCall, ToolSpec, TurnEnd, Usage, resolve_backend_id
 from .scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "ToolSpec",
     "TurnEnd",
     "Usage",
+    "resolve_backend_id",
     "resolve_model",
 ]
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Literal, Protocol, TypeAlias, cast, runtime_checkable
 
+from .._protocols import implements
 from ..payloads import JsonObject
 from ..transcript import Message
 
@@ -57,6 +58,13 @@ class Usage:
     output_tokens: int = 0
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
+    cache_creation_1h_input_tokens: int = 0
+    """The part of ``cache_creation_input_tokens`` written with a 1-hour lifetime (billed at another rate)."""
+
+    @property
+    def tokens(self) -> int:
+        """Every token counted: input, output, and those written to and read from the cache."""
+        return self.input_tokens + self.output_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -64,6 +72,7 @@ class Usage:
             self.output_tokens + other.output_tokens,
             self.cache_creation_input_tokens + other.cache_creation_input_tokens,
             self.cache_read_input_tokens + other.cache_read_input_tokens,
+            self.cache_creation_1h_input_tokens + other.cache_creation_1h_input_tokens,
         )
 
 
@@ -105,6 +114,9 @@ class Model(Protocol):
     - ``network: bool`` (default True): a reply reaches the network. False (a `ScriptedModel`) lets a step run live
       where model calls are blocked.
     - ``intercept_markup: bool`` (default True): tool calls the model writes as text markup are turned into calls.
+
+    And one method, read through `model_engine_record`: ``engine_record() -> JsonObject | None`` (default None),
+    what answered the running step besides the backend, kept in its record and never fingerprinted.
     """
 
     def backend_id(self, model: str) -> str:
@@ -119,11 +131,34 @@ class Model(Protocol):
         ...
 
 
+def is_model(value: object) -> bool:
+    """Whether ``value`` is a `Model` (checked once per class: see `agl_notebook._protocols`)."""
+    return implements(value, Model)
+
+
 def model_network(model: object) -> bool:
     """Whether ``model``'s replies reach the network (its declared ``network`` capability; True by default)."""
     return bool(getattr(model, "network", True))
 
 
+def model_engine_record(model: object) -> JsonObject | None:
+    """What answered the running step through ``model``, besides the backend: its ``engine_record()``, or None.
+
+    The Message Batches engine names the batches that answered; the step's record keeps it, unfingerprinted.
+    """
+    engine_record = getattr(model, "engine_record", None)
+    found = engine_record() if callable(engine_record) else None
+    return cast(JsonObject, found) if isinstance(found, dict) else None
+
+
 def model_intercepts_markup(model: object) -> bool:
     """Whether tool calls ``model`` writes as markup become calls (``intercept_markup``; True by default)."""
     return bool(getattr(model, "intercept_markup", True))
+
+
+def resolve_backend_id(model_id: str) -> str:
+    """The backend id `agl_notebook.models.resolve_model` gives for ``model_id``, without loading that backend.
+
+    A fingerprint names the backend a live run would use; a replay needs that name, not the backend.
+    """
+    return f"anthropic:{model_id}"

@@ -32,6 +32,7 @@ from ..events import (
     Event,
     MarkupError,
     ModelRetryWaiting,
+    ModelSpent,
     OutputTextDelta,
     PayloadRejected,
     QuestionAnswered,
@@ -44,6 +45,7 @@ from ..events import (
     StepStarted,
 )
 from ..functions.events import ApiResponded, ErrorHandled, FunctionCalled, FunctionEvent, FunctionReturned, Logged
+from ..models.prices import RecordedCost, dollars
 from ..payloads import JsonObject, JsonValue
 
 INTERRUPTIONS = ("KeyboardInterrupt", "CancelledError", "StepInterrupted")
@@ -129,6 +131,12 @@ class StepTrace:
     result_descriptions: dict[str, str] = field(default_factory=dict)
     waiting: str | None = None
     """While a retry of a model request waits: what the live view says (never drawn once the step ends)."""
+    cost: RecordedCost | None = None
+    """What the step's record says it cost when it was recorded (drawn beside its tokens; None: no dollars)."""
+    tokens: int = 0
+    """The tokens of the step's record (drawn with its cost)."""
+    spent_now: str | None = None
+    """Live only: what the Run has spent so far (never drawn once the step ends, so never saved)."""
     _depth: int = field(default=0, init=False, repr=False, compare=False)
     """The depth of the agent function running now (what a log or an API response belongs to)."""
 
@@ -188,6 +196,12 @@ class StepTrace:
             self.state, self.requests, self.truncated = "finished", event.requests, event.truncated
         elif isinstance(event, StepFailed):
             self.end_failed(event.error, event.message)
+        elif isinstance(event, ModelSpent):
+            self.spent_now = f"this Run has spent {dollars(event.run_spent_usd)} so far"
+
+    def take_cost(self, cost: RecordedCost | None, tokens: int) -> None:
+        """Draw the step's recorded cost (and tokens): the record's, the same live and replayed."""
+        self.cost, self.tokens = cost, tokens
 
     def end_failed(self, error: str, message: str) -> None:
         """The step failed: every row takes its final state, and the error names the tool whose handler raised."""
@@ -291,6 +305,8 @@ def render_text(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
         lines.extend(f"    {name}: {clip(_compact(value), TEXT_VALUE_LENGTH)}" for name, value in fields)
     if trace.error is not None:
         lines.append(f"  error: {trace.error[0]}: {trace.error[1]}")
+    if trace.cost is not None:
+        lines.append(f"  cost: {_cost_text(trace)}")
     return scrub_text("\n".join(lines), secrets)
 
 
@@ -343,6 +359,13 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
         parts.append(f'<div style="{_ERROR}"><b>{esc(trace.error[0])}</b>: {esc(trace.error[1])}</div>')
     if trace.waiting is not None and trace.state == "running":
         parts.append(f'<div style="{_NOTE}">{esc(trace.waiting)}</div>')
+    if trace.spent_now is not None and trace.state == "running":
+        parts.append(f'<div style="{_NOTE}">{esc(trace.spent_now)}</div>')
+    if trace.cost is not None:
+        parts.append(
+            f'<div style="{_NOTE}" title="What the step cost when it was recorded, at the rates of that day">'
+            f"{esc(_cost_text(trace))}</div>"
+        )
     parts.append("</div>")
     return "".join(parts)
 
@@ -442,6 +465,12 @@ def _state_text(trace: StepTrace) -> str:
         return "failed, nothing was recorded"
     requests = f"{trace.requests} model request{'s' if trace.requests != 1 else ''}"
     return f"finished ({requests}{', truncated' if trace.truncated else ''})"
+
+
+def _cost_text(trace: StepTrace) -> str:
+    cost = trace.cost
+    assert cost is not None
+    return f"{trace.tokens:,} tokens, {cost.words()} (rates of {cost.rates_as_of})"
 
 
 def _provenance(trace: StepTrace) -> str:

@@ -201,6 +201,8 @@ class NotebookView:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if record is not None and record.cost is not None:
+            self.trace.take_cost(record.cost, record.usage.tokens)
         bundle = final_bundle(self.trace, self._secrets)
         metadata: dict[str, Any] = {METADATA_KEY: block_to_json([record])} if record is not None else {}
         if self.trace.state == "finished":

@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from .._protocols import implements
 from .._scope import CANCELLED_BY_INTERRUPT, current_scope
-from ..errors import MissingCredentialsError, ModelCallBlockedError, ReplayMissError, warn
+from ..errors import MissingCredentialsError, ReplayMissError, warn
 from ..events import StepFailed, StepReplayed, StepStarted, input_label
 from ..replay import modes
 from ..replay.explain import Miss, explain_miss, note_miss, note_used
@@ -113,12 +114,8 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
                 miss = Miss(name, fp, occurrence, tuple(store.records()), repr(store), context.cell_id())
                 note_miss(miss)
                 show_miss(view, miss)
-            if modes.session.block_model_calls and unit.network:
-                raise ModelCallBlockedError(
-                    f"{unit.blocked}, and model calls are blocked here "
-                    f"(under nbval, or {modes.BLOCK_VARIABLE}=1). Record it first: run the notebook with "
-                    "`agl-notebook execute --record`, or run the cell in JupyterLab and save."
-                )
+            if unit.network:
+                modes.refuse_blocked_call(unit.blocked)
             if partials is not None:
                 keeper, resumable = partials
                 waiting_before = scope.on_waiting
@@ -136,7 +133,7 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
 
                 scope.on_waiting = keep_partial
             try:
-                if partial is not None and isinstance(unit, Resumable):
+                if partial is not None and implements(unit, Resumable):
                     waited = True
                     outcome = await unit.resume(partial)
                 else:
@@ -189,7 +186,7 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
 
 def _partials(unit: Unit[Out], store: Store, mode: Mode) -> tuple[PartialStore, Resumable[Out]] | None:
     """Where a waiting step keeps its partial record, if it keeps one (docs/recordings.md, "Partial records")."""
-    if mode == "off" or not isinstance(unit, Resumable) or not isinstance(store, PartialStore):
+    if mode == "off" or not implements(unit, Resumable) or not implements(store, PartialStore):
         return None
     return store, unit
 

@@ -24,13 +24,15 @@ from ..models.base import (
     ToolSpec,
     TurnEnd,
     Usage,
+    model_engine_record,
     model_intercepts_markup,
 )
+from ..models.prices import PriceTable
 from ..payloads import JsonValue, dump, payload_spec
 from ..replay.fingerprint import Fingerprint, fingerprint
 from ..replay.records import RecordedQuestion, StepRecord, Waiting
 from ..roles import Role
-from ..tools import ReportingTool, Tool, ToolResult
+from ..tools import ReportingTool, Tool, ToolResult, with_report_instruction
 from ..transcript import Message, TextBlock, ToolResultBlock, ToolUseBlock, user_text
 from ._approvals import Gatekeeper
 from .views import StepView
@@ -46,10 +48,7 @@ def system_text(role: Role[Any]) -> str:
     report = role.reporting_tool
     if report is None:
         return role.instructions
-    return (
-        f"{role.instructions.rstrip()}\n\nWhen you have the result, hand it back by calling the "
-        f"`{report.name}` tool. Calling it ends your work on this step."
-    )
+    return with_report_instruction(role.instructions, report.name, ends="your work on this step")
 
 
 def input_message(value: object) -> str:
@@ -97,6 +96,8 @@ class StepPlan:
     keep: Callable[[LoopOutcome], None]
     gatekeeper: Gatekeeper
     questions: list[RecordedQuestion] = dataclasses.field(default_factory=list)
+    prices: PriceTable | None = None
+    """What a live run's record is priced at (None: its record keeps no cost)."""
     progress: Progress = dataclasses.field(default_factory=Progress)
     """How far the loop has got: what a partial record keeps."""
     _running: tuple[str, int] | None = None  # the call whose handler runs, and how many questions came before it
@@ -126,6 +127,7 @@ class StepPlan:
         network: bool,
         keep: Callable[[LoopOutcome], None],
         gatekeeper: Gatekeeper,
+        prices: PriceTable | None = None,
     ) -> StepPlan:
         tools = [t for t in role.tools if isinstance(t, Tool)]
         reporting = _reporting(role.reporting_tool)
@@ -163,6 +165,7 @@ class StepPlan:
             network,
             keep,
             gatekeeper,
+            prices=prices,
         )
 
     async def live(self) -> LoopOutcome:
@@ -241,6 +244,7 @@ class StepPlan:
             usage=self._earlier_usage + self.progress.usage,
             cell_id=cell_id,
             recorded_at=now(),
+            engine=model_engine_record(self.model),
             partial=Waiting(on, waiting.id, waiting.name),
         )
 
@@ -260,6 +264,8 @@ class StepPlan:
             usage=outcome.usage,
             cell_id=cell_id,
             recorded_at=now(),
+            cost=self.prices.record_cost(self.backend, outcome.usage) if self.prices is not None else None,
+            engine=model_engine_record(self.model),
         )
 
     def finished(self, outcome: LoopOutcome) -> Event:

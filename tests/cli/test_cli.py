@@ -18,6 +18,7 @@ import pytest
 from agl_notebook._cli_report import age
 from agl_notebook.cli import _explain_failure, _Progress, main
 from agl_notebook.models.base import Usage
+from agl_notebook.models.prices import PRICES, RecordedCost
 from agl_notebook.notebook.nbfile import METADATA_KEY, records_in_notebook
 from agl_notebook.notebook.terminal import ANSWERS_VARIABLE
 from agl_notebook.replay.records import StepRecord
@@ -361,7 +362,7 @@ def test_list_shows_each_recording_and_whether_a_cell_uses_it(
     captured = capsys.readouterr()
     lines = captured.out.splitlines()
     assert lines[0] == f"{path}: 6 recordings"
-    assert lines[1].split() == ["ID", "ROLE", "BACKEND", "TOKENS", "AGE", "KEPT", "USED"]
+    assert lines[1].split() == ["ID", "ROLE", "BACKEND", "TOKENS", "DOLLARS", "AGE", "KEPT", "USED"]
     rows = {line.split()[0]: line for line in lines[2:8]}
     assert set(rows) == {record_id(n)[:12] for n in range(1, 7)}
     assert rows[record_id(1)[:12]].split() == [
@@ -369,6 +370,7 @@ def test_list_shows_each_recording_and_whether_a_cell_uses_it(
         "oracle",
         "scripted:0123456789abcdef",
         "42",
+        "-",
         "3",
         "days",
         "ago",
@@ -400,6 +402,8 @@ def test_list_shows_each_recording_and_whether_a_cell_uses_it(
         "input_tokens": 30,
         "output_tokens": 12,
         "tokens": 42,
+        "cost_usd": None,
+        "cost_rates": None,
         "recorded_at": None,
         "age": "3 days ago",
         "kept": ["metadata"],
@@ -413,6 +417,59 @@ def test_list_shows_each_recording_and_whether_a_cell_uses_it(
     assert by_id[record_id(5)]["recorded_at"] is None and by_id[record_id(5)]["age"] == "unknown"
     assert by_id[record_id(6)]["kept"] == ["output"] and by_id[record_id(6)]["output_cells"] == [3]
     assert by_id[record_id(2)]["reason"] == "its cell (id deleted) is no longer in the notebook"
+
+
+def costed_record(n: int, backend: str, usage: Usage, cost: RecordedCost | None) -> dict[str, Any]:
+    data = record_json(n, cell_id="ask", usage=usage)
+    data["backend"] = backend
+    if cost is not None:
+        data["cost"] = {"usd": cost.usd, "rates": cost.rates_as_of}
+    return data
+
+
+def test_list_shows_recorded_dollars_and_what_re_recording_would_cost_today(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opus = "anthropic:claude-opus-5-5"
+    million = Usage(input_tokens=1_000_000)
+    path = notebook_with_records(
+        tmp_path / "costs.ipynb",
+        [
+            costed_record(1, opus, million, RecordedCost(3.5, "2026-06-01")),  # priced then, at older rates
+            costed_record(2, "anthropic:claude-haiku-5-5", million, RecordedCost(None, "2026-12-01")),
+            costed_record(3, opus, million, None),  # recorded before costs were kept
+            record_json(4, cell_id="ask"),  # scripted: never billed
+        ],
+        [],
+    )
+    assert main(["list", str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line.split() for line in out[2:6]}
+    assert [rows[record_id(n)[:12]][4] for n in (1, 3, 4)] == ["$3.50", "-", "-"]
+    assert rows[record_id(2)[:12]][4:6] == ["price", "unknown"]
+    assert out[-2] == "recorded cost: $3.50, and 1 with price unknown, and 1 recorded before costs were kept."
+    # Today's rates price every billed recording's tokens again: Opus 5.5 input is $4 per million.
+    assert out[-1] == (
+        f"re-recording every step today: $8.00 at the rates of {PRICES.as_of} (1 on models with no price left out)."
+    )
+    assert listed(path, capsys)["cost"] == {
+        "recorded_usd": 3.5,
+        "recorded_unknown": 1,
+        "recorded_missing": 1,
+        "today_usd": 8.0,
+        "today_unknown": 1,
+        "today_rates": PRICES.as_of,
+    }
+
+    # Today's rates are the setting's when it names a price table.
+    table = tmp_path / "prices.json"
+    rates = {"input": 1, "output": 1, "cache_write_5m": 1, "cache_write_1h": 1, "cache_read": 1}
+    table.write_text(json.dumps({"as_of": "2027-01-01", "rates": {"claude-haiku-5-5": rates}}), encoding="utf-8")
+    monkeypatch.setenv("AGL_NOTEBOOK_PRICES", str(table))
+    assert listed(path, capsys)["cost"]["today_usd"] == 9.0  # two Opus at $4, one Haiku at $1
+    table.write_text("{not json", encoding="utf-8")
+    assert main(["list", str(path)]) != 0
+    assert "prices.json is not JSON" in capsys.readouterr().err
 
 
 def test_used_when_kept_in_a_cells_output_even_if_it_names_another_cell(
@@ -889,15 +946,24 @@ def test_execute_answers_live_questions(
     [
         ('"Tuesday"', "expected a JSON list of answers, not a JSON string"),
         ("{}", "not a JSON object"),
+        ('{"triager": 3}', "keyed by map, item and question"),
+        ('{"triager": {"first": {"Which?": "a"}}}', "'first' must be an item index"),
         ("[Tuesday]", "expected a JSON list of answers: Expecting value at column 2"),
     ],
 )
-def test_execute_refuses_answers_that_are_not_a_json_list(
+def test_execute_refuses_answers_that_are_not_a_json_list_or_map_answers(
     tmp_path: Path, answers: str, message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     notebook = question_notebook(tmp_path / "planner.ipynb")
     assert main(["execute", str(notebook), "--answers", answers]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_execute_passes_map_items_answers_keyed_by_map_item_and_question_on_as_given() -> None:
+    from agl_notebook.cli import _answers
+
+    keyed = '{"triager": {"3": {"Which day?": "Monday"}, "10": {"Which room?": ["Birch", true]}}}'
+    assert _answers(keyed) == keyed
 
 
 def test_plain_execute_runs_a_notebook_whose_block_is_corrupt_and_writes_the_block_back_as_it_was(

@@ -8,6 +8,7 @@ header, which the SDK honours, rather than switched off.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -15,6 +16,11 @@ from typing import Any
 
 import anthropic
 import httpx2
+
+from agl_notebook.models.anthropic import AnthropicModel
+from agl_notebook.models.base import Usage
+from agl_notebook.models.prices import PRICES, Rates
+from agl_notebook.roles import Claude
 
 BASE_URL = "http://anthropic.test"
 KEY = "test-key-not-real"
@@ -189,3 +195,58 @@ def _streamer(events: list[Event]) -> Responder:
 
 def fail(status: int, kind: str, message: str) -> Responder:
     return lambda: error_response(status, kind, message)
+
+
+# --- A fake that counts what it is sent -------------------------------------------------------------------------
+
+
+def _rates(model_id: str) -> Rates:
+    rates = PRICES.rates_for(model_id)
+    assert rates is not None
+    return rates
+
+
+@dataclass
+class CountingAPI:
+    """Answers every request with a report, its usage one input token per byte sent; keeps what each cost."""
+
+    rates: Rates = field(default_factory=lambda: _rates(Claude.OPUS))
+    """What the requests are priced at (the fake's own bookkeeping, to check the Run's against)."""
+    output_tokens: int = 40
+    delay: float = 0.005
+    costs: list[float] = field(default_factory=list)
+    in_flight: int = 0
+    most_in_flight: int = 0
+
+    def handle(self, request: httpx2.Request) -> httpx2.Response:
+        body = json.loads(request.content)
+        sent = json.dumps([body.get("system"), body["messages"], body.get("tools")], ensure_ascii=False)
+        tokens = len(sent.encode("utf-8"))
+        self.costs.append(self.rates.cost(Usage(input_tokens=tokens, output_tokens=self.output_tokens)))
+        events = reply(
+            use(f"toolu_{len(self.costs)}", "report_summary", json.dumps({"title": "done"})),
+            stop_reason="tool_use",
+            input_tokens=tokens,
+            output_tokens=self.output_tokens,
+        )
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=self._slow(sse(events)))
+
+    async def _slow(self, body: bytes) -> AsyncIterator[bytes]:
+        # The reply takes a while to stream, so requests of concurrent steps are really in flight together.
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            for i in range(0, len(body), 200):
+                await asyncio.sleep(self.delay)
+                yield body[i : i + 200]
+        finally:
+            self.in_flight -= 1
+
+    def client(self) -> anthropic.AsyncAnthropic:
+        transport = httpx2.MockTransport(self.handle)
+        return anthropic.AsyncAnthropic(
+            api_key=KEY, base_url=BASE_URL, http_client=httpx2.AsyncClient(transport=transport)
+        )
+
+    def model(self, model_id: str = Claude.OPUS) -> AnthropicModel:
+        return AnthropicModel(client=self.client(), model=model_id)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 
-def nbval(notebook: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGL_NOTEBOOK_")}
+def nbval(notebook: Path, settings: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run nbval on ``notebook``; ``settings`` are the only agl_notebook variables its kernel sees."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGL_NOTEBOOK_")} | dict(settings or {})
     return subprocess.run(
         [sys.executable, "-m", "pytest", "--nbval", "-p", "no:cacheprovider", "-q", str(notebook)],
         cwd=notebook.parent,

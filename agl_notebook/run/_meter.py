@@ -1,0 +1,294 @@
+"""What a Run spends on model requests, and its budget: each request reserved before it is sent, settled after.
+
+`Meter` is the Run's account: what settled requests cost (``spent``) and what requests in flight may cost
+(``reserved``). `MeteredModel` wraps the model of every live step, so every request of the Run, from any step,
+a map's items or steps started by tools, passes the same account; replays never reach it (they reply from the
+record), so they cost nothing. An engine that sends requests another way (the Message Batches API) reserves and
+settles through `Meter.reserve` itself, with `Rates.batched`.
+
+The budget (docs/cost.md): a request is reserved at its estimate (input tokens estimated from the conversation so
+far, output at ``max_tokens``) and settled with its real usage. When spent plus reserved plus the estimate would pass
+the budget, the request is not made: `BudgetExceededError`. An estimate can be low (a tokenizer counts some text
+as more tokens than its characters suggest), so a request is let through at once only when even the worst case of
+every request in flight and of this one (one token per byte of the request, plus what the API adds) stays within
+the budget; otherwise it waits until nothing else is in flight. So at most one request whose estimate may be low
+is ever out, and what the Run spends never passes the budget by more than one request's cost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import threading
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+
+from .._scope import current_scope
+from ..errors import BudgetExceededError, InputError, PriceUnknownError
+from ..events import ModelSpent
+from ..models.base import (
+    Model,
+    ModelEvent,
+    ModelRequest,
+    TurnEnd,
+    Usage,
+    model_engine_record,
+    model_intercepts_markup,
+    model_network,
+)
+from ..models.prices import PriceTable, Rates, current_prices, dollars
+from ..payloads import JsonObject
+from ..transcript import messages_to_json
+
+CHARACTERS_PER_TOKEN = 4
+"""How many characters of the request an estimated input token stands for."""
+API_OVERHEAD_TOKENS = 4096
+"""Input tokens the API adds to a request beyond its text (the tool-use system prompt), in the worst case."""
+_POLL = 0.02  # seconds between looks at the account while a request waits for the ones in flight
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What one request may cost, before it is sent, in dollars."""
+
+    likely: float
+    """Input tokens estimated from the conversation (characters / 4) at the 5-minute cache-write rate (the
+    dearest a prompt of the Anthropic backend is billed at), output at ``max_tokens``."""
+    worst: float
+    """One input token per byte of the request plus `API_OVERHEAD_TOKENS`, at the dearest input rate, output at
+    ``max_tokens``."""
+
+
+def estimate(request: ModelRequest, rates: Rates) -> Estimate:
+    """What ``request`` may cost at ``rates``."""
+    text = request.system + json.dumps(
+        [messages_to_json(request.messages), [[t.name, t.description, t.input_schema] for t in request.tools]],
+        ensure_ascii=False,
+    )
+    output = request.max_tokens * rates.output
+    likely = math.ceil(len(text) / CHARACTERS_PER_TOKEN) * max(rates.input, rates.cache_write_5m) + output
+    worst = (len(text.encode("utf-8")) + API_OVERHEAD_TOKENS) * rates.highest_input + output
+    return Estimate(likely / 1_000_000, worst / 1_000_000)
+
+
+class Reservation:
+    """One request's place in the account, from before it is sent until it is settled or released."""
+
+    def __init__(self, meter: Meter, rates: Rates | None, cost: Estimate | None, request: ModelRequest) -> None:
+        self._meter, self.rates, self.estimate = meter, rates, cost
+        self._request = request
+        self._open = True
+
+    def settle(self, usage: Usage) -> float | None:
+        """The request ended with ``usage``: what it cost (None: no price), now spent; the reservation ends."""
+        cost = self.rates.cost(usage) if self.rates is not None else None
+        self._close(cost, usage)
+        return cost
+
+    def settle_at_estimate(self) -> None:
+        """The request broke off after its reply began (so it was billed, its usage unknown): spend the estimate."""
+        cost = self.estimate or (estimate(self._request, self.rates) if self.rates is not None else None)
+        self._close(cost.likely if cost is not None else None, Usage())
+
+    def release(self) -> None:
+        """The request failed before any reply (nothing was billed): the reservation ends, nothing is spent."""
+        self._close(None, None)
+
+    def _close(self, cost: float | None, usage: Usage | None) -> None:
+        if self._open:
+            self._open = False
+            self._meter._close(self, cost, usage)
+
+
+class Meter:
+    """A Run's account of what its model requests cost, and its budget (None: no budget, only the account)."""
+
+    def __init__(self, prices: PriceTable, budget_usd: float | None = None) -> None:
+        if budget_usd is not None and (
+            isinstance(budget_usd, bool)
+            or not isinstance(budget_usd, int | float)
+            or not math.isfinite(budget_usd)
+            or budget_usd < 0
+        ):
+            raise InputError(f"Run(budget_usd=...) takes a number of dollars >= 0, not {budget_usd!r}.")
+        self.prices = prices
+        """The rates requests are priced at."""
+        self.budget_usd = float(budget_usd) if budget_usd is not None else None
+        """The most the Run may spend, in dollars, or None."""
+        self._lock = threading.Lock()  # steps of one Run may run on several threads (`Run.step_sync`)
+        self._spent = 0.0
+        self._reserved = 0.0
+        self._worst = 0.0
+        self._in_flight = 0
+        self.requests = 0
+        """How many requests were settled (live, paid for)."""
+        self.usage = Usage()
+        """The tokens of every settled request."""
+        self.unpriced = 0
+        """How many settled requests were on a model with no price (their cost is not in `spent_usd`)."""
+
+    @property
+    def spent_usd(self) -> float:
+        """What settled requests cost, in dollars (zero for a Run that only replayed)."""
+        return self._spent
+
+    @property
+    def reserved_usd(self) -> float:
+        """What requests in flight are reserved at, in dollars."""
+        return self._reserved
+
+    async def reserve(self, backend: str, request: ModelRequest, *, batched: bool = False) -> Reservation:
+        """Reserve ``request`` on ``backend`` before it is sent; wait while the worst case does not fit.
+
+        ``batched``: the request goes through the Message Batches API, so it is priced with the batch discount.
+
+        Raises:
+            BudgetExceededError: Spent plus reserved plus this request's estimate would pass the budget.
+            PriceUnknownError: There is a budget and ``backend`` has no price.
+        """
+        rates = self.prices.rates_for(backend)
+        if rates is not None and batched:
+            rates = rates.batched()
+        if self.budget_usd is None:
+            with self._lock:
+                self._in_flight += 1
+            return Reservation(self, rates, None, request)  # estimated only if its reply breaks off
+        if rates is None:
+            raise PriceUnknownError(
+                f"This Run has a budget of {dollars(self.budget_usd)}, but {backend} has no price in its table "
+                f"(rates of {self.prices.as_of}), so its requests cannot be counted against it. Give its rates with "
+                "Run(prices={model id: Rates(...)}) (docs/cost.md)."
+            )
+        cost = estimate(request, rates)
+        budget = self.budget_usd
+        while True:
+            with self._lock:
+                fits_worst = self._spent + self._worst + cost.worst <= budget
+                if not fits_worst and self._spent + self._reserved + cost.likely > budget:
+                    raise BudgetExceededError(
+                        f"The next model request ({backend}, estimated at {dollars(cost.likely)}) would pass this "
+                        f"Run's budget: spent {dollars(self._spent)} and {dollars(self._reserved)} reserved for "
+                        f"requests in flight, of a budget of {dollars(budget)}. It was not made; nothing of the step "
+                        "was recorded.",
+                        spent_usd=self._spent,
+                        budget_usd=budget,
+                        needed_usd=cost.likely,
+                    )
+                if fits_worst or self._in_flight == 0:
+                    self._reserved += cost.likely
+                    self._worst += cost.worst
+                    self._in_flight += 1
+                    return Reservation(self, rates, cost, request)
+            await asyncio.sleep(_POLL)
+
+    def wrap(self, model: Model) -> Model:
+        """``model``, each request of it passing this account (a model that never reaches the network is free)."""
+        return MeteredModel(model, self) if model_network(model) else model
+
+    def _close(self, reservation: Reservation, cost: float | None, usage: Usage | None) -> None:
+        with self._lock:
+            self._in_flight -= 1
+            if reservation.estimate is not None and self.budget_usd is not None:
+                self._reserved -= reservation.estimate.likely
+                self._worst -= reservation.estimate.worst
+            if usage is not None:
+                self.requests += 1
+                self.usage += usage
+                if cost is None:
+                    self.unpriced += 1
+                else:
+                    self._spent += cost
+            if self._in_flight == 0:  # no drift from adding and taking away floats
+                self._reserved = self._worst = 0.0
+
+
+class MeteredModel:
+    """A model whose every request is reserved on, and settled with, a `Meter` (same backend, same capabilities)."""
+
+    def __init__(self, model: Model, meter: Meter) -> None:
+        self.model = model
+        """The model wrapped."""
+        self.meter = meter
+        """The account every request passes."""
+
+    @property
+    def network(self) -> bool:
+        """The wrapped model's ``network`` capability."""
+        return model_network(self.model)
+
+    @property
+    def intercept_markup(self) -> bool:
+        """The wrapped model's ``intercept_markup`` capability."""
+        return model_intercepts_markup(self.model)
+
+    def backend_id(self, model: str) -> str:
+        """The wrapped model's backend (so a step's fingerprint is the same with or without the account)."""
+        return self.model.backend_id(model)
+
+    def engine_record(self) -> JsonObject | None:
+        """What answered besides the backend, as the wrapped model says (the batch engine's batches)."""
+        return model_engine_record(self.model)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """The wrapped model's reply, reserved before it is sent and settled with its usage at its end."""
+        reservation = await self.meter.reserve(self.model.backend_id(request.model), request)
+        began = False
+        try:
+            async for event in self.model.stream(request):
+                if isinstance(event, TurnEnd):
+                    cost = reservation.settle(event.usage)
+                    scope = current_scope.get()
+                    if scope is not None:
+                        scope.emit(ModelSpent(cost, self.meter.spent_usd))
+                began = True
+                yield event
+        finally:
+            if began:
+                reservation.settle_at_estimate()  # a no-op once settled
+            else:
+                reservation.release()
+
+    def __repr__(self) -> str:
+        return repr(self.model)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a Run did live: its requests, their tokens and cost, and its budget (`Run.summary`)."""
+
+    requests: int
+    """Live model requests settled."""
+    usage: Usage
+    """Their tokens."""
+    spent_usd: float
+    """What they cost, in dollars (requests on models with no price left out)."""
+    budget_usd: float | None
+    """The Run's budget, or None."""
+    unpriced: int
+    """Requests on models with no price."""
+    rates_as_of: str
+    """The day the rates were taken."""
+
+    def __str__(self) -> str:
+        text = f"{self.requests} live request(s), {self.usage.tokens:,} tokens, {dollars(self.spent_usd)} spent"
+        if self.budget_usd is not None:
+            text += f" of a budget of {dollars(self.budget_usd)}"
+        if self.unpriced:
+            text += f"; {self.unpriced} request(s) on models with no price (not counted)"
+        return f"{text} (rates of {self.rates_as_of})"
+
+    def __repr__(self) -> str:
+        return f"<RunSummary: {self}>"
+
+
+def price_table(prices: PriceTable | Mapping[str, Rates] | None) -> PriceTable:
+    """The Run's table: the one given, the library's with the given rows, or the library's (or the setting's)."""
+    if isinstance(prices, PriceTable):
+        return prices
+    base = current_prices()
+    if prices is None:
+        return base
+    if not isinstance(prices, Mapping) or not all(isinstance(r, Rates) for r in prices.values()):
+        raise InputError(f"Run(prices=...) takes a PriceTable or {{model id: Rates(...)}}, not {prices!r}.")
+    return base.with_rates(prices)
