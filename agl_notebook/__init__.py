@@ -12,7 +12,7 @@ from .models.base import Model
 from .models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn, scripted_unless_credentials
 from .payloads import JsonValue, describe
 from .roles import Claude, Role, RoleFactory, prompt_file, role
-from .run import Run
+from .run import MapItemError, MapResults, Run
 from .screens import ChoiceInput, ConfirmInput, NumberInput, Screen, TextInput
 from .tools import ReportingTool, Tool, ToolResult, reporting_tool, tool
 
@@ -47,6 +47,8 @@ __all__ = [
     "Deny",
     "Edit",
     "Event",
+    "MapItemError",
+    "MapResults",
     "NumberInput",
     "Run",
     "Screen",

@@ -67,8 +67,10 @@ PRICES_FILE = Setting(
 )
 ANSWERS = Setting(
     "AGL_NOTEBOOK_ANSWERS",
-    "a JSON list; unset: a live question in a headless run fails with NoAnswerError",
-    "The answers to the questions a headless run asks live, used in order. `agl-notebook execute --answers` sets it.",
+    "a JSON list, or an object keyed by map, item and question; unset: a live question in a headless run fails with "
+    "NoAnswerError",
+    "The answers to the questions a headless run asks live: a list used in order; a run.map item's from the object "
+    '{"<map key>": {"<item index>": {"<question text>": answer}}}. `agl-notebook execute --answers` sets it.',
 )
 APPROVALS = Setting(
     "AGL_NOTEBOOK_APPROVALS",

@@ -154,8 +154,9 @@ def _parser() -> argparse.ArgumentParser:
         type=_answers,
         metavar="JSON",
         help="the answers to the questions steps ask live, in order, as a JSON list "
-        f"(e.g. '[\"Saturday\", 3]'; sets {ANSWERS.name} for the kernel). Without it a "
-        "live question fails the run, naming it; a replayed one needs no answer",
+        f"(e.g. '[\"Saturday\", 3]'; sets {ANSWERS.name} for the kernel); a run.map item's, as an object keyed "
+        "by map, item and question (docs/map.md). Without it a live question fails the run, naming it; a replayed "
+        "one needs no answer",
     )
     execute.add_argument(
         "--approvals",
@@ -259,11 +260,16 @@ else): `agl-notebook explain NOTEBOOK CELL` tells."""
 
 
 def _answers(text: str) -> str:
-    """A JSON list of answers, passed on to the kernel as it was given."""
+    """A JSON list of answers, or an object of map items' answers, passed on to the kernel as it was given."""
     try:
         answers = json.loads(text)
     except json.JSONDecodeError as e:
         raise argparse.ArgumentTypeError(f"expected a JSON list of answers: {e.msg} at column {e.colno}") from None
+    if isinstance(answers, dict) and answers:
+        problem = _map_answers_problem(answers)
+        if problem:
+            raise argparse.ArgumentTypeError(problem)
+        return text
     if not isinstance(answers, list):
         kind = {dict: "object", str: "string", bool: "boolean", int: "number", float: "number"}.get(
             type(answers), "null"
@@ -272,6 +278,21 @@ def _answers(text: str) -> str:
             f"expected a JSON list of answers, not a JSON {kind} (give one answer as a list of one: '[\"Saturday\"]')"
         )
     return text
+
+
+def _map_answers_problem(answers: dict[str, object]) -> str | None:
+    """What is wrong with answers for map items (``{"<map key>": {"<item index>": {"<question>": answer}}}``)."""
+    shape = '{"<map key>": {"<item index>": {"<question text>": <answer>}}}'
+    for key, items in answers.items():
+        if not isinstance(items, dict):
+            return f"answers for map items are keyed by map, item and question, {shape}; {key!r} is not an object"
+        for index, questions in items.items():
+            if not index.isdigit() or not isinstance(questions, dict):
+                return (
+                    f"answers for map items are keyed by map, item and question, {shape}; in {key!r}, {index!r} "
+                    "must be an item index with an object of answers by question"
+                )
+    return None
 
 
 def _approvals(text: str) -> str:

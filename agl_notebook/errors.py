@@ -142,6 +142,10 @@ class RoleIncompleteError(UpstreamUnexpected):
         """Every message of the step, the agent's replies and the tool results, in order."""
 
 
+class ItemNotRunError(UpstreamUnexpected):
+    """A ``run.map`` item that never ran: the map was stopped (its Stop button) before the item started."""
+
+
 class ModelRefusedError(UpstreamUnexpected):
     """The model declined to answer (stop reason `refusal`)."""
 

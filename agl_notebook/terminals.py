@@ -15,6 +15,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from ._map_scope import current_map_item
 from ._scope import Decision, Question, StepScope, current_scope
 from .approvals import SETTING, ApprovalRequest, Approve, Deny, Edit, Verdict, as_verdict, decide, decided_event
 from .errors import InputError, NoAnswerError, NoDecisionError
@@ -217,6 +218,12 @@ class ScriptedTerminal(Terminal):
             return await self._inner.ask(screen)
         if callable(self._answers):
             answer = self._answers(screen)
+        elif current_map_item.get() is not None:
+            raise InputError(
+                f"Run(answers=[...]) answers in order, but a map's items ask in no fixed order, so "
+                f"{screen.text!r} cannot be answered from the list: pass answers as a function of the screen "
+                "(agl_notebook._map_scope.current_map_item says which item asks; docs/map.md)."
+            )
         elif self._used < len(self._answers):
             answer = self._answers[self._used]
             self._used += 1
@@ -241,6 +248,12 @@ class ScriptedTerminal(Terminal):
             said = scripted
         elif callable(scripted):
             said = scripted(request)
+        elif current_map_item.get() is not None:
+            raise InputError(
+                f"Run(approvals=[...]) decides in order, but a map's items ask in no fixed order, so the call to "
+                f"tool {request.tool!r} cannot be decided from the list: pass 'approve', 'deny' or a function of "
+                "the request (docs/map.md)."
+            )
         elif self._decided < len(scripted):
             said = scripted[self._decided]
             self._decided += 1

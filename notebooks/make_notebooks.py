@@ -875,6 +875,126 @@ await agent.call("quote", {"request": "One bolt and one nut, please."}, run=run)
 ]
 
 
+MAP = [
+    (
+        "md",
+        """\
+# 8. Many inputs: `run.map`
+
+Designing an agent usually means running its role over a dataset and scoring what comes back. `run.map` runs one
+role on every input, a few at a time, in **one cell with one view**: progress, tokens, a Stop button, and a table of
+the finished items. Each item is an ordinary step with its own recording, so running the cell again replays the
+finished items with no model call and runs only what did not finish (an interrupted map keeps every item that
+finished; a failed item is not recorded, so it is tried again).""",
+    ),
+    ("code", imports("Claude", "Role", "Run", "describe", "reporting_tool", "role", "scripted_unless_credentials")),
+    (
+        "code",
+        """\
+@dataclass(frozen=True)
+class Ticket:
+    text: str = describe("A support ticket, as the customer wrote it.")
+
+
+@dataclass(frozen=True)
+class Triage:
+    category: str = describe("One of: billing, outage, account, other.")
+    urgent: bool = describe("Whether someone must look at it today.")
+
+
+@role(model=Claude.HAIKU, accepts=(Ticket,))
+def triager() -> Role[Triage]:
+    return Role(
+        name="triager",
+        instructions="You sort support tickets into a category and say whether they are urgent.",
+        tools=[reporting_tool("report_triage", "Report the triage.", Triage)],
+    )""",
+    ),
+    (
+        "md",
+        """\
+Offline, a scripted model stands in for Claude: it sorts by keywords.""",
+    ),
+    (
+        "code",
+        """\
+import json
+
+
+def script(request):
+    text = json.loads(request.messages[0].text.split("\\n", 1)[1])["text"].lower()
+    category = next(
+        (name for name, words in [("billing", ("invoice", "charged", "refund")), ("outage", ("down", "error")),
+                                  ("account", ("password", "login"))] if any(w in text for w in words)),
+        "other",
+    )
+    urgent = category == "outage" or "asap" in text
+    return {"calls": [{"name": "report_triage", "args": {"category": category, "urgent": urgent}}]}
+
+
+run = Run(model=scripted_unless_credentials(script))""",
+    ),
+    (
+        "md",
+        """\
+The inputs are a list of payloads (or a pandas DataFrame whose columns name the payload's fields). `score` is a
+function of the input and the result giving a number or a bool: here, whether the category is the one we expected.""",
+    ),
+    (
+        "code",
+        """\
+tickets = [
+    Ticket("I was charged twice for my invoice"),
+    Ticket("The dashboard is down with error 502"),
+    Ticket("I forgot my password"),
+    Ticket("Can I get a refund ASAP?"),
+    Ticket("How do I export my data?"),
+    Ticket("Login page shows an error"),
+    Ticket("Please update the invoice address"),
+]
+expected = ["billing", "outage", "account", "billing", "other", "account", "billing"]
+
+
+def correct(ticket: Ticket, triage: Triage) -> bool:
+    return triage.category == expected[tickets.index(ticket)]
+
+
+results = await run.map(triager, tickets, concurrency=4, score=correct)""",
+    ),
+    (
+        "md",
+        """\
+The view above is what the map left in the cell: a summary, a row per item (the reported fields and the score as
+columns) and the failures. While a map runs, the same place shows a live view: done, failed, running and queued
+items, tokens so far, time left, a **Stop** button (queued items are not started; finished ones are kept), and a
+click on a row opens that item's step. The results come back in input order; a failed item is a `MapItemError`
+carrying the error and the transcript of what its agent was sent.""",
+    ),
+    (
+        "code",
+        """\
+print(results[0])
+print("mean score:", results.mean_score)
+print("failed:", [failure.index for failure in results.failures])""",
+    ),
+    (
+        "md",
+        """\
+One mistake to look at: the login error went to `outage` (its keywords are checked first). Run the map cell again
+and every item replays from its recording. Had an item failed (its agent never reported, a tool raised, the API
+refused), it would show in the table with its error and, never recorded, run again on the next run of the cell.
+
+- **Rate limits**: the map owns its retries. Its requests to Claude go out without the SDK's retries, so it sees
+  each 429 and 529: it halves its concurrency, grows it back as requests succeed, waits what `retry-after` asks (at
+  most a minute) and retries up to `retries=` times; an invalid request (400) is never retried.
+- **Pandas**: `await run.map(triager, frame)` takes a DataFrame with a `text` column, and `results.to_pandas()`
+  gives a row per input (install `agl_notebook[pandas]`).
+- **Questions and approvals** of items queue in the map's view and are answered one at a time, each with the
+  item's input shown. See [docs/map.md](../docs/map.md).""",
+    ),
+]
+
+
 NOTEBOOKS = {
     "01_first_step.ipynb": FIRST_STEP,
     "02_tools_and_retries.ipynb": TOOLS,
@@ -883,6 +1003,7 @@ NOTEBOOKS = {
     "05_testing_offline.ipynb": TESTING,
     "06_client_tools.ipynb": CLIENT_TOOLS,
     "07_json_functions.ipynb": FUNCTIONS,
+    "08_map.ipynb": MAP,
 }
 
 ANSWERS = {"03_asking_questions.ipynb": ["Saturday", ["Birch", True]], "06_client_tools.ipynb": ["Lisbon"]}

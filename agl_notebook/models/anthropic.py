@@ -21,7 +21,9 @@ Errors, by whose move it was:
   backoff and its ``x-should-retry`` header; ``max_retries`` is the client's, the SDK's default 2 unless given), but
   are made here, each attempt sent with the SDK's retries off: the SDK honours a ``retry-after`` of up to 49 days,
   so one hostile or broken 429 could stall a step for hours. A wait is capped at ``max_retry_wait`` (60 s), and
-  while it lasts the step's live view says so (a `ModelRetryWaiting` event, never part of the final view).
+  while it lasts the step's live view says so (a `ModelRetryWaiting` event, never part of the final view). Inside
+  a ``run.map`` item the map's pacer (`agl_notebook._map_scope`) takes over: it says how often to retry and how
+  long a wait may be, and every attempt waits for its slot and tells it the outcome (docs/map.md).
 - What the stream itself gets wrong is an `UpstreamUnexpected`: tool input that is not a JSON object, a stream that
   ends without ``message_stop``, a missing or unknown stop reason. Output cut off by ``max_tokens`` inside a tool call
   is a `ModelOutputTruncatedError` naming the tool.
@@ -44,6 +46,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast, get_args
 
+from .._map_scope import current_pacer
 from .._scope import current_scope
 from .._secret_logs import scrub_logs
 from .._settings import anthropic_configuration
@@ -206,10 +209,15 @@ class AnthropicModel:
         scrub_logs("anthropic", "anthropic._base_client", "httpx2")  # the SDK logs request bodies at DEBUG
         async with AsyncExitStack() as stack:
             client = self._client or await self._environment_client()
-            retries = client.max_retries
+            # A caller that owns the retries (run.map) paces every attempt and says how often to retry.
+            pacer = current_pacer.get()
+            retries = client.max_retries if pacer is None else pacer.retries
+            cap = self.max_retry_wait if pacer is None else min(self.max_retry_wait, pacer.max_wait)
             once = client.with_options(max_retries=0)  # retried here, where the wait can be capped and shown
-            attempt = 0
+            attempt = ticket = 0
             while True:
+                if pacer is not None:
+                    ticket = await pacer.acquire()
                 try:
                     events = await once.messages.create(
                         model=model,
@@ -221,14 +229,20 @@ class AnthropicModel:
                         extra_headers={"x-stainless-retry-count": str(attempt)},  # as the SDK's own retries send
                     )
                     break
-                except Exception as e:
-                    waiting = _retry_wait(e, attempt, retries, self.max_retry_wait)
+                except BaseException as e:  # a cancelled attempt gives its slot back too
+                    if pacer is not None:
+                        pacer.release(ticket, _status_of(e))
+                    if not isinstance(e, Exception):
+                        raise
+                    waiting = _retry_wait(e, attempt, retries, cap)
                     if waiting is None:
                         raise
                     attempt += 1
                     _announce(waiting)
                     await _sleep(waiting.seconds)
             stack.push_async_callback(events.close)
+            if pacer is not None:  # the slot is held until the reply has streamed (or broke off)
+                stack.callback(pacer.release, ticket, None)
             reply = _Reply(request.max_tokens)
             try:
                 async for event in events:
@@ -274,6 +288,12 @@ def _retry_wait(error: Exception, attempt: int, retries: int, cap: float) -> Mod
         retry=attempt + 1,
         max_retries=retries,
     )
+
+
+def _status_of(error: BaseException) -> int:
+    """The HTTP status of a failed attempt, for a pacer: 0 when no response came."""
+    status = getattr(error, "status_code", 0)
+    return status if isinstance(status, int) else 0
 
 
 def _retry_after(headers: Any) -> float | None:

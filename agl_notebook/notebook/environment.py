@@ -17,7 +17,9 @@ from . import _kernel
 if TYPE_CHECKING:
     from ..run.views import StepView
     from ._kernel import LoopWaker
+    from .map_view import NotebookMapView
     from .sync import CommPoller
+    from .view import DisplayOrder
 
 _occurrences: Occurrences | None = None
 _display_order: tuple[object, Any] = (None, None)
@@ -48,18 +50,22 @@ class NotebookEnvironment:
     def view(self, role: Role[Any]) -> StepView:
         """A live widget view of one step."""
         from .frontend import link
-        from .view import DisplayOrder, NotebookView
+        from .view import NotebookView
 
         cell = _kernel.cell_id()
         interactive = _kernel.interactive()  # headless runners have neither a person watching nor an extension
         if interactive:
             return NotebookView(role, send_record=lambda record: link().send_record(record, cell))
         # Headless, a cell's views are displayed when their steps end, held back to the order the steps started in.
-        global _display_order
-        execution = _kernel.execution_id()
-        if _display_order[0] != execution or _display_order[1] is None:
-            _display_order = (execution, DisplayOrder())
-        return NotebookView(role, live=False, order=_display_order[1])
+        return NotebookView(role, live=False, order=_headless_order())
+
+    def map_view(self, role: Role[Any]) -> NotebookMapView:
+        """The one view of a ``run.map``: live with a person watching, else its final bundle in the cell's order."""
+        from .map_view import NotebookMapView
+
+        if _kernel.interactive():
+            return NotebookMapView(role)
+        return NotebookMapView(role, live=False, order=_headless_order())
 
     def execution_key(self) -> object:
         """Occurrence numbers count within one cell execution."""
@@ -78,3 +84,15 @@ class NotebookEnvironment:
         from .sync import message_pump
 
         return message_pump()
+
+
+def _headless_order() -> DisplayOrder:
+    """The display order of this cell execution's headless views (steps and maps)."""
+    from .view import DisplayOrder
+
+    global _display_order
+    execution = _kernel.execution_id()
+    if _display_order[0] != execution or _display_order[1] is None:
+        _display_order = (execution, DisplayOrder())
+    order: DisplayOrder = _display_order[1]
+    return order

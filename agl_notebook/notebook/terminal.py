@@ -19,6 +19,7 @@ import json
 from typing import Any, Literal, TypeVar
 
 from .. import _settings
+from .._map_scope import MapItemContext, current_map_item
 from .._scope import Decision, current_scope
 from ..approvals import SETTING, ApprovalRequest, decide, setting_verdict
 from ..errors import InputError, NoAnswerError, NoDecisionError
@@ -60,10 +61,40 @@ def _headless_answers() -> ScriptedTerminal | None:
             raise InputError(
                 f"{ANSWERS_VARIABLE} must be a JSON list of answers: {e.msg} at column {e.colno}."
             ) from None
+        if isinstance(answers, dict):
+            raise NoAnswerError(
+                f"{ANSWERS_VARIABLE} is an object, which answers the questions of run.map items (keyed by map, "
+                "item and question); a single step's questions take a JSON list of answers, used in order."
+            )
         if not isinstance(answers, list):
             raise InputError(f"{ANSWERS_VARIABLE} must be a JSON list of answers, not {type(answers).__name__}.")
         _scripted = ScriptedTerminal(answers)
     return _scripted
+
+
+def keyed_answer(screen: Screen[T], item: MapItemContext) -> T:
+    """A map item's headless answer: ``AGL_NOTEBOOK_ANSWERS[map key][item index][question text]`` (docs/map.md)."""
+    example = json.dumps({item.map_key: {str(item.index): {screen.text: "..."}}}, ensure_ascii=False)
+    where = f"item {item.index} of the map {item.map_key!r}"
+    raw = _settings.ANSWERS.text()
+    try:
+        given = json.loads(raw) if raw else None
+    except json.JSONDecodeError as e:
+        raise InputError(f"{ANSWERS_VARIABLE} must be JSON: {e.msg} at column {e.colno}.") from None
+    if not isinstance(given, dict):
+        raise NoAnswerError(
+            f"Nobody can answer {screen.text!r} of {where} here: this notebook runs headless, and a map's items "
+            f"run in no fixed order, so their answers are keyed by map, item and question, not taken from a list. "
+            f"Set {ANSWERS_VARIABLE} to a JSON object such as {example}, or record the map where a person can "
+            "answer (JupyterLab)."
+        )
+    answers = given.get(item.map_key)
+    answers = answers.get(str(item.index)) if isinstance(answers, dict) else None
+    if not isinstance(answers, dict) or screen.text not in answers:
+        raise NoAnswerError(f"{ANSWERS_VARIABLE} has no answer to {screen.text!r} of {where}: add it as {example}.")
+    answer = answers[screen.text]
+    values = list(answer) if len(screen.inputs) > 1 and isinstance(answer, list | tuple) else [answer]
+    return screen.validate(values)
 
 
 class WidgetTerminal(Terminal):
@@ -76,6 +107,9 @@ class WidgetTerminal(Terminal):
     async def ask(self, screen: Screen[T]) -> T:
         """Draw the screen in the step's view and wait for the submitted, validated answer."""
         if not _kernel.interactive():
+            item = current_map_item.get()
+            if item is not None:  # items run in no fixed order: their answers are keyed, never taken in order
+                return keyed_answer(screen, item)
             scripted = _headless_answers()
             if scripted is not None:
                 return await scripted.ask(screen)

@@ -115,8 +115,11 @@ class InlineMapStore:
         self._kept: dict[str, StepRecord] = {}
 
     def get(self, record_id: str) -> StepRecord | None:
-        """The parent's record with this id."""
-        return self.parent.get(record_id)
+        """The parent's record with this id; found, it is this map's too (a replayed item's display saves it)."""
+        found = self.parent.get(record_id)
+        if found is not None:
+            self._kept.setdefault(record_id, found)
+        return found
 
     def records(self) -> Sequence[StepRecord]:
         """The parent's records."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any, TypeVar, overload
+from typing import Any, Literal, TypeVar, overload
 
 from .._scope import StepScope, current_scope
 from ..errors import InputError, at_call_site
@@ -28,6 +28,7 @@ from ..screens import Screen
 from ..terminals import ConsoleTerminal, ScriptedApprovals, ScriptedTerminal, Terminal
 from ._approvals import Gatekeeper
 from ._engine import Context, run_unit
+from ._map_state import MapItemError, MapResults, MapView
 from ._meter import Meter, RunSummary, price_table
 from ._step import StepPlan, check_input, input_message, system_text
 from .environment import Environment, current_environment
@@ -35,7 +36,18 @@ from .occurrences import Occurrences
 from .units import TapedUnit, UnitOutcome, Work
 from .views import EventSink, StepView, ViewFactory, emit_to
 
-__all__ = ["EventSink", "Occurrences", "Run", "RunSummary", "StepView", "ViewFactory", "input_message", "system_text"]
+__all__ = [
+    "EventSink",
+    "MapItemError",
+    "MapResults",
+    "Occurrences",
+    "Run",
+    "RunSummary",
+    "StepView",
+    "ViewFactory",
+    "input_message",
+    "system_text",
+]
 
 T = TypeVar("T")
 
@@ -203,28 +215,127 @@ class Run:
         # that is what makes the occurrence number (and so replay under asyncio.gather) deterministic.
         resolved = self._resolve_role(role)
         check_input(resolved, input)
-        model, model_id = self._model_for(resolved)
-        model = self.meter.wrap(model)
-        step_mode = resolve_mode(step=mode, run=self.mode)
         view = self._view_factory(resolved) if self._view_factory is not None else None
+        plan = self._plan_step(resolved, input, self._model_for(resolved), view=view, label=label, on_event=on_event)
+        return await run_unit(plan, resolve_mode(step=mode, run=self.mode), self._context())
+
+    def _plan_step(
+        self,
+        role: Role[Any],
+        input: object,
+        model: tuple[Model, str],
+        *,
+        view: StepView | None,
+        label: str | None,
+        on_event: EventSink | None,
+    ) -> StepPlan:
+        """The plan of one step of ``role`` (checked) on ``input``: `step_outcome`'s, and each item's of a map."""
         emit = self._emit if on_event is None else _emit_both(on_event, self._emit)
         if view is not None:
             emit = emit_to(view, emit)
-        scope = StepScope(resolved.name, emit, view=view)
-        plan = StepPlan.build(
-            resolved,
+        scope = StepScope(role.name, emit, view=view)
+        return StepPlan.build(
+            role,
             input,
-            model,
-            model_id,
+            model[0],
+            model[1],
             scope,
             view=view,
             label=label,
-            network=model_network(model),
+            network=model_network(model[0]),
             keep=self._keep,
             gatekeeper=self._gatekeeper,
             prices=self.meter.prices,
         )
-        return await run_unit(plan, step_mode, self._context())
+
+    async def map(
+        self,
+        role: Role[Any] | RoleFactory[..., Any],
+        inputs: object,
+        *,
+        concurrency: int = 8,
+        retries: int = 4,
+        on_error: Literal["keep", "raise"] = "keep",
+        score: Callable[[Any, Any], float | int | bool] | None = None,
+        name: str | None = None,
+        mode: Mode | None = None,
+        view: MapView | None = None,
+    ) -> MapResults:
+        """Run ``role`` on every input (a list of payloads, or a pandas DataFrame whose columns name the fields).
+
+        Each item is a step with its own record, as ``run.step(role, input)`` would be: a finished item replays
+        with no model call, a failed one is not recorded and runs again next time. Items start in input order,
+        at most ``concurrency`` at once (halved while the API answers 429 or 529, grown back as requests succeed);
+        a request that failed transiently is retried up to ``retries`` times (a 400 never is). In a notebook one
+        live view shows the whole map. See docs/map.md.
+
+        Args:
+            role: The role each item is a step of.
+            inputs: The inputs: a sequence of what the role accepts, or a DataFrame (pandas).
+            concurrency: Items (and requests) at once, 1 to 64.
+            retries: Retries of a request that failed transiently (429, 529, other 5xx, a lost connection).
+            on_error: ``keep``: a failed item is a `MapItemError` among the results; ``raise``: once every item
+                ended, the first failure in input order is raised.
+            score: A function of (input, result) giving a number or a bool, per item; the view and the results
+                show each and their mean.
+            name: Names the map's records (by default the role's name; docs/map.md, "The map's key").
+            mode: The replay mode of every item (a Run's and the notebook's otherwise).
+            view: What draws the map (in a notebook, its live view by default).
+
+        Returns:
+            The results in input order: each item's reported payload, or a `MapItemError`.
+
+        Raises:
+            InputError: An input the role does not accept (the message names it), or a bad option.
+            StepInterrupted: In a notebook, the kernel was interrupted: finished items keep their records.
+        """
+        __tracebackhide__ = True
+        from ._map import MapHost, run_map  # lazily: asyncio, only for code that maps
+
+        def plan(role: Role[Any], input: object, model: tuple[Model, str], view: StepView | None) -> StepPlan:
+            return self._plan_step(role, input, model, view=view, label=None, on_event=None)
+
+        return await run_map(
+            MapHost(self.store, self._context(), self.mode, self._model_for, plan),
+            self._resolve_role(role),
+            inputs,
+            concurrency=concurrency,
+            retries=retries,
+            on_error=on_error,
+            score=score,
+            name=name,
+            mode=mode,
+            view=view,
+        )
+
+    def map_sync(
+        self,
+        role: Role[Any] | RoleFactory[..., Any],
+        inputs: object,
+        *,
+        concurrency: int = 8,
+        retries: int = 4,
+        on_error: Literal["keep", "raise"] = "keep",
+        score: Callable[[Any, Any], float | int | bool] | None = None,
+        name: str | None = None,
+        mode: Mode | None = None,
+    ) -> MapResults:
+        """`map`, for code that cannot await (a synchronous cell or script); see `run_sync`."""
+        __tracebackhide__ = True
+
+        def make() -> Coroutine[Any, Any, MapResults]:
+            return self.map(
+                role,
+                inputs,
+                concurrency=concurrency,
+                retries=retries,
+                on_error=on_error,
+                score=score,
+                name=name,
+                mode=mode,
+            )
+
+        return at_call_site(self.run_sync, make)
 
     async def unit(
         self,
@@ -342,14 +453,15 @@ class Run:
         )
 
     def _model_for(self, role: Role[Any]) -> tuple[Model, str]:
+        # Each model passes the Run's account (its budget), for a step and for each item of a map: docs/cost.md.
         chosen = self.model or role.model
         model_id = role.model if isinstance(role.model, str) else ""
         if isinstance(chosen, str):
             from ..models import resolve_model  # lazily: the Anthropic backend imports the anthropic SDK
 
-            return resolve_model(chosen), chosen
+            return self.meter.wrap(resolve_model(chosen)), chosen
         if chosen is not None:
-            return chosen, model_id
+            return self.meter.wrap(chosen), model_id
         raise InputError(
             f"Role {role.name!r} has no model: give it one with @role(model=Claude.OPUS), or run "
             "it with Run(model=ScriptedModel(...))."

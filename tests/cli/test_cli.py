@@ -946,15 +946,24 @@ def test_execute_answers_live_questions(
     [
         ('"Tuesday"', "expected a JSON list of answers, not a JSON string"),
         ("{}", "not a JSON object"),
+        ('{"triager": 3}', "keyed by map, item and question"),
+        ('{"triager": {"first": {"Which?": "a"}}}', "'first' must be an item index"),
         ("[Tuesday]", "expected a JSON list of answers: Expecting value at column 2"),
     ],
 )
-def test_execute_refuses_answers_that_are_not_a_json_list(
+def test_execute_refuses_answers_that_are_not_a_json_list_or_map_answers(
     tmp_path: Path, answers: str, message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     notebook = question_notebook(tmp_path / "planner.ipynb")
     assert main(["execute", str(notebook), "--answers", answers]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_execute_passes_map_items_answers_keyed_by_map_item_and_question_on_as_given() -> None:
+    from agl_notebook.cli import _answers
+
+    keyed = '{"triager": {"3": {"Which day?": "Monday"}, "10": {"Which room?": ["Birch", true]}}}'
+    assert _answers(keyed) == keyed
 
 
 def test_plain_execute_runs_a_notebook_whose_block_is_corrupt_and_writes_the_block_back_as_it_was(

@@ -1,0 +1,54 @@
+// The live view of a run.map: the kernel draws the progress and the table as HTML (one synced string, redrawn at
+// most twice a second); this adds a Stop button and opens an item's step when its row is clicked. Both are custom
+// messages, which the widget framework sends at once even while the cell keeps the kernel busy.
+
+function render({ model, el }) {
+  const root = document.createElement("div");
+  root.className = "agl-map-live";
+  const bar = document.createElement("div");
+  bar.className = "agl-map-actions";
+  const stop = document.createElement("button");
+  stop.type = "button";
+  stop.className = "agl-map-stop";
+  stop.textContent = "Stop";
+  stop.title = "Start no more items; the running ones finish and every finished one is kept.";
+  bar.append(stop);
+  const body = document.createElement("div");
+  const detail = document.createElement("div");
+  detail.className = "agl-map-detail";
+  root.append(bar, body, detail);
+  el.append(root);
+
+  const show = () => {
+    body.innerHTML = model.get("html");
+    const stopping = !!model.get("stopping");
+    stop.disabled = stopping || !!model.get("ended");
+    stop.textContent = stopping ? "Stopping\u2026" : "Stop";
+  };
+  const showDetail = () => {
+    const html = model.get("detail");
+    detail.innerHTML = html ? `<div><button type="button" class="agl-map-close">Close</button></div>${html}` : "";
+  };
+  stop.addEventListener("click", () => model.send({ kind: "stop" }));
+  body.addEventListener("click", (event) => {
+    const row = event.target.closest("[data-item]");
+    if (row) model.send({ kind: "open", index: Number(row.dataset.item) });
+  });
+  detail.addEventListener("click", (event) => {
+    if (event.target.closest(".agl-map-close")) model.send({ kind: "close" });
+  });
+  model.on("change:html", show);
+  model.on("change:stopping", show);
+  model.on("change:ended", show);
+  model.on("change:detail", showDetail);
+  show();
+  showDetail();
+  return () => {
+    model.off("change:html", show);
+    model.off("change:stopping", show);
+    model.off("change:ended", show);
+    model.off("change:detail", showDetail);
+  };
+}
+
+export default { render };

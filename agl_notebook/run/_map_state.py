@@ -1,0 +1,348 @@
+"""A map's state as its view and its results see it, the view's protocol, and its deterministic table.
+
+The engine (`agl_notebook.run._map`) changes the state; a `MapView` is told when and redraws from it. The table
+(text and HTML) depends only on the items' inputs, results, scores and errors, never on times or on whether an item
+was live or replayed, so a replayed map draws what the live run left in the saved notebook (docs/map.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
+
+from ..errors import InputError, ItemNotRunError
+from ..payloads import JsonObject, JsonValue
+
+if TYPE_CHECKING:
+    from ..transcript import Message
+    from .views import StepView
+
+ItemStatus = Literal["queued", "running", "done", "failed", "stopped"]
+
+ROWS = 50
+"""The static view (and the live table) shows the items of the first this many inputs."""
+FAILURES = 20
+"""It also lists the first this many failures among the rest."""
+CELL_LENGTH = 60
+"""A table cell is cut to this many characters."""
+
+
+@dataclass(eq=False, slots=True)
+class MapItem:
+    """One item of a map: its input and, once it ended, its result (or error) and score."""
+
+    index: int
+    """Its place in the inputs, from 0."""
+    value: object
+    """The input payload."""
+    input_json: JsonValue
+    """The input as JSON."""
+    status: ItemStatus = "queued"
+    result: object = None
+    """The reported payload (done)."""
+    result_json: JsonValue = None
+    score: float | bool | None = None
+    error: BaseException | None = None
+    """Why it failed (failed), or why it did not run (stopped)."""
+    transcript: tuple[Message, ...] = ()
+    """A failed item's transcript: what its agent was sent last."""
+    tokens: int = 0
+    """Input and output tokens its requests spent (recorded ones for a replay)."""
+    replayed: bool = False
+
+
+@dataclass
+class MapState:
+    """Everything a map's view shows, changed by the engine as items run."""
+
+    key: str
+    """The map's key (its records' name)."""
+    role: str
+    items: list[MapItem]
+    fields: tuple[str, ...] = ()
+    """The reported payload's fields: the table's columns."""
+    scored: bool = False
+    done: int = 0
+    failed: int = 0
+    running: int = 0
+    stopped: int = 0
+    tokens: int = 0
+    limit: int = 0
+    """The pacer's concurrency now."""
+    state: Literal["running", "finished", "stopped", "interrupted"] = "running"
+    failures: list[MapItem] = field(default_factory=list)
+    """The failed items, in the order they failed."""
+
+    @property
+    def total(self) -> int:
+        """How many items the map has."""
+        return len(self.items)
+
+    @property
+    def queued(self) -> int:
+        """Items not started yet."""
+        return self.total - self.done - self.failed - self.running - self.stopped
+
+    def mean_score(self) -> float | None:
+        """The mean of the scores given so far (True counts 1, False 0), or None."""
+        scores = [float(item.score) for item in self.items if item.score is not None]
+        return sum(scores) / len(scores) if scores else None
+
+
+class MapView(Protocol):
+    """What draws a map: begun, told of each change, and drawn once more at the end."""
+
+    def begin(self, state: MapState) -> None:
+        """The map starts (every item queued)."""
+
+    def item_view(self, item: MapItem) -> StepView | None:
+        """The view of one item's step (it never displays anything of its own), or None."""
+        ...
+
+    def changed(self, item: MapItem) -> None:
+        """An item started or ended; redraw soon (a view coalesces redraws)."""
+
+    def finish(self, saved: JsonObject) -> None:
+        """The map ended (finished, stopped or interrupted): draw the final static view, carrying ``saved``."""
+
+    @property
+    def stop_requested(self) -> bool:
+        """The person asked to stop: queued items are not started."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class MapItemError:
+    """A map item that failed (or, the map stopped, never ran): where it stands in the inputs, and why."""
+
+    index: int
+    """Its place in the inputs, from 0."""
+    input: object
+    """Its input."""
+    error: BaseException
+    """Why it failed; an `ItemNotRunError` for an item the map's Stop button kept from starting."""
+    transcript: tuple[Message, ...] = ()
+    """What its agent had been sent when it failed (empty if it never reached the model)."""
+
+    def __repr__(self) -> str:
+        return f"MapItemError(index={self.index}, error={type(self.error).__name__}: {self.error})"
+
+
+class MapResults(Sequence[Any]):
+    """The results of a map in input order: each item's reported payload, or a `MapItemError`.
+
+    Shown in a notebook as the map's table (deterministic text and HTML); ``to_pandas()`` has every row.
+    """
+
+    def __init__(self, state: MapState, trace: tuple[tuple[float, int], ...] = (), throttled: int = 0) -> None:
+        self._state = state
+        self._values: list[Any] = [
+            item.result
+            if item.status == "done"
+            else MapItemError(item.index, item.value, item.error or ItemNotRunError("not run"), item.transcript)
+            for item in state.items
+        ]
+        self.key = state.key
+        """The map's key: what its records are kept under."""
+        self.concurrency_trace = trace
+        """Every change of the map's concurrency: (seconds since it started, the new limit)."""
+        self.throttled = throttled
+        """How many of its requests the API throttled (429, 529)."""
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        return self._values[index]
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._values)
+
+    @property
+    def failures(self) -> list[MapItemError]:
+        """The items that failed or did not run, in input order."""
+        return [value for value in self._values if isinstance(value, MapItemError)]
+
+    @property
+    def scores(self) -> list[float | bool | None]:
+        """Each item's score (None: not scored, or not done), in input order."""
+        return [item.score for item in self._state.items]
+
+    @property
+    def mean_score(self) -> float | None:
+        """The mean score of the scored items (True counts 1), or None."""
+        return self._state.mean_score()
+
+    def to_pandas(self) -> Any:
+        """A pandas DataFrame: a row per input, the reported fields, the score, the status and the error.
+
+        Needs pandas (``pip install agl_notebook[pandas]``).
+        """
+        try:
+            import pandas  # type: ignore[import-untyped]  # optional, and without stubs
+        except ImportError:
+            raise InputError("results.to_pandas() needs pandas: pip install 'agl_notebook[pandas]'.") from None
+        state = self._state
+        rows: list[dict[str, Any]] = []
+        for item in state.items:
+            row: dict[str, Any] = {"index": item.index, "input": item.input_json}
+            result = item.result_json if isinstance(item.result_json, dict) else {"result": item.result_json}
+            row.update({name: result.get(name) if item.status == "done" else None for name in state.fields})
+            if state.scored:
+                row["score"] = item.score
+            row["status"] = item.status
+            row["error"] = f"{type(item.error).__name__}: {item.error}" if item.error is not None else None
+            rows.append(row)
+        return pandas.DataFrame(rows).set_index("index")
+
+    def __repr__(self) -> str:
+        return render_map_text(self._state)
+
+    def _repr_html_(self) -> str:
+        return render_map_html(self._state)
+
+
+# --- The table ----------------------------------------------------------------------------------------------------
+
+
+def shown_items(state: MapState) -> tuple[list[MapItem], list[MapItem]]:
+    """The rows of the table (the ended items among the first `ROWS` inputs) and the failures listed below them."""
+    rows = [item for item in state.items[:ROWS] if item.status in ("done", "failed")]
+    later = sorted((item for item in state.failures if item.index >= ROWS), key=lambda item: item.index)
+    return rows, later[:FAILURES]
+
+
+def summary_text(state: MapState) -> str:
+    """One line: the counts, the mean score and the tokens."""
+    parts = [f"{state.done} done", f"{state.failed} failed"]
+    if state.stopped:
+        parts.append(f"{state.stopped} not run")
+    if state.state == "running":
+        parts += [f"{state.running} running", f"{state.queued} queued"]
+    mean = state.mean_score()
+    if mean is not None:
+        parts.append(f"mean score {mean:.3g}")
+    parts.append(f"{state.tokens} tokens")
+    ended = {"running": "", "finished": "", "stopped": " (stopped)", "interrupted": " (interrupted)"}[state.state]
+    return f"map {state.key!r} of role {state.role!r}: {state.total} items{ended}: " + ", ".join(parts)
+
+
+def columns(state: MapState) -> list[str]:
+    """The table's columns."""
+    return ["#", "input", *state.fields, *(["score"] if state.scored else []), "status"]
+
+
+def row_cells(state: MapState, item: MapItem) -> list[str]:
+    """One row's cells, as text (each cut to `CELL_LENGTH`)."""
+    cells = [str(item.index), _cell(item.input_json)]
+    if item.status == "done":
+        fields = item.result_json if isinstance(item.result_json, dict) else {}
+        if state.fields == ("result",) and not isinstance(item.result_json, dict):
+            cells.append(_cell(item.result_json))
+        else:
+            cells += [_cell(fields.get(name)) for name in state.fields]
+    else:
+        cells += [""] * len(state.fields)
+    if state.scored:
+        cells.append("" if item.score is None else _score(item.score))
+    cells.append("done" if item.status == "done" else _error_text(item))
+    return cells
+
+
+def render_map_text(state: MapState) -> str:
+    """The static view as plain text: the summary, the rows, the failures."""
+    rows, failures = shown_items(state)
+    lines = [summary_text(state)]
+    if rows:
+        lines.append(" | ".join(columns(state)))
+        lines += [" | ".join(row_cells(state, item)) for item in rows]
+    if state.total > ROWS:
+        lines.append(f"(the first {ROWS} inputs are shown; results.to_pandas() has every row)")
+    if failures:
+        lines.append(f"failures after the first {ROWS} inputs:")
+        lines += [f"{item.index}: {_error_text(item)}" for item in failures]
+    more = sum(1 for item in state.failures if item.index >= ROWS) - len(failures)
+    if more > 0:
+        lines.append(f"... and {more} more failures")
+    return "\n".join(lines)
+
+
+def render_map_html(state: MapState, *, clickable: bool = False) -> str:
+    """The static view as HTML; ``clickable`` marks rows (for the live view, which opens an item's step)."""
+    rows, failures = shown_items(state)
+    out = [f'<div class="agl-map" style="{_BOX}"><div style="{_HEAD}"><b>{_esc(summary_text(state))}</b></div>']
+    if rows:
+        out.append(f'<div style="{_SCROLL}"><table style="{_TABLE}"><thead><tr>')
+        out += [f'<th style="{_TD}">{_esc(name)}</th>' for name in columns(state)]
+        out.append("</tr></thead><tbody>")
+        for item in rows:
+            tint = "" if item.status == "done" else f"background:{_BAD}"
+            mark = f' data-item="{item.index}" style="cursor:pointer;{tint}"' if clickable else f' style="{tint}"'
+            out.append(f"<tr{mark}>" + "".join(f'<td style="{_TD}">{_esc(c)}</td>' for c in row_cells(state, item)))
+            out.append("</tr>")
+        out.append("</tbody></table></div>")
+    if state.total > ROWS:
+        out.append(f'<div style="{_NOTE}">The first {ROWS} inputs are shown; results.to_pandas() has every row.</div>')
+    if failures:
+        out.append(f'<div style="{_HEAD}">Failures after the first {ROWS} inputs:</div><ul style="{_LIST}">')
+        for item in failures:
+            mark = f' data-item="{item.index}" style="cursor:pointer"' if clickable else ""
+            out.append(f"<li{mark}>{item.index}: {_esc(_error_text(item))}</li>")
+        out.append("</ul>")
+    more = sum(1 for item in state.failures if item.index >= ROWS) - len(failures)
+    if more > 0:
+        out.append(f'<div style="{_NOTE}">... and {more} more failures</div>')
+    out.append("</div>")
+    return "".join(out)
+
+
+def _error_text(item: MapItem) -> str:
+    if item.error is None:
+        return item.status
+    return _shorten(f"{item.status}: {type(item.error).__name__}: {item.error}", 200)
+
+
+def _score(score: float | bool) -> str:
+    return str(score) if isinstance(score, bool) else f"{score:.3g}"
+
+
+def _cell(value: JsonValue) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if isinstance(value, dict) and len(value) == 1:
+        only = next(iter(value.values()))
+        text = only if isinstance(only, str) else text
+    return _shorten(" ".join(text.split()), CELL_LENGTH)
+
+
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def _esc(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def item_fields(reporting_schema: JsonObject | None) -> tuple[str, ...]:
+    """The table's result columns: the reported payload's fields, or ``result`` for a role that reports nothing."""
+    properties = reporting_schema.get("properties") if reporting_schema is not None else None
+    if not isinstance(properties, dict) or not properties:
+        return ("result",)
+    return tuple(str(name) for name in properties)
+
+
+_BOX = "border:1px solid rgba(127,127,127,0.45);border-radius:6px;padding:6px 10px;margin:4px 0;font-size:13px"
+_HEAD = "margin:2px 0 6px 0"
+_TABLE = "border-collapse:collapse;margin:2px 0"
+_SCROLL = "max-height:24em;overflow:auto"  # 50 rows stay about 24 lines tall, as a step's long blocks do
+_TD = "text-align:left;vertical-align:top;padding:2px 8px;border-bottom:1px solid rgba(127,127,127,0.25)"
+_NOTE = "opacity:0.8;margin:4px 0"
+_LIST = "margin:0;padding-left:2.2em"
+_BAD = "rgba(209,36,47,0.14)"
