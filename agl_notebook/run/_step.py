@@ -26,7 +26,7 @@ from ..models.base import (
     Usage,
     model_intercepts_markup,
 )
-from ..models.prices import PriceTable
+from ..models.prices import PriceTable, RecordedCost
 from ..payloads import JsonValue, dump, payload_spec
 from ..replay.fingerprint import Fingerprint, fingerprint
 from ..replay.records import RecordedQuestion, StepRecord, Waiting
@@ -97,6 +97,8 @@ class StepPlan:
     questions: list[RecordedQuestion] = dataclasses.field(default_factory=list)
     prices: PriceTable | None = None
     """What a live run's record is priced at (None: its record keeps no cost)."""
+    cost: RecordedCost | None = None
+    """What the step's record says it cost, once it is recorded or replayed (a map's row shows it)."""
     progress: Progress = dataclasses.field(default_factory=Progress)
     """How far the loop has got: what a partial record keeps."""
     _running: tuple[str, int] | None = None  # the call whose handler runs, and how many questions came before it
@@ -193,6 +195,7 @@ class StepPlan:
                 nearest=record,
                 differing=(),
             )
+        self.cost = record.cost
         return dataclasses.replace(outcome, usage=record.usage)
 
     async def resume(self, partial: StepRecord) -> LoopOutcome:
@@ -248,6 +251,7 @@ class StepPlan:
 
     def record(self, record_id: str, occurrence: int, outcome: LoopOutcome, cell_id: str | None) -> StepRecord:
         """The record of a live run."""
+        self.cost = self.prices.record_cost(self.backend, outcome.usage) if self.prices is not None else None
         return StepRecord(
             id=record_id,
             parts=self.fingerprint.parts,
@@ -262,7 +266,7 @@ class StepPlan:
             usage=outcome.usage,
             cell_id=cell_id,
             recorded_at=now(),
-            cost=self.prices.record_cost(self.backend, outcome.usage) if self.prices is not None else None,
+            cost=self.cost,
         )
 
     def finished(self, outcome: LoopOutcome) -> Event:

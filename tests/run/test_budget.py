@@ -189,3 +189,18 @@ async def test_a_json_function_s_llm_requests_count_against_the_budget() -> None
     with pytest.raises(FunctionCallError, match=r"llm: BudgetExceededError: .* would pass this Run's budget"):
         await agent.call("chat", {}, run=Run(model=fake.model(), budget_usd=0.0))
     assert fake.costs == [], "the request was not made"
+
+
+async def test_a_map_s_items_share_the_budget_and_its_table_shows_their_recorded_dollars() -> None:
+    from agl_notebook.run import MapItemError
+
+    fake = CountingAPI()
+    run = Run(model=fake.model(), budget_usd=0.40)
+    results = await run.map(summarizer(), [Note(f"{i}: {WIDE}") for i in range(40)], concurrency=16)
+    refused = [r for r in results if isinstance(r, MapItemError)]
+    assert refused and len(refused) < 40
+    assert all("BudgetExceededError" in str(r) for r in refused)
+    assert sum(fake.costs) <= 0.40 + max(fake.costs)
+    recorded = sum(item.cost.usd or 0 for item in results.items if item.cost is not None)
+    assert recorded == pytest.approx(sum(fake.costs), abs=1e-6)
+    assert f"${recorded:.4f}" in repr(results)
