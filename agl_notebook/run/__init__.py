@@ -323,7 +323,7 @@ class Run:
     ) -> Comparison:
         """Run every variant on the same inputs, one map each, and compare what they reported (docs/cost.md).
 
-        Each variant is a `map` of its own (named ``<name>:<variant>``, ``compare:<variant>`` by default), so its
+        Each variant is a `map` of its own (named ``<name>-<variant>``, ``compare-<variant>`` by default), so its
         items are recorded, replayed and resumed as a map's are; the variants run one after another. A failed item
         is kept among its variant's results (``on_error="keep"``).
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InputError
+from ..events import input_label
 from ..models.prices import dollars
 from ..payloads import JsonValue
 
@@ -37,6 +38,8 @@ class VariantResults:
     """The tokens of every item's record."""
     usd: float | None = 0.0
     """What the items' records say they cost, in dollars (None when some item's model had no price)."""
+    priced: bool = True
+    """Whether any item's record kept a cost (a scripted model's never do: its dollars are shown as ``-``)."""
 
     @property
     def failed(self) -> int:
@@ -92,7 +95,7 @@ class Comparison:
         return {f: (sum(not self.differs(r, f) for r in range(rows)) / rows if rows else 1.0) for f in self.fields}
 
     def to_pandas(self) -> Any:
-        """The grid as a DataFrame: a row per input, a column per (field, variant), then each variant's failure.
+        """The grid as a DataFrame: a row per input, its label, a column per (field, variant), each failure.
 
         Raises:
             InputError: pandas is not installed (``pip install 'agl_notebook[pandas]'``).
@@ -102,13 +105,13 @@ class Comparison:
         except ImportError:
             raise InputError("comparison.to_pandas() needs pandas: pip install 'agl_notebook[pandas]'.") from None
 
-        columns: dict[tuple[str, str], list[object]] = {}
+        columns: dict[tuple[str, str], list[object]] = {("input", ""): list(self.inputs)}
         for f in self.fields:
             for v, variant in enumerate(self.variants):
                 columns[(f, variant.name)] = [_plain(self.value(r, f, v)) for r in range(len(self.inputs))]
         for variant in self.variants:
             columns[("failure", variant.name)] = list(variant.failures)
-        frame = pd.DataFrame(columns, index=pd.Index(list(self.inputs), name="input"))
+        frame = pd.DataFrame(columns, index=pd.RangeIndex(len(self.inputs), name="index"))
         frame.columns = pd.MultiIndex.from_tuples(list(columns), names=["field", "variant"])
         return frame
 
@@ -121,7 +124,7 @@ class Comparison:
                 [
                     v.name,
                     f"{v.tokens:,}",
-                    "price unknown" if v.usd is None else dollars(v.usd),
+                    "-" if not v.priced else "price unknown" if v.usd is None else dollars(v.usd),
                     str(v.failed),
                     "-" if mean is None else f"{mean:.3g}",
                 ]
@@ -156,14 +159,20 @@ class Comparison:
         )
         agreement = ", ".join(f"{esc(f)}: {rate:.0%}" for f, rate in self.agreement.items())
         return (
-            '<div class="agl-compare">'
-            f'<table class="agl-grid"><tr><th rowspan="2">input</th>{head1}</tr><tr>{head2}</tr>{"".join(body)}</table>'
-            f'<table class="agl-variants">{summary}</table>'
+            f'<div class="agl-compare" style="{_BOX}">'
+            f'<table class="agl-grid" style="{_TABLE}"><tr><th rowspan="2">input</th>{head1}</tr><tr>{head2}</tr>'
+            f"{''.join(body)}</table>"
+            f'<table class="agl-variants" style="{_TABLE}">{summary}</table>'
             f"<div>agreement: {agreement}</div></div>"
         )
 
     def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, str]:
         return {"text/plain": self.render_text(), "text/html": self.render_html()}
+
+
+# As a step's view: no text colour (none reads in every theme), a translucent tint for what differs.
+_BOX = "border:1px solid rgba(127,127,127,0.45);border-radius:6px;padding:6px 10px;margin:4px 0"
+_TABLE = "border-collapse:collapse;margin:4px 0"
 
 
 def _fields(result: JsonValue) -> list[str]:
@@ -208,11 +217,12 @@ async def run_compare(
     results: list[VariantResults] = []
     labels: list[str] | None = None
     for key, role in variants.items():
-        mapped = await run.map(role, inputs, score=score, name=f"{base}:{key}", **map_options)
+        mapped = await run.map(role, inputs, score=score, name=f"{base}-{key}", **map_options)
         items = mapped.items
         if labels is None:
-            labels = [_label(item.input_json) for item in items]
+            labels = [input_label(item.input_json) or f"input {item.index}" for item in items]
         usd = [item.cost.usd if item.cost is not None else 0.0 for item in items]
+        kept = any(item.cost is not None for item in items)
         results.append(
             VariantResults(
                 key,
@@ -221,14 +231,10 @@ async def run_compare(
                 [None if item.score is None else float(item.score) for item in items],
                 tokens=sum(item.tokens for item in items),
                 usd=None if any(u is None for u in usd) else sum(u for u in usd if u is not None),
+                priced=kept,
             )
         )
     return Comparison(labels or [], results)
-
-
-def _label(value: JsonValue) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
-    return text if len(text) <= 60 else text[:59] + "…"
 
 
 def _failure(error: BaseException | None) -> str:

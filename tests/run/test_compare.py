@@ -97,10 +97,12 @@ async def test_three_variants_over_twenty_inputs() -> None:
     assert "agreement on label: 60%" in text and "agreement on n: 90%" in text
 
     frame = grid.to_pandas()
-    assert frame.shape == (20, 3 * 2 + 3)
-    assert frame.loc[grid.inputs[0], ("label", "b")] == "L0x"
-    assert frame.loc[grid.inputs[10], ("n", "a")] == 110
-    assert frame.isna().loc[grid.inputs[19], ("label", "c")]
+    assert frame.shape == (20, 1 + 3 * 2 + 3)
+    assert frame.loc[0, ("input", "")] == "note 0"
+    assert frame.loc[0, ("label", "b")] == "L0x"
+    assert frame.loc[10, ("n", "a")] == 110
+    assert frame.isna().loc[19, ("label", "c")]
+    assert "RoleIncompleteError" in frame.loc[19, ("failure", "c")]
 
     # Resumable and stored as maps are: a second compare replays every item, no model call.
     before = [m.calls for _, m in roles.values()]
