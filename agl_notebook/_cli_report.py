@@ -12,6 +12,10 @@ notebook explain`` does that). In order:
 
 "Used" means a cell that could run the step is still there, not that the step still replays: a cell edited since may
 ask something else (``explain`` tells).
+
+A record in a sidecar file the notebook names (a large map's) is judged the same way, kept by the cells whose outputs
+name the file; but a cell id found nowhere in the notebook makes it **unknown**, not unused: a sidecar is named for
+its map, and another notebook of the folder may keep records of its own in it.
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ from __future__ import annotations
 import datetime
 import json
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ._cli_sidecars import Sidecar
 from .errors import InputError
 from .models.prices import PriceTable, dollars
 from .notebook.nbfile import METADATA_KEY, outputs_metadata
@@ -45,6 +51,10 @@ class Recording:
     """Kept in the notebook metadata."""
     output_cells: list[int] = field(default_factory=list)
     """Indices of the cells whose outputs keep it."""
+    sidecar: str | None = None
+    """The sidecar file keeping it, if one does."""
+    naming_cells: list[int] = field(default_factory=list)
+    """Indices of the cells whose outputs name that sidecar file."""
     status: Status = "unknown"
     cell: int | None = None
     """The 1-based number of the cell it is attributed to, when there is one."""
@@ -55,8 +65,12 @@ class Recording:
 
     @property
     def kept(self) -> list[str]:
-        """Where it is kept: ``metadata``, ``output``, or both."""
-        return (["metadata"] if self.in_metadata else []) + (["output"] if self.output_cells else [])
+        """Where it is kept: ``metadata``, ``output``, ``sidecar``, or several."""
+        return (
+            (["metadata"] if self.in_metadata else [])
+            + (["output"] if self.output_cells else [])
+            + (["sidecar"] if self.sidecar else [])
+        )
 
     def to_json(self, now: datetime.datetime) -> JsonObject:
         """The recording as ``list --json`` gives it."""
@@ -80,6 +94,7 @@ class Recording:
             "occurrence": r.occurrence,
             "status": self.status,
             "reason": self.reason,
+            **({"sidecar": self.sidecar} if self.sidecar else {}),  # only then: older programs see what they did
         }
 
 
@@ -102,8 +117,12 @@ class Scan:
         return counted
 
 
-def scan(nb: dict[str, Any], *, where: str) -> Scan:
-    """Read and judge every recording in ``nb`` (a notebook as JSON; its metadata block is known to be usable)."""
+def scan(nb: dict[str, Any], *, where: str, sidecars: Sequence[Sidecar] = ()) -> Scan:
+    """Read and judge every recording in ``nb`` (a notebook as JSON; its metadata block is known to be usable).
+
+    ``sidecars``: the sidecar files it names, as read (`agl_notebook._cli_sidecars.sidecars_of`); their records are
+    recordings of the notebook too.
+    """
     found: dict[str, Recording] = {}
     unreadable = 0
     problems: list[str] = []
@@ -134,6 +153,19 @@ def scan(nb: dict[str, Any], *, where: str) -> Scan:
                 recording.record = record  # the output's copy is the newer
             if index not in recording.output_cells:
                 recording.output_cells.append(index)
+    for sidecar in sidecars:
+        beside = sidecar.read
+        if beside is None:
+            problems.append(sidecar.problem or f"{sidecar.path}: cannot be read.")
+            continue
+        problems.extend(beside.problems)
+        unreadable += sum(1 for line in beside.lines if line.record is None and line.kind in (None, "step"))
+        for record in beside.records.values():
+            recording = found.get(record.id)
+            if recording is None:
+                recording = found[record.id] = Recording(record)
+            recording.sidecar = sidecar.naming.file
+            recording.naming_cells = list(sidecar.output_cells)
     cells = _Cells(nb)
     for recording in found.values():
         _judge(recording, cells)
@@ -176,6 +208,14 @@ def _judge(recording: Recording, cells: _Cells) -> None:
             return decide(
                 "used", f"cell {index + 1}", f"kept in the output of cell {index + 1}, which displayed it", index + 1
             )
+    for index in recording.naming_cells:
+        if cells.has_code(index):
+            return decide(
+                "used",
+                f"cell {index + 1}",
+                f"kept in the sidecar {recording.sidecar}, which the output of cell {index + 1} names",
+                index + 1,
+            )
     cell_id = recording.record.cell_id
     if cell_id is not None:
         named = cells.by_id.get(cell_id)
@@ -186,6 +226,13 @@ def _judge(recording: Recording, cells: _Cells) -> None:
                 return decide("unused", "cell empty", f"its cell {named + 1} (id {cell_id}) has no code now", named + 1)
             return decide(
                 "unused", "not code", f"its cell {named + 1} (id {cell_id}) is no longer a code cell", named + 1
+            )
+        if cells.by_id and recording.sidecar and not (recording.in_metadata or recording.output_cells):
+            return decide(
+                "unknown",
+                "cell elsewhere",
+                f"its cell (id {cell_id}) is not in the notebook, and the sidecar {recording.sidecar} keeping it "
+                "may be shared with another notebook of the folder whose map has the same key",
             )
         if cells.by_id:
             return decide("unused", "cell deleted", f"its cell (id {cell_id}) is no longer in the notebook")

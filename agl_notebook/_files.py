@@ -16,8 +16,8 @@ from typing import Any
 from .errors import InputError
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` (UTF-8, newlines kept as they are) to ``path`` through a temporary file, keeping its mode.
+def write_atomically(path: Path, text: str | bytes) -> None:
+    """Write ``text`` (UTF-8, newlines kept as they are; bytes as they are) to ``path``, keeping its mode.
 
     A new file gets the permissions the umask allows, as ``open`` would give it; missing folders are made.
     """
@@ -32,8 +32,8 @@ def write_atomically(path: Path, text: str) -> None:
 
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode("utf-8") if isinstance(text, str) else text)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(temporary, mode)

@@ -84,6 +84,12 @@ QUESTIONS = Setting(
     "widgets or stdin; unset: widgets on ipykernel 7.4 or later, else stdin",
     "How a kernel asks a person: input widgets in the step's view, or the kernel's stdin (input()).",
 )
+SIDECAR_BYTES = Setting(
+    "AGL_NOTEBOOK_SIDECAR_BYTES",
+    "a whole number of bytes; unset: 1000000",
+    "How large a map's records may grow in the notebook: past it they move to a sidecar file beside the notebook "
+    "(0: from the first record).",
+)
 JUPYTER_SESSION = Setting(
     "JPY_SESSION_NAME",
     "set by jupyter_server",
@@ -115,6 +121,7 @@ SETTINGS: tuple[Setting, ...] = (
     ANSWERS,
     APPROVALS,
     QUESTIONS,
+    SIDECAR_BYTES,
     JUPYTER_SESSION,
     ANTHROPIC_API_KEY,
     ANTHROPIC_AUTH_TOKEN,

@@ -53,6 +53,7 @@ from ._cli_report import (
     table,
     tokens,
 )
+from ._cli_sidecars import Rewritten, Sidecar, drop, sidecars_of
 from ._files import write_atomically
 from ._settings import ANSWERS, APPROVALS, BLOCK_MODELS, MODE, NOTEBOOK_PATH, UNDER_NBVAL, set_for_kernels
 from .errors import InputError
@@ -60,6 +61,7 @@ from .models.prices import current_prices
 from .notebook.nbfile import METADATA_KEY, consolidate, read_notebook_json, records_in_notebook
 from .replay.modes import MODES
 from .replay.records import StepRecord, block_from_json
+from .replay.sidecar import namings_in_block, read_sidecar
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -364,7 +366,8 @@ def _execute(
         client.execute()
     progress.close()
 
-    moved = consolidate(nb) if record else 0
+    named = len(records_in_notebook(nb).sidecar_cells) if record else 0  # sidecar namings in outputs, moved too
+    moved = consolidate(nb) - named if record else 0
     if target == path and path.read_text(encoding="utf-8") != original_text:
         # Someone saved the notebook (JupyterLab, say) while it ran: writing would lose their edits.
         raise _Failed(
@@ -378,6 +381,8 @@ def _execute(
         summary += (
             f"; {moved} record{_s(moved)} moved into the notebook metadata ({len(found.in_metadata)} there in all)"
         )
+        if named:
+            summary += f", and the naming{_s(named)} of {named} sidecar file{_s(named)}"
     else:
         summary += f"; {len(found.in_outputs)} record{_s(len(found.in_outputs))} in output metadata"
     _say(f"{summary}; wrote {target}", file=sys.stderr)
@@ -397,7 +402,11 @@ def _consolidate(path: Path) -> int:
         return EXIT_OK
     write_atomically(path, _notebook_text(data))
     after = records_in_notebook(data)
-    _say(f"{path}: moved {moved} record{_s(moved)} into the notebook metadata ({len(after.in_metadata)} there in all).")
+    records, namings = len(before.in_outputs), len(before.sidecar_cells)
+    what = f"{records} record{_s(records)}"
+    if namings:
+        what += f" and the naming{_s(namings)} of {namings} sidecar file{_s(namings)}"
+    _say(f"{path}: moved {what} into the notebook metadata ({len(after.in_metadata)} records there in all).")
     return EXIT_OK
 
 
@@ -405,7 +414,8 @@ def _list(path: Path, *, as_json: bool) -> int:
     path = _existing_notebook_file(path)
     data = read_notebook_json(path)
     _check_metadata_block(data, path, refusal="so its recordings cannot be listed")
-    found = scan(data, where=str(path))
+    sidecars = sidecars_of(data, path.parent, where=str(path))
+    found = scan(data, where=str(path), sidecars=sidecars)
     now = datetime.datetime.now(datetime.UTC)
     costs = cost_totals([r.record for r in found.recordings], current_prices())
     if as_json:
@@ -414,6 +424,7 @@ def _list(path: Path, *, as_json: bool) -> int:
                 {
                     "notebook": str(path),
                     "recordings": [r.to_json(now) for r in found.recordings],
+                    "sidecars": [s.to_json() for s in sidecars],
                     "counts": found.counts(),
                     "cost": costs.to_json(),
                     "unreadable": found.unreadable,
@@ -423,6 +434,8 @@ def _list(path: Path, *, as_json: bool) -> int:
         )
         return EXIT_OK
     _warn_unreadable(found)
+    for sidecar in sidecars:
+        _say(sidecar.describe())
     if not found.recordings:
         _say(f"{path}: no recordings.")
         return EXIT_OK
@@ -466,16 +479,18 @@ def _clear(path: Path, ids: list[str], *, everything: bool, dry_run: bool) -> in
     path = _existing_notebook_file(path)
     data = _read_v4(path)
     _check_metadata_block(data, path)
-    found = scan(data, where=str(path))
+    sidecars = sidecars_of(data, path.parent, where=str(path))
+    found = scan(data, where=str(path), sidecars=sidecars)
     chosen = found.recordings if everything else _chosen(found, ids, path)
-    return _remove(path, data, found, chosen, unreadable=everything, dry_run=dry_run)
+    return _remove(path, data, found, chosen, unreadable=everything, dry_run=dry_run, sidecars=sidecars)
 
 
 def _gc(path: Path, *, unknown_too: bool, dry_run: bool) -> int:
     path = _existing_notebook_file(path)
     data = _read_v4(path)
     _check_metadata_block(data, path)
-    found = scan(data, where=str(path))
+    sidecars = sidecars_of(data, path.parent, where=str(path))
+    found = scan(data, where=str(path), sidecars=sidecars)
     _warn_unreadable(found)
     dropped = ("unused", "unknown") if unknown_too else ("unused",)
     chosen = [r for r in found.recordings if r.status in dropped]
@@ -485,7 +500,7 @@ def _gc(path: Path, *, unknown_too: bool, dry_run: bool) -> int:
         hint = " (--unknown-too removes the unknown ones)" if counts["unknown"] else ""
         _say(f"{path}: every recording is used or may be ({kept}){hint}; nothing to remove.")
         return EXIT_OK
-    return _remove(path, data, found, chosen, unreadable=False, dry_run=dry_run)
+    return _remove(path, data, found, chosen, unreadable=False, dry_run=dry_run, sidecars=sidecars)
 
 
 def _chosen(found: Scan, ids: list[str], path: Path) -> list[Recording]:
@@ -514,12 +529,22 @@ def _chosen(found: Scan, ids: list[str], path: Path) -> list[Recording]:
 
 
 def _remove(
-    path: Path, data: dict[str, Any], found: Scan, chosen: list[Recording], *, unreadable: bool, dry_run: bool
+    path: Path,
+    data: dict[str, Any],
+    found: Scan,
+    chosen: list[Recording],
+    *,
+    unreadable: bool,
+    dry_run: bool,
+    sidecars: list[Sidecar],
 ) -> int:
     if not chosen and not (unreadable and found.unreadable):
         _say(f"{path}: no recordings; nothing to remove.")
         return EXIT_OK
-    removed = remove(data, {r.record.id for r in chosen}, unreadable=unreadable)
+    ids = {r.record.id for r in chosen}
+    removed = remove(data, ids, unreadable=unreadable)
+    # The sidecars first (each rewritten atomically, and named anew in `data`), then the notebook naming them.
+    rewritten = [drop(data, sidecar, ids, dry_run=dry_run) for sidecar in sidecars if sidecar.read is not None]
     verb = "would remove" if dry_run else "removed"
     if chosen:
         rows = [
@@ -539,11 +564,19 @@ def _remove(
         for n, where in ((removed.from_metadata, "the notebook metadata"), (removed.from_outputs, "outputs' metadata"))
         if n
     ]
+    places += [
+        f"{done.records} line{_s(done.records)} from the sidecar {done.sidecar.naming.file}"
+        for done in rewritten
+        if done.records
+    ]
     summary = f"{verb} {len(chosen)} recording{_s(len(chosen))}"
     if places:
         summary += f" ({', '.join(places)})"
     if removed.unreadable:
         summary += f" and {removed.unreadable} this version cannot read"
+    replaced = sum(done.replaced for done in rewritten)
+    if replaced:
+        summary += f", and {replaced} sidecar line{_s(replaced)} a later line of the same id replaced"
     left = len(found.recordings) - len(chosen)
     summary += f"; {left} left in {path}"
     if dry_run:
@@ -551,7 +584,17 @@ def _remove(
         return EXIT_OK
     write_atomically(path, _notebook_text(data))
     _say(f"{summary}.")
+    for done in rewritten:
+        _say_rewritten(done)
     return EXIT_OK
+
+
+def _say_rewritten(done: Rewritten) -> None:
+    file = done.sidecar.naming.file
+    if done.removed_file:
+        _say(f"removed the sidecar {file}: nothing was left in it; the notebook no longer names it.")
+    elif done.records or done.replaced:
+        _say(f"rewrote the sidecar {file} (atomically); the notebook names it as it is now.")
 
 
 def _explain(path: Path, cell: str, *, timeout: int | None) -> int:
@@ -562,7 +605,8 @@ def _explain(path: Path, cell: str, *, timeout: int | None) -> int:
     data = _read_v4(path)
     _check_metadata_block(data, path, refusal="so no step can replay from it")
     index = _cell_index(data, cell, path)
-    known = {r.record.id for r in scan(data, where=str(path)).recordings}
+    sidecars = sidecars_of(data, path.parent, where=str(path))
+    known = {r.record.id for r in scan(data, where=str(path), sidecars=sidecars).recordings}
     nb = nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)  # type: ignore[no-untyped-call]
     nb.cells = nb.cells[: index + 1]
     progress = _Progress(nb, sys.stderr)
@@ -586,7 +630,7 @@ def _explain(path: Path, cell: str, *, timeout: int | None) -> int:
     progress.close()
     if failed is not None:
         return _explain_failure(index, *failed)
-    return _explain_success(index, nb.cells[index], known)
+    return _explain_success(index, nb.cells[index], known, path.parent)
 
 
 def _explain_failure(index: int, number: int, e: Any, details: dict[str, Any]) -> int:
@@ -609,8 +653,9 @@ def _explain_failure(index: int, number: int, e: Any, details: dict[str, Any]) -
     )
 
 
-def _explain_success(index: int, cell: Any, known: set[str]) -> int:
+def _explain_success(index: int, cell: Any, known: set[str], folder: Path | None = None) -> int:
     shown: list[StepRecord] = []
+    maps: list[str] = []
     for output in cell.get("outputs", []):
         block = output.get("metadata", {}).get(METADATA_KEY)
         if block is not None:
@@ -618,6 +663,17 @@ def _explain_success(index: int, cell: Any, known: set[str]) -> int:
                 shown.extend(block_from_json(block, where="output").records)
             except InputError:
                 continue
+            for naming in namings_in_block(block, where="output")[0]:
+                try:
+                    count = len(read_sidecar((folder or Path()) / naming.file, naming=naming).records)
+                except InputError as e:
+                    maps.append(f"map {naming.key!r} names its sidecar, which cannot be read: {e}")
+                    continue
+                maps.append(f"map {naming.key!r} replays from its sidecar {naming.file} ({count} record{_s(count)})")
+    for line in maps:
+        _say(f"cell {index + 1}: {line}.")
+    if maps and not shown:
+        return EXIT_OK
     if not shown:
         _say(f"cell {index + 1} ran and showed no step: nothing in it replays from a recording (or needs one).")
         return EXIT_OK

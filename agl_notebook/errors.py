@@ -218,3 +218,26 @@ class PriceUnknownError(InputError):
 
     Raised before the request; give the model's rates with ``Run(prices=...)`` (docs/cost.md).
     """
+
+
+class BatchRequestError(UpstreamUnexpected):
+    """A request sent in a Message Batch came back without a reply (errored, expired or canceled).
+
+    Raised to the step that made the request once the engine's retries are spent, or at once for a request the API
+    found invalid (``error_type`` ``invalid_request_error``): only that step fails, with the API's message.
+    """
+
+    def __init__(
+        self, message: str, *, custom_id: str, batch_id: str, result: str, error_type: str = "", api_message: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.custom_id = custom_id
+        """The request's ``custom_id`` in its batch."""
+        self.batch_id = batch_id
+        """The batch whose result this was."""
+        self.result = result
+        """The result's type: ``errored``, ``expired`` or ``canceled``."""
+        self.error_type = error_type
+        """For an errored request, the API's error type (``invalid_request_error``, ``overloaded_error``, ...)."""
+        self.api_message = api_message
+        """For an errored request, the API's own message."""

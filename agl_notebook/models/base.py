@@ -10,7 +10,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Literal, Protocol, TypeAlias, cast, runtime_checkable
 
 from ..payloads import JsonObject
 from ..transcript import Message
@@ -114,6 +114,9 @@ class Model(Protocol):
     - ``network: bool`` (default True): a reply reaches the network. False (a `ScriptedModel`) lets a step run live
       where model calls are blocked.
     - ``intercept_markup: bool`` (default True): tool calls the model writes as text markup are turned into calls.
+
+    And one method, read through `model_engine_record`: ``engine_record() -> JsonObject | None`` (default None),
+    what answered the running step besides the backend, kept in its record and never fingerprinted.
     """
 
     def backend_id(self, model: str) -> str:
@@ -143,6 +146,16 @@ _model_classes: weakref.WeakKeyDictionary[type[Any], bool] = weakref.WeakKeyDict
 def model_network(model: object) -> bool:
     """Whether ``model``'s replies reach the network (its declared ``network`` capability; True by default)."""
     return bool(getattr(model, "network", True))
+
+
+def model_engine_record(model: object) -> JsonObject | None:
+    """What answered the running step through ``model``, besides the backend: its ``engine_record()``, or None.
+
+    The Message Batches engine names the batches that answered; the step's record keeps it, unfingerprinted.
+    """
+    engine_record = getattr(model, "engine_record", None)
+    found = engine_record() if callable(engine_record) else None
+    return cast(JsonObject, found) if isinstance(found, dict) else None
 
 
 def model_intercepts_markup(model: object) -> bool:

@@ -16,6 +16,11 @@ The protocol, version 1 (the extension's ``labextension/src/index.ts`` is the ot
   (JupyterLab's, through jupyter_client) interrupts the kernel before it asks it to shut down, and a restart must
   keep the partial record. An extension that predates the message ignores it; the kernel then ignores that partial
   copy for the rest of its session.
+- kernel → frontend: ``{"op": "sidecar", "cell_id": <id or null>, "sidecar": <naming>}`` when a map's final
+  display names its sidecar file (`agl_notebook.replay.sidecar.SidecarNaming`). The frontend keeps the naming in
+  the notebook metadata block's ``"sidecars"`` list (replacing one of the same file), removes the copy from the
+  output metadata, marks the notebook dirty, and answers ``{"op": "stored", "sidecar": <file>}``. The frontend's
+  ``records`` answer carries the namings of its block too.
 
 Without the extension (VS Code, classic Notebook, nbclient) the comm is simply not answered, or closed at once by a
 frontend that knows no such target (JupyterLab with the extension disabled), and the record still travels in the
@@ -34,6 +39,7 @@ import time
 from typing import Any
 
 from ..replay.records import StepRecord, block_from_json
+from ..replay.sidecar import SidecarNaming, namings_in_block
 from . import _kernel
 
 TARGET = "agl_notebook"
@@ -56,6 +62,10 @@ class FrontendLink:
         """The records the frontends' notebook models held when they answered (saved or not)."""
         self.stored: set[str] = set()
         """Ids of records the frontend acknowledged."""
+        self.unsaved_sidecars: dict[str, SidecarNaming] = {}
+        """The sidecar files the frontends' notebook models named when they answered, by file name."""
+        self.stored_sidecars: set[str] = set()
+        """Sidecar files whose naming the frontend acknowledged."""
         # Set from the comm's handler, which may run on a subshell thread: a threading.Event, not an asyncio one.
         self._hello = threading.Event()
         self._waited = False
@@ -111,6 +121,12 @@ class FrontendLink:
         timer.start()
         return timer
 
+    def send_sidecar(self, naming: SidecarNaming, cell_id: str | None) -> None:
+        """Hand a map's sidecar naming to the frontend (fire and forget), as a step's record is handed over."""
+        self.open()
+        if self._comm is not None:
+            self._comm.send({"op": "sidecar", "cell_id": cell_id, "sidecar": naming.to_json()})
+
     def _on_close(self, msg: dict[str, Any]) -> None:
         # The frontend has no handler for the target: nobody will answer this comm. A later record opens a new one
         # (an extension enabled since, after a page reload, would answer it).
@@ -133,10 +149,15 @@ class FrontendLink:
                     # Several notebooks may share one kernel (JupyterLab: "use the kernel of another notebook"),
                     # and each one's extension answers: keep every answer's records, not only the last one's.
                     self.unsaved = {**self.unsaved, **{r.id: r for r in read.records}}
+                    namings, _ = namings_in_block(block, where="the frontend's notebook metadata")
+                    self.unsaved_sidecars = {**self.unsaved_sidecars, **{n.file: n for n in namings}}
             self._hello.set()
         elif op == "stored" and isinstance(data.get("id"), str):
             self.answered = True
             self.stored.add(data["id"])
+        elif op == "stored" and isinstance(data.get("sidecar"), str):
+            self.answered = True
+            self.stored_sidecars.add(data["sidecar"])
 
 
 _link: FrontendLink | None = None

@@ -3,7 +3,9 @@
 Works on the notebook as plain JSON (a dict), so reading recordings in a kernel needs neither nbformat nor
 anything that executes. Both places use the same block, ``{"version": 1, "records": [...]}``, under the key
 ``agl_notebook``; readers drop duplicates by id, preferring the copy in an output (the newer one: an output copy is
-removed once it has been moved into the notebook metadata).
+removed once it has been moved into the notebook metadata). A block may also name sidecar files beside the notebook
+(``"sidecars": [...]``, `agl_notebook.replay.sidecar`), which hold a large map's records; an output's naming of a
+file wins over the notebook metadata's, as its records do.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from .._files import read_json_file
 from ..errors import InputError
 from ..payloads import JsonValue
 from ..replay.records import StepRecord, block_from_json, block_to_json
+from ..replay.sidecar import BLOCK_KEY, SidecarNaming, namings_in_block, with_naming
 
 METADATA_KEY = "agl_notebook"
 """The key of the records block in notebook metadata and in output metadata."""
@@ -56,6 +59,12 @@ class NotebookRecords:
     """What could not be read, and where."""
     metadata_block_problem: str | None = None
     """Why the notebook metadata's block as a whole could not be read, if it could not."""
+    sidecars: dict[str, SidecarNaming] = field(default_factory=dict)
+    """The sidecar files the blocks name, by file name (an output's naming wins over the notebook metadata's)."""
+    sidecars_in_metadata: set[str] = field(default_factory=set)
+    """Names of the sidecar files the notebook metadata names."""
+    sidecar_cells: dict[str, list[int]] = field(default_factory=dict)
+    """By file name, the indices of the cells whose outputs name the file."""
 
 
 def read_notebook_json(path: Path) -> dict[str, Any]:
@@ -83,6 +92,11 @@ def records_in_notebook(nb: dict[str, Any], *, where: str = "notebook") -> Noteb
             for record in read.records:
                 found.records[record.id] = record
                 found.in_metadata.add(record.id)
+            namings, problems = namings_in_block(block, where=f"{where} metadata[{METADATA_KEY!r}]")
+            found.problems.extend(problems)
+            for naming in namings:
+                found.sidecars[naming.file] = naming
+                found.sidecars_in_metadata.add(naming.file)
     for index, number, output_metadata in outputs_metadata(nb):
         block = output_metadata.get(METADATA_KEY)
         if block is not None:
@@ -100,6 +114,13 @@ def records_in_notebook(nb: dict[str, Any], *, where: str = "notebook") -> Noteb
                     record = dataclasses.replace(record, cell_id=cell_id)
                 found.records[record.id] = record
                 found.in_outputs.add(record.id)
+            namings, problems = namings_in_block(block, where=place)
+            found.problems.extend(problems)
+            for naming in namings:
+                found.sidecars[naming.file] = naming
+                cells = found.sidecar_cells.setdefault(naming.file, [])
+                if index not in cells:
+                    cells.append(index)
     return found
 
 
@@ -125,15 +146,17 @@ def outputs_metadata(nb: dict[str, Any]) -> Iterator[tuple[int, int, dict[str, A
 
 
 def consolidate(nb: dict[str, Any]) -> int:
-    """Move every output-metadata record into the notebook metadata and remove the output copies.
+    """Move every output-metadata record, and every sidecar naming, into the notebook metadata; remove the copies.
 
-    Same-id records are replaced; unreadable records are kept where they are. Returns how many were moved.
+    Same-id records are replaced, and so is a naming of the same sidecar file; unreadable records and namings are
+    kept where they are. Returns how many records and namings were moved.
 
     Raises:
         InputError: The notebook metadata's records block is unreadable: writing it would lose what it holds.
     """
     found = records_in_notebook(nb)
-    if not found.in_outputs:
+    moved_namings = [n for file, n in found.sidecars.items() if file in found.sidecar_cells]
+    if not found.in_outputs and not moved_namings:
         return 0
     if found.metadata_block_problem is not None:
         raise InputError(
@@ -141,16 +164,32 @@ def consolidate(nb: dict[str, Any]) -> int:
             "notebook's agl_notebook metadata first."
         )
     metadata = nb.setdefault("metadata", {})
-    metadata[METADATA_KEY] = block_to_json(list(found.records.values()), found.unreadable)
+    old = metadata.get(METADATA_KEY)
+    if moved_namings and isinstance(old, dict) and not isinstance(old.get(BLOCK_KEY, []), list):
+        raise InputError(
+            f"Not consolidated, so nothing is lost: the notebook's agl_notebook metadata has a {BLOCK_KEY!r} that "
+            "is not a list of sidecar namings. Fix or remove it first."
+        )
+    block = block_to_json(list(found.records.values()), found.unreadable)
+    if isinstance(old, dict):  # every other key of the block is kept (the namings this version cannot read too)
+        block = {**old, **block}
+    for naming in moved_namings:
+        block = with_naming(block, naming)
+    metadata[METADATA_KEY] = block
     for _, _, output_metadata in outputs_metadata(nb):
         if METADATA_KEY not in output_metadata:
             continue
+        output_block = output_metadata[METADATA_KEY]
         try:
-            read = block_from_json(output_metadata[METADATA_KEY], where="output")
+            read = block_from_json(output_block, where="output")
         except InputError:
             continue  # unreadable as a whole: leave it for the person to see
-        if read.unreadable:  # keep what this version cannot read (a newer format, say) where it was
-            output_metadata[METADATA_KEY] = block_to_json([], read.unreadable)
+        _, naming_problems = namings_in_block(output_block, where="output")
+        if read.unreadable or naming_problems:  # keep what this version cannot read (a newer format, say) there
+            kept = block_to_json([], read.unreadable)
+            if naming_problems:
+                kept[BLOCK_KEY] = output_block[BLOCK_KEY]
+            output_metadata[METADATA_KEY] = kept
         else:
             del output_metadata[METADATA_KEY]
-    return len(found.in_outputs)
+    return len(found.in_outputs) + len(moved_namings)

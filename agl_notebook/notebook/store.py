@@ -1,9 +1,11 @@
 """`NotebookStore`: recordings read from the saved notebook file, plus what this kernel session recorded.
 
 The saved file is read when a run first needs a recording and read again only when it changes on disk; its
-recordings come from the notebook metadata and from outputs' metadata (path 2). New records are kept in this kernel
-session's memory (so a later cell, or a re-run before saving, replays them) and reach the file through the step's
-final display (its output metadata), and through the frontend extension where it is installed.
+recordings come from the notebook metadata and from outputs' metadata (path 2), and from the sidecar files beside
+the notebook that they name. New records are kept in this kernel session's memory (so a later cell, or a re-run
+before saving, replays them) and reach the file through the step's final display (its output metadata), and through
+the frontend extension where it is installed. A map's records are kept by a `NotebookMapStore`: like a step's while
+they are small, in the map's sidecar file past `AGL_NOTEBOOK_SIDECAR_BYTES` (docs/recordings.md, "Sidecar files").
 """
 
 from __future__ import annotations
@@ -13,13 +15,20 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import _settings
 from ..errors import InputError, warn
-from ..replay.records import StepRecord
-from ..replay.stores import InlineMapStore, MapStore, RecordingWarning, scrubbed
+from ..payloads import JsonObject
+from ..replay.records import FORMAT, StepRecord, block_to_json
+from ..replay.sidecar import BLOCK_KEY, SidecarNaming, SidecarRead, SidecarWriter, file_name, line_text, read_sidecar
+from ..replay.stores import MapStore, RecordingWarning, scrubbed
 from . import _kernel
 from .frontend import link
 from .locate import locate, not_found_message, notebook_path
 from .nbfile import NotebookRecords, read_notebook_json, records_in_notebook
+
+SIDECAR_BYTES = 1_000_000
+"""How many bytes of records (as sidecar lines) a map keeps in the notebook before moving them to its sidecar file,
+unless `AGL_NOTEBOOK_SIDECAR_BYTES` says otherwise."""
 
 HELLO_SECONDS = 1.0
 """How long the first step of a kernel waits for the frontend extension's answer (only once, only in a kernel)."""
@@ -40,6 +49,12 @@ class _KernelSession:
     """Ids forgotten with ``%agl forget``: not replayed until a new record with the same id is kept."""
     told_unlocated: bool = False
     """Whether this kernel said that it cannot tell its notebook (said once per kernel)."""
+    sidecars: dict[tuple[Path, SidecarNaming | None], tuple[tuple[int, int, int], SidecarRead | str]] = field(
+        default_factory=dict
+    )
+    """Sidecar files as last read, by path and naming: (inode, size, mtime) then what was read, or why not."""
+    warned: set[str] = field(default_factory=set)
+    """Sidecar problems already told (each once per kernel)."""
 
 
 _kernel_session = _KernelSession()
@@ -54,7 +69,8 @@ class NotebookStore:
         self._looked_in: str | None = "never"
         if _frontend_may_answer():  # headless runners (nbclient, nbval) have no frontend extension to greet
             link().open()  # greet it now: its answer (unsaved recordings) arrives before long
-        self._read: tuple[Path, int, dict[str, StepRecord]] | None = None
+        self._read: tuple[Path, int, NotebookRecords] | None = None
+        self._merged: tuple[tuple[object, ...], dict[str, StepRecord]] | None = None
         self._warned: set[tuple[str, int]] = set()
 
     def _where(self) -> Path | None:
@@ -104,8 +120,8 @@ class NotebookStore:
         return tuple(r for r in merged.values() if r.id not in _kernel_session.forgotten)
 
     def for_map(self, key: str) -> MapStore:
-        """Where the records of the map ``key`` are kept: in this kernel session, and saved by its final display."""
-        return InlineMapStore(self, key)
+        """Where the records of the map ``key`` are kept: like a step's, or past a size in its sidecar file."""
+        return NotebookMapStore(self, key)
 
     def put(self, record: StepRecord) -> StepRecord:
         """Keep the scrubbed record in this kernel session's memory (in place of its partial record, if any)."""
@@ -149,28 +165,49 @@ class NotebookStore:
         return {**unplaced, **recorded.get(_key(path), {})}
 
     def _from_file(self, path: Path | None) -> dict[str, StepRecord]:
-        found = self._saved(path)
+        saved = self._saved(path)
         frontend = link()
         unsaved = frontend.unsaved  # what the frontend's notebook model held, saved or not (the extension's answer)
+        # Worked out again only when one of its inputs changed (each is replaced, never changed in place): a map of
+        # 10,000 items looks each one up, and the sidecars' records are many.
+        inputs = (saved, unsaved, frontend.unsaved_sidecars, frontend.answered)
+        if self._merged is not None and all(a is b for a, b in zip(self._merged[0], inputs, strict=True)):
+            return self._merged[1]
+        found = saved.records
         merged = {**found, **unsaved} if unsaved else found
         if frontend.answered and any(r.partial is not None and i not in unsaved for i, r in found.items()):
             # The frontend's model is newer than the file: a partial record it no longer holds was finished or
             # discarded since the file was saved.
             merged = {i: r for i, r in merged.items() if r.partial is None or i in unsaved}
+        namings = {**saved.sidecars, **frontend.unsaved_sidecars}
+        if path is not None and namings:
+            beside: dict[str, StepRecord] = {}
+            for naming in namings.values():
+                read = sidecar(path.parent / naming.file, naming=naming)
+                if read is not None:
+                    beside.update(read.records)
+            merged = {**beside, **merged}  # the notebook's own records win over a sidecar's
+        self._merged = (inputs, merged)
         return merged
 
-    def _saved(self, path: Path | None) -> dict[str, StepRecord]:
+    def _saved(self, path: Path | None) -> NotebookRecords:
         if path is None:
-            return {}
+            return NotebookRecords()
         try:
             mtime = path.stat().st_mtime_ns
         except OSError:
-            return {}
+            return NotebookRecords()
         if self._read is not None and self._read[0] == path and self._read[1] == mtime:
             return self._read[2]
         found = self._read_file(path, mtime)
-        self._read = (path, mtime, found.records)
-        return found.records
+        self._read = (path, mtime, found)
+        return found
+
+    def release(self, record_ids: Iterable[str]) -> None:
+        """Stop keeping these records in this kernel session (a map's that moved to its sidecar file)."""
+        for records in _kernel_session.recorded.values():
+            for record_id in record_ids:
+                records.pop(record_id, None)
 
     def _read_file(self, path: Path, mtime: int) -> NotebookRecords:
         try:
@@ -190,6 +227,203 @@ class NotebookStore:
     def __repr__(self) -> str:
         path = self._where()
         return f"the notebook {path.name}" if path else "this kernel session (the notebook file was not found)"
+
+
+class NotebookMapStore:
+    """The records of one map in a notebook: kept like a step's while small, in its sidecar file past a size.
+
+    Inline, each record is kept in the kernel session and the saved block lists them. Once the map's records pass
+    `AGL_NOTEBOOK_SIDECAR_BYTES` (or when the map's sidecar file is already there), they are appended to the sidecar
+    beside the notebook, ``<key>.agl.jsonl``, as each item finishes, and the saved block names the file instead.
+    """
+
+    def __init__(self, parent: NotebookStore, key: str) -> None:
+        self.parent = parent
+        self.key = key
+        self.file = file_name(key)
+        """The sidecar's file name."""
+        self.limit = sidecar_bytes()
+        """Bytes of records kept inline before they move to the sidecar."""
+        self._kept: dict[str, StepRecord] = {}
+        self._size = 0
+        self._writer: SidecarWriter | None = None
+        self._inline_only = False  # the sidecar cannot be used (said once): every record stays inline
+        self._file_records: dict[str, StepRecord] | None = None  # the sidecar file's, read once
+        self._replayed_from_file = False  # a record was found in the sidecar: the saved block names it
+        self._appended: set[str] = set()  # ids this map appended to the sidecar
+
+    def _path(self) -> Path | None:
+        notebook = self.parent.path
+        return notebook.parent / self.file if notebook is not None else None
+
+    def _in_file(self) -> dict[str, StepRecord]:
+        # Read once: what this map appends later is in its own memory, so a map never reads its file per item.
+        if self._file_records is None:
+            path = self._path()
+            if path is None:
+                return {}
+            read = sidecar(path, key=self.key, missing_ok=True)
+            self._file_records = read.records if read is not None else {}
+        return self._file_records
+
+    def get(self, record_id: str) -> StepRecord | None:
+        """The map's record with this id: kept now, the notebook's, or its sidecar file's."""
+        if record_id in _kernel_session.forgotten:
+            return None
+        found = self._kept.get(record_id)
+        if found is not None:
+            return found
+        # Its own file before the notebook's records: once a map has a sidecar, every record it keeps goes there.
+        found = self._in_file().get(record_id)
+        if found is not None:
+            self._replayed_from_file = True
+            return found
+        found = self.parent.get(record_id)
+        if found is not None:  # found, it is this map's too: a replayed item's record is saved again by its display
+            self._kept.setdefault(record_id, found)
+        return found
+
+    def records(self) -> Sequence[StepRecord]:
+        """The notebook's records, then the sidecar file's and this map's that it does not hold."""
+        merged = {**self._in_file(), **self._kept}
+        merged.update((r.id, r) for r in self.parent.records())
+        return tuple(r for r in merged.values() if r.id not in _kernel_session.forgotten)
+
+    def put(self, record: StepRecord) -> StepRecord:
+        """Keep the scrubbed record: in the kernel session while the map is small, else appended to its sidecar."""
+        if self._writer is None:
+            kept = self._kept[record.id] = self.parent.put(record)
+            if not self._inline_only:
+                self._size += len(line_text(kept).encode("utf-8")) + 1
+                path = self._path()
+                if path is not None and (self._size > self.limit or path.exists()):
+                    self._move(path)
+            return kept
+        kept = self._kept[record.id] = scrubbed(record)
+        _kernel_session.forgotten.discard(kept.id)
+        for partials in _kernel_session.partials.values():  # the finished record replaces its partial one
+            partials.pop(kept.id, None)
+        if self._in_file().get(kept.id) == kept:
+            return kept  # the file holds it already (a replayed item kept again): the file does not grow
+        try:
+            self._writer.append([line_text(kept)])
+            self._appended.add(kept.id)
+        except OSError as e:
+            warn(f"Not saved to {self._writer.path}: {e}. The record is kept in this kernel session.", RecordingWarning)
+        return kept
+
+    def _move(self, path: Path) -> None:
+        """Append every record kept so far to the sidecar file, and keep appending there."""
+        writer = SidecarWriter(path, self.key)
+        problem: str | None = None
+        if path.exists():
+            try:
+                read_sidecar(path, key=self.key)
+            except InputError as e:
+                problem = str(e)
+        if problem is None:
+            try:
+                in_file = self._in_file()
+                moving = [r for r in self._kept.values() if in_file.get(r.id) != r]
+                writer.append([line_text(r) for r in moving])
+                self._appended.update(r.id for r in moving)
+            except OSError as e:
+                problem = f"{path}: cannot be written ({e})."
+        if problem is not None:
+            self._inline_only = True
+            warn(
+                f"The records of map {self.key!r} stay in the notebook: {problem} Nothing in the file was changed.",
+                RecordingWarning,
+            )
+            return
+        self._writer = writer
+        self.parent.release(self._kept)
+
+    def put_partial(self, record: StepRecord) -> None:
+        """A waiting item's partial record is kept as a step's (never in the sidecar: it is small and soon replaced)."""
+        self.parent.put_partial(record)
+
+    def discard_partial(self, record_id: str) -> None:
+        """Forget an item's partial record, as a step's."""
+        self.parent.discard_partial(record_id)
+
+    async def ready(self) -> None:
+        """As ready as the notebook's store."""
+        await self.parent.ready()
+
+    def for_map(self, key: str) -> MapStore:
+        """A map inside a map has its own records and sidecar."""
+        return NotebookMapStore(self.parent, key)
+
+    def saved_block(self) -> JsonObject:
+        """The map's records inline (those it kept and those it found), or the naming of its sidecar as it stands.
+
+        The sidecar is named once the map keeps its records there, or when it replayed from it.
+
+        Naming the file also hands the naming to the frontend extension, which keeps it in the notebook metadata (as
+        it keeps a step's record).
+        """
+        if self._writer is None and self._replayed_from_file and (path := self._path()) is not None:
+            self._writer = SidecarWriter(path, self.key)  # naming the file it replayed from writes nothing
+        if self._writer is None:
+            return block_to_json(tuple(self._kept.values()))
+        try:
+            naming = self._writer.naming()
+        except OSError as e:  # the file went away meanwhile: the records this map kept are listed instead
+            warn(f"The sidecar of map {self.key!r} cannot be named: {e}. Its records are listed.", RecordingWarning)
+            return block_to_json(tuple(self._kept.values()))
+        if _frontend_may_answer():
+            link().send_sidecar(naming, _kernel.cell_id())
+        # Beside the naming, the map's records the file does not hold (found in the notebook, from before the map had
+        # a sidecar): the map's display saves every record it used, as a step's does.
+        in_file = self._in_file()
+        elsewhere = [r for r in self._kept.values() if r.id not in self._appended and in_file.get(r.id) != r]
+        return {"version": FORMAT, "records": [r.to_json() for r in elsewhere], BLOCK_KEY: [naming.to_json()]}
+
+    def __repr__(self) -> str:
+        return f"map {self.key!r} of {self.parent!r}"
+
+
+def sidecar_bytes() -> int:
+    """`AGL_NOTEBOOK_SIDECAR_BYTES` as a number of bytes (`SIDECAR_BYTES` when unset)."""
+    text = _settings.SIDECAR_BYTES.text()
+    if not text:
+        return SIDECAR_BYTES
+    if not text.isdigit():
+        raise InputError(f"{_settings.SIDECAR_BYTES.name}={text!r}: expected a whole number of bytes, e.g. 1000000.")
+    return int(text)
+
+
+def sidecar(
+    path: Path, *, naming: SidecarNaming | None = None, key: str | None = None, missing_ok: bool = False
+) -> SidecarRead | None:
+    """The sidecar file as read (cached while it is unchanged), or None when it cannot be; each problem told once."""
+    try:
+        stat = path.stat()
+        state = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    except OSError:
+        state = (0, -1, 0)
+    cached = _kernel_session.sidecars.get((path, naming))
+    if cached is None or cached[0] != state:
+        try:
+            found: SidecarRead | str = read_sidecar(path, naming=naming, key=key)
+        except InputError as e:
+            found = str(e)
+        cached = _kernel_session.sidecars[(path, naming)] = (state, found)
+    read = cached[1]
+    if isinstance(read, str):
+        if not (missing_ok and state[1] < 0):
+            _tell(f"Recordings not read: {read} The steps it holds run live where they can; nothing in it is changed.")
+        return None
+    for problem in read.problems:
+        _tell(f"A sidecar's recording was not read: {problem}")
+    return read
+
+
+def _tell(message: str) -> None:
+    if message not in _kernel_session.warned:
+        _kernel_session.warned.add(message)
+        warn(message, RecordingWarning)
 
 
 def _frontend_may_answer() -> bool:

@@ -8,14 +8,15 @@ The format (docs/recordings.md), version `FORMAT`::
               "role": ..., "backend": ..., "input": ..., "result": ..., "transcript": [...],
               "questions": [{"tool_call_id", "text", "inputs", "answer"}],
               "decisions": [{"tool_call_id", "tool", "decision", "always", "arguments"?, "message"?, "by"?}],
-              "usage": {...}, "cost"?: {"usd": dollars or null, "rates": day}, "tape": [...], "recorded_at": ...,
-              "partial": {"waiting": "approval" | "question", "tool_call_id": ..., "tool": ...}?}
+              "usage": {...}, "cost"?: {"usd": dollars or null, "rates": day}, "tape": [...], "engine": {...}?,
+              "recorded_at": ..., "partial": {"waiting": "approval" | "question", "tool_call_id": ..., "tool": ...}?}
 
-``decisions`` (approvals of tool calls), ``cost`` and ``partial`` came after format 1 was first written: each is left
-out when empty, so records without them read as they did. A record with ``partial`` is the progress of a step that
-was waiting for a person when it was kept (docs/recordings.md, "Partial records"): it is resumed, never replayed.
-``cost`` is what the step cost when it was recorded (docs/cost.md): a record without it shows no dollars, and a step
-on a model that is never billed (a scripted one) has none.
+``decisions`` (approvals of tool calls), ``cost``, ``engine`` and ``partial`` came after format 1 was first written:
+each is left out when empty, so records without them read as they did. A record with ``partial`` is the progress of
+a step that was waiting for a person when it was kept (docs/recordings.md, "Partial records"): it is resumed, never
+replayed. ``cost`` is what the step cost when it was recorded (docs/cost.md): a record without it shows no dollars,
+and a step on a model that is never billed (a scripted one) has none. ``engine`` is what answered a step besides its
+backend (a batch engine's batches), recorded, never fingerprinted.
 
 Reading never executes anything: it is `json` plus checks of each field's type. A record that fails the checks is
 reported with its position and kept aside untouched, so writing the block back loses nothing.
@@ -105,6 +106,9 @@ class StepRecord:
     cost: RecordedCost | None = None
     """What the live run cost, priced when it was recorded (None: a record from before costs were kept, or a model
     that is never billed); views show it as it is, never priced again."""
+    engine: JsonObject | None = None
+    """What answered the step when not its backend's live API alone (the Message Batches engine: ``{"engine":
+    "batches", "answered_by": [batch id or "live", ...]}``); None for a live step. Never part of the fingerprint."""
     partial: Waiting | None = None
     """Set on a partial record: the step's progress so far, kept while it waits for a person; None when finished.
     Its transcript ends with the assistant message holding the call waited on (then, when some calls of that
@@ -148,6 +152,8 @@ class StepRecord:
             data["cost"] = {"usd": self.cost.usd, "rates": self.cost.rates_as_of}
         if self.tape:
             data["tape"] = list(self.tape)
+        if self.engine is not None:
+            data["engine"] = dict(self.engine)
         data["recorded_at"] = self.recorded_at
         if self.partial is not None:
             p = self.partial
@@ -181,6 +187,9 @@ def record_from_json(data: JsonValue, *, where: str = "record") -> StepRecord:
     tape = data.get("tape", [])
     if not isinstance(tape, list):
         raise InputError(f"{where}.tape: expected a list of effects.")
+    engine = data.get("engine")
+    if engine is not None and not isinstance(engine, dict):
+        raise InputError(f"{where}.engine: expected an object (what answered the step).")
     cell_id = data.get("cell_id")
     occurrence = data.get("occurrence")
     if not isinstance(occurrence, int) or isinstance(occurrence, bool) or occurrence < 0:
@@ -201,6 +210,7 @@ def record_from_json(data: JsonValue, *, where: str = "record") -> StepRecord:
         recorded_at=str(data.get("recorded_at", "")),
         tape=tuple(tape),
         cost=_cost(data.get("cost"), f"{where}.cost"),
+        engine=engine,
         partial=_waiting(data["partial"], f"{where}.partial") if "partial" in data else None,
     )
 

@@ -483,15 +483,19 @@ class Run:
         )
 
     def _model_for(self, role: Role[Any]) -> tuple[Model, str]:
-        # Each model passes the Run's account (its budget), for a step and for each item of a map: docs/cost.md.
+        """The model a step of ``role`` runs on, each request passing the Run's account (prices, budget)."""
+        model, model_id = self._resolve_model(role)
+        return self.meter.wrap(model), model_id
+
+    def _resolve_model(self, role: Role[Any]) -> tuple[Model, str]:
         chosen = self.model or role.model
         model_id = role.model if isinstance(role.model, str) else ""
         if isinstance(chosen, str):
             from ..models import resolve_model  # lazily: the Anthropic backend imports the anthropic SDK
 
-            return self.meter.wrap(resolve_model(chosen)), chosen
+            return resolve_model(chosen), chosen
         if chosen is not None:
-            return self.meter.wrap(chosen), model_id
+            return chosen, model_id
         raise InputError(
             f"Role {role.name!r} has no model: give it one with @role(model=Claude.OPUS), or run "
             "it with Run(model=ScriptedModel(...))."

@@ -27,8 +27,18 @@ from dataclasses import dataclass
 from .._scope import current_scope
 from ..errors import BudgetExceededError, InputError, PriceUnknownError
 from ..events import ModelSpent
-from ..models.base import Model, ModelEvent, ModelRequest, TurnEnd, Usage, model_intercepts_markup, model_network
+from ..models.base import (
+    Model,
+    ModelEvent,
+    ModelRequest,
+    TurnEnd,
+    Usage,
+    model_engine_record,
+    model_intercepts_markup,
+    model_network,
+)
 from ..models.prices import PriceTable, Rates, current_prices, dollars
+from ..payloads import JsonObject
 from ..transcript import messages_to_json
 
 CHARACTERS_PER_TOKEN = 4
@@ -215,6 +225,10 @@ class MeteredModel:
     def backend_id(self, model: str) -> str:
         """The wrapped model's backend (so a step's fingerprint is the same with or without the account)."""
         return self.model.backend_id(model)
+
+    def engine_record(self) -> JsonObject | None:
+        """What answered besides the backend, as the wrapped model says (the batch engine's batches)."""
+        return model_engine_record(self.model)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """The wrapped model's reply, reserved before it is sent and settled with its usage at its end."""

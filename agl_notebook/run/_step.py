@@ -24,6 +24,7 @@ from ..models.base import (
     ToolSpec,
     TurnEnd,
     Usage,
+    model_engine_record,
     model_intercepts_markup,
 )
 from ..models.prices import PriceTable, RecordedCost
@@ -246,6 +247,7 @@ class StepPlan:
             usage=self._earlier_usage + self.progress.usage,
             cell_id=cell_id,
             recorded_at=now(),
+            engine=model_engine_record(self.model),
             partial=Waiting(on, waiting.id, waiting.name),
         )
 
@@ -267,6 +269,7 @@ class StepPlan:
             cell_id=cell_id,
             recorded_at=now(),
             cost=self.cost,
+            engine=model_engine_record(self.model),
         )
 
     def finished(self, outcome: LoopOutcome) -> Event:

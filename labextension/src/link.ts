@@ -11,6 +11,9 @@
  *   `partial` field) comes the same way when the step starts waiting; its finished record replaces it by id.
  * - kernel → frontend: `{"op": "discard", "id": <record id>}`: a waiting step was interrupted on purpose (or failed);
  *   its partial record leaves the notebook metadata. A finished record with that id is never removed.
+ * - kernel → frontend: `{"op": "sidecar", "cell_id": <id or null>, "sidecar": <naming>}` when a map's final display
+ *   names its sidecar file: the naming goes into the notebook metadata block's `"sidecars"` (replacing the one of the
+ *   same file), its copy leaves the map's output metadata, and the answer is `{"op": "stored", "sidecar": <file>}`.
  *
  * Records are JSON data: nothing from a record is executed or rendered here.
  */
@@ -27,10 +30,17 @@ import {
   jsonEqual,
   METADATA_KEY,
   metadataWithoutRecord,
+  metadataWithoutSidecar,
   recordBelongsHere,
   recordId,
-  upsertRecord
+  sidecarFile,
+  type Upsert,
+  upsertRecord,
+  upsertSidecar
 } from './records.js';
+
+/** What an output's metadata becomes without the copy of what was stored, or null when it holds no such copy. */
+type Strip = (metadata: unknown) => JSONObject | null;
 
 /** The comm target the kernel opens. */
 export const TARGET = 'agl_notebook';
@@ -137,35 +147,62 @@ export class NotebookLink {
       if (model && block !== null) {
         model.setMetadata(METADATA_KEY, block);
       }
+    } else if (data.op === 'sidecar') {
+      const file = this.storeSidecar(data.sidecar, typeof data.cell_id === 'string' ? data.cell_id : null);
+      if (file !== null) {
+        send(comm, { op: 'stored', sidecar: file });
+      }
     }
   }
 
   /** Put a record into the notebook metadata and remove its output copy; its id, or null when not stored. */
   private store(record: unknown, cellId: string | null): string | null {
-    const model = this.model;
     const id = recordId(record);
-    if (!model || id === null || !isObject(record)) {
-      console.warn('agl-notebook: ignored a record without an id, or a notebook without a model');
+    if (id === null || !isObject(record)) {
+      console.warn('agl-notebook: ignored a record without an id');
       return null;
+    }
+    const stored = this.keep(`record ${id}`, cellId, block => upsertRecord(block, record),
+                             metadata => metadataWithoutRecord(metadata, record));
+    return stored ? id : null;
+  }
+
+  /** Put a map's sidecar naming into the notebook metadata and remove its output copy; its file, or null. */
+  private storeSidecar(naming: unknown, cellId: string | null): string | null {
+    const file = sidecarFile(naming);
+    if (file === null || !isObject(naming)) {
+      console.warn('agl-notebook: ignored a sidecar naming without a sidecar file name');
+      return null;
+    }
+    const stored = this.keep(`the naming of ${file}`, cellId, block => upsertSidecar(block, naming),
+                             metadata => metadataWithoutSidecar(metadata, naming));
+    return stored ? file : null;
+  }
+
+  /** Change the notebook metadata's block with `upsert` and strip the copies from the cell's outputs. */
+  private keep(what: string, cellId: string | null, upsert: (block: unknown) => Upsert, strip: Strip): boolean {
+    const model = this.model;
+    if (!model) {
+      return false;
     }
     if (!recordBelongsHere(cellId, cellIds(model))) {
-      return null; // another notebook sharing this kernel ran the step: its extension keeps the record
+      return false; // another notebook sharing this kernel ran the step: its extension keeps it
     }
     const current: unknown = model.getMetadata(METADATA_KEY);
-    const result = upsertRecord(current, record);
+    const result = upsert(current);
     if (!result.ok) {
-      // The record stays in the step's output metadata, where the command line can move it later.
-      console.warn(`agl-notebook: record ${id} not stored: the notebook's ${METADATA_KEY} metadata is unusable ` +
-                   `(${result.problem}); fix or remove it. The record stays in the cell's output.`);
-      return null;
+      // It stays in the output's metadata, where the command line can move it later.
+      console.warn(`agl-notebook: ${what} not stored: the notebook's ${METADATA_KEY} metadata is unusable ` +
+                   `(${result.problem}); fix or remove it. It stays in the cell's output.`);
+      return false;
     }
     if (!jsonEqual(current, result.block)) {
-      model.setMetadata(METADATA_KEY, result.block); // makes the notebook dirty: the next save keeps the record
+      model.setMetadata(METADATA_KEY, result.block); // makes the notebook dirty: the next save keeps it
     }
-    if (this.removeCopies(record, cellId) === 0) {
-      this.watch(record, cellId);
+    if (this.removeCopies(strip, cellId) === 0) {
+      this.watch(strip, cellId);
     }
-    return id;
+    return true;
   }
 
   /** The code cells that may hold the record's output copy: the record's cell, or every code cell. */
@@ -186,17 +223,17 @@ export class NotebookLink {
     return code;
   }
 
-  /** Remove the copies of `record` from the outputs' metadata; how many outputs changed. */
-  private removeCopies(record: JSONObject, cellId: string | null): number {
+  /** Remove the copies `strip` strips from the outputs' metadata; how many outputs changed. */
+  private removeCopies(strip: Strip, cellId: string | null): number {
     let removed = 0;
     for (const cell of this.cells(cellId)) {
-      removed += removeFromOutputs(cell.outputs, record);
+      removed += stripOutputs(cell.outputs, strip);
     }
     return removed;
   }
 
-  /** Watch the cells' outputs for a while and remove the record's copy once it arrives. */
-  private watch(record: JSONObject, cellId: string | null): void {
+  /** Watch the cells' outputs for a while and remove the copy once it arrives. */
+  private watch(strip: Strip, cellId: string | null): void {
     const outputs = this.cells(cellId).map(cell => cell.outputs);
     let pending: ReturnType<typeof setTimeout> | null = null;
     const retry = (): void => {
@@ -204,7 +241,7 @@ export class NotebookLink {
       if (pending === null) {
         pending = setTimeout(() => {
           pending = null;
-          if (!this.disposed && this.removeCopies(record, cellId) > 0) {
+          if (!this.disposed && this.removeCopies(strip, cellId) > 0) {
             stop();
           }
         }, 0);
@@ -239,10 +276,15 @@ export class NotebookLink {
 
 /** Replace each output that carries a copy of `record` with one whose metadata lacks it; how many were replaced. */
 export function removeFromOutputs(outputs: IOutputAreaModel, record: JSONObject): number {
+  return stripOutputs(outputs, metadata => metadataWithoutRecord(metadata, record));
+}
+
+/** Replace each output whose metadata `strip` changes with one holding the changed metadata; how many. */
+function stripOutputs(outputs: IOutputAreaModel, strip: Strip): number {
   let removed = 0;
   for (let i = 0; i < outputs.length; i++) {
     const output = outputs.get(i);
-    const metadata = metadataWithoutRecord(output.metadata, record);
+    const metadata = strip(output.metadata);
     if (metadata !== null) {
       // Output models are immutable views of the shared model: set a new output in its place.
       outputs.set(i, { ...output.toJSON(), metadata } as Parameters<IOutputAreaModel['set']>[1]);
@@ -259,10 +301,15 @@ function* cellIds(model: INotebookModel): Iterable<string> {
   }
 }
 
-/** Whether comm data is a protocol 1 `record` message (comm messages do not name their target). */
+/** Whether comm data is a protocol 1 `record` or `sidecar` message (comm messages do not name their target). */
 function isRecordMessage(data: unknown): boolean {
-  return isObject(data) && data.op === 'record' && 'cell_id' in data && isObject(data.record) &&
-    data.record.kind === 'step' && recordId(data.record) !== null;
+  if (!isObject(data) || !('cell_id' in data)) {
+    return false;
+  }
+  if (data.op === 'sidecar') {
+    return sidecarFile(data.sidecar) !== null;
+  }
+  return data.op === 'record' && isObject(data.record) && data.record.kind === 'step' && recordId(data.record) !== null;
 }
 
 function send(comm: Kernel.IComm, data: JSONObject): void {

@@ -1,6 +1,8 @@
 /**
  * The records block as plain JSON: `{"version": 1, "records": [record, ...]}` under the key `agl_notebook`, in the
- * notebook metadata (the home of recordings) and in an output's metadata (the copy a finished step carries).
+ * notebook metadata (the home of recordings) and in an output's metadata (the copy a finished step carries). A block
+ * may also name sidecar files beside the notebook, `"sidecars": [naming, ...]`, which hold a large map's records
+ * (agl_notebook/replay/sidecar.py); a naming is kept as it came, by its `file`.
  *
  * Mirrors agl_notebook/notebook/nbfile.py and agl_notebook/replay/records.py. Records are data only: nothing here
  * runs, renders or interprets their content beyond reading `id`.
@@ -11,6 +13,9 @@ export const METADATA_KEY = 'agl_notebook';
 
 /** The records block version this extension reads and writes. */
 export const BLOCK_VERSION = 1;
+
+/** The key, in a records block, of the list of sidecar namings. */
+export const SIDECARS_KEY = 'sidecars';
 
 export type JSONValue = null | boolean | number | string | JSONValue[] | JSONObject;
 export interface JSONObject {
@@ -129,13 +134,98 @@ export function metadataWithoutRecord(metadata: unknown, record: JSONObject): JS
   if (kept.length === records.length) {
     return null;
   }
+  return withBlock(metadata, { ...(block as JSONObject), records: kept });
+}
+
+/** Output metadata holding `block`, or without the block's key when the block holds no record and names no file. */
+function withBlock(metadata: JSONObject, block: JSONObject): JSONObject {
   const next: JSONObject = { ...metadata };
-  if (kept.length === 0) {
+  const records = block.records as JSONValue[];
+  const sidecars = block[SIDECARS_KEY];
+  if (records.length === 0 && !(Array.isArray(sidecars) && sidecars.length > 0)) {
     delete next[METADATA_KEY];
   } else {
-    next[METADATA_KEY] = { ...(block as JSONObject), records: kept };
+    next[METADATA_KEY] = block;
   }
   return next;
+}
+
+/**
+ * A sidecar naming's file name, or null when it is not a naming this extension can place: an object whose `file`
+ * is a plain file name (no folder: a naming never points outside the notebook's folder) ending in `.agl.jsonl`.
+ */
+export function sidecarFile(naming: unknown): string | null {
+  if (!isObject(naming) || typeof naming.file !== 'string') {
+    return null;
+  }
+  const file = naming.file;
+  return /^[A-Za-z0-9_-]{1,100}\.agl\.jsonl$/.test(file) ? file : null;
+}
+
+/**
+ * The block naming the sidecar by `naming`: in place of a naming of the same file (later duplicates dropped), or
+ * added last. Creates the block when it is absent; keeps every record and every other key. An unusable block, or a
+ * naming without a file this extension can place, is left alone.
+ */
+export function upsertSidecar(block: unknown, naming: JSONObject): Upsert {
+  const file = sidecarFile(naming);
+  if (file === null) {
+    return { ok: false, problem: 'the naming has no sidecar file name' };
+  }
+  if (block === undefined || block === null) {
+    return { ok: true, block: { version: BLOCK_VERSION, records: [], [SIDECARS_KEY]: [naming] } };
+  }
+  const problem = blockProblem(block);
+  if (problem !== null) {
+    return { ok: false, problem };
+  }
+  const current = (block as JSONObject)[SIDECARS_KEY];
+  if (current !== undefined && !Array.isArray(current)) {
+    return { ok: false, problem: `"${SIDECARS_KEY}" is not a list` };
+  }
+  const namings: JSONValue[] = [];
+  let placed = false;
+  for (const item of current ?? []) {
+    if (sidecarFile(item) !== file) {
+      namings.push(item);
+    } else if (!placed) {
+      namings.push(naming);
+      placed = true;
+    }
+  }
+  if (!placed) {
+    namings.push(naming);
+  }
+  return { ok: true, block: { ...(block as JSONObject), [SIDECARS_KEY]: namings } };
+}
+
+/**
+ * An output's metadata without the copy of `naming` (equal to it), or null when it holds no such copy. Drops the
+ * block's key when it then holds no record and names no file; keeps everything else.
+ */
+export function metadataWithoutSidecar(metadata: unknown, naming: JSONObject): JSONObject | null {
+  if (sidecarFile(naming) === null || !isObject(metadata)) {
+    return null;
+  }
+  const block = metadata[METADATA_KEY];
+  if (blockProblem(block) !== null) {
+    return null;
+  }
+  const namings = (block as JSONObject)[SIDECARS_KEY];
+  if (!Array.isArray(namings)) {
+    return null;
+  }
+  const kept = namings.filter(item => !jsonEqual(item, naming));
+  if (kept.length === namings.length) {
+    return null;
+  }
+  const next: JSONObject = { ...(block as JSONObject) };
+  if (kept.length === 0) {
+    delete next[SIDECARS_KEY];
+  } else {
+    next[SIDECARS_KEY] = kept;
+  }
+  return withBlock(metadata, next);
 }
 
 /**

@@ -6,8 +6,11 @@ import {
   blockWithoutPartial,
   jsonEqual,
   metadataWithoutRecord,
+  metadataWithoutSidecar,
   recordBelongsHere,
-  upsertRecord
+  sidecarFile,
+  upsertRecord,
+  upsertSidecar
 } from '../lib/records.js';
 
 const rec = (id, result = 1) => ({ kind: 'step', format: 1, id, result });
@@ -93,4 +96,45 @@ test('a discard removes the partial record only, never a finished one', () => {
   assert.equal(blockWithoutPartial(block, 'c'), null, 'nothing to remove');
   assert.equal(blockWithoutPartial({ version: 2, records: [partial('b')] }, 'b'), null, 'an unusable block is left');
   assert.equal(block.records.length, 3, 'the input block is not modified');
+});
+
+const naming = (key, lines = 3) => ({ file: `${key}.agl.jsonl`, key, lines, bytes: 120 * lines, sha256: 'ab'.repeat(32) });
+
+test('a sidecar naming goes into the block beside the records, replacing the one of the same file', () => {
+  assert.deepEqual(upsertSidecar(undefined, naming('m')), { ok: true, block: { version: 1, records: [], sidecars: [naming('m')] } });
+  const block = { version: 1, records: [rec('a')], extra: 1, sidecars: [naming('m'), naming('n'), naming('m', 1)] };
+  const result = upsertSidecar(block, naming('m', 9));
+  assert.ok(result.ok);
+  assert.deepEqual(result.block, { version: 1, records: [rec('a')], extra: 1, sidecars: [naming('m', 9), naming('n')] });
+  assert.equal(block.sidecars.length, 3, 'the input block is not modified');
+  assert.deepEqual(upsertSidecar({ version: 1, records: [] }, naming('n')).block.sidecars, [naming('n')]);
+});
+
+test('a record put into a block keeps its sidecar namings', () => {
+  const result = upsertRecord({ version: 1, records: [], sidecars: [naming('m')] }, rec('a'));
+  assert.deepEqual(result.block, { version: 1, records: [rec('a')], sidecars: [naming('m')] });
+});
+
+test('a naming that could point outside the notebook folder, or an unusable block, is left alone', () => {
+  for (const bad of [{ ...naming('m'), file: '../m.agl.jsonl' }, { ...naming('m'), file: '/etc/m.agl.jsonl' },
+    { ...naming('m'), file: 'm.json' }, { key: 'm' }, 'm.agl.jsonl', null]) {
+    assert.equal(sidecarFile(bad), null, JSON.stringify(bad));
+    assert.equal(upsertSidecar(undefined, bad).ok, false, JSON.stringify(bad));
+  }
+  assert.equal(sidecarFile(naming('oracle-map_2')), 'oracle-map_2.agl.jsonl');
+  for (const block of ['text', { version: 2, records: [] }, { version: 1, records: [], sidecars: {} }]) {
+    assert.equal(upsertSidecar(block, naming('m')).ok, false, JSON.stringify(block));
+  }
+});
+
+test("the naming's output copy is removed when equal, and the block with it when nothing is left", () => {
+  const metadata = { keep: 'me', agl_notebook: { version: 1, records: [], sidecars: [naming('m')] } };
+  assert.deepEqual(metadataWithoutSidecar(metadata, naming('m')), { keep: 'me' });
+  assert.equal(metadata.agl_notebook.sidecars.length, 1, 'the input metadata is not modified');
+  const both = { agl_notebook: { version: 1, records: [rec('a')], sidecars: [naming('m')] } };
+  assert.deepEqual(metadataWithoutSidecar(both, naming('m')), { agl_notebook: { version: 1, records: [rec('a')] } });
+  assert.deepEqual(metadataWithoutRecord(both, rec('a')), { agl_notebook: { version: 1, records: [], sidecars: [naming('m')] } },
+    'removing the record keeps the naming');
+  assert.equal(metadataWithoutSidecar(metadata, naming('m', 4)), null, 'a differing copy is never removed');
+  assert.equal(metadataWithoutSidecar({ agl_notebook: { version: 1, records: [rec('a')] } }, naming('m')), null);
 });

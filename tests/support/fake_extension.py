@@ -1,7 +1,8 @@
 """The frontend extension's side of the comm (labextension/src/link.ts), played by a test over a real kernel.
 
-It keeps the records the kernel sends in "the notebook model's metadata", drops a partial record when the kernel
-says to discard it, and hands the block to a restarted kernel when it says hello: recordings never saved.
+It keeps the records the kernel sends in "the notebook model's metadata" (and the sidecar namings of maps), drops a
+partial record when the kernel says to discard it, and hands the block to a restarted kernel when it says hello:
+recordings never saved.
 """
 
 from __future__ import annotations
@@ -30,17 +31,23 @@ class FakeExtension:
                 if content["comm_id"] not in self.answered:
                     self.answered.add(content["comm_id"])
                     self.k.comm_msg(content["comm_id"], {"op": "records", "path": self.path, "block": self.block})
-            elif kind == "comm_msg" and content["data"].get("op") in ("record", "discard"):
+            elif kind == "comm_msg" and content["data"].get("op") in ("record", "discard", "sidecar"):
                 data = content["data"]
                 self.received.append(data)
-                records = (self.block or {"records": []})["records"]
+                block = self.block or {"version": 1, "records": []}
+                records = block["records"]
                 if data["op"] == "record":
                     record = data["record"]
-                    self.block = {"version": 1, "records": [*[r for r in records if r["id"] != record["id"]], record]}
+                    self.block = {**block, "records": [*[r for r in records if r["id"] != record["id"]], record]}
                     self.k.comm_msg(content["comm_id"], {"op": "stored", "id": record["id"]})
+                elif data["op"] == "sidecar":  # a map's sidecar naming, kept beside the records by its file
+                    naming = data["sidecar"]
+                    namings = [n for n in block.get("sidecars", []) if n["file"] != naming["file"]]
+                    self.block = {**block, "sidecars": [*namings, naming]}
+                    self.k.comm_msg(content["comm_id"], {"op": "stored", "sidecar": naming["file"]})
                 else:
                     kept = [r for r in records if not (r["id"] == data["id"] and "partial" in r)]
-                    self.block = {"version": 1, "records": kept}
+                    self.block = {**block, "records": kept}
         self.seen = len(self.k.iopub)
 
     def records(self) -> list[dict[str, Any]]:

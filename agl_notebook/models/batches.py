@@ -1,0 +1,592 @@
+"""`Batches`: Anthropic's Message Batches API as a model backend, answering many steps' requests in waves.
+
+A live backend sends one request now; this one gathers the next request of every running participant into a **wave**
+and sends the wave as one batch (or several, past one batch's limits), at half the price. A participant is one step
+(a map's item): the caller joins every participant (`Batches.join`) before any starts, and runs each step inside its
+participant (``with participant:``), which leaves when the step ends. A wave goes out once every participant still
+running waits on a request, and at most one wave is in flight at a time; the replies come back per ``custom_id`` and
+are turned into the model events a live reply gives, so the loop, the records and the fingerprint are those of a live
+run (`Batches.backend_id` is the live backend's). docs/batches.md describes the whole of it.
+
+Errors, per request: an errored, expired or canceled request goes into the next wave, up to ``retries`` times
+(expired and canceled ones run live at once with ``on_expired="live"``), then fails its step with a
+`BatchRequestError`; a request the API found invalid fails its step at once, with the API's message. Errors of the
+batch endpoints themselves are the SDK's (after its own retries), raised to the steps whose requests they carried; a
+404 just after a batch was created is waited out (``not_found_grace``).
+
+The state (`agl_notebook.models.batch_state`) is handed to ``on_state`` as soon as a batch is created and when it
+ends; an engine made with ``state=`` re-attaches: a request already in a batch is answered from that batch, never
+submitted again. An interrupt (the steps cancelled) stops the polling; the batches go on, and a re-run re-attaches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextvars import ContextVar, Token
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+from .._secret_logs import scrub_logs
+from ..errors import BatchRequestError, InputError, UpstreamUnexpected
+from ..payloads import JsonObject, JsonValue
+from .anthropic import AnthropicModel, _client_from_environment, request_params
+from .base import ModelEvent, ModelRequest, TurnEnd, Usage
+from .batch_replies import BatchStatus, message_events, status_of
+from .batch_state import BatchState, KnownBatch, custom_id, request_digest
+
+if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic
+    from anthropic.types.messages import MessageBatch, MessageBatchResult
+
+__all__ = ["MAX_BATCH_BYTES", "MAX_BATCH_REQUESTS", "BatchStatus", "Batches", "Participant"]
+
+MAX_BATCH_REQUESTS = 100_000
+"""The most requests the API takes in one batch."""
+MAX_BATCH_BYTES = 256_000_000
+"""The largest create body the API takes (256 MB)."""
+_BODY_FRAME = len(b'{"requests":[]}')
+_LIVE_AT_ONCE = 8  # expired requests run live this many at a time, so a large expiry does not burst the rate limit
+
+_Sized = tuple["_Request", int, str]  # a request to send, its encoded size and its digest
+
+_current: ContextVar[Participant | None] = ContextVar("agl_notebook_batch_participant", default=None)
+
+
+class Participant:
+    """One step whose requests go through a `Batches` engine; made by `Batches.join`.
+
+    Run the step inside it (``with participant: await run.step(...)``): its requests join the engine's waves, and
+    it leaves when the block ends, so waves no longer wait for it. Every participant's step runs on the event loop
+    the engine serves (not in `Run.step_sync`, which gives a step a loop of its own).
+    """
+
+    def __init__(self, engine: Batches, key: str) -> None:
+        self.key = key
+        """The caller's key for this step (a map item's record key); its requests' ``custom_id`` derive from it."""
+        self.answered_by: list[str] = []
+        """For each of its requests answered so far, in order: the batch id, or ``live``."""
+        self.live_usage = Usage()
+        """The tokens of its requests answered live (``on_expired="live"``), priced at the live rate."""
+        self._engine = engine
+        self._asked = 0
+        self._waiting = 0
+        self._left = False
+        self._tokens: list[Token[Participant | None]] = []
+
+    @property
+    def left(self) -> bool:
+        """The participant has left: its step ended (or it never will ask again)."""
+        return self._left
+
+    def engine_record(self) -> JsonObject:
+        """What answered this step, for its record (recorded, never fingerprinted).
+
+        ``{"engine": "batches", "answered_by": [...]}``, and ``live_usage`` (token counts) when some requests were
+        answered live: the rest of the step's usage was spent in batches.
+        """
+        record: JsonObject = {"engine": "batches", "answered_by": list(self.answered_by)}
+        if "live" in self.answered_by:
+            usage = self.live_usage
+            record["live_usage"] = {
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+                "cache_creation_input_tokens": usage.cache_creation_input_tokens,
+                "cache_read_input_tokens": usage.cache_read_input_tokens,
+            }
+        return record
+
+    def leave(self) -> None:
+        """Leave the engine's waves (done when the ``with`` block ends; leaving twice is nothing)."""
+        if not self._left:
+            self._left = True
+            self._engine._leave(self)
+
+    def __enter__(self) -> Participant:
+        if self._left:
+            raise InputError(f"The batch participant {self.key!r} has left; join the engine again for a new step.")
+        self._tokens.append(_current.set(self))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _current.reset(self._tokens.pop())
+        self.leave()
+
+    def __repr__(self) -> str:
+        return f"Participant({self.key!r}, asked={self._asked}, left={self._left})"
+
+
+@dataclass(eq=False)
+class _Request:
+    """One request of one participant, until it is answered (across the waves a retry takes)."""
+
+    participant: Participant
+    number: int
+    custom_id: str
+    request: ModelRequest
+    model: str
+    future: asyncio.Future[list[ModelEvent]]
+    failures: int = 0
+    in_wave: bool = False  # carried by the wave in flight, not yet answered or sent on
+    settled: bool = False
+    abandoned: bool = False
+
+
+class Batches:
+    """Claude through the Message Batches API: the next request of every running step, in one batch.
+
+    Args:
+        client: A configured ``anthropic.AsyncAnthropic``; without one, a client is made from the environment
+            (as `AnthropicModel` does) when the first wave goes out.
+        model: A model id that overrides the one each request names.
+        retries: How many times an errored, expired or canceled request goes into a later wave before its step
+            fails with `BatchRequestError`.
+        on_expired: ``"retry"``: expired and canceled requests go into the next wave like errored ones; ``"live"``:
+            they are sent at once to the live Messages API instead.
+        max_requests: The most requests in one batch (the API's limit by default); a wave past it is split.
+        max_bytes: The largest create body in bytes (the API's 256 MB by default); a wave past it is split.
+        poll_first: Seconds before the first poll of a batch just created.
+        poll_factor: How much longer each later wait is than the one before.
+        poll_most: The longest wait between polls, in seconds.
+        not_found_grace: How long, in seconds after its creation, a batch the API does not find yet is polled
+            again (the API may not know a batch for a moment after creating it); past it, a 404 is an error.
+        on_status: Called with a `BatchStatus` after every poll of every batch.
+        on_state: Called with the state (plain JSON) as soon as a batch is created and when one ends: persist it
+            to re-attach after a restart.
+        state: A state an earlier engine handed to ``on_state``: its batches are attached to, not created again.
+        sleep: What waits between polls (``asyncio.sleep``; tests pass one that does not wait).
+        clock: What tells the time for ``not_found_grace`` (``time.monotonic``).
+
+    Raises:
+        InputError: A setting is out of range, or ``state`` is not an engine's state (the message names where).
+    """
+
+    network = True
+    """Replies come from the API."""
+
+    def __init__(
+        self,
+        *,
+        client: AsyncAnthropic | None = None,
+        model: str | None = None,
+        retries: int = 2,
+        on_expired: Literal["retry", "live"] = "retry",
+        max_requests: int = MAX_BATCH_REQUESTS,
+        max_bytes: int = MAX_BATCH_BYTES,
+        poll_first: float = 10.0,
+        poll_factor: float = 1.5,
+        poll_most: float = 60.0,
+        not_found_grace: float = 60.0,
+        on_status: Callable[[BatchStatus], object] | None = None,
+        on_state: Callable[[JsonObject], object] | None = None,
+        state: JsonValue | None = None,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        _check_int("retries", retries, 0)
+        _check_int("max_requests", max_requests, 1)
+        _check_int("max_bytes", max_bytes, _BODY_FRAME + 1)
+        for name, value, least in (
+            ("poll_first", poll_first, 0.0),
+            ("poll_factor", poll_factor, 1.0),
+            ("poll_most", poll_most, 0.0),
+            ("not_found_grace", not_found_grace, 0.0),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not (least <= value < float("inf")):
+                raise InputError(f"Batches({name}=...) takes a number >= {least:g}, not {value!r}.")
+        if on_expired not in ("retry", "live"):
+            raise InputError(f"Batches(on_expired=...) takes 'retry' or 'live', not {on_expired!r}.")
+        if model is not None and (not isinstance(model, str) or not model.strip()):
+            raise InputError(f"Batches(model=...) takes a model id such as Claude.OPUS, not {model!r}.")
+        self.model = model
+        """The model id every request is sent to, or None to use each request's own."""
+        self.retries = retries
+        self.on_expired = on_expired
+        self.max_requests = max_requests
+        self.max_bytes = max_bytes
+        self._poll = (float(poll_first), float(poll_factor), float(poll_most))
+        self._grace = float(not_found_grace)
+        self._on_status = on_status
+        self._on_state = on_state
+        self._sleep = sleep
+        self._clock = clock
+        self._client = client
+        self._state = BatchState.from_json(state, where="Batches(state=...)") if state is not None else BatchState()
+        self.statuses: dict[str, BatchStatus] = {}
+        """The latest status of every batch polled in this session, by batch id."""
+        self.creations = 0
+        """How many batches this engine created (not those it re-attached to)."""
+        self._participants: dict[str, Participant] = {}
+        self._idle = 0  # participants joined and not left that wait on no request
+        self._queue: list[_Request] = []
+        self._wave = 0
+        self._wave_task: asyncio.Task[None] | None = None
+        self._wave_open = 0  # requests of the wave in flight still awaited by their steps
+        self._scheduled = False
+        self._created_at: dict[str, float] = {}
+
+    # --- the Model interface ---------------------------------------------------------------------------------------
+
+    def backend_id(self, model: str) -> str:
+        """``anthropic:<model id>``, the live backend's: a step answered by a batch is fingerprinted as a live one."""
+        return f"anthropic:{self.model or model}"
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Join the current wave with ``request`` and, once its batch ended, yield the reply's events.
+
+        Raises:
+            InputError: Called outside a participant of this engine (``with engine.join(key): ...``).
+            BatchRequestError: The request came back errored, expired or canceled after the retries, or invalid.
+            UpstreamUnexpected: The reply cannot be read, or a batch vanished.
+        """
+        participant = _current.get()
+        if participant is None or participant._engine is not self or participant.left:
+            raise InputError(
+                "A request through Batches must come from a step run inside one of its participants: "
+                "`with engine.join(key): await run.step(...)` (run.map does this for each item)."
+            )
+        model = self.model or request.model
+        if not model:
+            raise InputError(
+                "Batches was given no model id: name one with @role(model=Claude.OPUS) or Batches(model=...)."
+            )
+        participant._asked += 1
+        number = participant._asked
+        loop = asyncio.get_running_loop()
+        pending = _Request(
+            participant, number, custom_id(participant.key, number), request, model, loop.create_future()
+        )
+        self._enqueue(pending)
+        try:
+            events = await pending.future
+        except asyncio.CancelledError:
+            self._abandon(pending)
+            raise
+        for event in events:
+            yield event
+
+    # --- participants ------------------------------------------------------------------------------------------------
+
+    def join(self, key: str) -> Participant:
+        """Register a participant keyed ``key``; join every participant of a map before any of them starts.
+
+        Raises:
+            InputError: ``key`` is empty or another participant that has not left has it.
+        """
+        if not isinstance(key, str) or not key:
+            raise InputError(f"Batches.join takes a non-empty key (an item's record key), not {key!r}.")
+        if key in self._participants:
+            raise InputError(f"Batches.join: a participant keyed {key!r} is already running.")
+        participant = self._participants[key] = Participant(self, key)
+        self._idle += 1
+        return participant
+
+    def engine_record(self) -> JsonObject | None:
+        """What answered the running step, for its record: its participant's batches (None outside one)."""
+        participant = _current.get()
+        return participant.engine_record() if participant is not None and participant._engine is self else None
+
+    @property
+    def state(self) -> JsonObject:
+        """The engine's state as plain JSON (what ``on_state`` is given)."""
+        return self._state.to_json()
+
+    def _leave(self, participant: Participant) -> None:
+        if self._participants.get(participant.key) is participant:
+            del self._participants[participant.key]
+            if participant._waiting == 0:
+                self._idle -= 1
+        self._changed()
+
+    def _enqueue(self, pending: _Request) -> None:
+        self._wait(pending.participant, +1)
+        self._queue.append(pending)
+        self._changed()
+
+    def _wait(self, participant: Participant, change: int) -> None:
+        before = participant._waiting
+        participant._waiting += change
+        if participant.key in self._participants and (before == 0) != (participant._waiting == 0):
+            self._idle += -1 if before == 0 else 1
+
+    def _settle(self, pending: _Request, events: list[ModelEvent] | BaseException, by: str = "") -> None:
+        """Answer a request (events or an error), once; its participant no longer waits on it."""
+        if pending.settled or pending.abandoned:
+            return
+        if pending.future.cancelled():  # its step was cancelled and has not resumed yet to say so
+            self._abandon(pending)
+            return
+        pending.settled = True
+        self._out_of_wave(pending)
+        self._wait(pending.participant, -1)
+        if isinstance(events, BaseException):
+            pending.future.set_exception(events)
+        else:
+            pending.participant.answered_by.append(by)
+            if by == "live":
+                pending.participant.live_usage += next(e.usage for e in events if isinstance(e, TurnEnd))
+            pending.future.set_result(events)
+        self._changed()
+
+    def _abandon(self, pending: _Request) -> None:
+        """The step waiting on ``pending`` was cancelled: drop it; the last one gone stops the polling."""
+        if pending.settled or pending.abandoned:
+            return
+        pending.abandoned = True
+        self._wait(pending.participant, -1)
+        if pending.in_wave:
+            self._out_of_wave(pending)
+            if self._wave_open <= 0 and self._wave_task is not None:
+                self._wave_task.cancel()  # an interrupt stops the polling, never the batch
+        self._changed()
+
+    def _out_of_wave(self, pending: _Request) -> None:
+        if pending.in_wave:
+            pending.in_wave = False
+            self._wave_open -= 1
+
+    def _changed(self) -> None:
+        if not self._scheduled and self._ready():
+            self._scheduled = True
+            # In a context of its own: the wave is no step's (a retry's live line must not go to one step's view).
+            asyncio.get_running_loop().call_soon(self._start_wave, context=contextvars.Context())
+
+    def _ready(self) -> bool:
+        return self._wave_task is None and bool(self._queue) and self._idle == 0
+
+    def _start_wave(self) -> None:
+        self._scheduled = False
+        if not self._ready():
+            return
+        requests = [p for p in self._queue if not (p.settled or p.abandoned)]
+        self._queue = []
+        if not requests:
+            return
+        self._wave += 1
+        for pending in requests:
+            pending.in_wave = True
+        self._wave_open = len(requests)
+        task = asyncio.get_running_loop().create_task(self._run_wave(self._wave, requests))
+        self._wave_task = task
+
+        def ended(_: asyncio.Task[None]) -> None:
+            self._wave_task = None
+            self._changed()
+
+        task.add_done_callback(ended)
+
+    # --- one wave ----------------------------------------------------------------------------------------------------
+
+    async def _run_wave(self, wave: int, requests: list[_Request]) -> None:
+        try:
+            await self._send_and_collect(wave, requests)
+        except Exception as e:  # no step may wait for ever on a wave that broke
+            for pending in requests:
+                self._settle(pending, e)
+
+    async def _send_and_collect(self, wave: int, requests: list[_Request]) -> None:
+        client = await self._client_now()
+        attached: dict[str, list[_Request]] = {}
+        new: list[_Sized] = []
+        for pending in requests:
+            params = request_params(pending.request, pending.model)
+            body = json.dumps(
+                {"custom_id": pending.custom_id, "params": params}, ensure_ascii=False, separators=(",", ":")
+            ).encode()
+            digest = request_digest(body)
+            known = self._state.holding(pending.custom_id, digest)
+            if known is not None:
+                attached.setdefault(known.id, []).append(pending)
+            else:
+                new.append((pending, len(body), digest))
+        chunks = self._split(new)
+        del new
+        while chunks:
+            chunk = chunks.pop(0)
+            # Shielded: a batch the API created is in the state before an interrupt can land.
+            created = await asyncio.shield(self._create(client, wave, chunk))
+            if created is not None:
+                attached[created] = [pending for pending, *_ in chunk]
+            del chunk  # the requests' parameters are the API's now: polling holds none of them
+        await asyncio.gather(*(self._collect(client, wave, bid, group) for bid, group in attached.items()))
+
+    def _split(self, new: list[_Sized]) -> list[list[_Sized]]:
+        chunks: list[list[_Sized]] = []
+        chunk: list[_Sized] = []
+        size = _BODY_FRAME
+        for item in new:
+            pending, length, _ = item
+            if _BODY_FRAME + length > self.max_bytes:
+                self._settle(
+                    pending,
+                    BatchRequestError(
+                        f"The request {pending.custom_id} of {pending.participant.key!r} is {length} bytes, more than "
+                        f"one batch takes ({self.max_bytes}); shorten the conversation (tool results) or run it live.",
+                        custom_id=pending.custom_id,
+                        batch_id="",
+                        result="errored",
+                        error_type="request_too_large",
+                    ),
+                )
+                continue
+            if chunk and (len(chunk) >= self.max_requests or size + 1 + length > self.max_bytes):
+                chunks.append(chunk)
+                chunk, size = [], _BODY_FRAME
+            chunk.append(item)
+            size += length + (1 if len(chunk) > 1 else 0)
+        if chunk:
+            chunks.append(chunk)
+        return chunks
+
+    async def _create(self, client: AsyncAnthropic, wave: int, chunk: list[_Sized]) -> str | None:
+        """Create one batch and keep it in the state (told to ``on_state``); None when the API refused it."""
+        scrub_logs("anthropic", "anthropic._base_client", "httpx2")  # the SDK logs request bodies at DEBUG
+        try:
+            batch = await client.messages.batches.create(
+                # Each request's parameters made again as the SDK takes them (it copies what it is given): the wave
+                # never holds every request's parameters beside the SDK's copy.
+                requests=(
+                    {"custom_id": p.custom_id, "params": cast(Any, request_params(p.request, p.model))}
+                    for p, _, _ in chunk
+                )
+            )
+        except Exception as e:
+            for pending, *_ in chunk:
+                self._settle(pending, e)
+            return None
+        self.creations += 1
+        self._created_at[batch.id] = self._clock()
+        self._state.add(KnownBatch(batch.id, wave, {p.custom_id: digest for p, _, digest in chunk}))
+        self._persist()
+        self._tell(wave, batch)
+        return batch.id
+
+    async def _collect(self, client: AsyncAnthropic, wave: int, batch_id: str, group: list[_Request]) -> None:
+        """Poll one batch to its end, then answer its requests from its results (retry, live or fail the rest)."""
+        waiting = {p.custom_id: p for p in group}
+        types: dict[str, str] = {}
+        live: list[_Request] = []
+        try:
+            await self._until_ended(client, wave, batch_id)
+            async for line in await client.messages.batches.results(batch_id):
+                types[line.custom_id] = line.result.type
+                pending = waiting.pop(line.custom_id, None)
+                if pending is not None and not pending.abandoned:
+                    self._answer(pending, batch_id, line.result, live)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            for pending in [*waiting.values(), *live]:
+                self._settle(pending, e)
+            return
+        self._state.ended(batch_id, types)
+        self._persist()
+        for pending in waiting.values():
+            self._settle(
+                pending,
+                UpstreamUnexpected(f"The results of batch {batch_id} hold no result for {pending.custom_id}."),
+            )
+        if live:
+            limit = asyncio.Semaphore(_LIVE_AT_ONCE)
+            await asyncio.gather(*(self._live(client, p, limit) for p in live))
+
+    async def _until_ended(self, client: AsyncAnthropic, wave: int, batch_id: str) -> None:
+        import anthropic
+
+        first, factor, most = self._poll
+        delay = first
+        created = self._created_at.get(batch_id)
+        if created is not None:
+            await self._sleep(delay)
+        while True:
+            try:
+                batch = await client.messages.batches.retrieve(batch_id)
+            except anthropic.NotFoundError:
+                if created is None or self._clock() - created > self._grace:
+                    raise UpstreamUnexpected(
+                        f"The batch {batch_id} is not found: it was deleted, or the state names a batch of another "
+                        "workspace. Its requests must be sent again (start the engine without this state)."
+                    ) from None
+            else:
+                self._tell(wave, batch)
+                if batch.processing_status == "ended":
+                    return
+            delay = min(delay * factor, most) if delay else min(1.0, most)
+            await self._sleep(delay)
+
+    def _answer(self, pending: _Request, batch_id: str, result: MessageBatchResult, live: list[_Request]) -> None:
+        """Answer one request from its batch result, or send it on: into the next wave, or live."""
+        if result.type == "succeeded":
+            try:
+                events = message_events(result.message)
+            except UpstreamUnexpected as e:
+                self._settle(pending, e)
+            else:
+                self._settle(pending, events, batch_id)
+            return
+        error_type = api_message = ""
+        if result.type == "errored":
+            error_type, api_message = result.error.error.type, result.error.error.message
+            if error_type == "invalid_request_error":
+                self._settle(pending, self._failure(pending, batch_id, result.type, error_type, api_message))
+                return
+        elif self.on_expired == "live":
+            live.append(pending)
+            return
+        if pending.failures < self.retries:
+            pending.failures += 1
+            self._out_of_wave(pending)
+            self._queue.append(pending)  # the step still waits: the next wave carries it again
+            return
+        self._settle(pending, self._failure(pending, batch_id, result.type, error_type, api_message))
+
+    def _failure(self, pending: _Request, batch_id: str, result: str, error_type: str, message: str) -> Exception:
+        said = f" ({error_type}: {message})" if error_type else ""
+        tries = f" after {pending.failures + 1} attempt(s)" if error_type != "invalid_request_error" else ""
+        return BatchRequestError(
+            f"The request {pending.custom_id} of {pending.participant.key!r} came back {result} from batch "
+            f"{batch_id}{tries}{said}.",
+            custom_id=pending.custom_id,
+            batch_id=batch_id,
+            result=result,
+            error_type=error_type,
+            api_message=message,
+        )
+
+    async def _live(self, client: AsyncAnthropic, pending: _Request, limit: asyncio.Semaphore) -> None:
+        async with limit:
+            try:
+                live = AnthropicModel(client=client, model=pending.model)
+                events = [e async for e in live.stream(pending.request)]
+            except Exception as e:
+                self._settle(pending, e)
+            else:
+                self._settle(pending, events, "live")
+
+    # --- the client, the state, the status -----------------------------------------------------------------------
+
+    async def _client_now(self) -> AsyncAnthropic:
+        if self._client is None:
+            self._client = await _client_from_environment(None)
+        return self._client
+
+    def _persist(self) -> None:
+        if self._on_state is not None:
+            self._on_state(self._state.to_json())
+
+    def _tell(self, wave: int, batch: MessageBatch) -> None:
+        status = status_of(batch, wave)
+        self.statuses[batch.id] = status
+        if self._on_status is not None:
+            self._on_status(status)
+
+    def __repr__(self) -> str:
+        return f"Batches(model={self.model!r}, participants={len(self._participants)}, waves={self._wave})"
+
+
+def _check_int(name: str, value: object, least: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise InputError(f"Batches({name}=...) takes an int >= {least}, not {value!r}.")
