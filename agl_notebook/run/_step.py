@@ -27,7 +27,7 @@ from ..models.base import (
     model_engine_record,
     model_intercepts_markup,
 )
-from ..models.prices import PriceTable, RecordedCost
+from ..models.prices import PriceTable, RecordedCost, batched_usage
 from ..payloads import JsonValue, dump, payload_spec
 from ..replay.fingerprint import Fingerprint, fingerprint
 from ..replay.records import RecordedQuestion, StepRecord, Waiting
@@ -253,7 +253,10 @@ class StepPlan:
 
     def record(self, record_id: str, occurrence: int, outcome: LoopOutcome, cell_id: str | None) -> StepRecord:
         """The record of a live run."""
-        self.cost = self.prices.record_cost(self.backend, outcome.usage) if self.prices is not None else None
+        engine = model_engine_record(self.model)
+        if self.prices is not None:
+            batched = batched_usage(outcome.usage, engine)
+            self.cost = self.prices.record_cost(self.backend, outcome.usage, batched=batched)
         return StepRecord(
             id=record_id,
             parts=self.fingerprint.parts,
@@ -269,7 +272,7 @@ class StepPlan:
             cell_id=cell_id,
             recorded_at=now(),
             cost=self.cost,
-            engine=model_engine_record(self.model),
+            engine=engine,
         )
 
     def finished(self, outcome: LoopOutcome) -> Event:
