@@ -992,6 +992,59 @@ refused), it would show in the table with its error and, never recorded, run aga
 - **Questions and approvals** of items queue in the map's view and are answered one at a time, each with the
   item's input shown. See [docs/map.md](../docs/map.md).""",
     ),
+    (
+        "md",
+        """\
+## Comparing variants, with the cost in view
+
+`run.compare` runs each variant (another model, other instructions, other tools) as a map over the same inputs and
+shows a grid: a row per input, each reported field side by side per variant, the cells where the variants disagree
+marked; per variant its tokens, dollars, failures and mean score; per field the share of inputs on which every
+variant agreed. Here a second triager is told that a login problem is an account problem.""",
+    ),
+    (
+        "code",
+        """\
+@role(model=Claude.HAIKU, accepts=(Ticket,))
+def careful_triager() -> Role[Triage]:
+    return Role(
+        name="careful_triager",
+        instructions="You sort support tickets into a category and say whether they are urgent. A login problem "
+        "is an account problem, even when the ticket mentions an error.",
+        tools=[reporting_tool("report_triage", "Report the triage.", Triage)],
+    )
+
+
+def careful_script(request):
+    text = json.loads(request.messages[0].text.split("\\n", 1)[1])["text"].lower()
+    if "login problem" in request.system and "login" in text:
+        return {"calls": [{"name": "report_triage", "args": {"category": "account", "urgent": False}}]}
+    return script(request)
+
+
+run = Run(model=scripted_unless_credentials(careful_script), budget_usd=0.50)
+grid = await run.compare({"keywords": triager, "careful": careful_triager}, tickets, score=correct)
+grid""",
+    ),
+    (
+        "md",
+        """\
+The login ticket is the one row marked: the variants disagree on its category and its urgency, so each field's
+agreement is 6 of 7. Each variant is a map of its own records, so running the cell again replays both.
+
+Offline nothing is spent: a scripted model is never billed, and its steps show no dollars. Live, each step's view
+and each map's table show what its record says it cost beside its tokens (`cost: 1,580 tokens, $0.0079 (rates of
+2026-12-01)`), priced when it was recorded, so a replay shows the same dollars whatever the prices are later.
+`Run(budget_usd=0.50)` is the most this Run's live requests may cost, shared by every step and every item: a
+request that would pass it is not made, and its item fails with `BudgetExceededError`, recording nothing.
+`run.spent_usd` and `run.summary()` say what the Run has spent so far. See [docs/cost.md](../docs/cost.md).""",
+    ),
+    (
+        "code",
+        """\
+print(grid.agreement)
+print("spent:", run.spent_usd)""",
+    ),
 ]
 
 

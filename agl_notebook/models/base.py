@@ -117,10 +117,9 @@ class Model(Protocol):
     - ``batched: bool`` (default False): its requests go through the Message Batches
       API, so a Run's account reserves and settles them at the batch price.
 
-    And two methods, read through `model_engine_record` and `model_batched_usage` (default None each):
-    ``engine_record() -> JsonObject | None``, what answered the running step besides the backend, kept in its record
-    and never fingerprinted; ``batched_usage() -> Usage | None``, the part of the running step's usage answered
-    through the Message Batches API, so billed at the batch price (docs/cost.md).
+    And a method, read through `model_engine_record` (default None): ``engine_record() -> JsonObject | None``, what
+    answered the running step besides the backend, kept in its record and never fingerprinted; its ``live_usage``
+    says what of the step's usage was not answered at the batch price (`agl_notebook.models.prices.batched_usage`).
     """
 
     def backend_id(self, model: str) -> str:
@@ -158,13 +157,6 @@ def model_engine_record(model: object) -> JsonObject | None:
 def model_batched(model: object) -> bool:
     """Whether ``model``'s requests are billed at the batch price (its declared ``batched``; False by default)."""
     return bool(getattr(model, "batched", False))
-
-
-def model_batched_usage(model: object) -> Usage | None:
-    """What of the running step's usage ``model`` answered at the batch price (its ``batched_usage()``), or None."""
-    batched_usage = getattr(model, "batched_usage", None)
-    found = batched_usage() if callable(batched_usage) else None
-    return found if isinstance(found, Usage) else None
 
 
 def model_intercepts_markup(model: object) -> bool:

@@ -288,11 +288,6 @@ class Batches:
         self._idle += 1
         return participant
 
-    def batched_usage(self) -> Usage | None:
-        """The part of the running step's usage answered by batches (billed at the batch price; None outside one)."""
-        participant = _current.get()
-        return participant.batched_usage if participant is not None and participant._engine is self else None
-
     def engine_record(self) -> JsonObject | None:
         """What answered the running step, for its record: its participant's batches (None outside one)."""
         participant = _current.get()

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._families import InputError
+from ..payloads import JsonObject
 from .base import Usage
 
 __all__ = ["PRICES", "PriceTable", "Rates", "RecordedCost", "current_prices", "prices_from_json"]
@@ -136,29 +137,19 @@ class PriceTable:
     def record_cost(self, backend: str, usage: Usage, *, batched: Usage | None = None) -> RecordedCost | None:
         """The cost a record keeps for ``usage`` on ``backend``: None for a backend that is never billed.
 
-        ``batched`` is the part of ``usage`` answered through the Message Batches API, priced with the batch
-        discount; the rest is priced at the live rates.
+        ``batched`` is the part of ``usage`` spent through the Message Batches API, priced with the discount.
         """
         if not self.priced(backend):
             return None
         rates = self.rates_for(backend)
-        if rates is None or batched is None:
-            usd = rates.cost(usage) if rates is not None else None
+        if rates is None:
+            usd: float | None = None
+        elif batched is None:
+            usd = rates.cost(usage)
         else:
-            usd = rates.batched().cost(batched) + rates.cost(_less(usage, batched))
+            usd = rates.batched().cost(batched) + rates.cost(_minus(usage, batched))
         # Rounded to a hundred-millionth of a dollar, so the record holds no float noise.
         return RecordedCost(round(usd, 8) if usd is not None else None, self.as_of)
-
-
-def _less(usage: Usage, part: Usage) -> Usage:
-    """``usage`` without ``part`` (never below zero)."""
-    return Usage(
-        max(0, usage.input_tokens - part.input_tokens),
-        max(0, usage.output_tokens - part.output_tokens),
-        max(0, usage.cache_creation_input_tokens - part.cache_creation_input_tokens),
-        max(0, usage.cache_read_input_tokens - part.cache_read_input_tokens),
-        max(0, usage.cache_creation_1h_input_tokens - part.cache_creation_1h_input_tokens),
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +164,33 @@ class RecordedCost:
     def words(self) -> str:
         """``$0.0123`` or ``price unknown``, as views show it."""
         return "price unknown" if self.usd is None else dollars(self.usd)
+
+
+def batched_usage(usage: Usage, engine: JsonObject | None) -> Usage | None:
+    """The part of a step's ``usage`` its engine record says was spent in batches (None: no batch answered it).
+
+    The Message Batches engine records ``{"engine": "batches", "answered_by": [...], "live_usage"?: {...}}``: every
+    request not answered ``live`` went through a batch.
+    """
+    if engine is None or engine.get("engine") != "batches":
+        return None
+    answered = engine.get("answered_by")
+    if not isinstance(answered, list) or all(by == "live" for by in answered):
+        return None
+    live = engine.get("live_usage")
+    counts = {k: v for k, v in live.items() if isinstance(v, int)} if isinstance(live, dict) else {}
+    fields = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    return _minus(usage, Usage(**{k: counts.get(k, 0) for k in fields}))
+
+
+def _minus(usage: Usage, part: Usage) -> Usage:
+    return Usage(
+        max(0, usage.input_tokens - part.input_tokens),
+        max(0, usage.output_tokens - part.output_tokens),
+        max(0, usage.cache_creation_input_tokens - part.cache_creation_input_tokens),
+        max(0, usage.cache_read_input_tokens - part.cache_read_input_tokens),
+        max(0, usage.cache_creation_1h_input_tokens - part.cache_creation_1h_input_tokens),
+    )
 
 
 def dollars(usd: float) -> str:

@@ -254,7 +254,7 @@ class NotebookMapView:
         )
         line = (
             f"{state.done} done, {state.failed} failed, {state.running} running, {state.queued} queued; "
-            f"{state.tokens} tokens; concurrency {state.limit}{left}{waiting}"
+            f"{state.tokens} tokens{_dollars(state)}; concurrency {state.limit}{left}{waiting}"
         )
         return scrub_text(
             bar + f"<div>{html.escape(line)}</div>" + render_map_html(state, clickable=True), self._secrets
@@ -336,3 +336,8 @@ def _duration(seconds: float) -> str:
     if seconds < 5400:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def _dollars(state: MapState) -> str:
+    shown = state.dollars()
+    return f", {shown}" if shown is not None else ""

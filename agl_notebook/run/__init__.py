@@ -27,6 +27,7 @@ from ..roles import Role, RoleFactory
 from ..screens import Screen
 from ..terminals import ConsoleTerminal, ScriptedApprovals, ScriptedTerminal, Terminal
 from ._approvals import Gatekeeper
+from ._compare import Comparison
 from ._engine import Context, run_unit
 from ._map_state import MapItemError, MapResults, MapView
 from ._meter import Meter, RunSummary, price_table
@@ -37,6 +38,7 @@ from .units import TapedUnit, UnitOutcome, Work
 from .views import EventSink, StepView, ViewFactory, emit_to
 
 __all__ = [
+    "Comparison",
     "EventSink",
     "MapItemError",
     "MapResults",
@@ -307,6 +309,34 @@ class Run:
             mode=mode,
             view=view,
         )
+
+    async def compare(
+        self,
+        variants: Mapping[str, Role[Any] | RoleFactory[..., Any]],
+        inputs: object,
+        *,
+        score: Callable[[Any, Any], float | int | bool] | None = None,
+        name: str | None = None,
+        concurrency: int = 8,
+        retries: int = 4,
+        mode: Mode | None = None,
+    ) -> Comparison:
+        """Run every variant on the same inputs, one map each, and compare what they reported (docs/cost.md).
+
+        Each variant is a `map` of its own (named ``<name>-<variant>``, ``compare-<variant>`` by default), so its
+        items are recorded, replayed and resumed as a map's are; the variants run one after another. A failed item
+        is kept among its variant's results (``on_error="keep"``).
+
+        Returns:
+            The grid: a row per input, each reported field side by side per variant with the cells that differ
+            marked; per variant its tokens, recorded dollars, failures and mean score; per field its agreement (the
+            share of inputs on which every variant reports the same value). ``.to_pandas()`` has the grid.
+        """
+        __tracebackhide__ = True
+        from ._compare import run_compare
+
+        options = {"concurrency": concurrency, "retries": retries, "mode": mode}
+        return await run_compare(self, variants, inputs, score=score, name=name, map_options=options)
 
     def map_sync(
         self,

@@ -125,6 +125,7 @@ async def run_map(
             outcome = await run_unit(plan, item_mode, item_context)
             item.result, item.result_json = outcome.result, outcome.result_json
             item.tokens = outcome.usage.input_tokens + outcome.usage.output_tokens
+            item.cost = plan.cost  # the record's, so a replay shows the dollars the live run left
             item.replayed = tap.requests == 0
             if score is not None:
                 item.score = _scored(score, item)

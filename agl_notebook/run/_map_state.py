@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
 from ..errors import InputError, ItemNotRunError
+from ..models.prices import RecordedCost
+from ..models.prices import dollars as format_dollars
 from ..payloads import JsonObject, JsonValue
 
 if TYPE_CHECKING:
@@ -52,6 +54,8 @@ class MapItem:
     """A failed item's transcript: what its agent was sent last."""
     tokens: int = 0
     """Input and output tokens its requests spent (recorded ones for a replay)."""
+    cost: RecordedCost | None = None
+    """What its record says it cost (docs/cost.md); None: no cost kept (a scripted model's, or an older record)."""
     replayed: bool = False
 
 
@@ -91,6 +95,18 @@ class MapState:
         """The mean of the scores given so far (True counts 1, False 0), or None."""
         scores = [float(item.score) for item in self.items if item.score is not None]
         return sum(scores) / len(scores) if scores else None
+
+    def usd(self) -> tuple[float, int]:
+        """What the ended items' records say they cost, in dollars, and how many of those had no price."""
+        costs = [item.cost for item in self.items if item.cost is not None]
+        return sum(c.usd for c in costs if c.usd is not None), sum(c.usd is None for c in costs)
+
+    def dollars(self) -> str | None:
+        """The recorded cost as the table's summary shows it, or None when no item kept one (docs/cost.md)."""
+        if not any(item.cost is not None for item in self.items):
+            return None
+        usd, unknown = self.usd()
+        return format_dollars(usd) + (f" ({unknown} with price unknown)" if unknown else "")
 
 
 class MapView(Protocol):
@@ -167,6 +183,11 @@ class MapResults(Sequence[Any]):
         return iter(self._values)
 
     @property
+    def items(self) -> tuple[MapItem, ...]:
+        """Every item, in input order: its result as JSON, status, error, score, tokens and recorded cost."""
+        return tuple(self._state.items)
+
+    @property
     def failures(self) -> list[MapItemError]:
         """The items that failed or did not run, in input order."""
         return [value for value in self._values if isinstance(value, MapItemError)]
@@ -231,6 +252,9 @@ def summary_text(state: MapState) -> str:
     if mean is not None:
         parts.append(f"mean score {mean:.3g}")
     parts.append(f"{state.tokens} tokens")
+    dollars = state.dollars()
+    if dollars is not None:
+        parts.append(dollars)
     ended = {"running": "", "finished": "", "stopped": " (stopped)", "interrupted": " (interrupted)"}[state.state]
     return f"map {state.key!r} of role {state.role!r}: {state.total} items{ended}: " + ", ".join(parts)
 

@@ -33,7 +33,6 @@ from ..models.base import (
     TurnEnd,
     Usage,
     model_batched,
-    model_batched_usage,
     model_engine_record,
     model_intercepts_markup,
     model_network,
@@ -81,9 +80,13 @@ class Reservation:
         self._request = request
         self._open = True
 
-    def settle(self, usage: Usage) -> float | None:
-        """The request ended with ``usage``: what it cost (None: no price), now spent; the reservation ends."""
-        cost = self.rates.cost(usage) if self.rates is not None else None
+    def settle(self, usage: Usage, *, batched: bool = False) -> float | None:
+        """The request ended with ``usage``: what it cost (None: no price), now spent; the reservation ends.
+
+        ``batched``: it was answered through the Message Batches API, at the batch discount.
+        """
+        rates = self.rates.batched() if self.rates is not None and batched else self.rates
+        cost = rates.cost(usage) if rates is not None else None
         self._close(cost, usage)
         return cost
 
@@ -233,10 +236,6 @@ class MeteredModel:
         """The wrapped model's `model_engine_record` (what answered the step besides the backend)."""
         return model_engine_record(self.model)
 
-    def batched_usage(self) -> Usage | None:
-        """The wrapped model's `model_batched_usage` (what of the step was billed at the batch price)."""
-        return model_batched_usage(self.model)
-
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """The wrapped model's reply, reserved before it is sent and settled with its usage at its end."""
         # A model that answers through the Message Batches API is reserved and settled at the batch price.
@@ -247,7 +246,7 @@ class MeteredModel:
         try:
             async for event in self.model.stream(request):
                 if isinstance(event, TurnEnd):
-                    cost = reservation.settle(event.usage)
+                    cost = reservation.settle(event.usage, batched=_answered_in_a_batch(self.model))
                     scope = current_scope.get()
                     if scope is not None:
                         scope.emit(ModelSpent(cost, self.meter.spent_usd))
@@ -261,6 +260,13 @@ class MeteredModel:
 
     def __repr__(self) -> str:
         return repr(self.model)
+
+
+def _answered_in_a_batch(model: Model) -> bool:
+    """Whether the request that just ended went through a batch (the engine record's last answer is a batch's)."""
+    engine = model_engine_record(model)
+    answered = engine.get("answered_by") if engine is not None and engine.get("engine") == "batches" else None
+    return isinstance(answered, list) and bool(answered) and answered[-1] != "live"
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,10 @@ from ..models.base import (
     ToolSpec,
     TurnEnd,
     Usage,
-    model_batched_usage,
     model_engine_record,
     model_intercepts_markup,
 )
-from ..models.prices import PriceTable
+from ..models.prices import PriceTable, RecordedCost, batched_usage
 from ..payloads import JsonValue, dump, payload_spec
 from ..replay.fingerprint import Fingerprint, fingerprint
 from ..replay.records import RecordedQuestion, StepRecord, Waiting
@@ -99,6 +98,8 @@ class StepPlan:
     questions: list[RecordedQuestion] = dataclasses.field(default_factory=list)
     prices: PriceTable | None = None
     """What a live run's record is priced at (None: its record keeps no cost)."""
+    cost: RecordedCost | None = None
+    """What the step's record says it cost, once it is recorded or replayed (a map's row shows it)."""
     progress: Progress = dataclasses.field(default_factory=Progress)
     """How far the loop has got: what a partial record keeps."""
     _running: tuple[str, int] | None = None  # the call whose handler runs, and how many questions came before it
@@ -195,6 +196,7 @@ class StepPlan:
                 nearest=record,
                 differing=(),
             )
+        self.cost = record.cost
         return dataclasses.replace(outcome, usage=record.usage)
 
     async def resume(self, partial: StepRecord) -> LoopOutcome:
@@ -251,6 +253,10 @@ class StepPlan:
 
     def record(self, record_id: str, occurrence: int, outcome: LoopOutcome, cell_id: str | None) -> StepRecord:
         """The record of a live run."""
+        engine = model_engine_record(self.model)
+        if self.prices is not None:
+            batched = batched_usage(outcome.usage, engine)
+            self.cost = self.prices.record_cost(self.backend, outcome.usage, batched=batched)
         return StepRecord(
             id=record_id,
             parts=self.fingerprint.parts,
@@ -265,12 +271,8 @@ class StepPlan:
             usage=outcome.usage,
             cell_id=cell_id,
             recorded_at=now(),
-            cost=(
-                self.prices.record_cost(self.backend, outcome.usage, batched=model_batched_usage(self.model))
-                if self.prices is not None
-                else None
-            ),
-            engine=model_engine_record(self.model),
+            cost=self.cost,
+            engine=engine,
         )
 
     def finished(self, outcome: LoopOutcome) -> Event:

@@ -189,3 +189,58 @@ async def test_a_json_function_s_llm_requests_count_against_the_budget() -> None
     with pytest.raises(FunctionCallError, match=r"llm: BudgetExceededError: .* would pass this Run's budget"):
         await agent.call("chat", {}, run=Run(model=fake.model(), budget_usd=0.0))
     assert fake.costs == [], "the request was not made"
+
+
+async def test_a_map_s_items_share_the_budget_and_its_table_shows_their_recorded_dollars() -> None:
+    from agl_notebook.run import MapItemError
+
+    fake = CountingAPI()
+    run = Run(model=fake.model(), budget_usd=0.40)
+    results = await run.map(summarizer(), [Note(f"{i}: {WIDE}") for i in range(40)], concurrency=16)
+    refused = [r for r in results if isinstance(r, MapItemError)]
+    assert refused and len(refused) < 40
+    assert all("BudgetExceededError" in str(r) for r in refused)
+    assert sum(fake.costs) <= 0.40 + max(fake.costs)
+    recorded = sum(item.cost.usd or 0 for item in results.items if item.cost is not None)
+    assert recorded == pytest.approx(sum(fake.costs), abs=1e-6)
+    assert f"${recorded:.4f}" in repr(results)
+
+
+class BatchAnswered:
+    """A model whose replies say they came through a batch (as the Batches engine's record does), or live."""
+
+    def __init__(self, answered_by: list[str], live: dict[str, int] | None = None) -> None:
+        self.answered_by, self.live = answered_by, live
+
+    def backend_id(self, model: str) -> str:
+        return "anthropic:" + Claude.OPUS
+
+    def engine_record(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"engine": "batches", "answered_by": self.answered_by}
+        if self.live is not None:
+            record["live_usage"] = self.live
+        return record
+
+    async def stream(self, request: Any) -> Any:
+        from agl_notebook.models.base import ToolCall, TurnEnd, Usage
+
+        yield ToolCall("toolu_1", "report_summary", {"title": "done"})
+        yield TurnEnd("tool_use", Usage(input_tokens=1_000_000, output_tokens=100_000))
+
+
+@pytest.mark.parametrize(
+    ("answered_by", "live", "usd"),
+    [
+        (["msgbatch_1"], None, (4 + 2) / 2),  # half price in a batch
+        (["live"], {"input_tokens": 1_000_000, "output_tokens": 100_000}, 4 + 2),  # expired, answered live
+    ],
+)
+async def test_a_step_answered_in_a_batch_is_priced_at_the_batch_discount(
+    answered_by: list[str], live: dict[str, int] | None, usd: float
+) -> None:
+    store = MemoryStore()
+    run = Run(model=BatchAnswered(answered_by, live), store=store)
+    await run.step(summarizer(), Note("x"))
+    (record,) = store.records()
+    assert record.cost is not None and record.cost.usd == pytest.approx(usd)
+    assert run.spent_usd == pytest.approx(usd)

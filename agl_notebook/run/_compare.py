@@ -1,0 +1,241 @@
+"""`run.compare`: variants (roles, models, instructions) over the same inputs, one map each, shown as a grid.
+
+Rows are inputs, columns are the reported fields side by side, one column per variant under each field. A cell
+**differs** when the variants do not all report the same value for that input and field (a failed item reports
+nothing, so its row differs in every field); a field's **agreement** is the share of inputs on which every variant
+reports the same value. Everything drawn is deterministic: no times, no what-is-spent-now.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import InputError
+from ..events import input_label
+from ..models.prices import dollars
+from ..payloads import JsonValue
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class VariantResults:
+    """What one variant gave over the inputs, in input order."""
+
+    name: str
+    """The variant's name (the key given to `Run.compare`)."""
+    results: Sequence[JsonValue]
+    """Each input's reported payload as JSON (None where the item failed)."""
+    failures: Sequence[str | None]
+    """Each input's failure (``Type: message``), or None where it reported."""
+    scores: Sequence[float | None] = ()
+    """Each input's score, where a score function was given (None where none was computed)."""
+    tokens: int = 0
+    """The tokens of every item's record."""
+    usd: float | None = 0.0
+    """What the items' records say they cost, in dollars (None when some item's model had no price)."""
+    priced: bool = True
+    """Whether any item's record kept a cost (a scripted model's never do: its dollars are shown as ``-``)."""
+
+    @property
+    def failed(self) -> int:
+        """How many items failed."""
+        return sum(f is not None for f in self.failures)
+
+    @property
+    def mean_score(self) -> float | None:
+        """The mean of the scores computed, or None when there are none."""
+        scored = [s for s in self.scores if s is not None]
+        return sum(scored) / len(scored) if scored else None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The grid of several variants over the same inputs (`Run.compare`'s result)."""
+
+    inputs: Sequence[str]
+    """Each input's label, in order (a row each)."""
+    variants: Sequence[VariantResults]
+    """Each variant's results, in the order they were given (a column each under every field)."""
+    fields: tuple[str, ...] = field(init=False)
+    """The reported fields, in the order the first variant that reported each gave them."""
+
+    def __post_init__(self) -> None:
+        seen: dict[str, None] = {}
+        for variant in self.variants:
+            if len(variant.results) != len(self.inputs) or len(variant.failures) != len(self.inputs):
+                raise InputError(f"variant {variant.name!r} has {len(variant.results)} results for {len(self.inputs)}")
+            for result in variant.results:
+                for name in _fields(result):
+                    seen.setdefault(name, None)
+        object.__setattr__(self, "fields", tuple(seen))
+
+    def value(self, row: int, field_name: str, variant: int) -> object:
+        """What ``variant`` reported for ``field_name`` on input ``row`` (a sentinel when it reported nothing)."""
+        result = self.variants[variant].results[row]
+        if self.variants[variant].failures[row] is not None:
+            return _MISSING
+        if isinstance(result, dict):
+            return result.get(field_name, _MISSING)
+        return result if field_name == "value" else _MISSING
+
+    def differs(self, row: int, field_name: str) -> bool:
+        """Whether the variants do not all report the same value for ``field_name`` on input ``row``."""
+        values = [_canonical(self.value(row, field_name, v)) for v in range(len(self.variants))]
+        return any(v is None for v in values) or len(set(values)) > 1
+
+    @property
+    def agreement(self) -> dict[str, float]:
+        """Each field's agreement: the share of inputs on which every variant reports the same value."""
+        rows = len(self.inputs)
+        return {f: (sum(not self.differs(r, f) for r in range(rows)) / rows if rows else 1.0) for f in self.fields}
+
+    def to_pandas(self) -> Any:
+        """The grid as a DataFrame: a row per input, its label, a column per (field, variant), each failure.
+
+        Raises:
+            InputError: pandas is not installed (``pip install 'agl_notebook[pandas]'``).
+        """
+        try:
+            import pandas as pd  # type: ignore[import-untyped]  # optional, and without stubs
+        except ImportError:
+            raise InputError("comparison.to_pandas() needs pandas: pip install 'agl_notebook[pandas]'.") from None
+
+        columns: dict[tuple[str, str], list[object]] = {("input", ""): list(self.inputs)}
+        for f in self.fields:
+            for v, variant in enumerate(self.variants):
+                columns[(f, variant.name)] = [_plain(self.value(r, f, v)) for r in range(len(self.inputs))]
+        for variant in self.variants:
+            columns[("failure", variant.name)] = list(variant.failures)
+        frame = pd.DataFrame(columns, index=pd.RangeIndex(len(self.inputs), name="index"))
+        frame.columns = pd.MultiIndex.from_tuples(list(columns), names=["field", "variant"])
+        return frame
+
+    def summary_rows(self) -> list[list[str]]:
+        """Per variant: its name, tokens, dollars, failures and mean score, as text."""
+        rows = [["variant", "tokens", "dollars", "failures", "mean score"]]
+        for v in self.variants:
+            mean = v.mean_score
+            rows.append(
+                [
+                    v.name,
+                    f"{v.tokens:,}",
+                    "-" if not v.priced else "price unknown" if v.usd is None else dollars(v.usd),
+                    str(v.failed),
+                    "-" if mean is None else f"{mean:.3g}",
+                ]
+            )
+        return rows
+
+    def render_text(self) -> str:
+        """The deterministic ``text/plain`` of the comparison: the variants, then each field's agreement."""
+        lines = [f"agl_notebook compare: {len(self.variants)} variants over {len(self.inputs)} inputs"]
+        lines += ["  " + "  ".join(row) for row in self.summary_rows()]
+        lines += [f"  agreement on {f}: {rate:.0%}" for f, rate in self.agreement.items()]
+        return "\n".join(lines)
+
+    def render_html(self) -> str:
+        """The deterministic ``text/html``: the grid with every differing cell marked, the variants, agreement."""
+        esc = html.escape
+        head1 = "".join(f'<th colspan="{len(self.variants)}">{esc(f)}</th>' for f in self.fields)
+        head2 = "".join(f"<th>{esc(v.name)}</th>" for _ in self.fields for v in self.variants)
+        body = []
+        for r, label in enumerate(self.inputs):
+            cells = []
+            for f in self.fields:
+                mark = ' class="agl-differs" style="background:rgba(181,71,8,0.18)"' if self.differs(r, f) else ""
+                for v in range(len(self.variants)):
+                    cells.append(f"<td{mark}>{esc(_shown(self.value(r, f, v), self.variants[v].failures[r]))}</td>")
+            body.append(f"<tr><th>{esc(label)}</th>{''.join(cells)}</tr>")
+        summary = "".join(
+            "<tr>"
+            + "".join(f"<{'th' if i == 0 else 'td'}>{esc(c)}</{'th' if i == 0 else 'td'}>" for c in row)
+            + "</tr>"
+            for i, row in enumerate(self.summary_rows())
+        )
+        agreement = ", ".join(f"{esc(f)}: {rate:.0%}" for f, rate in self.agreement.items())
+        return (
+            f'<div class="agl-compare" style="{_BOX}">'
+            f'<table class="agl-grid" style="{_TABLE}"><tr><th rowspan="2">input</th>{head1}</tr><tr>{head2}</tr>'
+            f"{''.join(body)}</table>"
+            f'<table class="agl-variants" style="{_TABLE}">{summary}</table>'
+            f"<div>agreement: {agreement}</div></div>"
+        )
+
+    def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, str]:
+        return {"text/plain": self.render_text(), "text/html": self.render_html()}
+
+
+# As a step's view: no text colour (none reads in every theme), a translucent tint for what differs.
+_BOX = "border:1px solid rgba(127,127,127,0.45);border-radius:6px;padding:6px 10px;margin:4px 0"
+_TABLE = "border-collapse:collapse;margin:4px 0"
+
+
+def _fields(result: JsonValue) -> list[str]:
+    if isinstance(result, dict):
+        return list(result)
+    return [] if result is None else ["value"]
+
+
+def _canonical(value: object) -> str | None:
+    return None if value is _MISSING else json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _plain(value: object) -> object:
+    return None if value is _MISSING else value
+
+
+def _shown(value: object, failure: str | None) -> str:
+    if failure is not None:
+        return f"failed: {failure}"
+    if value is _MISSING:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+async def run_compare(
+    run: Any,
+    variants: Mapping[str, Any],
+    inputs: object,
+    *,
+    score: Any = None,
+    name: str | None,
+    map_options: Mapping[str, Any],
+) -> Comparison:
+    """Map each variant over ``inputs`` (one after another, each a map of its own records), then build the grid."""
+    __tracebackhide__ = True
+    if not isinstance(variants, Mapping) or not variants:
+        raise InputError("run.compare takes a mapping of variant names to roles: {'opus': role_a, 'haiku': role_b}.")
+    for key in variants:
+        if not isinstance(key, str) or not key.strip():
+            raise InputError(f"run.compare: each variant is named by a non-empty string, not {key!r}.")
+    base = name or "compare"
+    results: list[VariantResults] = []
+    labels: list[str] | None = None
+    for key, role in variants.items():
+        mapped = await run.map(role, inputs, score=score, name=f"{base}-{key}", **map_options)
+        items = mapped.items
+        if labels is None:
+            labels = [input_label(item.input_json) or f"input {item.index}" for item in items]
+        usd = [item.cost.usd if item.cost is not None else 0.0 for item in items]
+        kept = any(item.cost is not None for item in items)
+        results.append(
+            VariantResults(
+                key,
+                [item.result_json if item.status == "done" else None for item in items],
+                [None if item.status == "done" else _failure(item.error) for item in items],
+                [None if item.score is None else float(item.score) for item in items],
+                tokens=sum(item.tokens for item in items),
+                usd=None if any(u is None for u in usd) else sum(u for u in usd if u is not None),
+                priced=kept,
+            )
+        )
+    return Comparison(labels or [], results)
+
+
+def _failure(error: BaseException | None) -> str:
+    return "not run" if error is None else f"{type(error).__name__}: {error}"
