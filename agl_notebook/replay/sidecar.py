@@ -171,6 +171,13 @@ class SidecarRead:
     unchanged: bool | None = None
     """Whether the beginning the naming covers checks out (None when read without a naming)."""
 
+    def latest(self, kind: str) -> dict[str, JsonValue] | None:
+        """The last line of ``kind`` as an object (another reader's state, appended whole each time), if any."""
+        for line in reversed(self.lines):
+            if line.kind == kind:
+                return _json_object(line.text)
+        return None
+
 
 def read_sidecar(path: Path, *, naming: SidecarNaming | None = None, key: str | None = None) -> SidecarRead:
     """Read a sidecar file: every line kept, the records read, each problem named with the file and line.
