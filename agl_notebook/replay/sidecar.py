@@ -373,7 +373,7 @@ def rewrite_sidecar(read: SidecarRead, keep: Callable[[SidecarLine], bool]) -> i
     Done under the appenders' lock, so no line appended meanwhile is lost: lines appended since ``read`` are kept.
     A torn last line is kept too (ended with a newline): only ``keep`` drops anything.
     """
-    with _locked(read.path, read.key) as f:
+    with _locked(read.path, read.key):
         current = read_sidecar(read.path, key=read.key)
         known = {line.text for line in read.lines}
         kept = [line for line in current.lines if line.text not in known or keep(line)]
@@ -381,5 +381,4 @@ def rewrite_sidecar(read: SidecarRead, keep: Callable[[SidecarLine], bool]) -> i
         if dropped:
             head = (header_text(read.key) + "\n").encode("utf-8")
             write_atomically(read.path, head + b"".join(line.text + b"\n" for line in kept))
-        del f
     return dropped
