@@ -20,7 +20,10 @@ function render({ model, el }) {
   el.append(root);
 
   const show = () => {
+    // A redraw replaces the table: the focused row keeps its focus in the new one.
+    const focused = body.contains(document.activeElement) ? document.activeElement.dataset?.item : undefined;
     body.innerHTML = model.get("html");
+    if (focused !== undefined) body.querySelector(`[data-item="${focused}"]`)?.focus();
     const stopping = !!model.get("stopping");
     stop.disabled = stopping || !!model.get("ended");
     stop.textContent = stopping ? "Stopping\u2026" : "Stop";
@@ -30,9 +33,17 @@ function render({ model, el }) {
     detail.innerHTML = html ? `<div><button type="button" class="agl-map-close">Close</button></div>${html}` : "";
   };
   stop.addEventListener("click", () => model.send({ kind: "stop" }));
-  body.addEventListener("click", (event) => {
+  const open = (event) => {
     const row = event.target.closest("[data-item]");
     if (row) model.send({ kind: "open", index: Number(row.dataset.item) });
+  };
+  body.addEventListener("click", open);
+  // A row is focusable (Tab): Enter opens it, and the key is the view's, not a notebook shortcut.
+  body.addEventListener("keydown", (event) => {
+    if (event.key !== "Enter" || !event.target.closest("[data-item]")) return;
+    event.preventDefault();
+    event.stopPropagation();
+    open(event);
   });
   detail.addEventListener("click", (event) => {
     if (event.target.closest(".agl-map-close")) model.send({ kind: "close" });

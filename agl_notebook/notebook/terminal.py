@@ -2,7 +2,8 @@
 
 Where widgets cannot take the answer, it says so rather than hang: in a headless run (nbclient, nbval: no person,
 ``allow_stdin`` false) a live question takes the next of the answers given in ``AGL_NOTEBOOK_ANSWERS`` (a JSON list,
-what ``agl-notebook execute --answers`` sets) and is a `NoAnswerError` naming it without them; on kernels older
+what ``agl-notebook execute --answers`` sets; a ``run.map`` item's from the object keyed by map, item and question
+given there instead, never in order: docs/map.md) and is a `NoAnswerError` naming it without them; on kernels older
 than ipykernel 7.4 an awaiting cell does not receive widget messages (7.4 is the first to dispatch comm messages
 while an async cell awaits; 7.0-7.3 do only where JupyterLab routes widget comms over a subshell), so the question
 is asked on the kernel's stdin instead (``input()``, which JupyterLab and Notebook 7 show as a prompt).

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from .._protocols import implements
 from .._scope import CANCELLED_BY_INTERRUPT, current_scope
 from ..errors import MissingCredentialsError, ReplayMissError, warn
 from ..events import StepFailed, StepReplayed, StepStarted, input_label
@@ -139,7 +140,7 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
 
                 scope.on_waiting = keep_partial
             try:
-                if partial is not None and isinstance(unit, Resumable):
+                if partial is not None and implements(unit, Resumable):
                     waited = True
                     outcome = await unit.resume(partial)
                 else:
@@ -192,7 +193,7 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
 
 def _partials(unit: Unit[Out], store: Store, mode: Mode) -> tuple[PartialStore, Resumable[Out]] | None:
     """Where a waiting step keeps its partial record, if it keeps one (docs/recordings.md, "Partial records")."""
-    if mode == "off" or not isinstance(unit, Resumable) or not isinstance(store, PartialStore):
+    if mode == "off" or not implements(unit, Resumable) or not implements(store, PartialStore):
         return None
     return store, unit
 

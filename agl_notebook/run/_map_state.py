@@ -285,7 +285,11 @@ def render_map_html(state: MapState, *, clickable: bool = False) -> str:
         out.append("</tr></thead><tbody>")
         for item in rows:
             tint = "" if item.status == "done" else f"background:{_BAD}"
-            mark = f' data-item="{item.index}" style="cursor:pointer;{tint}"' if clickable else f' style="{tint}"'
+            mark = (
+                f' data-item="{item.index}" tabindex="0" title="Open this item\'s step" style="cursor:pointer;{tint}"'
+                if clickable
+                else f' style="{tint}"'
+            )
             out.append(f"<tr{mark}>" + "".join(f'<td style="{_TD}">{_esc(c)}</td>' for c in row_cells(state, item)))
             out.append("</tr>")
         out.append("</tbody></table></div>")
@@ -294,7 +298,7 @@ def render_map_html(state: MapState, *, clickable: bool = False) -> str:
     if failures:
         out.append(f'<div style="{_HEAD}">Failures after the first {ROWS} inputs:</div><ul style="{_LIST}">')
         for item in failures:
-            mark = f' data-item="{item.index}" style="cursor:pointer"' if clickable else ""
+            mark = f' data-item="{item.index}" tabindex="0" style="cursor:pointer"' if clickable else ""
             out.append(f"<li{mark}>{item.index}: {_esc(_error_text(item))}</li>")
         out.append("</ul>")
     more = sum(1 for item in state.failures if item.index >= ROWS) - len(failures)

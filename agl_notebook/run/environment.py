@@ -67,6 +67,9 @@ class Environment(Protocol):
         """What services the frontend's messages while a synchronous call blocks (None: nothing to service)."""
         ...
 
+    # An environment may also draw maps: ``map_view(role) -> MapView`` (the notebook's does); `run.map` asks for it
+    # with getattr, so an environment without it (a test's) still is one.
+
 
 def current_environment() -> Environment | None:
     """The environment a new Run runs in: the notebook's inside a Jupyter kernel, else None."""

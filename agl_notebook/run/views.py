@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from .._protocols import implements
 from ..events import Event
 from ..replay.records import StepRecord
 
@@ -79,6 +80,5 @@ def emit_to(view: StepView, rest: EventSink) -> EventSink:
 
 def show_miss(view: StepView | None, miss: Miss) -> None:
     """Tell a view that can show it why a step runs live."""
-    # None first: a protocol isinstance check costs microseconds, and most steps outside a notebook have no view.
-    if view is not None and isinstance(view, MissView):
+    if view is not None and implements(view, MissView):
         view.show_miss(miss)

@@ -99,3 +99,32 @@ def test_a_map_s_question_and_approval_are_answered_in_its_view_and_it_replays_a
     nb.wait_cells_done_without_question(what="Run All after the restart")
     assert nb.output_text(CALLS_CELL).strip() == "0", "every item replayed: no request"
     assert map_text(nb) == final
+
+
+SLOW_CELLS = [
+    SETUP.replace("await asyncio.sleep(0.05)", "await asyncio.sleep(0.3)"),
+    "run = Run(model=MODEL)\nresults = await run.map(worker, TASKS[8:23], concurrency=2)",
+]
+
+
+def test_a_row_opens_its_item_s_step_and_stop_keeps_the_finished_items(jupyter: Jupyter) -> None:
+    jupyter.server.write_notebook("map_stop.ipynb", SLOW_CELLS)
+    nb = jupyter.open("map_stop.ipynb", ui="lab")
+    nb.run_all()
+    row = nb.output(MAP_CELL).locator('.agl-map-live tr[data-item="0"]')
+    nb.wait_visible(row, "the first finished item's row in the live table", QUESTION)
+    row.click(timeout=UI_ACTION * 1000)
+    detail = nb.output(MAP_CELL).locator(".agl-map-detail")
+    nb.wait_until(lambda: "task 8: done" in detail.inner_text(), "the item's step under the table", UI_ACTION)
+    assert "report" in detail.inner_text()
+    nb.shot("map-row-opened")
+    detail.get_by_role("button", name="Close").click(timeout=UI_ACTION * 1000)
+    nb.wait_until(lambda: detail.inner_text().strip() == "", "the opened step to close", UI_ACTION)
+    nb.output(MAP_CELL).locator('.agl-map-live tr[data-item="1"]').focus(timeout=UI_ACTION * 1000)
+    nb.page.keyboard.press("Enter")  # a row opens from the keyboard too
+    nb.wait_until(lambda: "task 9: done" in detail.inner_text(), "the second item's step, opened with Enter", UI_ACTION)
+    nb.output(MAP_CELL).get_by_role("button", name="Stop").click(timeout=UI_ACTION * 1000)
+    nb.wait_cells_done(what="the stopped map to end")
+    final = map_text(nb)
+    assert "items (stopped)" in final and "not run" in final, final
+    assert "task 8: done" in final

@@ -172,3 +172,19 @@ def test_a_saved_map_replays_in_a_fresh_kernel_with_no_request_and_the_same_view
     assert recorded[2][0]["text"] == "20\n" and replayed[2][0]["text"] == "0\n"  # no request the second time
     assert replayed[1][0]["data"] == recorded[1][0]["data"]
     assert replayed[1][0]["data"]["text/plain"].startswith("map 'summarizer' of role 'summarizer': 20 items: 20 done")
+
+
+def test_map_sync_runs_from_a_synchronous_cell_with_its_live_view(kernel: Kernel) -> None:
+    kernel.run("HANG.clear()")
+    msg_id = kernel.execute(
+        "run = Run(model=AnthropicModel(client=client))\n"
+        "results = run.map_sync(summarizer, INPUTS[:5], concurrency=2)\n"
+        "print([r.summary for r in results])",
+        cell_id="sync-cell",
+    )
+    reply = kernel.wait_reply(msg_id)["content"]
+    assert reply["status"] == "ok", reply
+    assert kernel.stream(msg_id) == str([f"about t{i}" for i in range(5)]) + "\n"
+    final = kernel.step_display(msg_id)
+    assert WIDGET_MIME not in final["data"] and len(final["metadata"]["agl_notebook"]["records"]) == 5
+    assert kernel.widgets == {}

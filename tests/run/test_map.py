@@ -280,3 +280,31 @@ async def test_ordered_scripted_answers_are_refused_inside_a_map() -> None:
     assert "a map's items ask in no fixed order" in str(results.failures[0].error)
     active[0] = Run(model=script, answers=lambda screen: "Monday")  # a function of the screen is fine
     assert not [f for f in (await active[0].map(asker, texts(1))).failures if isinstance(f.error, InputError)]
+
+
+async def test_an_empty_map_returns_no_results() -> None:
+    results = await Run(model=model(Script())).map(ROLE, [])
+    assert len(results) == 0 and results.mean_score is None
+    assert repr(results).startswith("map 'summarizer' of role 'summarizer': 0 items: 0 done, 0 failed")
+
+
+def test_the_static_table_caps_its_rows_and_failures() -> None:
+    from agl_notebook.run._map_state import FAILURES, ROWS, render_map_html, render_map_text
+
+    items = [MapItem(i, Query(f"t{i}"), {"text": f"t{i}"}) for i in range(200)]
+    state = MapState("m", "summarizer", items, fields=("summary",), state="finished")
+    for item in items:
+        if item.index % 5 == 4:
+            item.status, item.error = "failed", RoleIncompleteError("gave up", role="summarizer", transcript=())
+            state.failed += 1
+            state.failures.append(item)
+        else:
+            item.status, item.result_json = "done", {"summary": "x" * 100}
+            state.done += 1
+    text = render_map_text(state)
+    rows = [line for line in text.splitlines() if line.split(" | ")[0].isdigit()]
+    assert len(rows) == ROWS and all(len(cell) <= 60 for line in rows for cell in line.split(" | "))
+    listed = [line for line in text.splitlines() if line.split(":")[0].isdigit()]
+    assert len(listed) == FAILURES and listed[0].startswith("54: failed: RoleIncompleteError: gave up")
+    assert text.endswith(f"... and {30 - FAILURES} more failures")
+    assert f"and {30 - FAILURES} more failures" in render_map_html(state)
