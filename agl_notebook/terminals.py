@@ -37,7 +37,11 @@ class Terminal:
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
 
     async def show(self, screen_fn: Callable[..., Screen[T]], /, **kwargs: Any) -> T:
-        """Show the screen ``screen_fn(**kwargs)`` and return the answer (a tuple for several inputs)."""
+        """Show the screen ``screen_fn(**kwargs)`` and return the answer (a tuple for several inputs).
+
+        In a step resumed from a partial record, a question its call asked before is answered from the record
+        without being shown (docs/recordings.md, "Partial records").
+        """
         __tracebackhide__ = True  # IPython shows the screen function's and the answering code's frames, not these
         screen = screen_fn(**kwargs)
         if not isinstance(screen, Screen):
@@ -52,10 +56,10 @@ class Terminal:
         if answer is _NONE:
             import asyncio  # here, not at the top: it costs a quarter of `import agl_notebook` otherwise
 
+            if scope is not None:  # waiting for another step's prompt to be answered is waiting for a person too
+                scope.begin_waiting("question", person=self.asks_a_person("question"))
             loop = asyncio.get_running_loop()
             async with self._locks.setdefault(loop, asyncio.Lock()):
-                if scope is not None:
-                    scope.begin_waiting("question", person=self.asks_a_person("question"))
                 answer = await self.ask(screen)
         as_json = screen.answer_json(answer)
         if scope is not None:
@@ -71,10 +75,10 @@ class Terminal:
             scope.emit(ApprovalRequested(request.tool, request.tool_call_id, request.arguments))
         import asyncio
 
+        if scope is not None:
+            scope.begin_waiting("approval", person=self.asks_a_person("approval"))
         loop = asyncio.get_running_loop()
         async with self._locks.setdefault(loop, asyncio.Lock()):
-            if scope is not None:
-                scope.begin_waiting("approval", person=self.asks_a_person("approval"))
             decision = await self.ask_approval(request)
         if scope is not None:
             scope.decisions.append(decision)

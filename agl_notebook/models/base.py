@@ -107,16 +107,20 @@ ModelEvent: TypeAlias = TextDelta | ToolCall | TurnEnd
 class Model(Protocol):
     """A model backend.
 
-    Besides these two methods a backend may declare two capabilities as attributes, read only through
-    `model_network` and `model_intercepts_markup` (each has a default, so a backend written before them, or one
-    that needs neither, still is a `Model`):
+    Besides these two methods a backend may declare capabilities as attributes, read only through `model_network`,
+    `model_intercepts_markup` and `model_batched` (each has a default, so a backend written before them, or one
+    that needs none, still is a `Model`):
 
     - ``network: bool`` (default True): a reply reaches the network. False (a `ScriptedModel`) lets a step run live
       where model calls are blocked.
     - ``intercept_markup: bool`` (default True): tool calls the model writes as text markup are turned into calls.
+    - ``batched: bool`` (default False): its requests go through the Message Batches
+      API, so a Run's account reserves and settles them at the batch price.
 
-    And one method, read through `model_engine_record`: ``engine_record() -> JsonObject | None`` (default None),
-    what answered the running step besides the backend, kept in its record and never fingerprinted.
+    And two methods, read through `model_engine_record` and `model_batched_usage` (default None each):
+    ``engine_record() -> JsonObject | None``, what answered the running step besides the backend, kept in its record
+    and never fingerprinted; ``batched_usage() -> Usage | None``, the part of the running step's usage answered
+    through the Message Batches API, so billed at the batch price (docs/cost.md).
     """
 
     def backend_id(self, model: str) -> str:
@@ -149,6 +153,18 @@ def model_engine_record(model: object) -> JsonObject | None:
     engine_record = getattr(model, "engine_record", None)
     found = engine_record() if callable(engine_record) else None
     return cast(JsonObject, found) if isinstance(found, dict) else None
+
+
+def model_batched(model: object) -> bool:
+    """Whether ``model``'s requests are billed at the batch price (its declared ``batched``; False by default)."""
+    return bool(getattr(model, "batched", False))
+
+
+def model_batched_usage(model: object) -> Usage | None:
+    """What of the running step's usage ``model`` answered at the batch price (its ``batched_usage()``), or None."""
+    batched_usage = getattr(model, "batched_usage", None)
+    found = batched_usage() if callable(batched_usage) else None
+    return found if isinstance(found, Usage) else None
 
 
 def model_intercepts_markup(model: object) -> bool:

@@ -85,6 +85,8 @@ def message_events(message: Message) -> list[ModelEvent]:
     if stop is None or stop not in _STOP_REASONS:
         raise UpstreamUnexpected(f"The batch reply {message.id} ended with an unknown stop reason {stop!r}.")
     usage = message.usage
+    # What was written for an hour is billed at its own rate, as the live stream's usage tells it (docs/cost.md).
+    one_hour = getattr(usage.cache_creation, "ephemeral_1h_input_tokens", None)
     events.append(
         TurnEnd(
             stop,
@@ -93,6 +95,7 @@ def message_events(message: Message) -> list[ModelEvent]:
                 usage.output_tokens or 0,
                 usage.cache_creation_input_tokens or 0,
                 usage.cache_read_input_tokens or 0,
+                one_hour if isinstance(one_hour, int) else 0,
             ),
         )
     )

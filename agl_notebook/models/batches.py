@@ -71,6 +71,8 @@ class Participant:
         """For each of its requests answered so far, in order: the batch id, or ``live``."""
         self.live_usage = Usage()
         """The tokens of its requests answered live (``on_expired="live"``), priced at the live rate."""
+        self.batched_usage = Usage()
+        """The tokens of its requests answered by batches, priced at the batch rate."""
         self._engine = engine
         self._asked = 0
         self._waiting = 0
@@ -166,6 +168,8 @@ class Batches:
 
     network = True
     """Replies come from the API."""
+    batched = True
+    """Requests are billed at the batch price (a Run's account reserves and settles them so; docs/cost.md)."""
 
     def __init__(
         self,
@@ -284,6 +288,11 @@ class Batches:
         self._idle += 1
         return participant
 
+    def batched_usage(self) -> Usage | None:
+        """The part of the running step's usage answered by batches (billed at the batch price; None outside one)."""
+        participant = _current.get()
+        return participant.batched_usage if participant is not None and participant._engine is self else None
+
     def engine_record(self) -> JsonObject | None:
         """What answered the running step, for its record: its participant's batches (None outside one)."""
         participant = _current.get()
@@ -326,8 +335,11 @@ class Batches:
             pending.future.set_exception(events)
         else:
             pending.participant.answered_by.append(by)
+            usage = next(e.usage for e in events if isinstance(e, TurnEnd))
             if by == "live":
-                pending.participant.live_usage += next(e.usage for e in events if isinstance(e, TurnEnd))
+                pending.participant.live_usage += usage
+            else:
+                pending.participant.batched_usage += usage
             pending.future.set_result(events)
         self._changed()
 

@@ -133,13 +133,32 @@ class PriceTable:
             {**self._by_id, **rates}, as_of=as_of or self.as_of, source=self.source if source is None else source
         )
 
-    def record_cost(self, backend: str, usage: Usage) -> RecordedCost | None:
-        """The cost a record keeps for ``usage`` on ``backend``: None for a backend that is never billed."""
+    def record_cost(self, backend: str, usage: Usage, *, batched: Usage | None = None) -> RecordedCost | None:
+        """The cost a record keeps for ``usage`` on ``backend``: None for a backend that is never billed.
+
+        ``batched`` is the part of ``usage`` answered through the Message Batches API, priced with the batch
+        discount; the rest is priced at the live rates.
+        """
         if not self.priced(backend):
             return None
-        usd = self.cost(backend, usage)
+        rates = self.rates_for(backend)
+        if rates is None or batched is None:
+            usd = rates.cost(usage) if rates is not None else None
+        else:
+            usd = rates.batched().cost(batched) + rates.cost(_less(usage, batched))
         # Rounded to a hundred-millionth of a dollar, so the record holds no float noise.
         return RecordedCost(round(usd, 8) if usd is not None else None, self.as_of)
+
+
+def _less(usage: Usage, part: Usage) -> Usage:
+    """``usage`` without ``part`` (never below zero)."""
+    return Usage(
+        max(0, usage.input_tokens - part.input_tokens),
+        max(0, usage.output_tokens - part.output_tokens),
+        max(0, usage.cache_creation_input_tokens - part.cache_creation_input_tokens),
+        max(0, usage.cache_read_input_tokens - part.cache_read_input_tokens),
+        max(0, usage.cache_creation_1h_input_tokens - part.cache_creation_1h_input_tokens),
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,14 +94,7 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
             kept = found
             note_used(context.cell_id(), execution, found.id)
         elif mode == "replay" and partial is not None:
-            raise ReplayMissError(
-                f"The recording {partial.id} of {name!r} in {store!r} is partial: the step was waiting for "
-                f"{'a decision on' if partial.partial and partial.partial.on == 'approval' else 'an answer in'} "
-                f"its call to {partial.partial.tool if partial.partial else '?'!r} and never finished. Mode "
-                "'replay' never calls a model: run it in mode 'auto' to resume it.",
-                nearest=partial,
-                differing=(),
-            )
+            raise ReplayMissError(_partial_message(partial, name, where=repr(store)), nearest=partial, differing=())
         elif mode == "replay" and unfit_message is not None:
             raise ReplayMissError(
                 f"{unfit_message} Mode 'replay' never calls a model: run it in mode 'auto' or "
@@ -196,6 +189,17 @@ def _partials(unit: Unit[Out], store: Store, mode: Mode) -> tuple[PartialStore, 
     if mode == "off" or not implements(unit, Resumable) or not implements(store, PartialStore):
         return None
     return store, unit
+
+
+def _partial_message(record: StepRecord, name: str, *, where: str) -> str:
+    """What to say in mode ``replay`` of a partial record found for the step."""
+    waiting = record.partial
+    what = "a decision on" if waiting is not None and waiting.on == "approval" else "an answer in"
+    tool = waiting.tool if waiting is not None else "a tool"
+    return (
+        f"The recording {record.id} of {name!r} in {where} is partial: the step was waiting for {what} its call to "
+        f"{tool!r} and never finished. Mode 'replay' never calls a model: run it in mode 'auto' to resume it."
+    )
 
 
 def _ends_partial(error: BaseException, watch: object) -> bool:

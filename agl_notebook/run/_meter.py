@@ -17,7 +17,6 @@ is ever out, and what the Run spends never passes the budget by more than one re
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import threading
@@ -33,6 +32,8 @@ from ..models.base import (
     ModelRequest,
     TurnEnd,
     Usage,
+    model_batched,
+    model_batched_usage,
     model_engine_record,
     model_intercepts_markup,
     model_network,
@@ -180,6 +181,8 @@ class Meter:
                     self._worst += cost.worst
                     self._in_flight += 1
                     return Reservation(self, rates, cost, request)
+            import asyncio  # loaded already: a request is being made on a running loop
+
             await asyncio.sleep(_POLL)
 
     def wrap(self, model: Model) -> Model:
@@ -227,12 +230,19 @@ class MeteredModel:
         return self.model.backend_id(model)
 
     def engine_record(self) -> JsonObject | None:
-        """What answered besides the backend, as the wrapped model says (the batch engine's batches)."""
+        """The wrapped model's `model_engine_record` (what answered the step besides the backend)."""
         return model_engine_record(self.model)
+
+    def batched_usage(self) -> Usage | None:
+        """The wrapped model's `model_batched_usage` (what of the step was billed at the batch price)."""
+        return model_batched_usage(self.model)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """The wrapped model's reply, reserved before it is sent and settled with its usage at its end."""
-        reservation = await self.meter.reserve(self.model.backend_id(request.model), request)
+        # A model that answers through the Message Batches API is reserved and settled at the batch price.
+        reservation = await self.meter.reserve(
+            self.model.backend_id(request.model), request, batched=model_batched(self.model)
+        )
         began = False
         try:
             async for event in self.model.stream(request):

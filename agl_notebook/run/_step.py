@@ -24,6 +24,7 @@ from ..models.base import (
     ToolSpec,
     TurnEnd,
     Usage,
+    model_batched_usage,
     model_engine_record,
     model_intercepts_markup,
 )
@@ -264,7 +265,11 @@ class StepPlan:
             usage=outcome.usage,
             cell_id=cell_id,
             recorded_at=now(),
-            cost=self.prices.record_cost(self.backend, outcome.usage) if self.prices is not None else None,
+            cost=(
+                self.prices.record_cost(self.backend, outcome.usage, batched=model_batched_usage(self.model))
+                if self.prices is not None
+                else None
+            ),
             engine=model_engine_record(self.model),
         )
 

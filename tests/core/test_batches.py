@@ -20,9 +20,11 @@ import pytest
 from agl_notebook import Claude, Role, Run
 from agl_notebook.errors import BatchRequestError, InputError, MissingCredentialsError, UpstreamUnexpected
 from agl_notebook.loop import LoopOutcome
+from agl_notebook.models.base import Usage
 from agl_notebook.models.batch_replies import batch_statuses, cancel_batches
 from agl_notebook.models.batch_state import BatchState, custom_id
 from agl_notebook.models.batches import Batches, BatchStatus
+from agl_notebook.models.prices import Rates
 from agl_notebook.payloads import JsonObject
 from agl_notebook.replay.records import record_from_json
 from agl_notebook.replay.stores import MemoryStore
@@ -454,3 +456,30 @@ async def test_the_batches_of_a_saved_state_are_told_and_canceled() -> None:
     assert [len(b.requests) for b in fake.creations] == [4, 4, 4, 4]
     _, live_run = await run_live(FakeBatches(three_turns), inputs(4))
     assert records(run) == records(live_run)
+
+
+async def test_a_batched_step_is_recorded_and_spent_at_the_batch_price() -> None:
+    fake = FakeBatches(three_turns, polls=0, outcome=failing("expired", {"topic 1"}, times=9))
+    prices = {Claude.SONNET: Rates(3.0, 15.0, 3.75, 6.0, 0.30)}  # batch_discount: 0.5 unless given
+    _, batch_run = await run_batched(engine_for(fake, on_expired="live"), inputs(3), prices=prices)
+    _, live_run = await run_live(FakeBatches(three_turns), inputs(3), prices=prices)
+    rates = batch_run.meter.prices.rates_for(f"anthropic:{Claude.SONNET}")
+    assert rates is not None and rates.batch_discount == 0.5
+    by_topic = {r.input["text"]: r for r in batch_run.store.records()}  # type: ignore[call-overload, index]
+    live = {r.input["text"]: r for r in live_run.store.records()}  # type: ignore[call-overload, index]
+    for topic in ("topic 0", "topic 2"):
+        batched, alive = by_topic[topic], live[topic]
+        assert batched.usage == alive.usage
+        assert alive.cost is not None and alive.cost.usd == round(rates.cost(alive.usage), 8)
+        assert batched.cost is not None and batched.cost.usd == round(rates.batched().cost(batched.usage), 8)
+        assert batched.cost.usd == pytest.approx(alive.cost.usd / 2)
+    # Its first request expired and was answered live: that one at the live price, the other two at the batch price.
+    mixed = by_topic["topic 1"]
+    first = Usage(input_tokens=100, output_tokens=7)
+    rest = Usage(input_tokens=203, output_tokens=14, cache_read_input_tokens=180)
+    assert mixed.usage == first + rest
+    assert mixed.cost is not None and mixed.cost.usd == round(rates.cost(first) + rates.batched().cost(rest), 8)
+    # The Run's account reserved and settled every request through the engine at the batch price.
+    total = sum((r.usage for r in batch_run.store.records()), Usage())
+    assert batch_run.meter.spent_usd == pytest.approx(rates.batched().cost(total))
+    assert live_run.meter.spent_usd == pytest.approx(rates.cost(total))

@@ -263,3 +263,29 @@ def test_a_headless_run_keeps_no_partial_record(kernel: Kernel, notebook: Path) 
         allow_stdin=False,
     )
     assert "AGL_NOTEBOOK_ANSWERS" not in os.environ
+
+
+def test_a_notebook_saved_while_a_step_waited_resumes_headless_under_a_policy(kernel: Kernel, notebook: Path) -> None:
+    from agl_notebook.cli import main
+
+    folder, extension = notebook.parent, FakeExtension(kernel, notebook.name)
+    start(kernel, extension, MAIL_STEP)
+    kernel.comm_msg(approval_form(kernel, extension, "Minutes"), {"method": "custom", "content": {"kind": "approve"}})
+    approval_form(kernel, extension, "Budget")
+    extension.wait_for(lambda: partials(extension))
+    kernel.close()  # the laptop closed after the person saved: the file holds the partial record, the kernel is gone
+    nb = _nbformat.read(notebook, as_version=4)  # type: ignore[no-untyped-call]
+    nb.metadata["agl_notebook"] = extension.block
+    nb.cells = nb.cells[:2]
+    _nbformat.write(nb, notebook)  # type: ignore[no-untyped-call]
+
+    assert main(["execute", str(notebook), "--approvals", "approve", "--record"]) == 0
+    assert lines(folder, "requests.txt") == ["1", "3", "5"], "resumed: one request, for the report"
+    assert lines(folder, "handler.txt") == ["send_mail Minutes", "send_mail Budget"], "the finished call not again"
+    saved = _nbformat.read(notebook, as_version=4)  # type: ignore[no-untyped-call]
+    (record,) = saved.metadata["agl_notebook"]["records"]
+    assert "partial" not in record, "the finished record replaced the partial one"
+    assert [(d["decision"], d.get("by", "person")) for d in record["decisions"]] == [
+        ("approve", "person"),
+        ("approve", "setting"),
+    ]

@@ -18,6 +18,7 @@ import pytest
 
 from agl_notebook import (
     Approve,
+    Edit,
     Role,
     Run,
     Screen,
@@ -301,3 +302,120 @@ def test_a_partial_record_reads_back_as_written() -> None:
     assert record_from_json(data) == record
     with pytest.raises(Exception, match=r"record.partial.waiting: expected 'approval' or 'question', got 'lunch'"):
         record_from_json({**data, "partial": {"waiting": "lunch", "tool_call_id": "t", "tool": "plan"}})
+
+
+# An edited call whose handler then asks: resumed, the edit holds and nobody is asked to approve again --------------
+
+
+class Editor(Person):
+    """Edits the call (to Bergen, 2 days), then answers like a `Person`."""
+
+    async def ask_approval(self, request: ApprovalRequest) -> Decision:
+        self._note(f"approve {request.tool}")
+        return decide(request, Edit({"place": {"city": "Bergen"}, "days": 2}))
+
+
+async def test_a_call_edited_before_its_handler_asked_runs_edited_again_without_asking_to_approve(
+    tmp_path: Path,
+) -> None:
+    file, crashed = tmp_path / "records.json", tmp_path / "after-crash.json"
+    got: list[Forecast] = []
+    box: list[Run] = []
+
+    async def forecast(payload: Forecast) -> ToolResult:
+        got.append(payload)
+        units: str = await box[0].terminal.show(lambda: Screen("Which units?", [TextInput("Units")]))
+        return ToolResult(f"{payload.place.city} in {units}")
+
+    model = Counted([{"name": "weather", "args": OSLO}])
+    first = Editor()
+    box.append(Run(model=model.model, terminal=first, store=JsonFileStore(file)))
+    await wait_then_crash(box[0], weather_role(forecast), first, file, crashed)
+    assert first.asked == ["approve weather", "Which units?"]
+    (partial,) = saved(crashed)
+    assert partial.partial == Waiting("question", "toolu_00_0", "weather")
+    assert [d.decision for d in partial.decisions] == ["edit"]
+
+    got.clear()
+    again = Person(answers=("metric",))
+    box[0] = Run(model=model.model, terminal=again, store=JsonFileStore(crashed))
+    result = await box[0].step(weather_role(forecast), "Go")
+    assert again.asked == ["Which units?"], "the edit holds: nobody is asked to approve the call again"
+    assert [g.place.city for g in got] == ["Bergen"], "the handler got the edited payload again"
+    assert result is not None and result.text.startswith("The person edited your arguments before the call ran")
+    assert result.text.endswith("Bergen in metric")
+    (record,) = saved(crashed)
+    assert record.partial is None and [d.decision for d in record.decisions] == ["edit"]
+
+
+def test_recorded_answers_are_given_in_order_and_end_at_another_question() -> None:
+    from agl_notebook._scope import Question, StepScope
+
+    scope = StepScope("r", lambda e: None)
+    scope.resumed = {"c1": [Question("A?", ("a",), 1), Question("B?", ("b",), 2), Question("C?", ("c",), 3)]}
+    assert scope.resumed_answer("c1", "A?", ("a",)) == Question("A?", ("a",), 1)
+    assert scope.resumed_answer("c2", "B?", ("b",)) is None, "another call's answers are its own"
+    assert scope.resumed_answer("c1", "Changed?", ("b",)) is None, "a different question is asked"
+    assert scope.resumed_answer("c1", "C?", ("c",)) is None, "and every later one too"
+
+
+# The Anthropic backend, through the real client over the fake API ------------------------------------------------
+
+
+async def test_a_resumed_step_on_the_anthropic_backend_sends_its_first_live_request_with_the_whole_transcript(
+    tmp_path: Path,
+) -> None:
+    from agl_notebook.models.anthropic import AnthropicModel
+    from tests.support.anthropic_api import api, reply, use
+
+    file, crashed = tmp_path / "records.json", tmp_path / "after-crash.json"
+    oslo, bergen = json.dumps(OSLO), json.dumps(BERGEN)
+    first_api = api(
+        reply(use("toolu_a", "weather", oslo[:9], oslo[9:]), stop_reason="tool_use"),
+        reply(use("toolu_b", "weather", bergen), stop_reason="tool_use"),
+    )
+    handler = Weather()
+    person = Person(approve=1)
+    run = Run(
+        model=AnthropicModel(model="claude-test", client=first_api.client()), terminal=person, store=JsonFileStore(file)
+    )
+    await wait_then_crash(run, weather_role(handler), person, file, crashed)
+    assert len(first_api.requests) == 2
+
+    report = json.dumps({"text": "Bergen: sunny for 2 days"})
+    second_api = api(reply(use("toolu_c", "report", report), stop_reason="tool_use"))
+    handler.calls = []
+    again = Person(approve=1, counts=lambda: (len(second_api.requests), len(handler.calls)))
+    run = Run(
+        model=AnthropicModel(model="claude-test", client=second_api.client()),
+        terminal=again,
+        store=JsonFileStore(crashed),
+    )
+    result = await run.step(weather_role(handler), "Go")
+    assert again.at_ask == [(0, 0)], "no request and no handler call before the approval showed again"
+    assert result == Summary("Bergen: sunny for 2 days") and len(handler.calls) == 1
+    (body,) = second_api.bodies()
+    messages = body["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant", "user"]
+    assert [b["id"] for m in messages[1::2] for b in m["content"] if b["type"] == "tool_use"] == ["toolu_a", "toolu_b"]
+    assert [b["tool_use_id"] for m in messages[2::2] for b in m["content"] if b["type"] == "tool_result"] == [
+        "toolu_a",
+        "toolu_b",
+    ]
+    (record,) = saved(crashed)
+    assert record.partial is None and record.usage.input_tokens == 30, "the tokens of both runs"
+
+
+async def test_steps_waiting_together_each_keep_their_partial_record(tmp_path: Path) -> None:
+    # One prompt at a time: the second step waits for the first one's to be answered, which is waiting too.
+    file = tmp_path / "records.json"
+    person = Person()
+    run = Run(model=Counted([{"name": "weather", "args": OSLO}]).model, terminal=person, store=JsonFileStore(file))
+    tasks = [asyncio.ensure_future(run.step(weather_role(Weather()), label)) for label in ("Go", "Again")]
+    await asyncio.wait_for(person.waiting.wait(), 10)
+    await asyncio.sleep(0.05)
+    assert sorted(str(r.input) for r in saved(file) if r.partial is not None) == ["Again", "Go"]
+    assert person.asked == ["approve weather"], "the second step's prompt is not shown yet"
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)

@@ -81,9 +81,9 @@ def engine_for(fake: FakeBatches, **kwargs: Any) -> Batches:
 
 
 async def run_batched(
-    engine: Batches, queries: Sequence[Query], store: MemoryStore | None = None
+    engine: Batches, queries: Sequence[Query], store: MemoryStore | None = None, **options: Any
 ) -> tuple[list[LoopOutcome | BaseException], Run]:
-    run = Run(model=engine, store=store)
+    run = Run(model=engine, store=store, **options)
     participants = [engine.join(f"researcher/{q.text}") for q in queries]  # every one, before any starts
 
     async def one(participant: Participant, query: Query) -> LoopOutcome:
@@ -96,8 +96,10 @@ async def run_batched(
     return list(outcomes), run
 
 
-async def run_live(fake: FakeBatches, queries: Sequence[Query]) -> tuple[list[LoopOutcome | BaseException], Run]:
-    run = Run(model=AnthropicModel(client=fake.client()))
+async def run_live(
+    fake: FakeBatches, queries: Sequence[Query], **options: Any
+) -> tuple[list[LoopOutcome | BaseException], Run]:
+    run = Run(model=AnthropicModel(client=fake.client()), **options)
     outcomes = await asyncio.gather(*(run.step_outcome(RESEARCHER, q) for q in queries), return_exceptions=True)
     return list(outcomes), run
 
