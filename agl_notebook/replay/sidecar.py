@@ -171,6 +171,13 @@ class SidecarRead:
     unchanged: bool | None = None
     """Whether the beginning the naming covers checks out (None when read without a naming)."""
 
+    def latest(self, kind: str) -> dict[str, JsonValue] | None:
+        """The last line of ``kind`` as an object (another reader's state, appended whole each time), if any."""
+        for line in reversed(self.lines):
+            if line.kind == kind:
+                return _json_object(line.text)
+        return None
+
 
 def read_sidecar(path: Path, *, naming: SidecarNaming | None = None, key: str | None = None) -> SidecarRead:
     """Read a sidecar file: every line kept, the records read, each problem named with the file and line.
@@ -366,7 +373,7 @@ def rewrite_sidecar(read: SidecarRead, keep: Callable[[SidecarLine], bool]) -> i
     Done under the appenders' lock, so no line appended meanwhile is lost: lines appended since ``read`` are kept.
     A torn last line is kept too (ended with a newline): only ``keep`` drops anything.
     """
-    with _locked(read.path, read.key) as f:
+    with _locked(read.path, read.key):
         current = read_sidecar(read.path, key=read.key)
         known = {line.text for line in read.lines}
         kept = [line for line in current.lines if line.text not in known or keep(line)]
@@ -374,5 +381,4 @@ def rewrite_sidecar(read: SidecarRead, keep: Callable[[SidecarLine], bool]) -> i
         if dropped:
             head = (header_text(read.key) + "\n").encode("utf-8")
             write_atomically(read.path, head + b"".join(line.text + b"\n" for line in kept))
-        del f
     return dropped

@@ -122,6 +122,9 @@ def test_other_kinds_of_lines_are_kept_and_not_read_as_records_and_a_later_line_
         "step",
     ]
     assert len(read.problems) == 1 and "line 5" in read.problems[0] and "Skipped, kept as it is" in read.problems[0]
+    writer.append(['{"kind":"batch","state":{"id":"msgbatch_2"}}'])
+    assert read_sidecar(path, key="oracle-map").latest("batch") == {"kind": "batch", "state": {"id": "msgbatch_2"}}
+    assert read.latest("nothing") is None
 
 
 def test_a_file_that_is_not_this_maps_sidecar_is_refused_naming_it(tmp_path: Path) -> None:
