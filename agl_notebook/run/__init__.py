@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from .._scope import StepScope, current_scope
 from ..errors import InputError, at_call_site
@@ -36,6 +36,9 @@ from .environment import Environment, current_environment
 from .occurrences import Occurrences
 from .units import TapedUnit, UnitOutcome, Work
 from .views import EventSink, StepView, ViewFactory, emit_to
+
+if TYPE_CHECKING:
+    from ..models.batches import Batches
 
 __all__ = [
     "Comparison",
@@ -262,6 +265,7 @@ class Run:
         name: str | None = None,
         mode: Mode | None = None,
         view: MapView | None = None,
+        engine: Batches | None = None,
     ) -> MapResults:
         """Run ``role`` on every input (a list of payloads, or a pandas DataFrame whose columns name the fields).
 
@@ -283,6 +287,8 @@ class Run:
             name: Names the map's records (by default the role's name; docs/map.md, "The map's key").
             mode: The replay mode of every item (a Run's and the notebook's otherwise).
             view: What draws the map (in a notebook, its live view by default).
+            engine: A `Batches` engine: every item's requests go through the Message Batches API in waves, all
+                items at once (``concurrency`` and ``retries`` pace the live API only; docs/batches.md).
 
         Returns:
             The results in input order: each item's reported payload, or a `MapItemError`.
@@ -298,7 +304,7 @@ class Run:
             return self._plan_step(role, input, model, view=view, label=None, on_event=None)
 
         return await run_map(
-            MapHost(self.store, self._context(), self.mode, self._model_for, plan),
+            MapHost(self.store, self._context(), self.mode, self._model_for, plan, self.meter.wrap),
             self._resolve_role(role),
             inputs,
             concurrency=concurrency,
@@ -308,6 +314,7 @@ class Run:
             name=name,
             mode=mode,
             view=view,
+            engine=engine,
         )
 
     async def compare(
@@ -349,6 +356,7 @@ class Run:
         score: Callable[[Any, Any], float | int | bool] | None = None,
         name: str | None = None,
         mode: Mode | None = None,
+        engine: Batches | None = None,
     ) -> MapResults:
         """`map`, for code that cannot await (a synchronous cell or script); see `run_sync`."""
         __tracebackhide__ = True
@@ -363,6 +371,7 @@ class Run:
                 score=score,
                 name=name,
                 mode=mode,
+                engine=engine,
             )
 
         return at_call_site(self.run_sync, make)

@@ -4,7 +4,9 @@ Each item is exactly the step ``run.step(role, input)`` would be (the same finge
 input order), run through the one engine (`agl_notebook.run._engine.run_unit`) with the item's view and the map's
 store (``run.store.for_map(key)``), so a finished item replays with no model call and a failed one, never recorded,
 runs again. Items start in input order while fewer than the pacer's limit run (`agl_notebook.run._pacer`); a
-failure does not stop the others. See docs/map.md.
+failure does not stop the others. With ``engine=Batches(...)`` every item joins the engine as a participant (keyed
+by its record key) before any starts, and all start at once: the engine sends their requests in waves, one batch per
+wave (docs/batches.md). See docs/map.md.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .._map_scope import MapItemContext, current_map_item, current_pacer
 from ..errors import InputError, ItemNotRunError, RoleIncompleteError
-from ..models.base import Model, ModelEvent, ModelRequest, model_intercepts_markup
-from ..payloads import dump, payload_spec
+from ..models.base import Model, ModelEvent, ModelRequest, model_engine_record, model_intercepts_markup
+from ..payloads import JsonObject, dump, payload_spec
 from ..replay.modes import Mode, resolve_mode
 from ..roles import Role
 from ..transcript import Message
@@ -30,6 +32,7 @@ from ._step import check_input
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
+    from ..models.batches import Batches, Participant
     from ..replay.stores import Store
     from ._step import StepPlan
     from .views import StepView
@@ -66,6 +69,8 @@ class MapHost:
     mode: Mode | None
     model: Callable[[Role[Any]], tuple[Model, str]]
     plan: Callable[[Role[Any], object, tuple[Model, str], StepView | None], StepPlan]
+    wrap: Callable[[Model], Model] | None = None
+    """How a model passes the Run's account (an engine given to the map is wrapped so)."""
 
 
 async def run_map(
@@ -80,12 +85,17 @@ async def run_map(
     name: str | None,
     mode: Mode | None,
     view: MapView | None,
+    engine: Batches | None = None,
 ) -> MapResults:
     """`Run.map`: check everything, then run the items (see the module docstring)."""
     __tracebackhide__ = True
     values = _payloads(role, inputs)
     _check_options(concurrency, retries, on_error, score)
     model = run.model(role)
+    if engine is not None:
+        _check_engine(engine)
+        # The live model's id, and the engine's backend id is the live one's: the fingerprint stays the live one's.
+        model = (run.wrap(engine) if run.wrap is not None else engine, model[1])
     item_mode = resolve_mode(step=mode, run=run.mode)
     context = run.context
     env = context.environment
@@ -110,19 +120,29 @@ async def run_map(
     if view is not None:
         view.begin(state)
 
-    async def run_item(item: MapItem) -> None:
-        __tracebackhide__ = True
-        current_pacer.set(pacer)
-        current_map_item.set(MapItemContext(key, item.index, item.input_json))
+    def prepare(item: MapItem) -> tuple[_Tap, StepPlan]:
         tap = _Tap(model[0])
+        item_view = view.item_view(item) if view is not None else None
+        return tap, run.plan(role, item.value, (tap, model[1]), item_view)
+
+    async def run_item(item: MapItem, prepared: tuple[_Tap, StepPlan, Participant] | None = None) -> None:
+        __tracebackhide__ = True
+        if prepared is None:
+            current_pacer.set(pacer)  # a batch map's requests are paced by its engine, not by the live API's limit
+        current_map_item.set(MapItemContext(key, item.index, item.input_json))
         item.status = "running"
         state.running += 1
         if view is not None:
             view.changed(item)
+        tap: _Tap | None = None
         try:
-            item_view = view.item_view(item) if view is not None else None
-            plan = run.plan(role, item.value, (tap, model[1]), item_view)
-            outcome = await run_unit(plan, item_mode, item_context)
+            if prepared is None:
+                tap, plan = prepare(item)
+                outcome = await run_unit(plan, item_mode, item_context)
+            else:
+                tap, plan, participant = prepared
+                with participant:  # its requests join the engine's waves; it leaves when the step ends
+                    outcome = await run_unit(plan, item_mode, item_context)
             item.result, item.result_json = outcome.result, outcome.result_json
             item.tokens = outcome.usage.input_tokens + outcome.usage.output_tokens
             item.cost = plan.cost  # the record's, so a replay shows the dollars the live run left
@@ -134,12 +154,14 @@ async def run_map(
             state.tokens += item.tokens
         except Exception as e:
             item.error, item.status = e, "failed"
-            item.transcript = tuple(e.transcript) if isinstance(e, RoleIncompleteError) else tap.messages
+            messages = tap.messages if tap is not None else ()
+            item.transcript = tuple(e.transcript) if isinstance(e, RoleIncompleteError) else messages
             state.failed += 1
             state.failures.append(item)
         finally:
             state.running -= 1
-            pacer.end_item()
+            if prepared is None:
+                pacer.end_item()
             if item.status == "running":  # cancelled: an interrupt
                 item.status = "queued"
             if view is not None:
@@ -147,7 +169,13 @@ async def run_map(
 
     tasks: list[asyncio.Task[None]] = []
     try:
-        for item in state.items:
+        if engine is not None:
+            # Every item joins before any starts (a wave goes out once every participant waits on a request), and
+            # all start at once: the pacer's limit is the live API's; a waiting item costs a task, not a connection.
+            ready = [(item, *prepare(item)) for item in state.items]
+            joined = [(item, (tap, plan, engine.join(key))) for item, tap, plan, key in _with_keys(ready)]
+            tasks.extend(asyncio.ensure_future(run_item(item, prepared)) for item, prepared in joined)
+        for item in state.items[len(tasks) :]:
             await pacer.start_item()
             if view is not None and view.stop_requested:
                 pacer.end_item()
@@ -182,6 +210,22 @@ async def run_map(
             if item.status == "failed" and item.error is not None:
                 raise item.error
     return results
+
+
+def _with_keys(ready: list[tuple[MapItem, _Tap, StepPlan]]) -> Iterator[tuple[MapItem, _Tap, StepPlan, str]]:
+    """Each prepared item with its record key: its fingerprint's record id, identical steps numbered in input order."""
+    seen: dict[str, int] = {}
+    for item, tap, plan in ready:
+        base = plan.fingerprint.base
+        occurrence = seen[base] = seen.get(base, -1) + 1
+        yield item, tap, plan, plan.fingerprint.with_occurrence(occurrence)
+
+
+def _check_engine(engine: object) -> None:
+    from ..models.batches import Batches  # loaded already: the caller made one
+
+    if not isinstance(engine, Batches):
+        raise InputError(f"run.map(engine=...) takes a Batches engine (agl_notebook.models.batches), not {engine!r}.")
 
 
 def _not_run(key: str) -> str:
@@ -278,6 +322,9 @@ class _Tap:
 
     def backend_id(self, model: str) -> str:
         return self.model.backend_id(model)
+
+    def engine_record(self) -> JsonObject | None:
+        return model_engine_record(self.model)  # a batch map's step records the batches that answered it
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         self.messages = request.messages

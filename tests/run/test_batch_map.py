@@ -1,0 +1,99 @@
+"""`run.map(..., engine=Batches(...))`: a map's items answered in waves, through the real ``anthropic`` client.
+
+The batch endpoints (and the live Messages API, from the same script) are `tests/support/anthropic_batches.py`'s,
+over ``httpx2.MockTransport``: the SDK's own request building and JSON-lines decoding run.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from agl_notebook import Claude, Run
+from agl_notebook.errors import InputError
+from agl_notebook.models.anthropic import AnthropicModel
+from agl_notebook.models.batch_state import custom_id
+from agl_notebook.models.prices import Rates
+from agl_notebook.payloads import JsonObject
+from agl_notebook.replay.stores import MemoryStore
+from agl_notebook.run._map_state import MapResults
+from tests.support.anthropic_batches import FakeBatches
+from tests.support.batch_steps import RESEARCHER, engine_for, inputs, three_turns
+from tests.support.steps import Answer
+
+
+def map_records(run: Run) -> list[JsonObject]:
+    """The run's records as JSON, by id, without the time they were made and the engine that answered."""
+    out = []
+    for record in sorted(run.store.records(), key=lambda r: r.id):
+        data = record.to_json()
+        data.pop("recorded_at", None)
+        data.pop("engine", None)
+        out.append(data)
+    return out
+
+
+PRICES: dict[str, Rates] = {Claude.SONNET: Rates(3.0, 15.0, 3.75, 6.0, 0.30)}  # batch_discount: 0.5 unless given
+
+
+async def live_map(n: int, prices: Any = None, **options: Any) -> tuple[MapResults, Run, FakeBatches]:
+    fake = FakeBatches(three_turns)
+    run = Run(model=AnthropicModel(client=fake.client()), store=MemoryStore(), prices=prices)
+    return await run.map(RESEARCHER, inputs(n), **options), run, fake
+
+
+async def test_a_three_turn_role_over_2000_inputs_makes_three_batch_creations_and_equals_a_live_map() -> None:
+    fake = FakeBatches(three_turns, polls=1)
+    engine = engine_for(fake)
+    run = Run(store=MemoryStore())
+    results = await run.map(RESEARCHER, inputs(2000), engine=engine, concurrency=4)
+
+    # Every item joined before any started, and all ran at once (past the map's concurrency of 4): one wave per turn.
+    assert [len(b.requests) for b in fake.creations] == [2000, 2000, 2000]
+    assert engine.creations == 3 and fake.live == []
+    live, live_run, live_fake = await live_map(2000)
+    assert len(live_fake.live) == 6000
+    assert list(results) == list(live)
+    assert results[7] == Answer("topic 7: notes on topic 7 again")
+    assert not results.failures
+    assert map_records(run) == map_records(live_run)
+    assert {r["backend"] for r in map_records(run)} == {f"anthropic:{Claude.SONNET}"}
+    answered = {"engine": "batches", "answered_by": [b.id for b in fake.creations]}
+    assert all(r.engine == answered for r in run.store.records())
+    # Each request's custom_id derives from its item's record key (its record id) and its number in the step.
+    keys = {r.id for r in run.store.records()}
+    assert {a[0] for a in fake.creations[0].answers} == {custom_id(k, 1) for k in keys}
+
+
+async def test_a_batch_map_replays_with_no_batch_and_a_failed_item_runs_again() -> None:
+    fake = FakeBatches(three_turns, polls=0)
+    run = Run(store=MemoryStore())
+    first = await run.map(RESEARCHER, inputs(5), engine=engine_for(fake))
+    assert len(fake.creations) == 3
+    again = await Run(store=run.store).map(RESEARCHER, inputs(6), engine=engine_for(fake))
+    # The five recorded items replayed and left at once; only the sixth made requests.
+    assert [len(b.requests) for b in fake.creations[3:]] == [1, 1, 1]
+    assert list(again)[:5] == list(first)
+    assert [item.replayed for item in again.items] == [True] * 5 + [False]
+
+
+async def test_a_batch_map_is_recorded_at_the_batch_price_of_the_live_maps_transcripts() -> None:
+    fake = FakeBatches(three_turns, polls=0)
+    run = Run(store=MemoryStore(), prices=PRICES)
+    results = await run.map(RESEARCHER, inputs(3), engine=engine_for(fake))
+    live, live_run, _ = await live_map(3, PRICES)
+    assert run.meter.requests == live_run.meter.requests == 9
+    for batched, lv in zip(results.items, live.items, strict=True):
+        assert batched.cost is not None and lv.cost is not None and lv.cost.usd is not None
+        assert batched.cost.usd == pytest.approx(lv.cost.usd / 2)
+    assert run.meter.spent_usd == pytest.approx(live_run.meter.spent_usd / 2)
+
+
+async def test_an_engine_that_is_not_batches_is_an_input_error() -> None:
+    fake = FakeBatches(three_turns)
+    run = Run(model=AnthropicModel(client=fake.client()), store=MemoryStore())
+    with pytest.raises(InputError, match=r"run.map\(engine=...\) takes a Batches engine"):
+        await run.map(RESEARCHER, inputs(2), engine=json)  # type: ignore[arg-type]
+    assert fake.requests == []
