@@ -231,6 +231,7 @@ class Batches:
         self._wave_open = 0  # requests of the wave in flight still awaited by their steps
         self._scheduled = False
         self._created_at: dict[str, float] = {}
+        self._watchers: list[tuple[Callable[[JsonObject], object] | None, Callable[[BatchStatus], object] | None]] = []
 
     # --- the Model interface ---------------------------------------------------------------------------------------
 
@@ -297,6 +298,37 @@ class Batches:
     def state(self) -> JsonObject:
         """The engine's state as plain JSON (what ``on_state`` is given)."""
         return self._state.to_json()
+
+    def attach(
+        self,
+        saved: JsonValue | None,
+        *,
+        on_state: Callable[[JsonObject], object] | None = None,
+        on_status: Callable[[BatchStatus], object] | None = None,
+        where: str = "state",
+    ) -> Callable[[], None]:
+        """Take up a saved state and tell two more callbacks, until the function returned is called (run.map's).
+
+        The batches of ``saved`` (a state ``on_state`` was given, kept beside a notebook) join this engine's own, so
+        their requests are answered from them, never submitted again; ``on_state`` and ``on_status`` are told as
+        the engine's own are. ``where`` names the saved state in an error.
+
+        Raises:
+            InputError: ``saved`` is not an engine's state (the message names where).
+        """
+        if saved is not None:
+            known = {batch.id for batch in self._state.batches}
+            for batch in BatchState.from_json(saved, where=where).batches:
+                if batch.id not in known:
+                    self._state.add(batch)
+        watcher = (on_state, on_status)
+        self._watchers.append(watcher)
+
+        def detach() -> None:
+            if watcher in self._watchers:
+                self._watchers.remove(watcher)
+
+        return detach
 
     def _leave(self, participant: Participant) -> None:
         if self._participants.get(participant.key) is participant:
@@ -581,14 +613,17 @@ class Batches:
         return self._client
 
     def _persist(self) -> None:
-        if self._on_state is not None:
-            self._on_state(self._state.to_json())
+        state = self._state.to_json()
+        for on_state in (self._on_state, *(w[0] for w in self._watchers)):
+            if on_state is not None:
+                on_state(state)
 
     def _tell(self, wave: int, batch: MessageBatch) -> None:
         status = status_of(batch, wave)
         self.statuses[batch.id] = status
-        if self._on_status is not None:
-            self._on_status(status)
+        for on_status in (self._on_status, *(w[1] for w in self._watchers)):
+            if on_status is not None:
+                on_status(status)
 
     def __repr__(self) -> str:
         return f"Batches(model={self.model!r}, participants={len(self._participants)}, waves={self._wave})"

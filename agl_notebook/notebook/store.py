@@ -10,6 +10,7 @@ they are small, in the map's sidecar file past `AGL_NOTEBOOK_SIDECAR_BYTES` (doc
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -338,6 +339,45 @@ class NotebookMapStore:
             return
         self._writer = writer
         self.parent.release(self._kept)
+
+    def keep_line(self, kind: str, data: JsonObject) -> bool:
+        """Append ``data`` as one line of ``kind`` to the map's sidecar file, made now if missing.
+
+        A reader of its own keeps its state there (the Message Batches engine's); the map's records follow it into
+        the file. False when the notebook is not found or the file cannot be written (said in a warning).
+        """
+        path = self._path()
+        if path is None or self._inline_only:
+            return False
+        if self._writer is None and path.exists():
+            try:
+                read_sidecar(path, key=self.key)  # never a line appended to a file that is not this map's sidecar
+            except InputError as e:
+                self._inline_only = True
+                warn(
+                    f"The map {self.key!r} keeps nothing beside the notebook: {e} Nothing in it was changed.",
+                    RecordingWarning,
+                )
+                return False
+        try:
+            (self._writer or SidecarWriter(path, self.key)).append(
+                [json.dumps({**data, "kind": kind}, separators=(",", ":"))]
+            )
+        except OSError as e:
+            warn(
+                f"Not saved to {path}: {e}. The map goes on; what it wrote there is kept in this session only.",
+                RecordingWarning,
+            )
+            return False
+        if self._writer is None:
+            self._move(path)
+        return True
+
+    def latest_line(self, kind: str) -> JsonObject | None:
+        """The last line of ``kind`` in the map's sidecar file (`keep_line`'s), or None."""
+        path = self._path()
+        read = sidecar(path, key=self.key, missing_ok=True) if path is not None else None
+        return read.latest(kind) if read is not None else None
 
     def put_partial(self, record: StepRecord) -> None:
         """A waiting item's partial record is kept as a step's (never in the sidecar: it is small and soon replaced)."""

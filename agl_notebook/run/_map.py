@@ -46,6 +46,8 @@ DEFAULT_RETRIES = 4
 """How many times a map's request that failed transiently is retried by default."""
 MAX_RETRY_WAIT = 60.0
 """The longest a map's request waits before a retry, whatever ``retry-after`` asks."""
+ENGINE_STATE = "batch_state"
+"""The ``kind`` of a batch map's sidecar lines holding its engine's state (`Batches.state`)."""
 _KEY = re.compile(r"[^A-Za-z0-9_-]+")
 
 
@@ -114,6 +116,7 @@ async def run_map(
         scored=score is not None,
     )
     pacer = MapPacer(concurrency, retries, MAX_RETRY_WAIT)
+    detach = _keep_engine_state(engine, store) if engine is not None else None
     if view is None and env is not None:
         make = getattr(env, "map_view", None)  # an environment that draws maps (the notebook's)
         view = make(role) if make is not None else None
@@ -198,6 +201,8 @@ async def run_map(
             ) from None
         raise
     finally:
+        if detach is not None:
+            detach()
         for item in state.items[len(tasks) :]:
             item.status, item.error = "stopped", ItemNotRunError(_not_run(key))
         state.stopped = len(state.items) - len(tasks)
@@ -219,6 +224,21 @@ def _with_keys(ready: list[tuple[MapItem, _Tap, StepPlan]]) -> Iterator[tuple[Ma
         base = plan.fingerprint.base
         occurrence = seen[base] = seen.get(base, -1) + 1
         yield item, tap, plan, plan.fingerprint.with_occurrence(occurrence)
+
+
+def _keep_engine_state(engine: Batches, store: Store) -> Callable[[], None]:
+    """Re-attach the engine to the batches the map's sidecar names, and write its state there as batches are made.
+
+    Written as soon as a batch is created (and again when one ends), so a kernel that dies mid-wave leaves the batch
+    in the file: the cell run again re-attaches to it instead of creating it again (docs/batches.md). A store that
+    keeps no lines of its own (outside a notebook) keeps no state: the engine's own ``on_state`` is the way then.
+    """
+    keep = getattr(store, "keep_line", None)
+    latest = getattr(store, "latest_line", None)
+    saved = latest(ENGINE_STATE) if callable(latest) else None
+    where = f"{store!r}, the map's sidecar line {ENGINE_STATE!r}"
+    on_state = (lambda state: keep(ENGINE_STATE, {"state": state})) if callable(keep) else None
+    return engine.attach(saved.get("state") if saved is not None else None, on_state=on_state, where=where)
 
 
 def _check_engine(engine: object) -> None:

@@ -6,7 +6,9 @@ over ``httpx2.MockTransport``: the SDK's own request building and JSON-lines dec
 
 from __future__ import annotations
 
+import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,8 +18,12 @@ from agl_notebook.errors import InputError
 from agl_notebook.models.anthropic import AnthropicModel
 from agl_notebook.models.batch_state import custom_id
 from agl_notebook.models.prices import Rates
+from agl_notebook.notebook import store as store_module
+from agl_notebook.notebook.store import NotebookStore
 from agl_notebook.payloads import JsonObject
+from agl_notebook.replay.sidecar import header_text, read_sidecar
 from agl_notebook.replay.stores import MemoryStore
+from agl_notebook.run._map import ENGINE_STATE
 from agl_notebook.run._map_state import MapResults
 from tests.support.anthropic_batches import FakeBatches
 from tests.support.batch_steps import RESEARCHER, engine_for, inputs, three_turns
@@ -97,3 +103,81 @@ async def test_an_engine_that_is_not_batches_is_an_input_error() -> None:
     with pytest.raises(InputError, match=r"run.map\(engine=...\) takes a Batches engine"):
         await run.map(RESEARCHER, inputs(2), engine=json)  # type: ignore[arg-type]
     assert fake.requests == []
+
+
+# --- The sidecar: re-attaching after a restart ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def fresh_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test is a new kernel: nothing recorded, nothing told."""
+    monkeypatch.setattr(store_module, "_kernel_session", store_module._KernelSession())
+    monkeypatch.delenv("AGL_NOTEBOOK_SIDECAR_BYTES", raising=False)
+
+
+def new_kernel(monkeypatch: pytest.MonkeyPatch, path: Path) -> NotebookStore:
+    """The store of a new kernel (a restart) running the notebook at ``path``."""
+    monkeypatch.setattr(store_module, "_kernel_session", store_module._KernelSession())
+    return NotebookStore(locate=lambda: path)
+
+
+def sidecar_states(path: Path) -> list[Any]:
+    read = read_sidecar(path, key="researcher")
+    return [json.loads(line.text)["state"] for line in read.lines if line.kind == ENGINE_STATE]
+
+
+async def test_a_restarted_kernel_re_attaches_to_the_wave_in_flight_from_the_sidecar(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_session: None
+) -> None:
+    notebook = tmp_path / "batch.ipynb"
+    notebook.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": []}))
+    sidecar = tmp_path / "researcher.agl.jsonl"
+    fake = FakeBatches(three_turns, polls=3)
+    wave_two = asyncio.Event()
+
+    def created(state: JsonObject) -> None:
+        if len(fake.creations) == 2:
+            wave_two.set()
+
+    # The kernel dies while wave 2 is in flight: its batch was created, and the sidecar holds it already.
+    run = Run(store=new_kernel(monkeypatch, notebook))
+    task = asyncio.ensure_future(run.map(RESEARCHER, inputs(6), engine=engine_for(fake, on_state=created)))
+    await wave_two.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not fake.calls("POST", r".*/cancel")  # the batches go on
+    states = sidecar_states(sidecar)
+    assert [len(s["waves"]) for s in states][-1] == 2
+    assert fake.calls("POST", "/v1/messages/batches") == 2
+
+    # The cell run again in a new kernel, with a new engine: waves 1 and 2 from their batches, wave 3 created once.
+    engine = engine_for(fake)
+    results = await Run(store=new_kernel(monkeypatch, notebook)).map(RESEARCHER, inputs(6), engine=engine)
+    assert fake.calls("POST", "/v1/messages/batches") == 3 and engine.creations == 1
+    live, _, _ = await live_map(6)
+    assert list(results) == list(live)
+    assert [len(s["waves"]) for s in sidecar_states(sidecar)][-1] == 3
+    assert len(read_sidecar(sidecar, key="researcher").records) == 6  # a batch map's records follow its state
+
+    # Once more in a new kernel: every item replays from the sidecar, no batch is created or polled.
+    before = len(fake.requests)
+    again = await Run(store=new_kernel(monkeypatch, notebook)).map(RESEARCHER, inputs(6), engine=engine_for(fake))
+    assert list(again) == list(live) and all(item.replayed for item in again.items)
+    assert len(fake.requests) == before
+
+
+async def test_a_broken_state_in_the_sidecar_is_an_input_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_session: None
+) -> None:
+    notebook = tmp_path / "batch.ipynb"
+    notebook.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": []}))
+    sidecar = tmp_path / "researcher.agl.jsonl"
+    sidecar.write_text(
+        header_text("researcher") + "\n" + json.dumps({"kind": ENGINE_STATE, "state": {"format": 9}}) + "\n"
+    )
+    fake = FakeBatches(three_turns)
+    with pytest.raises(InputError, match=r"the map's sidecar line 'batch_state'.*format"):
+        await Run(store=new_kernel(monkeypatch, notebook)).map(RESEARCHER, inputs(2), engine=engine_for(fake))
+    assert fake.requests == []
+    assert sidecar.read_text().count("\n") == 2  # nothing written
