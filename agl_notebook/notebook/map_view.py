@@ -128,6 +128,10 @@ class NotebookMapView:
 
     def changed(self, item: MapItem) -> None:
         """Redraw within half a second (at most `REDRAWS_PER_SECOND` widget messages a second)."""
+        self.redraw()
+
+    def redraw(self) -> None:
+        """Redraw soon, coalesced as `changed` (a batch map's batch was polled)."""
         if self._widget is None or self._timer is not None:
             return
         wait = 1 / REDRAWS_PER_SECOND - (time.monotonic() - self._last_draw)
@@ -256,8 +260,9 @@ class NotebookMapView:
             f"{state.done} done, {state.failed} failed, {state.running} running, {state.queued} queued; "
             f"{state.tokens} tokens{_dollars(state)}; concurrency {state.limit}{left}{waiting}"
         )
+        batches = _batch_lines(state) if state.batched else ""
         return scrub_text(
-            bar + f"<div>{html.escape(line)}</div>" + render_map_html(state, clickable=True), self._secrets
+            bar + f"<div>{html.escape(line)}</div>" + batches + render_map_html(state, clickable=True), self._secrets
         )
 
     def _on_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
@@ -336,6 +341,26 @@ def _duration(seconds: float) -> str:
     if seconds < 5400:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+SHOWN_BATCHES = 6
+"""How many of a batch map's batches its live view lists (the latest)."""
+
+
+def _batch_lines(state: MapState) -> str:
+    """A batch map's estimate, its latest batches with their status and counts, and what an interrupt does."""
+    lines = [state.estimate] if state.estimate is not None else []
+    statuses = list(state.batches.values())
+    if len(statuses) > SHOWN_BATCHES:
+        lines.append(f"... {len(statuses) - SHOWN_BATCHES} earlier batches")
+    for status in statuses[-SHOWN_BATCHES:]:
+        counts = ", ".join(f"{n} {name}" for name, n in status.request_counts.items())
+        lines.append(f"wave {status.wave}: batch {status.batch_id} {status.processing_status}: {counts}")
+    lines.append(
+        "An interrupt stops the polling, not the batches: run the cell again to re-attach to them "
+        "(agl-notebook batches cancel NOTEBOOK cancels them)."
+    )
+    return "".join(f'<div class="agl-map-batch">{html.escape(line)}</div>' for line in lines)
 
 
 def _dollars(state: MapState) -> str:

@@ -304,7 +304,7 @@ class Run:
             return self._plan_step(role, input, model, view=view, label=None, on_event=None)
 
         return await run_map(
-            MapHost(self.store, self._context(), self.mode, self._model_for, plan, self.meter.wrap),
+            MapHost(self.store, self._context(), self.mode, self._model_for, plan, self.meter),
             self._resolve_role(role),
             inputs,
             concurrency=concurrency,

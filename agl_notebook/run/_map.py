@@ -18,20 +18,24 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._map_scope import MapItemContext, current_map_item, current_pacer
-from ..errors import InputError, ItemNotRunError, RoleIncompleteError
+from ..errors import BudgetExceededError, InputError, ItemNotRunError, RoleIncompleteError
 from ..models.base import Model, ModelEvent, ModelRequest, model_engine_record, model_intercepts_markup
+from ..models.prices import dollars
 from ..payloads import JsonObject, dump, payload_spec
 from ..replay.modes import Mode, resolve_mode
 from ..roles import Role
 from ..transcript import Message
 from ._engine import Context, run_unit
 from ._map_state import MapItem, MapResults, MapState, MapView, item_fields
+from ._meter import Meter, estimate
 from ._pacer import MAX_CONCURRENCY, MIN_CONCURRENCY, MapPacer
+from ._step import _tool_spec as _spec
 from ._step import check_input
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
+    from ..models.batch_replies import BatchStatus
     from ..models.batches import Batches, Participant
     from ..replay.stores import Store
     from ._step import StepPlan
@@ -71,8 +75,8 @@ class MapHost:
     mode: Mode | None
     model: Callable[[Role[Any]], tuple[Model, str]]
     plan: Callable[[Role[Any], object, tuple[Model, str], StepView | None], StepPlan]
-    wrap: Callable[[Model], Model] | None = None
-    """How a model passes the Run's account (an engine given to the map is wrapped so)."""
+    meter: Meter | None = None
+    """The Run's account: an engine given to the map passes it, and its first wave is estimated and budgeted by it."""
 
 
 async def run_map(
@@ -97,7 +101,7 @@ async def run_map(
     if engine is not None:
         _check_engine(engine)
         # The live model's id, and the engine's backend id is the live one's: the fingerprint stays the live one's.
-        model = (run.wrap(engine) if run.wrap is not None else engine, model[1])
+        model = (run.meter.wrap(engine) if run.meter is not None else engine, model[1])
     item_mode = resolve_mode(step=mode, run=run.mode)
     context = run.context
     env = context.environment
@@ -116,17 +120,32 @@ async def run_map(
         scored=score is not None,
     )
     pacer = MapPacer(concurrency, retries, MAX_RETRY_WAIT)
-    detach = _keep_engine_state(engine, store) if engine is not None else None
     if view is None and env is not None:
         make = getattr(env, "map_view", None)  # an environment that draws maps (the notebook's)
         view = make(role) if make is not None else None
-    if view is not None:
-        view.begin(state)
 
     def prepare(item: MapItem) -> tuple[_Tap, StepPlan]:
         tap = _Tap(model[0])
         item_view = view.item_view(item) if view is not None else None
         return tap, run.plan(role, item.value, (tap, model[1]), item_view)
+
+    joined: list[tuple[MapItem, tuple[_Tap, StepPlan, Participant]]] = []
+    detach: Callable[[], None] | None = None
+    if engine is not None:
+        state.batched = True
+        # Every item joins before any starts (a wave goes out once every participant waits on a request), and
+        # all start at once: the pacer's limit is the live API's; a waiting item costs a task, not a connection.
+        ready = [(item, *prepare(item)) for item in state.items]
+        detach = _keep_engine_state(engine, store, state, view)
+        try:
+            if run.meter is not None:
+                state.estimate = _first_wave(run.meter, ready, store)
+        except BaseException:
+            detach()
+            raise
+        joined = [(item, (tap, plan, engine.join(key))) for item, tap, plan, key in _with_keys(ready)]
+    if view is not None:
+        view.begin(state)
 
     async def run_item(item: MapItem, prepared: tuple[_Tap, StepPlan, Participant] | None = None) -> None:
         __tracebackhide__ = True
@@ -172,12 +191,7 @@ async def run_map(
 
     tasks: list[asyncio.Task[None]] = []
     try:
-        if engine is not None:
-            # Every item joins before any starts (a wave goes out once every participant waits on a request), and
-            # all start at once: the pacer's limit is the live API's; a waiting item costs a task, not a connection.
-            ready = [(item, *prepare(item)) for item in state.items]
-            joined = [(item, (tap, plan, engine.join(key))) for item, tap, plan, key in _with_keys(ready)]
-            tasks.extend(asyncio.ensure_future(run_item(item, prepared)) for item, prepared in joined)
+        tasks.extend(asyncio.ensure_future(run_item(item, prepared)) for item, prepared in joined)
         for item in state.items[len(tasks) :]:
             await pacer.start_item()
             if view is not None and view.stop_requested:
@@ -226,7 +240,39 @@ def _with_keys(ready: list[tuple[MapItem, _Tap, StepPlan]]) -> Iterator[tuple[Ma
         yield item, tap, plan, plan.fingerprint.with_occurrence(occurrence)
 
 
-def _keep_engine_state(engine: Batches, store: Store) -> Callable[[], None]:
+def _first_wave(meter: Meter, ready: list[tuple[MapItem, _Tap, StepPlan]], store: Store) -> str:
+    """The estimated cost of the first wave at the batch price (items with a record replay, free), as the view says.
+
+    Raises:
+        BudgetExceededError: The Run's budget cannot pay for it: nothing is created.
+    """
+    total, unpriced, requests = 0.0, 0, 0
+    for _, _, plan, key in _with_keys(ready):
+        if store.get(key) is not None:
+            continue
+        requests += 1
+        rates = meter.prices.rates_for(plan.backend)
+        if rates is None:
+            unpriced += 1
+            continue
+        tools = [*(_spec(t) for t in plan.tools), *([plan.reporting.spec] if plan.reporting is not None else [])]
+        request = ModelRequest(plan.model_id, plan.system, (plan.first_message,), tuple(tools), plan.role.max_tokens)
+        total += estimate(request, rates.batched()).likely
+    budget = meter.budget_usd
+    if budget is not None and meter.spent_usd + total > budget:
+        raise BudgetExceededError(
+            f"The first wave of this batch map ({requests} requests, estimated at {dollars(total)} at the batch "
+            f"price) would pass this Run's budget: spent {dollars(meter.spent_usd)} of {dollars(budget)}. No batch "
+            "was created; nothing was recorded.",
+            spent_usd=meter.spent_usd,
+            budget_usd=budget,
+            needed_usd=total,
+        )
+    text = f"first wave: {requests} requests, estimated {dollars(total)} at the batch price"
+    return text + (f" ({unpriced} with no price)" if unpriced else "")
+
+
+def _keep_engine_state(engine: Batches, store: Store, state: MapState, view: MapView | None) -> Callable[[], None]:
     """Re-attach the engine to the batches the map's sidecar names, and write its state there as batches are made.
 
     Written as soon as a batch is created (and again when one ends), so a kernel that dies mid-wave leaves the batch
@@ -238,7 +284,15 @@ def _keep_engine_state(engine: Batches, store: Store) -> Callable[[], None]:
     saved = latest(ENGINE_STATE) if callable(latest) else None
     where = f"{store!r}, the map's sidecar line {ENGINE_STATE!r}"
     on_state = (lambda state: keep(ENGINE_STATE, {"state": state})) if callable(keep) else None
-    return engine.attach(saved.get("state") if saved is not None else None, on_state=on_state, where=where)
+    redraw = getattr(view, "redraw", None)  # a view that draws the batches (the notebook's live one)
+
+    def on_status(status: BatchStatus) -> None:
+        state.batches[status.batch_id] = status
+        if callable(redraw):
+            redraw()
+
+    saved_state = saved.get("state") if saved is not None else None
+    return engine.attach(saved_state, on_state=on_state, on_status=on_status, where=where)
 
 
 def _check_engine(engine: object) -> None:

@@ -20,6 +20,7 @@ from ..models.prices import dollars as format_dollars
 from ..payloads import JsonObject, JsonValue
 
 if TYPE_CHECKING:
+    from ..models.batch_replies import BatchStatus
     from ..transcript import Message
     from .views import StepView
 
@@ -80,6 +81,12 @@ class MapState:
     state: Literal["running", "finished", "stopped", "interrupted"] = "running"
     failures: list[MapItem] = field(default_factory=list)
     """The failed items, in the order they failed."""
+    batched: bool = False
+    """Its items are answered through the Message Batches API (``engine=Batches(...)``; docs/batches.md)."""
+    estimate: str | None = None
+    """A batch map's estimated cost of its first wave at the batch price, as the live view shows it."""
+    batches: dict[str, BatchStatus] = field(default_factory=dict)
+    """A batch map's batches as last polled, by batch id (the live view shows them, never the static one)."""
 
     @property
     def total(self) -> int:

@@ -179,7 +179,8 @@ class Meter:
                         budget_usd=budget,
                         needed_usd=cost.likely,
                     )
-                if fits_worst or self._in_flight == 0:
+                # A batched request never waits for the ones in flight: they wait, in its wave, for it.
+                if fits_worst or self._in_flight == 0 or batched:
                     self._reserved += cost.likely
                     self._worst += cost.worst
                     self._in_flight += 1

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from agl_notebook import Claude, Run
-from agl_notebook.errors import InputError
+from agl_notebook.errors import BudgetExceededError, InputError
 from agl_notebook.models.anthropic import AnthropicModel
 from agl_notebook.models.batch_state import custom_id
 from agl_notebook.models.prices import Rates
@@ -181,3 +181,24 @@ async def test_a_broken_state_in_the_sidecar_is_an_input_error_naming_it(
         await Run(store=new_kernel(monkeypatch, notebook)).map(RESEARCHER, inputs(2), engine=engine_for(fake))
     assert fake.requests == []
     assert sidecar.read_text().count("\n") == 2  # nothing written
+
+
+# --- The budget ----------------------------------------------------------------------------------------------------
+
+
+async def test_a_first_wave_past_the_budget_creates_no_batch() -> None:
+    fake = FakeBatches(three_turns, polls=0)
+    run = Run(store=MemoryStore(), prices=PRICES, budget_usd=0.01)  # each first request's estimate: about $0.03
+    with pytest.raises(BudgetExceededError, match=r"first wave of this batch map \(4 requests, estimated at \$"):
+        await run.map(RESEARCHER, inputs(4), engine=engine_for(fake))
+    assert fake.requests == [] and run.store.records() == ()
+
+
+async def test_a_batch_map_within_its_budget_never_waits_on_the_worst_case() -> None:
+    # A budget the first wave fits by its estimate but not by its worst case: a live request would wait for the
+    # ones in flight, which in a batch wait for it; each is let through on its estimate instead.
+    fake = FakeBatches(three_turns, polls=0)
+    run = Run(store=MemoryStore(), prices=PRICES, budget_usd=0.15)  # four first requests: $0.124 likely, $0.18 worst
+    results = await asyncio.wait_for(run.map(RESEARCHER, inputs(4), engine=engine_for(fake)), 20)
+    assert not results.failures and len(fake.creations) == 3
+    assert run.meter.spent_usd <= 0.15
