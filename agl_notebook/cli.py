@@ -15,6 +15,8 @@
   writing nothing, and says which recording each step of CELL replays from, or why the first miss missed.
 - ``agl-notebook clear NOTEBOOK (--all | ID...)`` and ``agl-notebook gc NOTEBOOK [--unknown-too]`` remove
   recordings (given ones; or the ones no cell uses), with ``--dry-run``.
+- ``agl-notebook batches list|cancel NOTEBOOK``: the Message Batches of the notebook's batch maps, from the states
+  their sidecars keep, told or canceled (`._cli_batches`).
 
 Nothing is written unless everything before the write succeeded, and a write is atomic (a temporary file in the
 same folder, then `os.replace`), so a failure leaves the original file as it was.
@@ -38,6 +40,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
+from ._cli_batches import ClientFactory, batches_command
 from ._cli_report import (
     MIN_PREFIX,
     SHORT_ID,
@@ -74,8 +77,8 @@ class _Failed(Exception):
     """The execution failed; the message says where and why (exit code 1)."""
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit code."""
+def main(argv: list[str] | None = None, *, batch_client: ClientFactory | None = None) -> int:
+    """Run the command line; returns the exit code (``batch_client`` makes the client ``batches`` asks with)."""
     parser = _parser()
     try:
         args, extra = parser.parse_known_args(argv)
@@ -105,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
             return _clear(path, args.ids, everything=args.all, dry_run=args.dry_run)
         if args.command == "gc":
             return _gc(path, unknown_too=args.unknown_too, dry_run=args.dry_run)
+        if args.command == "batches":
+            return batches_command(args.action, path, read_notebook_json(path), say=_say, client=batch_client)
         return _consolidate(path)
     except InputError as e:
         _error(str(e))
@@ -247,6 +252,17 @@ def _parser() -> argparse.ArgumentParser:
         help="remove the recordings whose use is unknown (recorded without a cell id) too",
     )
     gc.add_argument("--dry-run", action="store_true", help="say what would be removed; write nothing")
+
+    batches = commands.add_parser(
+        "batches",
+        help="list or cancel the Message Batches of the notebook's batch maps",
+        description="Read the batch state each batch map keeps in its sidecar file (those the notebook names, "
+        "and the other sidecar files beside it), and ask the Message Batches API for each batch's status (list) "
+        "or cancel those in progress (cancel). Needs the API's credentials, as a live step does. A map run again "
+        "re-attaches to its batches; the requests of a canceled one are sent again. Nothing is written.",
+    )
+    batches.add_argument("action", choices=["list", "cancel"], help="list the batches, or cancel those in progress")
+    batches.add_argument("notebook", metavar="NOTEBOOK", help="the .ipynb file")
     return parser
 
 
