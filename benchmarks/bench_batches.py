@@ -19,7 +19,13 @@ Reported:
   everything the SDK holds (its copy of a create's requests, the encoded body). Goal: at most 300 MB. The peak
   resident growth of the first run, the fake's parsed batches included, is printed beside it.
 
-Run: ``.venv/bin/python benchmarks/bench_batches.py`` (``--items N`` to change the size).
+With ``--map`` the same inputs run as ``run.map(role, inputs, engine=Batches(...))`` in a notebook's store (outside a
+kernel: a notebook file in a temporary folder, the map's sidecar beside it, its headless view's final display
+captured): the map's own work (every item's plan before the first wave, the first wave's estimate, the engine's
+state written to the sidecar as each batch is created and ends) is counted too, and the notebook's growth (the
+display and its records block, which names the sidecar) and the sidecar's size are printed.
+
+Run: ``.venv/bin/python benchmarks/bench_batches.py`` (``--items N`` to change the size, ``--map``).
 """
 
 from __future__ import annotations
@@ -27,9 +33,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import json
 import os
 import resource
 import sys
+import tempfile
 import time
 import tracemalloc
 from pathlib import Path
@@ -39,11 +47,18 @@ sys.path.insert(0, str(ROOT))
 
 import httpx2  # noqa: E402
 
+from agl_notebook import Run  # noqa: E402
 from agl_notebook.loop import LoopOutcome  # noqa: E402
+from agl_notebook.models.batches import Batches  # noqa: E402
+from agl_notebook.notebook.map_view import NotebookMapView  # noqa: E402
+from agl_notebook.notebook.store import NotebookStore  # noqa: E402
 from tests.support.anthropic_batches import FakeBatches  # noqa: E402
-from tests.support.batch_steps import engine_for, inputs, run_batched, three_turns  # noqa: E402
+from tests.support.batch_steps import RESEARCHER, engine_for, inputs, run_batched, three_turns  # noqa: E402
+from tests.support.steps import Query  # noqa: E402
+from tests.support.widgets import FakeDisplay  # noqa: E402
 
 WAVES = 3
+SIZES: dict[str, int] = {}
 CPU_GOAL_MS = 1.0
 MEMORY_GOAL_MB = 300.0
 
@@ -75,7 +90,20 @@ def resident() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def one_map(items: int, *, trace: bool) -> tuple[float, float, float]:
+def through_map(engine: Batches, queries: list[Query], folder: Path) -> tuple[int, int, int]:
+    """The inputs as one batch map in a notebook's store: its failures, the notebook's growth, the sidecar's size."""
+    notebook = folder / "bench.ipynb"
+    notebook.write_text('{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": []}', encoding="utf-8")
+    display = FakeDisplay()
+    run = Run(store=NotebookStore(locate=lambda: notebook))
+    view = NotebookMapView(RESEARCHER, display=display, live=False)
+    results = asyncio.run(run.map(RESEARCHER, queries, engine=engine, view=view))
+    ((bundle, metadata),) = display.shown
+    growth = len(json.dumps({"data": bundle, "metadata": metadata}, ensure_ascii=False).encode("utf-8"))
+    return len(results.failures), growth, (folder / "researcher.agl.jsonl").stat().st_size
+
+
+def one_map(items: int, *, trace: bool, via_map: bool = False) -> tuple[float, float, float]:
     """Run the map once: its CPU time, the fake's, and the peak memory growth in MB.
 
     Traced (tracemalloc), the growth is the framework's alone: the highest memory traced outside the fake's handler,
@@ -90,14 +118,21 @@ def one_map(items: int, *, trace: bool) -> tuple[float, float, float]:
         tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0] if trace else resident()
     start = time.process_time()
-    outcomes, _ = asyncio.run(run_batched(engine, queries))
+    failed = 0
+    if via_map:
+        with tempfile.TemporaryDirectory() as folder:
+            failed, growth, sidecar = through_map(engine, queries, Path(folder))
+        SIZES.update(notebook=growth, sidecar=sidecar)
+    else:
+        outcomes = asyncio.run(run_batched(engine, queries))[0]
+        failed = sum(not isinstance(o, LoopOutcome) for o in outcomes)
     total = time.process_time() - start
     if trace:
         peak = max([*peaks, tracemalloc.get_traced_memory()[1]])
         tracemalloc.stop()
     else:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
-    assert all(isinstance(o, LoopOutcome) for o in outcomes), [o for o in outcomes if not isinstance(o, LoopOutcome)]
+    assert failed == 0, f"{failed} items failed"
     assert [b.size for b in fake.creations] == [items] * WAVES, [b.size for b in fake.creations]
     return total, spent[0], (peak - before) / 1e6
 
@@ -105,13 +140,18 @@ def one_map(items: int, *, trace: bool) -> tuple[float, float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=10_000)
+    parser.add_argument("--map", action="store_true", help="through run.map(..., engine=...) in a notebook's store")
     args = parser.parse_args()
     items = args.items
-    total, fake, resident_growth = one_map(items, trace=False)
+    total, fake, resident_growth = one_map(items, trace=False, via_map=args.map)
     framework = total - fake
     per = framework / (items * WAVES) * 1e3
-    _, _, memory = one_map(items, trace=True)
-    print(f"{items} items, {WAVES} waves, {WAVES} batches of {items} requests")
+    _, _, memory = one_map(items, trace=True, via_map=args.map)
+    how = "run.map in a notebook's store" if args.map else "steps under asyncio.gather"
+    print(f"{items} items, {WAVES} waves, {WAVES} batches of {items} requests ({how})")
+    if args.map:
+        print(f"notebook growth:         {SIZES['notebook'] / 1e3:8.1f} KB (goal <= 100 KB)")
+        print(f"sidecar:                 {SIZES['sidecar'] / 1e6:8.1f} MB (records and engine states)")
     print(f"CPU, whole map:          {total:8.2f} s")
     print(f"CPU, the fake's own:     {fake:8.2f} s")
     print(f"CPU, the framework:      {framework:8.2f} s = {per:.3f} ms per item per wave (goal <= {CPU_GOAL_MS} ms)")
