@@ -89,6 +89,13 @@ class BatchState:
         for cid in batch.requests:
             self._holding[cid] = batch
 
+    def merge(self, other: BatchState) -> None:
+        """Keep the batches of ``other`` not kept already (a saved state taken up by a running engine)."""
+        known = {batch.id for batch in self.batches}
+        for batch in other.batches:
+            if batch.id not in known:
+                self.add(batch)
+
     def holding(self, custom_id: str, digest: str) -> KnownBatch | None:
         """The batch that holds this very request, unless its result there was a failure (it is asked again)."""
         batch = self._holding.get(custom_id)

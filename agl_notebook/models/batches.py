@@ -307,28 +307,18 @@ class Batches:
         on_status: Callable[[BatchStatus], object] | None = None,
         where: str = "state",
     ) -> Callable[[], None]:
-        """Take up a saved state and tell two more callbacks, until the function returned is called (run.map's).
+        """Take up a saved state's batches; tell these callbacks too, until the function returned is called.
 
-        The batches of ``saved`` (a state ``on_state`` was given, kept beside a notebook) join this engine's own, so
-        their requests are answered from them, never submitted again; ``on_state`` and ``on_status`` are told as
-        the engine's own are. ``where`` names the saved state in an error.
+        run.map's: the state from its sidecar (``where`` names it in an error), its sidecar and its view told.
 
         Raises:
-            InputError: ``saved`` is not an engine's state (the message names where).
+            InputError: ``saved`` is not an engine's state.
         """
         if saved is not None:
-            known = {batch.id for batch in self._state.batches}
-            for batch in BatchState.from_json(saved, where=where).batches:
-                if batch.id not in known:
-                    self._state.add(batch)
+            self._state.merge(BatchState.from_json(saved, where=where))
         watcher = (on_state, on_status)
         self._watchers.append(watcher)
-
-        def detach() -> None:
-            if watcher in self._watchers:
-                self._watchers.remove(watcher)
-
-        return detach
+        return lambda: self._watchers.remove(watcher) if watcher in self._watchers else None
 
     def _leave(self, participant: Participant) -> None:
         if self._participants.get(participant.key) is participant:
