@@ -231,6 +231,7 @@ class Batches:
         self._wave_open = 0  # requests of the wave in flight still awaited by their steps
         self._scheduled = False
         self._created_at: dict[str, float] = {}
+        self._creating: set[asyncio.Future[str | None]] = set()  # creations in flight (shielded)
         self._watchers: list[tuple[Callable[[JsonObject], object] | None, Callable[[BatchStatus], object] | None]] = []
 
     # --- the Model interface ---------------------------------------------------------------------------------------
@@ -318,7 +319,20 @@ class Batches:
             self._state.merge(BatchState.from_json(saved, where=where))
         watcher = (on_state, on_status)
         self._watchers.append(watcher)
-        return lambda: self._watchers.remove(watcher) if watcher in self._watchers else None
+
+        def remove(_: object = None) -> None:
+            if watcher in self._watchers:
+                self._watchers.remove(watcher)
+
+        def detach() -> None:
+            # A creation shielded from an interrupt still ends: its batch is told to this watcher before it goes.
+            creating = [f for f in self._creating if not f.done()]
+            if creating:
+                asyncio.gather(*creating, return_exceptions=True).add_done_callback(remove)
+            else:
+                remove()
+
+        return detach
 
     def _leave(self, participant: Participant) -> None:
         if self._participants.get(participant.key) is participant:
@@ -436,7 +450,10 @@ class Batches:
         while chunks:
             chunk = chunks.pop(0)
             # Shielded: a batch the API created is in the state before an interrupt can land.
-            created = await asyncio.shield(self._create(client, wave, chunk))
+            creating = asyncio.ensure_future(self._create(client, wave, chunk))
+            self._creating.add(creating)
+            creating.add_done_callback(self._creating.discard)
+            created = await asyncio.shield(creating)
             if created is not None:
                 attached[created] = [pending for pending, *_ in chunk]
             del chunk  # the requests' parameters are the API's now: polling holds none of them

@@ -209,12 +209,20 @@ async def run_map(
         if env is not None and isinstance(e, KeyboardInterrupt | asyncio.CancelledError):
             from ..interrupts import StepInterrupted
 
+            batches = (
+                " Its batches go on: running the cell again re-attaches to them (agl-notebook batches cancel "
+                "NOTEBOOK cancels them)."
+                if engine is not None
+                else ""
+            )
             raise StepInterrupted(
                 f"The map {key!r} was interrupted: the {state.done} items that finished keep their records; "
-                f"run the cell again to run the other {state.total - state.done} (the finished ones replay)."
+                f"run the cell again to run the other {state.total - state.done} (the finished ones replay)." + batches
             ) from None
         raise
     finally:
+        for _, (_, _, participant) in joined:
+            participant.leave()  # one whose task was cancelled before it began never entered its block
         if detach is not None:
             detach()
         for item in state.items[len(tasks) :]:

@@ -11,12 +11,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anthropic
+import httpx2
 import pytest
 
 from agl_notebook import Claude, Run
 from agl_notebook.errors import BudgetExceededError, InputError
 from agl_notebook.models.anthropic import AnthropicModel
 from agl_notebook.models.batch_state import custom_id
+from agl_notebook.models.batches import Batches
 from agl_notebook.models.prices import Rates
 from agl_notebook.notebook import store as store_module
 from agl_notebook.notebook.store import NotebookStore
@@ -25,8 +28,9 @@ from agl_notebook.replay.sidecar import header_text, read_sidecar
 from agl_notebook.replay.stores import MemoryStore
 from agl_notebook.run._map import ENGINE_STATE
 from agl_notebook.run._map_state import MapResults
+from tests.support.anthropic_api import BASE_URL, KEY
 from tests.support.anthropic_batches import FakeBatches
-from tests.support.batch_steps import RESEARCHER, engine_for, inputs, three_turns
+from tests.support.batch_steps import RESEARCHER, engine_for, inputs, no_wait, three_turns
 from tests.support.steps import Answer
 
 
@@ -202,3 +206,57 @@ async def test_a_batch_map_within_its_budget_never_waits_on_the_worst_case() -> 
     results = await asyncio.wait_for(run.map(RESEARCHER, inputs(4), engine=engine_for(fake)), 20)
     assert not results.failures and len(fake.creations) == 3
     assert run.meter.spent_usd <= 0.15
+
+
+async def test_a_batch_created_as_the_map_is_interrupted_is_still_written_to_the_sidecar(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_session: None
+) -> None:
+    notebook = tmp_path / "batch.ipynb"
+    notebook.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": []}))
+    fake = FakeBatches(three_turns, polls=0)
+    asked, answer = asyncio.Event(), asyncio.Event()
+
+    async def slow_create(request: httpx2.Request) -> httpx2.Response:
+        if request.method == "POST" and request.url.path == "/v1/messages/batches":
+            asked.set()
+            await answer.wait()  # the API accepts the batch only after the interrupt
+        return fake.handle(request)
+
+    client = anthropic.AsyncAnthropic(
+        api_key=KEY, base_url=BASE_URL, http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(slow_create))
+    )
+    engine = Batches(client=client, poll_first=0.0, sleep=no_wait)
+    run = Run(store=new_kernel(monkeypatch, notebook))
+    task = asyncio.ensure_future(run.map(RESEARCHER, inputs(3), engine=engine))
+    await asyncio.wait_for(asked.wait(), 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    answer.set()
+    sidecar = tmp_path / "researcher.agl.jsonl"
+    for _ in range(100):  # the creation goes on after the interrupt: until it was told
+        if sidecar.exists() and sidecar_states(sidecar):
+            break
+        await asyncio.sleep(0.01)
+    (batch,) = fake.creations
+    (state,) = sidecar_states(sidecar)
+    assert [b["id"] for w in state["waves"] for b in w["batches"]] == [batch.id]
+
+    # Run again: the batch is attached to, not created again.
+    results = await Run(store=new_kernel(monkeypatch, notebook)).map(RESEARCHER, inputs(3), engine=engine_for(fake))
+    assert not results.failures and len(fake.creations) == 3
+    assert len(fake.creations[0].answers) == 3
+
+
+async def test_a_map_interrupted_before_its_items_began_leaves_the_engine_free() -> None:
+    fake = FakeBatches(three_turns, polls=0)
+    engine = engine_for(fake)
+    run = Run(store=MemoryStore())
+    task = asyncio.ensure_future(run.map(RESEARCHER, inputs(3), engine=engine))
+    await asyncio.sleep(0)  # the map joined its items and started their tasks, none of which ran yet
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # The same engine serves the next map: no participant of the first one holds its waves back.
+    results = await asyncio.wait_for(run.map(RESEARCHER, inputs(2), engine=engine, name="again"), 10)
+    assert not results.failures and len(fake.creations) == 3
