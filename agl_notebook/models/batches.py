@@ -77,6 +77,7 @@ class Participant:
         self._asked = 0
         self._waiting = 0
         self._left = False
+        self._parked = False
         self._tokens: list[Token[Participant | None]] = []
 
     @property
@@ -100,6 +101,13 @@ class Participant:
                 "cache_read_input_tokens": usage.cache_read_input_tokens,
             }
         return record
+
+    def park(self) -> None:
+        """Its step waits for a person (a question, an approval): the waves go on without it until it asks again."""
+        if not self._left and not self._parked:
+            self._parked = True
+            self._engine._wait(self, +1)  # counted as waiting: no wave waits for it
+            self._engine._changed()
 
     def leave(self) -> None:
         """Leave the engine's waves (done when the ``with`` block ends; leaving twice is nothing)."""
@@ -259,6 +267,9 @@ class Batches:
             raise InputError(
                 "Batches was given no model id: name one with @role(model=Claude.OPUS) or Batches(model=...)."
             )
+        if participant._parked:  # back from a person's answer: the next wave waits for it again
+            participant._parked = False
+            self._wait(participant, -1)
         participant._asked += 1
         number = participant._asked
         loop = asyncio.get_running_loop()

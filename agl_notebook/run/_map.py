@@ -144,6 +144,8 @@ async def run_map(
             detach()
             raise
         joined = [(item, (tap, plan, engine.join(key))) for item, tap, plan, key in _with_keys(ready)]
+        for _, (_, plan, participant) in joined:
+            _park_while_waiting(plan, participant)
     if view is not None:
         view.begin(state)
 
@@ -301,6 +303,18 @@ def _keep_engine_state(engine: Batches, store: Store, state: MapState, view: Map
 
     saved_state = saved.get("state") if saved is not None else None
     return engine.attach(saved_state, on_state=on_state, on_status=on_status, where=where)
+
+
+def _park_while_waiting(plan: StepPlan, participant: Participant) -> None:
+    """While the item waits for a person (a question, an approval), the waves go on without it (docs/batches.md)."""
+    before = plan.scope.on_waiting
+
+    def park() -> None:
+        if before is not None:
+            before()
+        participant.park()
+
+    plan.scope.on_waiting = park
 
 
 def _check_engine(engine: object) -> None:

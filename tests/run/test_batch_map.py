@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anthropic
 import httpx2
 import pytest
 
 from agl_notebook import Claude, Run
+from agl_notebook._scope import Decision
+from agl_notebook.approvals import ApprovalRequest, Approve, decide
 from agl_notebook.errors import BudgetExceededError, InputError
 from agl_notebook.models.anthropic import AnthropicModel
 from agl_notebook.models.batch_state import custom_id
@@ -28,10 +31,12 @@ from agl_notebook.replay.sidecar import header_text, read_sidecar
 from agl_notebook.replay.stores import MemoryStore
 from agl_notebook.run._map import ENGINE_STATE
 from agl_notebook.run._map_state import MapResults
+from agl_notebook.terminals import Terminal
+from agl_notebook.tools import Tool
 from tests.support.anthropic_api import BASE_URL, KEY
 from tests.support.anthropic_batches import FakeBatches
 from tests.support.batch_steps import RESEARCHER, engine_for, inputs, no_wait, three_turns
-from tests.support.steps import Answer
+from tests.support.steps import Answer, Query
 
 
 def map_records(run: Run) -> list[JsonObject]:
@@ -260,3 +265,51 @@ async def test_a_map_interrupted_before_its_items_began_leaves_the_engine_free()
     # The same engine serves the next map: no participant of the first one holds its waves back.
     results = await asyncio.wait_for(run.map(RESEARCHER, inputs(2), engine=engine, name="again"), 10)
     assert not results.failures and len(fake.creations) == 3
+
+
+# --- A person's answer inside a batch map ----------------------------------------------------------------------------
+
+
+class HeldApprovals(Terminal):
+    """A person who takes a while: each approval waits until the test lets it through."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = asyncio.Event()
+        self.answer = asyncio.Event()
+
+    async def ask_approval(self, request: ApprovalRequest) -> Decision:
+        self.asked.set()
+        await self.answer.wait()
+        return decide(request, Approve())
+
+
+async def test_an_item_waiting_for_a_person_is_parked_and_the_waves_go_on_without_it() -> None:
+    fake = FakeBatches(three_turns, polls=0)
+
+    def first_look_up_of_topic_0(query: Query, request: ApprovalRequest) -> Literal["ask", "approve"]:
+        return "ask" if query.text == "topic 0" else "approve"
+
+    tools = [
+        replace(t, approval=first_look_up_of_topic_0) if isinstance(t, Tool) and t.name == "look_up" else t
+        for t in RESEARCHER.tools
+    ]
+    role = replace(RESEARCHER, tools=tools)
+    person = HeldApprovals()
+    run = Run(store=MemoryStore(), terminal=person)
+    task = asyncio.ensure_future(run.map(role, inputs(4), engine=engine_for(fake)))
+    await asyncio.wait_for(person.asked.wait(), 10)
+    # While topic 0 waits for the person, the three others run their waves to the end.
+    for _ in range(200):
+        if len(run.store.records()) == 3:
+            break
+        await asyncio.sleep(0.01)
+    assert len(run.store.records()) == 3 and not task.done()
+    assert [len(b.requests) for b in fake.creations] == [4, 3, 3]
+    person.answer.set()
+    results = await asyncio.wait_for(task, 10)
+    assert not results.failures
+    # Approved, topic 0 asks again: its second and third requests go in waves of their own.
+    assert [len(b.requests) for b in fake.creations] == [4, 3, 3, 1, 1]
+    live, _, _ = await live_map(4)
+    assert list(results) == list(live)
