@@ -26,7 +26,6 @@ import contextvars
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -34,7 +33,8 @@ from .._secret_logs import scrub_logs
 from ..errors import BatchRequestError, InputError, UpstreamUnexpected
 from ..payloads import JsonObject, JsonValue
 from .anthropic import AnthropicModel, _client_from_environment, request_params
-from .base import ModelEvent, ModelRequest, TurnEnd, Usage
+from .base import ModelEvent, ModelRequest, TurnEnd
+from .batch_participant import Participant, current_participant
 from .batch_replies import BatchStatus, message_events, status_of
 from .batch_state import BatchState, KnownBatch, custom_id, request_digest
 
@@ -52,81 +52,6 @@ _BODY_FRAME = len(b'{"requests":[]}')
 _LIVE_AT_ONCE = 8  # expired requests run live this many at a time, so a large expiry does not burst the rate limit
 
 _Sized = tuple["_Request", int, str]  # a request to send, its encoded size and its digest
-
-_current: ContextVar[Participant | None] = ContextVar("agl_notebook_batch_participant", default=None)
-
-
-class Participant:
-    """One step whose requests go through a `Batches` engine; made by `Batches.join`.
-
-    Run the step inside it (``with participant: await run.step(...)``): its requests join the engine's waves, and
-    it leaves when the block ends, so waves no longer wait for it. Every participant's step runs on the event loop
-    the engine serves (not in `Run.step_sync`, which gives a step a loop of its own).
-    """
-
-    def __init__(self, engine: Batches, key: str) -> None:
-        self.key = key
-        """The caller's key for this step (a map item's record key); its requests' ``custom_id`` derive from it."""
-        self.answered_by: list[str] = []
-        """For each of its requests answered so far, in order: the batch id, or ``live``."""
-        self.live_usage = Usage()
-        """The tokens of its requests answered live (``on_expired="live"``), priced at the live rate."""
-        self.batched_usage = Usage()
-        """The tokens of its requests answered by batches, priced at the batch rate."""
-        self._engine = engine
-        self._asked = 0
-        self._waiting = 0
-        self._left = False
-        self._parked = False
-        self._tokens: list[Token[Participant | None]] = []
-
-    @property
-    def left(self) -> bool:
-        """The participant has left: its step ended (or it never will ask again)."""
-        return self._left
-
-    def engine_record(self) -> JsonObject:
-        """What answered this step, for its record (recorded, never fingerprinted).
-
-        ``{"engine": "batches", "answered_by": [...]}``, and ``live_usage`` (token counts) when some requests were
-        answered live: the rest of the step's usage was spent in batches.
-        """
-        record: JsonObject = {"engine": "batches", "answered_by": list(self.answered_by)}
-        if "live" in self.answered_by:
-            usage = self.live_usage
-            record["live_usage"] = {
-                "input_tokens": usage.input_tokens,
-                "output_tokens": usage.output_tokens,
-                "cache_creation_input_tokens": usage.cache_creation_input_tokens,
-                "cache_read_input_tokens": usage.cache_read_input_tokens,
-            }
-        return record
-
-    def park(self) -> None:
-        """Its step waits for a person (a question, an approval): the waves go on without it until it asks again."""
-        if not self._left and not self._parked:
-            self._parked = True
-            self._engine._wait(self, +1)  # counted as waiting: no wave waits for it
-            self._engine._changed()
-
-    def leave(self) -> None:
-        """Leave the engine's waves (done when the ``with`` block ends; leaving twice is nothing)."""
-        if not self._left:
-            self._left = True
-            self._engine._leave(self)
-
-    def __enter__(self) -> Participant:
-        if self._left:
-            raise InputError(f"The batch participant {self.key!r} has left; join the engine again for a new step.")
-        self._tokens.append(_current.set(self))
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        _current.reset(self._tokens.pop())
-        self.leave()
-
-    def __repr__(self) -> str:
-        return f"Participant({self.key!r}, asked={self._asked}, left={self._left})"
 
 
 @dataclass(eq=False)
@@ -256,7 +181,7 @@ class Batches:
             BatchRequestError: The request came back errored, expired or canceled after the retries, or invalid.
             UpstreamUnexpected: The reply cannot be read, or a batch vanished.
         """
-        participant = _current.get()
+        participant = current_participant.get()
         if participant is None or participant._engine is not self or participant.left:
             raise InputError(
                 "A request through Batches must come from a step run inside one of its participants: "
@@ -303,7 +228,7 @@ class Batches:
 
     def engine_record(self) -> JsonObject | None:
         """What answered the running step, for its record: its participant's batches (None outside one)."""
-        participant = _current.get()
+        participant = current_participant.get()
         return participant.engine_record() if participant is not None and participant._engine is self else None
 
     @property
