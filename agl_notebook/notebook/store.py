@@ -20,7 +20,7 @@ from ..errors import InputError, warn
 from ..payloads import JsonObject
 from ..replay.records import FORMAT, StepRecord, block_to_json
 from ..replay.sidecar import BLOCK_KEY, SidecarNaming, SidecarRead, SidecarWriter, file_name, line_text, read_sidecar
-from ..replay.stores import MapStore, RecordingWarning, scrubbed
+from ..replay.stores import MapStore, RecordingWarning, merge_records, scrubbed
 from . import _kernel
 from .frontend import link
 from .locate import locate, not_found_message, notebook_path
@@ -128,8 +128,13 @@ class NotebookStore:
         kept = scrubbed(record)
         _kernel_session.forgotten.discard(kept.id)
         _kernel_session.recorded.setdefault(_key(self._where()), {})[kept.id] = kept
+        had_partial = False
         for partials in _kernel_session.partials.values():
-            partials.pop(kept.id, None)
+            had_partial = partials.pop(kept.id, None) is not None or had_partial
+        if had_partial:
+            # A step's finished record replaces its partial one in the extension when its view hands it over; a map
+            # item's travels in the map's output instead, so the metadata's partial copy is dropped by name.
+            link().discard_partial(kept.id)
         return kept
 
     def put_partial(self, record: StepRecord) -> None:
@@ -174,7 +179,7 @@ class NotebookStore:
         if self._merged is not None and all(a is b for a, b in zip(self._merged[0], inputs, strict=True)):
             return self._merged[1]
         found = saved.records
-        merged = {**found, **unsaved} if unsaved else found
+        merged = merge_records(found, unsaved) if unsaved else found
         if frontend.answered and any(r.partial is not None and i not in unsaved for i, r in found.items()):
             # The frontend's model is newer than the file: a partial record it no longer holds was finished or
             # discarded since the file was saved.
@@ -186,7 +191,7 @@ class NotebookStore:
                 read = sidecar(path.parent / naming.file, naming=naming)
                 if read is not None:
                     beside.update(read.records)
-            merged = {**beside, **merged}  # the notebook's own records win over a sidecar's
+            merged = merge_records(beside, merged)  # the notebook's own records win over a sidecar's
         self._merged = (inputs, merged)
         return merged
 
@@ -285,8 +290,7 @@ class NotebookMapStore:
 
     def records(self) -> Sequence[StepRecord]:
         """The notebook's records, then the sidecar file's and this map's that it does not hold."""
-        merged = {**self._in_file(), **self._kept}
-        merged.update((r.id, r) for r in self.parent.records())
+        merged = merge_records(self._in_file(), self._kept, {r.id: r for r in self.parent.records()})
         return tuple(r for r in merged.values() if r.id not in _kernel_session.forgotten)
 
     def put(self, record: StepRecord) -> StepRecord:

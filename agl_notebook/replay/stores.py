@@ -8,7 +8,7 @@ person decides what to do with the file.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -87,6 +87,25 @@ class MapStore(Store, Protocol):
         the sidecar file that holds them.
         """
         ...
+
+
+def merge_records(*layers: Mapping[str, StepRecord]) -> dict[str, StepRecord]:
+    """The records of ``layers`` by id, a later layer's winning, except that a partial never replaces a finished one.
+
+    A step's partial record is always older than its finished record (the finished one replaces it when the step
+    ends), but the two can travel by different paths: a map item's partial record reaches the notebook metadata
+    through the extension while its finished record travels in the map's output, so whichever layer is read last,
+    the finished record is the one that is true.
+    """
+    merged: dict[str, StepRecord] = {}
+    for layer in layers:
+        for record_id, record in layer.items():
+            if record.partial is not None:
+                held = merged.get(record_id)
+                if held is not None and held.partial is None:
+                    continue
+            merged[record_id] = record
+    return merged
 
 
 def scrubbed(record: StepRecord, secrets: Iterable[str] = ()) -> StepRecord:
