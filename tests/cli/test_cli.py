@@ -15,8 +15,10 @@ from typing import Any
 
 import pytest
 
-from agl_notebook._cli_report import age
-from agl_notebook.cli import _explain_failure, _Progress, main
+from agl_notebook.cli import main
+from agl_notebook.cli.execute import _Progress
+from agl_notebook.cli.explain import _explain_failure
+from agl_notebook.cli.report import age
 from agl_notebook.models.base import Usage
 from agl_notebook.models.prices import PRICES, RecordedCost
 from agl_notebook.notebook.nbfile import METADATA_KEY, records_in_notebook
@@ -877,7 +879,7 @@ def test_a_notebook_file_name_and_errors_are_printed_inert(tmp_path: Path, capsy
 
 
 def test_explain_prints_what_the_kernel_sent_inert(capsys: pytest.CaptureFixture[str]) -> None:
-    from agl_notebook.cli import _explain_success
+    from agl_notebook.cli.explain import _explain_success
 
     assert (
         _explain_failure(

@@ -27,12 +27,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ._cli_sidecars import Sidecar
-from .errors import InputError
-from .models.prices import PriceTable, dollars
-from .notebook.nbfile import METADATA_KEY, outputs_metadata
-from .payloads import JsonObject
-from .replay.records import StepRecord, block_from_json, record_from_json
+from ..errors import InputError
+from ..models.prices import PriceTable, dollars
+from ..notebook.nbfile import METADATA_KEY, outputs_metadata
+from ..payloads import JsonObject
+from ..replay.records import StepRecord, block_from_json, record_from_json
+from .sidecars import Sidecar
 
 Status = Literal["used", "unused", "unknown"]
 
@@ -120,7 +120,7 @@ class Scan:
 def scan(nb: dict[str, Any], *, where: str, sidecars: Sequence[Sidecar] = ()) -> Scan:
     """Read and judge every recording in ``nb`` (a notebook as JSON; its metadata block is known to be usable).
 
-    ``sidecars``: the sidecar files it names, as read (`agl_notebook._cli_sidecars.sidecars_of`); their records are
+    ``sidecars``: the sidecar files it names, as read (`agl_notebook.cli.sidecars.sidecars_of`); their records are
     recordings of the notebook too.
     """
     found: dict[str, Recording] = {}
