@@ -145,7 +145,8 @@ class Meter:
     async def reserve(self, backend: str, request: ModelRequest, *, batched: bool = False) -> Reservation:
         """Reserve ``request`` on ``backend`` before it is sent; wait while the worst case does not fit.
 
-        ``batched``: the request goes through the Message Batches API, so it is priced with the batch discount.
+        ``batched``: the request goes through the Message Batches API, so it is priced with the batch discount, and
+        it never waits: its worst case fits beside what is in flight, or it is refused.
 
         Raises:
             BudgetExceededError: Spent plus reserved plus this request's estimate would pass the budget.
@@ -184,6 +185,19 @@ class Meter:
                     self._worst += cost.worst
                     self._in_flight += 1
                     return Reservation(self, rates, cost, request)
+                if batched:
+                    # A batched request cannot wait for the others in flight to settle: they settle only once the
+                    # wave it would join is sent, so waiting would never end. Only a worst case that fits goes.
+                    raise BudgetExceededError(
+                        f"The next model request ({backend}, at most {dollars(cost.worst)} at batch prices) might "
+                        f"pass this Run's budget: spent {dollars(self._spent)}, and the requests of the batch in "
+                        f"flight may cost up to {dollars(self._worst)} more, of a budget of {dollars(budget)}. A "
+                        "request sent in a batch cannot wait for the others to settle, so it was not made; nothing "
+                        "of the step was recorded.",
+                        spent_usd=self._spent,
+                        budget_usd=budget,
+                        needed_usd=cost.worst,
+                    )
             import asyncio  # loaded already: a request is being made on a running loop
 
             await asyncio.sleep(_POLL)
