@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from .._files import read_json_file, write_atomically
+from .._protocols import implements
 from .._secrets import scrub, scrub_text, secrets_from_environment
 from ..errors import InputError, warn
 from ..payloads import JsonObject, JsonValue
@@ -87,6 +88,18 @@ class MapStore(Store, Protocol):
         the sidecar file that holds them.
         """
         ...
+
+
+def map_store(store: Store, key: str) -> MapStore:
+    """``store.for_map(key)``, or the map's records kept in ``store`` itself for a store written before ``for_map``.
+
+    A store a person wrote with ``get``, ``records``, ``put`` and ``ready`` still serves steps; a map keeps its item
+    records in it through an `InlineMapStore`.
+    """
+    offered: object = store  # typed as a Store, a person's store may still lack for_map
+    if implements(offered, Store):
+        return store.for_map(key)
+    return InlineMapStore(store, key)
 
 
 def merge_records(*layers: Mapping[str, StepRecord]) -> dict[str, StepRecord]:

@@ -20,6 +20,7 @@ from ..errors import InputError, ItemNotRunError, RoleIncompleteError
 from ..models.base import Model, ModelEvent, ModelRequest, model_intercepts_markup
 from ..payloads import dump, payload_spec
 from ..replay.modes import Mode, resolve_mode
+from ..replay.stores import map_store
 from ..roles import Role
 from ..transcript import Message
 from ._engine import Context, run_unit
@@ -93,7 +94,7 @@ async def run_map(
     base = map_key(role.name, name)
     number = context.occurrences.take(context.execution_key(), f"map:{base}")
     key = base if number == 0 else f"{base}-{number + 1}"
-    store = run.store.for_map(key)
+    store = map_store(run.store, key)
     item_context = Context(store, context.occurrences, env)
     reporting = role.reporting_tool
     state = MapState(
