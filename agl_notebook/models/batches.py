@@ -71,8 +71,6 @@ class Participant:
         """For each of its requests answered so far, in order: the batch id, or ``live``."""
         self.live_usage = Usage()
         """The tokens of its requests answered live (``on_expired="live"``), priced at the live rate."""
-        self.batched_usage = Usage()
-        """The tokens of its requests answered by batches, priced at the batch rate."""
         self._engine = engine
         self._asked = 0
         self._waiting = 0
@@ -98,6 +96,7 @@ class Participant:
                 "output_tokens": usage.output_tokens,
                 "cache_creation_input_tokens": usage.cache_creation_input_tokens,
                 "cache_read_input_tokens": usage.cache_read_input_tokens,
+                "cache_creation_1h_input_tokens": usage.cache_creation_1h_input_tokens,
             }
         return record
 
@@ -333,8 +332,6 @@ class Batches:
             usage = next(e.usage for e in events if isinstance(e, TurnEnd))
             if by == "live":
                 pending.participant.live_usage += usage
-            else:
-                pending.participant.batched_usage += usage
             pending.future.set_result(events)
         self._changed()
 

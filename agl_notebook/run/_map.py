@@ -125,7 +125,7 @@ async def run_map(
             plan = run.plan(role, item.value, (tap, model[1]), item_view)
             outcome = await run_unit(plan, item_mode, item_context)
             item.result, item.result_json = outcome.result, outcome.result_json
-            item.tokens = outcome.usage.input_tokens + outcome.usage.output_tokens
+            item.tokens = outcome.usage.tokens  # as a step's view counts them: cache writes and reads included
             item.cost = plan.cost  # the record's, so a replay shows the dollars the live run left
             item.replayed = tap.requests == 0
             if score is not None:

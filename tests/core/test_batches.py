@@ -217,6 +217,7 @@ async def test_expired_requests_run_live_when_asked() -> None:
             "output_tokens": 7,
             "cache_creation_input_tokens": 0,
             "cache_read_input_tokens": 0,
+            "cache_creation_1h_input_tokens": 0,
         },
     }
     assert "live_usage" not in engines["topic 0"]  # type: ignore[operator]
