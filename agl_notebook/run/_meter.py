@@ -108,7 +108,7 @@ class Reservation:
 class Meter:
     """A Run's account of what its model requests cost, and its budget (None: no budget, only the account)."""
 
-    def __init__(self, prices: PriceTable, budget_usd: float | None = None) -> None:
+    def __init__(self, prices: PriceTable | Mapping[str, Rates] | None, budget_usd: float | None = None) -> None:
         if budget_usd is not None and (
             isinstance(budget_usd, bool)
             or not isinstance(budget_usd, int | float)
@@ -116,8 +116,8 @@ class Meter:
             or budget_usd < 0
         ):
             raise InputError(f"Run(budget_usd=...) takes a number of dollars >= 0, not {budget_usd!r}.")
-        self.prices = prices
-        """The rates requests are priced at."""
+        self._given = prices
+        self._prices: PriceTable | None = prices if isinstance(prices, PriceTable) else None
         self.budget_usd = float(budget_usd) if budget_usd is not None else None
         """The most the Run may spend, in dollars, or None."""
         self._lock = threading.Lock()  # steps of one Run may run on several threads (`Run.step_sync`)
@@ -131,6 +131,17 @@ class Meter:
         """The tokens of every settled request."""
         self.unpriced = 0
         """How many settled requests were on a model with no price (their cost is not in `spent_usd`)."""
+
+    @property
+    def prices(self) -> PriceTable:
+        """The rates requests are priced at.
+
+        Worked out when first needed: a Run that only replays, or runs a scripted model, never reads the table or
+        its setting.
+        """
+        if self._prices is None:
+            self._prices = price_table(self._given)
+        return self._prices
 
     @property
     def spent_usd(self) -> float:
