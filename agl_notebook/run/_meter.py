@@ -30,15 +30,14 @@ from ..models.base import (
     Model,
     ModelEvent,
     ModelRequest,
+    ModelWrapper,
     TurnEnd,
     Usage,
     model_batched,
     model_engine_record,
-    model_intercepts_markup,
     model_network,
 )
 from ..models.prices import PriceTable, Rates, current_prices, dollars
-from ..payloads import JsonObject
 from ..transcript import messages_to_json
 
 CHARACTERS_PER_TOKEN = 4
@@ -234,32 +233,13 @@ class Meter:
                 self._reserved = self._worst = 0.0
 
 
-class MeteredModel:
+class MeteredModel(ModelWrapper):
     """A model whose every request is reserved on, and settled with, a `Meter` (same backend, same capabilities)."""
 
     def __init__(self, model: Model, meter: Meter) -> None:
-        self.model = model
-        """The model wrapped."""
+        super().__init__(model)
         self.meter = meter
         """The account every request passes."""
-
-    @property
-    def network(self) -> bool:
-        """The wrapped model's ``network`` capability."""
-        return model_network(self.model)
-
-    @property
-    def intercept_markup(self) -> bool:
-        """The wrapped model's ``intercept_markup`` capability."""
-        return model_intercepts_markup(self.model)
-
-    def backend_id(self, model: str) -> str:
-        """The wrapped model's backend (so a step's fingerprint is the same with or without the account)."""
-        return self.model.backend_id(model)
-
-    def engine_record(self) -> JsonObject | None:
-        """The wrapped model's `model_engine_record` (what answered the step besides the backend)."""
-        return model_engine_record(self.model)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """The wrapped model's reply, reserved before it is sent and settled with its usage at its end."""
