@@ -38,3 +38,25 @@ def test_a_map_inside_a_map_keeps_its_records_in_the_same_parent() -> None:
     parent = MemoryStore()
     inner = parent.for_map("outer").for_map("inner")
     assert isinstance(inner, InlineMapStore) and inner.parent is parent
+
+
+def test_a_maps_saved_block_never_carries_a_partial_record_it_found() -> None:
+    from agl_notebook.replay.records import Waiting
+
+    waiting = StepRecord(
+        id="w",
+        parts={},
+        occurrence=0,
+        role="oracle",
+        backend="scripted:x",
+        input="q",
+        result=None,
+        transcript=(),
+        partial=Waiting("question", "toolu_00_0", "ask"),
+    )
+    parent = MemoryStore()
+    parent.put_partial(waiting)
+    items = parent.for_map("oracle-map")
+    assert items.get("w") == waiting, "found, to be resumed"
+    parent.discard_partial("w")  # the resumed item failed
+    assert items.saved_block()["records"] == []
