@@ -61,11 +61,12 @@ class PartialStore(Protocol):
     """A store that keeps partial records: the progress of a step waiting for a person (docs/recordings.md).
 
     A partial record has the id of the finished record it becomes: `Store.put` of that record replaces it, and
-    `Store.get` returns it until then (the engine resumes it, never replays it).
+    `Store.get` returns it until then (the engine resumes it, never replays it). It never replaces a finished record
+    of the same id (a step waiting in mode ``refresh``): it is kept beside it, and `Store.get` returns the finished one.
     """
 
     def put_partial(self, record: StepRecord) -> None:
-        """Keep the scrubbed partial record, replacing one with the same id."""
+        """Keep the scrubbed partial record, replacing a partial one with the same id (never a finished one)."""
         ...
 
     def discard_partial(self, record_id: str) -> None:
