@@ -146,7 +146,9 @@ class NotebookStore:
         """Keep a waiting step's partial record in this session and hand it to the frontend extension at once.
 
         The extension writes it into the notebook metadata (the notebook becomes dirty; a save, autosave included,
-        keeps it), and hands it back to a restarted kernel. A headless run keeps no partial record.
+        keeps it), and hands it back to a restarted kernel; but never over a finished record of the same id (a step
+        waiting in mode ``refresh``): that one it keeps, and the partial record lives in this session only. A
+        headless run keeps no partial record.
         """
         if not _frontend_may_answer():
             return
