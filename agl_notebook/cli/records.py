@@ -105,13 +105,19 @@ def _list(path: Path, *, as_json: bool) -> int:
     counts = found.counts()
     _say(f"{path}: {len(found.recordings)} recording{_s(len(found.recordings))}")
     _say("\n".join(table(rows)))
-    _say(f"{counts['used']} used, {counts['unused']} unused, {counts['unknown']} unknown.")
+    partial = f", {counts.get('partial')} partial" if counts.get("partial") else ""
+    _say(f"{counts['used']} used, {counts['unused']} unused, {counts['unknown']} unknown{partial}.")
     if counts["unused"]:
         _say("unused: the cell that ran it is gone, empty or not code any more; `agl-notebook gc` removes these.")
     if counts["unknown"]:
         _say(
             "unknown: the cell that ran it cannot be told (a headless run sends no cell id); gc keeps these "
             "unless --unknown-too."
+        )
+    if counts.get("partial"):
+        _say(
+            "partial: the progress of a step waiting for a person, which resumes when its cell runs again; gc keeps "
+            "these unless --unknown-too."
         )
     for line in costs.lines():
         _say(line)
@@ -141,12 +147,16 @@ def _gc(path: Path, *, unknown_too: bool, dry_run: bool) -> int:
     sidecars = sidecars_of(data, path.parent, where=str(path))
     found = scan(data, where=str(path), sidecars=sidecars)
     _warn_unreadable(found)
-    dropped = ("unused", "unknown") if unknown_too else ("unused",)
+    # A partial record is a waiting step's progress: removed only with the consent --unknown-too gives.
+    dropped = ("unused", "unknown", "partial") if unknown_too else ("unused",)
     chosen = [r for r in found.recordings if r.status in dropped]
     if not chosen:
         counts = found.counts()
         kept = f"{counts['used']} used, {counts['unknown']} unknown"
-        hint = " (--unknown-too removes the unknown ones)" if counts["unknown"] else ""
+        if counts.get("partial"):
+            kept += f", {counts.get('partial')} partial"
+        removable = " and ".join(status for status in ("unknown", "partial") if counts.get(status))
+        hint = f" (--unknown-too removes the {removable} ones)" if removable else ""
         _say(f"{path}: every recording is used or may be ({kept}){hint}; nothing to remove.")
         return EXIT_OK
     return _remove(path, data, found, chosen, unreadable=False, dry_run=dry_run, sidecars=sidecars)

@@ -97,20 +97,25 @@ class NotebookStore:
             await link().wait_for_hello(HELLO_SECONDS)
 
     def get(self, record_id: str) -> StepRecord | None:
-        """The record with this id: this session's first, then the saved file's."""
+        """The record with this id: this session's first, then the saved file's; a finished one before a partial one.
+
+        A partial record kept beside a finished one (a step waiting in mode ``refresh``) is never found over it.
+        """
         if record_id in _kernel_session.forgotten:
             return None
         path = self._where()
         if path is None:
             _tell_unlocated()
         found = self._session_records(path).get(record_id)
-        if found is None:
-            found = _kernel_session.partials.get(_key(path), {}).get(record_id)
-        if found is None:
-            found = self._from_file(path).get(record_id)
-            if found is not None and found.partial is not None and record_id in _kernel_session.discarded:
-                return None
-        return found
+        if found is not None:
+            return found
+        filed = self._from_file(path).get(record_id)
+        if filed is not None and filed.partial is not None and record_id in _kernel_session.discarded:
+            filed = None
+        if filed is not None and filed.partial is None:
+            return filed
+        waiting = _kernel_session.partials.get(_key(path), {}).get(record_id)
+        return waiting if waiting is not None else filed
 
     def records(self) -> Sequence[StepRecord]:
         """Every readable record, the file's then this session's (which win on the same id)."""
@@ -141,7 +146,9 @@ class NotebookStore:
         """Keep a waiting step's partial record in this session and hand it to the frontend extension at once.
 
         The extension writes it into the notebook metadata (the notebook becomes dirty; a save, autosave included,
-        keeps it), and hands it back to a restarted kernel. A headless run keeps no partial record.
+        keeps it), and hands it back to a restarted kernel; but never over a finished record of the same id (a step
+        waiting in mode ``refresh``): that one it keeps, and the partial record lives in this session only. A
+        headless run keeps no partial record.
         """
         if not _frontend_may_answer():
             return
@@ -284,7 +291,9 @@ class NotebookMapStore:
             self._replayed_from_file = True
             return found
         found = self.parent.get(record_id)
-        if found is not None:  # found, it is this map's too: a replayed item's record is saved again by its display
+        if found is not None and found.partial is None:
+            # Found, it is this map's too: a replayed item's record is saved again by its display. A partial one is
+            # resumed, never saved as the map's (its finished record is, once the item ends).
             self._kept.setdefault(record_id, found)
         return found
 
@@ -348,7 +357,10 @@ class NotebookMapStore:
         self.parent.put_partial(record)
 
     def discard_partial(self, record_id: str) -> None:
-        """Forget an item's partial record, as a step's."""
+        """Forget an item's partial record, as a step's (and here, were the map holding it)."""
+        held = self._kept.get(record_id)
+        if held is not None and held.partial is not None:
+            del self._kept[record_id]
         self.parent.discard_partial(record_id)
 
     async def ready(self) -> None:

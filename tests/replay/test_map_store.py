@@ -65,3 +65,25 @@ def test_a_store_written_before_for_map_keeps_a_maps_records_in_itself() -> None
     items.put(_record("a"))
     assert isinstance(items, InlineMapStore) and older.get("a") is not None
     assert map_store(MemoryStore(), "k").key == "k"  # type: ignore[attr-defined]
+
+
+def test_a_maps_saved_block_never_carries_a_partial_record_it_found() -> None:
+    from agl_notebook.replay.records import Waiting
+
+    waiting = StepRecord(
+        id="w",
+        parts={},
+        occurrence=0,
+        role="oracle",
+        backend="scripted:x",
+        input="q",
+        result=None,
+        transcript=(),
+        partial=Waiting("question", "toolu_00_0", "ask"),
+    )
+    parent = MemoryStore()
+    parent.put_partial(waiting)
+    items = parent.for_map("oracle-map")
+    assert items.get("w") == waiting, "found, to be resumed"
+    parent.discard_partial("w")  # the resumed item failed
+    assert items.saved_block()["records"] == []
