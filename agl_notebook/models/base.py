@@ -164,6 +164,45 @@ def model_intercepts_markup(model: object) -> bool:
     return bool(getattr(model, "intercept_markup", True))
 
 
+class ModelWrapper:
+    """A model passed through another: the same backend and every declared capability of the wrapped one.
+
+    Subclasses (the Run's account, a map item's tap) override `stream`; whatever the wrapped model declares, a
+    wrapper declares too, so no capability is lost on the way (the batch engine's ``batched`` and engine record).
+    """
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+        """The model wrapped."""
+
+    @property
+    def network(self) -> bool:
+        """The wrapped model's ``network`` capability."""
+        return model_network(self.model)
+
+    @property
+    def intercept_markup(self) -> bool:
+        """The wrapped model's ``intercept_markup`` capability."""
+        return model_intercepts_markup(self.model)
+
+    @property
+    def batched(self) -> bool:
+        """The wrapped model's ``batched`` capability."""
+        return model_batched(self.model)
+
+    def backend_id(self, model: str) -> str:
+        """The wrapped model's backend (so a step's fingerprint is the same through the wrapper)."""
+        return self.model.backend_id(model)
+
+    def engine_record(self) -> JsonObject | None:
+        """What answered besides the backend, as the wrapped model says (the batch engine's batches)."""
+        return model_engine_record(self.model)
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """The wrapped model's reply."""
+        return self.model.stream(request)
+
+
 def resolve_backend_id(model_id: str) -> str:
     """The backend id `agl_notebook.models.resolve_model` gives for ``model_id``, without loading that backend.
 

@@ -42,8 +42,6 @@ class Participant:
         """For each of its requests answered so far, in order: the batch id, or ``live``."""
         self.live_usage = Usage()
         """The tokens of its requests answered live (``on_expired="live"``), priced at the live rate."""
-        self.batched_usage = Usage()
-        """The tokens of its requests answered by batches, priced at the batch rate."""
         self._engine = engine
         self._asked = 0
         self._waiting = 0
@@ -70,6 +68,7 @@ class Participant:
                 "output_tokens": usage.output_tokens,
                 "cache_creation_input_tokens": usage.cache_creation_input_tokens,
                 "cache_read_input_tokens": usage.cache_read_input_tokens,
+                "cache_creation_1h_input_tokens": usage.cache_creation_1h_input_tokens,
             }
         return record
 

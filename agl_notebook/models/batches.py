@@ -305,8 +305,6 @@ class Batches:
             usage = next(e.usage for e in events if isinstance(e, TurnEnd))
             if by == "live":
                 pending.participant.live_usage += usage
-            else:
-                pending.participant.batched_usage += usage
             pending.future.set_result(events)
         self._changed()
 

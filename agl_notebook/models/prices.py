@@ -179,7 +179,13 @@ def batched_usage(usage: Usage, engine: JsonObject | None) -> Usage | None:
         return None
     live = engine.get("live_usage")
     counts = {k: v for k, v in live.items() if isinstance(v, int)} if isinstance(live, dict) else {}
-    fields = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    fields = (
+        "input_tokens",
+        "output_tokens",
+        "cache_creation_input_tokens",
+        "cache_read_input_tokens",
+        "cache_creation_1h_input_tokens",
+    )
     return _minus(usage, Usage(**{k: counts.get(k, 0) for k in fields}))
 
 

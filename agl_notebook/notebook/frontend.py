@@ -9,13 +9,16 @@ The protocol, version 1 (the extension's ``labextension/src/index.ts`` is the ot
   The frontend writes it into the notebook metadata (replacing a record with the same id), removes the copy carried
   in the step's output metadata, and marks the notebook dirty; the person's next save keeps it. It answers
   ``{"op": "stored", "id": <record id>}``. A partial record (a step waiting for a person, docs/recordings.md) is sent
-  the same way, when the step starts waiting; its finished record replaces it by id.
+  the same way, when the step starts waiting; its finished record replaces it by id. A partial record never replaces
+  a finished one with its id (a step waiting in mode ``refresh``): the frontend neither stores nor acknowledges it,
+  and the kernel keeps it in its session only.
 - kernel → frontend: ``{"op": "discard", "id": <record id>}`` when a waiting step was interrupted on purpose (or
   failed): the frontend removes the partial record with that id from the notebook metadata, never a finished one.
   It is sent `DISCARD_SECONDS` after the step ended, and not at all once the kernel is shutting down: a restart
   (JupyterLab's, through jupyter_client) interrupts the kernel before it asks it to shut down, and a restart must
-  keep the partial record. An extension that predates the message ignores it; the kernel then ignores that partial
-  copy for the rest of its session.
+  keep the partial record. A record sent for the id meanwhile (the step ran again and waits, or finished) cancels
+  the discard, which would otherwise drop that newer partial record. An extension that predates the message ignores
+  it; the kernel then ignores that partial copy for the rest of its session.
 - kernel → frontend: ``{"op": "sidecar", "cell_id": <id or null>, "sidecar": <naming>}`` when a map's final
   display names its sidecar file (`agl_notebook.replay.sidecar.SidecarNaming`). The frontend keeps the naming in
   the notebook metadata block's ``"sidecars"`` list (replacing one of the same file), removes the copy from the
@@ -40,6 +43,7 @@ from typing import Any
 
 from ..replay.records import StepRecord, block_from_json
 from ..replay.sidecar import SidecarNaming, namings_in_block
+from ..replay.stores import merge_records
 from . import _kernel
 
 TARGET = "agl_notebook"
@@ -69,6 +73,10 @@ class FrontendLink:
         # Set from the comm's handler, which may run on a subshell thread: a threading.Event, not an asyncio one.
         self._hello = threading.Event()
         self._waited = False
+        # Discards not sent yet, by record id. A record sent for the id cancels its discard: the step ran again and
+        # waits (or finished), and a discard arriving after its new record would drop it. Held while sending either.
+        self._discards: dict[str, threading.Timer] = {}
+        self._sending = threading.Lock()
 
     def open(self) -> None:
         """Open the comm (once) and greet the frontend."""
@@ -97,27 +105,45 @@ class FrontendLink:
         return self.answered
 
     def send_record(self, record: StepRecord, cell_id: str | None) -> None:
-        """Hand a finished step's record to the frontend (fire and forget)."""
+        """Hand a step's record, finished or partial, to the frontend (fire and forget).
+
+        A discard of its id not sent yet is not sent at all: it would drop this newer record.
+        """
         self.open()
-        if self._comm is not None:
-            self._comm.send({"op": "record", "cell_id": cell_id, "record": record.to_json()})
+        with self._sending:
+            pending = self._discards.pop(record.id, None)
+            if pending is not None:
+                pending.cancel()
+            if self._comm is not None:
+                self._comm.send({"op": "record", "cell_id": cell_id, "record": record.to_json()})
 
     def discard_partial(self, record_id: str) -> threading.Timer | None:
         """Ask the frontend, soon, to drop the partial record with this id from the notebook metadata.
 
-        Sent after `DISCARD_SECONDS` unless the kernel is shutting down by then (fire and forget; the timer is
-        returned for tests). A thread, not the event loop: a synchronous cell's step ran on a loop now closed.
+        Sent after `DISCARD_SECONDS` unless the kernel is shutting down by then, or a record with the id was sent
+        meanwhile (`send_record`: a newer partial or finished record, which the discard must not drop). Fire and
+        forget; the timer is returned for tests. A thread, not the event loop: a synchronous cell's step ran on a
+        loop now closed.
         """
         comm = self._comm
         if comm is None:
             return None
 
         def send() -> None:
-            if not _kernel.shutting_down() and self._comm is comm:
-                comm.send({"op": "discard", "id": record_id})
+            with self._sending:
+                if self._discards.get(record_id) is not timer:
+                    return  # cancelled by a newer record, or replaced by a newer discard
+                del self._discards[record_id]
+                if not _kernel.shutting_down() and self._comm is comm:
+                    comm.send({"op": "discard", "id": record_id})
 
         timer = threading.Timer(DISCARD_SECONDS, send)
         timer.daemon = True
+        with self._sending:
+            earlier = self._discards.get(record_id)
+            if earlier is not None:
+                earlier.cancel()
+            self._discards[record_id] = timer
         timer.start()
         return timer
 
@@ -148,7 +174,8 @@ class FrontendLink:
                 if read is not None:
                     # Several notebooks may share one kernel (JupyterLab: "use the kernel of another notebook"),
                     # and each one's extension answers: keep every answer's records, not only the last one's.
-                    self.unsaved = {**self.unsaved, **{r.id: r for r in read.records}}
+                    # A partial record never replaces a finished one of the same id (merge_records).
+                    self.unsaved = merge_records(self.unsaved, *({r.id: r} for r in read.records))
                     namings, _ = namings_in_block(block, where="the frontend's notebook metadata")
                     self.unsaved_sidecars = {**self.unsaved_sidecars, **{n.file: n for n in namings}}
             self._hello.set()

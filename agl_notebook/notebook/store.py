@@ -21,7 +21,7 @@ from ..errors import InputError, warn
 from ..payloads import JsonObject
 from ..replay.records import FORMAT, StepRecord, block_to_json
 from ..replay.sidecar import BLOCK_KEY, SidecarNaming, SidecarRead, SidecarWriter, file_name, line_text, read_sidecar
-from ..replay.stores import MapStore, RecordingWarning, scrubbed
+from ..replay.stores import MapStore, RecordingWarning, merge_records, scrubbed
 from . import _kernel
 from .frontend import link
 from .locate import locate, not_found_message, notebook_path
@@ -98,20 +98,25 @@ class NotebookStore:
             await link().wait_for_hello(HELLO_SECONDS)
 
     def get(self, record_id: str) -> StepRecord | None:
-        """The record with this id: this session's first, then the saved file's."""
+        """The record with this id: this session's first, then the saved file's; a finished one before a partial one.
+
+        A partial record kept beside a finished one (a step waiting in mode ``refresh``) is never found over it.
+        """
         if record_id in _kernel_session.forgotten:
             return None
         path = self._where()
         if path is None:
             _tell_unlocated()
         found = self._session_records(path).get(record_id)
-        if found is None:
-            found = _kernel_session.partials.get(_key(path), {}).get(record_id)
-        if found is None:
-            found = self._from_file(path).get(record_id)
-            if found is not None and found.partial is not None and record_id in _kernel_session.discarded:
-                return None
-        return found
+        if found is not None:
+            return found
+        filed = self._from_file(path).get(record_id)
+        if filed is not None and filed.partial is not None and record_id in _kernel_session.discarded:
+            filed = None
+        if filed is not None and filed.partial is None:
+            return filed
+        waiting = _kernel_session.partials.get(_key(path), {}).get(record_id)
+        return waiting if waiting is not None else filed
 
     def records(self) -> Sequence[StepRecord]:
         """Every readable record, the file's then this session's (which win on the same id)."""
@@ -129,15 +134,22 @@ class NotebookStore:
         kept = scrubbed(record)
         _kernel_session.forgotten.discard(kept.id)
         _kernel_session.recorded.setdefault(_key(self._where()), {})[kept.id] = kept
+        had_partial = False
         for partials in _kernel_session.partials.values():
-            partials.pop(kept.id, None)
+            had_partial = partials.pop(kept.id, None) is not None or had_partial
+        if had_partial:
+            # A step's finished record replaces its partial one in the extension when its view hands it over; a map
+            # item's travels in the map's output instead, so the metadata's partial copy is dropped by name.
+            link().discard_partial(kept.id)
         return kept
 
     def put_partial(self, record: StepRecord) -> None:
         """Keep a waiting step's partial record in this session and hand it to the frontend extension at once.
 
         The extension writes it into the notebook metadata (the notebook becomes dirty; a save, autosave included,
-        keeps it), and hands it back to a restarted kernel. A headless run keeps no partial record.
+        keeps it), and hands it back to a restarted kernel; but never over a finished record of the same id (a step
+        waiting in mode ``refresh``): that one it keeps, and the partial record lives in this session only. A
+        headless run keeps no partial record.
         """
         if not _frontend_may_answer():
             return
@@ -175,7 +187,7 @@ class NotebookStore:
         if self._merged is not None and all(a is b for a, b in zip(self._merged[0], inputs, strict=True)):
             return self._merged[1]
         found = saved.records
-        merged = {**found, **unsaved} if unsaved else found
+        merged = merge_records(found, unsaved) if unsaved else found
         if frontend.answered and any(r.partial is not None and i not in unsaved for i, r in found.items()):
             # The frontend's model is newer than the file: a partial record it no longer holds was finished or
             # discarded since the file was saved.
@@ -187,7 +199,7 @@ class NotebookStore:
                 read = sidecar(path.parent / naming.file, naming=naming)
                 if read is not None:
                     beside.update(read.records)
-            merged = {**beside, **merged}  # the notebook's own records win over a sidecar's
+            merged = merge_records(beside, merged)  # the notebook's own records win over a sidecar's
         self._merged = (inputs, merged)
         return merged
 
@@ -280,14 +292,15 @@ class NotebookMapStore:
             self._replayed_from_file = True
             return found
         found = self.parent.get(record_id)
-        if found is not None:  # found, it is this map's too: a replayed item's record is saved again by its display
+        if found is not None and found.partial is None:
+            # Found, it is this map's too: a replayed item's record is saved again by its display. A partial one is
+            # resumed, never saved as the map's (its finished record is, once the item ends).
             self._kept.setdefault(record_id, found)
         return found
 
     def records(self) -> Sequence[StepRecord]:
         """The notebook's records, then the sidecar file's and this map's that it does not hold."""
-        merged = {**self._in_file(), **self._kept}
-        merged.update((r.id, r) for r in self.parent.records())
+        merged = merge_records(self._in_file(), self._kept, {r.id: r for r in self.parent.records()})
         return tuple(r for r in merged.values() if r.id not in _kernel_session.forgotten)
 
     def put(self, record: StepRecord) -> StepRecord:
@@ -384,7 +397,10 @@ class NotebookMapStore:
         self.parent.put_partial(record)
 
     def discard_partial(self, record_id: str) -> None:
-        """Forget an item's partial record, as a step's."""
+        """Forget an item's partial record, as a step's (and here, were the map holding it)."""
+        held = self._kept.get(record_id)
+        if held is not None and held.partial is not None:
+            del self._kept[record_id]
         self.parent.discard_partial(record_id)
 
     async def ready(self) -> None:

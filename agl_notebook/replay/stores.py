@@ -8,11 +8,12 @@ person decides what to do with the file.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from .._files import read_json_file, write_atomically
+from .._protocols import implements
 from .._secrets import scrub, scrub_text, secrets_from_environment
 from ..errors import InputError, warn
 from ..payloads import JsonObject, JsonValue
@@ -61,11 +62,12 @@ class PartialStore(Protocol):
     """A store that keeps partial records: the progress of a step waiting for a person (docs/recordings.md).
 
     A partial record has the id of the finished record it becomes: `Store.put` of that record replaces it, and
-    `Store.get` returns it until then (the engine resumes it, never replays it).
+    `Store.get` returns it until then (the engine resumes it, never replays it). It never replaces a finished record
+    of the same id (a step waiting in mode ``refresh``): it is kept beside it, and `Store.get` returns the finished one.
     """
 
     def put_partial(self, record: StepRecord) -> None:
-        """Keep the scrubbed partial record, replacing one with the same id."""
+        """Keep the scrubbed partial record, replacing a partial one with the same id (never a finished one)."""
         ...
 
     def discard_partial(self, record_id: str) -> None:
@@ -87,6 +89,37 @@ class MapStore(Store, Protocol):
         the sidecar file that holds them.
         """
         ...
+
+
+def map_store(store: Store, key: str) -> MapStore:
+    """``store.for_map(key)``, or the map's records kept in ``store`` itself for a store written before ``for_map``.
+
+    A store a person wrote with ``get``, ``records``, ``put`` and ``ready`` still serves steps; a map keeps its item
+    records in it through an `InlineMapStore`.
+    """
+    offered: object = store  # typed as a Store, a person's store may still lack for_map
+    if implements(offered, Store):
+        return store.for_map(key)
+    return InlineMapStore(store, key)
+
+
+def merge_records(*layers: Mapping[str, StepRecord]) -> dict[str, StepRecord]:
+    """The records of ``layers`` by id, a later layer's winning, except that a partial never replaces a finished one.
+
+    A step's partial record is always older than its finished record (the finished one replaces it when the step
+    ends), but the two can travel by different paths: a map item's partial record reaches the notebook metadata
+    through the extension while its finished record travels in the map's output, so whichever layer is read last,
+    the finished record is the one that is true.
+    """
+    merged: dict[str, StepRecord] = {}
+    for layer in layers:
+        for record_id, record in layer.items():
+            if record.partial is not None:
+                held = merged.get(record_id)
+                if held is not None and held.partial is None:
+                    continue
+            merged[record_id] = record
+    return merged
 
 
 def scrubbed(record: StepRecord, secrets: Iterable[str] = ()) -> StepRecord:
@@ -115,9 +148,9 @@ class InlineMapStore:
         self._kept: dict[str, StepRecord] = {}
 
     def get(self, record_id: str) -> StepRecord | None:
-        """The parent's record with this id; found, it is this map's too (a replayed item's display saves it)."""
+        """The parent's record with this id; a finished one is this map's too (a replayed item's display saves it)."""
         found = self.parent.get(record_id)
-        if found is not None:
+        if found is not None and found.partial is None:  # a partial record is resumed, never saved as the map's
             self._kept.setdefault(record_id, found)
         return found
 
@@ -147,14 +180,30 @@ class InlineMapStore:
 
 
 class MemoryStore:
-    """Records in memory: the default outside a notebook, one per `Run`."""
+    """Records in memory: the default outside a notebook, one per `Run`.
+
+    Partial records are kept beside the finished ones (docs/recordings.md, "Partial records"): a step waiting in
+    mode ``refresh`` keeps its partial record without overwriting the finished record of the same id, and discarding
+    it leaves that record as it was.
+    """
 
     def __init__(self, records: Sequence[StepRecord] = ()) -> None:
-        self._records: dict[str, StepRecord] = {r.id: r for r in records}
+        self._records: dict[str, StepRecord] = {}
+        self._partials: dict[str, StepRecord] = {}
+        for record in records:
+            self._place(record)
+
+    def _place(self, record: StepRecord) -> None:
+        if record.partial is not None:
+            self._partials[record.id] = record
+        else:
+            self._records[record.id] = record
+            self._partials.pop(record.id, None)  # the finished record replaces its partial one
 
     def get(self, record_id: str) -> StepRecord | None:
-        """The record with this id, if any."""
-        return self._records.get(record_id)
+        """The finished record with this id, else the partial one (which the engine resumes), if any."""
+        found = self._records.get(record_id)
+        return found if found is not None else self._partials.get(record_id)
 
     async def ready(self) -> None:
         """Ready at once."""
@@ -164,37 +213,36 @@ class MemoryStore:
         return InlineMapStore(self, key)
 
     def records(self) -> Sequence[StepRecord]:
-        """Every record, in the order first kept."""
-        return tuple(self._records.values())
+        """Every record `get` finds: the finished ones in the order first kept, then the partial ones of other ids."""
+        partials = [r for i, r in self._partials.items() if i not in self._records]
+        return (*self._records.values(), *partials)
 
     def put(self, record: StepRecord) -> StepRecord:
-        """Keep the scrubbed record."""
-        kept = self._records[record.id] = scrubbed(record)
+        """Keep the scrubbed record (a finished one in place of its partial one)."""
+        kept = scrubbed(record)
+        self._place(kept)
         return kept
 
     def put_partial(self, record: StepRecord) -> None:
-        """Keep a partial record under its id, as any other (a finished one replaces it)."""
+        """Keep the scrubbed partial record beside a finished one with its id, if any (never over it)."""
         self.put(record)
 
     def discard_partial(self, record_id: str) -> None:
-        """Forget the partial record with this id."""
-        found = self.get(record_id)
-        if found is not None and found.partial is not None:
-            self._forget(record_id)
-
-    def _forget(self, record_id: str) -> None:
-        del self._records[record_id]
+        """Forget the partial record with this id; a finished one with the id is left alone."""
+        self._partials.pop(record_id, None)
 
     def __repr__(self) -> str:
-        return f"MemoryStore({len(self._records)} records)"
+        return f"MemoryStore({len(self.records())} records)"
 
 
 class JsonFileStore(MemoryStore):
     """Records in one JSON file, ``{"version": 1, "records": [...]}``.
 
-    The file is read when first needed and rewritten atomically after each new record. Each record's JSON text is
-    kept once written, so a rewrite joins texts rather than serialising every record again (2,000 records put one
-    by one: seconds, not minutes).
+    The file is read when first needed and rewritten atomically after each change, taking in first what another
+    writer (a second Run, another process) wrote since it was read. Each record's JSON text is kept once written, so
+    a rewrite joins texts rather than serialising every record again (2,000 records put one by one: seconds, not
+    minutes). The file holds what `records` gives, one record per id: a partial record kept beside a finished one
+    (mode ``refresh``) stays in memory only, so the file's finished record is never replaced by it.
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -210,7 +258,7 @@ class JsonFileStore(MemoryStore):
         self._texts: dict[str, tuple[StepRecord, str]] = {}
 
     def get(self, record_id: str) -> StepRecord | None:
-        """The record with this id, if any."""
+        """The record with this id, if any (as `MemoryStore.get`)."""
         self._load()
         return super().get(record_id)
 
@@ -221,14 +269,7 @@ class JsonFileStore(MemoryStore):
 
     def put(self, record: StepRecord) -> StepRecord:
         """Keep the scrubbed record and rewrite the file (unless the file is corrupt)."""
-        self._load()
-        if self.problem is None and self._changed_on_disk():
-            # Another process (a second Run, another kernel) wrote the file since it was read: take its records
-            # in first, so rewriting the file keeps them.
-            mine = dict(self._records)
-            self._loaded = False
-            self._load()
-            self._records.update(mine)
+        self._take_in_others()
         kept = super().put(record)
         if self.problem is not None:
             warn(
@@ -237,20 +278,38 @@ class JsonFileStore(MemoryStore):
                 RecordingWarning,
             )
             return kept
-        write_atomically(self.path, self._file_text())
-        self._read_at = self._mtime()
+        self._write()
         return kept
 
-    def _forget(self, record_id: str) -> None:
-        super()._forget(record_id)
+    def discard_partial(self, record_id: str) -> None:
+        """Forget the partial record with this id and rewrite the file, keeping what other writers put there."""
+        self._take_in_others()
+        if record_id not in self._partials:
+            return
+        super().discard_partial(record_id)
         self._texts.pop(record_id, None)
         if self.problem is None:
-            write_atomically(self.path, self._file_text())
-            self._read_at = self._mtime()
+            self._write()
+
+    def _take_in_others(self) -> None:
+        """Read the file again when another writer changed it since, this store's own records winning."""
+        self._load()
+        if self.problem is None and self._changed_on_disk():
+            # Another process (a second Run, another kernel) wrote the file since it was read: take its records
+            # in first, so rewriting the file keeps them.
+            mine, my_partials = dict(self._records), dict(self._partials)
+            self._loaded = False
+            self._load()
+            self._records.update(mine)
+            self._partials.update(my_partials)
+
+    def _write(self) -> None:
+        write_atomically(self.path, self._file_text())
+        self._read_at = self._mtime()
 
     def _file_text(self) -> str:
         """The file: what ``json.dumps(block, indent=1)`` writes, joined from each record's kept text."""
-        items = [self._text(r) for r in super().records()]
+        items = [self._text(r) for r in MemoryStore.records(self)]
         items += [_item_text(item) for item in self._unreadable]
         head = json.dumps(block_to_json(()), ensure_ascii=False, indent=1)  # {"version": 1, "records": []}
         if not items:
@@ -289,7 +348,8 @@ class JsonFileStore(MemoryStore):
         for message in block.problems:
             warn(f"A recording was skipped (kept in the file as it is): {message}", RecordingWarning)
         self._unreadable = block.unreadable
-        self._records.update((r.id, r) for r in block.records)
+        for record in block.records:
+            self._place(record)
 
     def __repr__(self) -> str:
         return f"JsonFileStore({str(self.path)!r})"

@@ -125,7 +125,9 @@ class Run:
         # Outside a kernel identical steps are numbered within this Run; in a kernel, within a cell execution,
         # across every Run of the cell (their recordings share the notebook).
         self._occurrences = env.occurrences() if env is not None else Occurrences()
-        self.meter = Meter(price_table(prices), budget_usd)
+        if prices is not None:
+            price_table(prices)  # a bad table is refused here, where it was given
+        self.meter = Meter(prices, budget_usd)
         """The account of what this Run's live requests cost, and its budget (shared by every step of the Run)."""
         self.outcomes: list[LoopOutcome] = []
         """The outcomes of the latest finished steps (at most `HISTORY`, oldest dropped first), in the order they
@@ -250,7 +252,7 @@ class Run:
             network=model_network(model[0]),
             keep=self._keep,
             gatekeeper=self._gatekeeper,
-            prices=self.meter.prices,
+            prices=self.meter.prices if model_network(model[0]) else None,  # a scripted model is never billed
         )
 
     async def map(

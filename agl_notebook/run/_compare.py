@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._secrets import scrub_text, secrets_from_environment
 from ..errors import InputError
 from ..events import input_label
 from ..models.prices import dollars
@@ -166,8 +167,16 @@ class Comparison:
             f"<div>agreement: {agreement}</div></div>"
         )
 
+    # What a cell shows: scrubbed like every view (an input or an error message may hold a secret).
+    def __repr__(self) -> str:
+        return scrub_text(self.render_text(), secrets_from_environment())
+
     def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, str]:
-        return {"text/plain": self.render_text(), "text/html": self.render_html()}
+        secrets = secrets_from_environment()
+        return {
+            "text/plain": scrub_text(self.render_text(), secrets),
+            "text/html": scrub_text(self.render_html(), secrets),
+        }
 
 
 # As a step's view: no text colour (none reads in every theme), a translucent tint for what differs.

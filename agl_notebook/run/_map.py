@@ -23,6 +23,7 @@ from ..models.base import Model, ModelEvent, ModelRequest, model_engine_record, 
 from ..models.prices import dollars
 from ..payloads import JsonObject, dump, payload_spec
 from ..replay.modes import Mode, resolve_mode
+from ..replay.stores import map_store
 from ..roles import Role
 from ..transcript import Message
 from ._engine import Context, run_unit
@@ -109,7 +110,7 @@ async def run_map(
     base = map_key(role.name, name)
     number = context.occurrences.take(context.execution_key(), f"map:{base}")
     key = base if number == 0 else f"{base}-{number + 1}"
-    store = run.store.for_map(key)
+    store = map_store(run.store, key)
     item_context = Context(store, context.occurrences, env)
     reporting = role.reporting_tool
     state = MapState(
@@ -168,7 +169,7 @@ async def run_map(
                 with participant:  # its requests join the engine's waves; it leaves when the step ends
                     outcome = await run_unit(plan, item_mode, item_context)
             item.result, item.result_json = outcome.result, outcome.result_json
-            item.tokens = outcome.usage.input_tokens + outcome.usage.output_tokens
+            item.tokens = outcome.usage.tokens  # as a step's view counts them: cache writes and reads included
             item.cost = plan.cost  # the record's, so a replay shows the dollars the live run left
             item.replayed = tap.requests == 0
             if score is not None:

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
+from .._secrets import scrub_text, secrets_from_environment
 from ..errors import InputError, ItemNotRunError
 from ..models.prices import RecordedCost
 from ..models.prices import dollars as format_dollars
@@ -152,7 +153,8 @@ class MapItemError:
     """What its agent had been sent when it failed (empty if it never reached the model)."""
 
     def __repr__(self) -> str:
-        return f"MapItemError(index={self.index}, error={type(self.error).__name__}: {self.error})"
+        text = f"MapItemError(index={self.index}, error={type(self.error).__name__}: {self.error})"
+        return scrub_text(text, secrets_from_environment())
 
 
 class MapResults(Sequence[Any]):
@@ -219,6 +221,7 @@ class MapResults(Sequence[Any]):
         except ImportError:
             raise InputError("results.to_pandas() needs pandas: pip install 'agl_notebook[pandas]'.") from None
         state = self._state
+        secrets = secrets_from_environment()
         rows: list[dict[str, Any]] = []
         for item in state.items:
             row: dict[str, Any] = {"index": item.index, "input": item.input_json}
@@ -227,15 +230,18 @@ class MapResults(Sequence[Any]):
             if state.scored:
                 row["score"] = item.score
             row["status"] = item.status
-            row["error"] = f"{type(item.error).__name__}: {item.error}" if item.error is not None else None
+            error = f"{type(item.error).__name__}: {item.error}" if item.error is not None else None
+            row["error"] = scrub_text(error, secrets) if error is not None else None
             rows.append(row)
         return pandas.DataFrame(rows).set_index("index")
 
+    # What a cell shows when the results are its last expression: scrubbed like every view (an error message or an
+    # input may hold a secret the environment knows).
     def __repr__(self) -> str:
-        return render_map_text(self._state)
+        return scrub_text(render_map_text(self._state), secrets_from_environment())
 
     def _repr_html_(self) -> str:
-        return render_map_html(self._state)
+        return scrub_text(render_map_html(self._state), secrets_from_environment())
 
 
 # --- The table ----------------------------------------------------------------------------------------------------

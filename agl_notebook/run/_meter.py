@@ -30,15 +30,14 @@ from ..models.base import (
     Model,
     ModelEvent,
     ModelRequest,
+    ModelWrapper,
     TurnEnd,
     Usage,
     model_batched,
     model_engine_record,
-    model_intercepts_markup,
     model_network,
 )
 from ..models.prices import PriceTable, Rates, current_prices, dollars
-from ..payloads import JsonObject
 from ..transcript import messages_to_json
 
 CHARACTERS_PER_TOKEN = 4
@@ -108,7 +107,7 @@ class Reservation:
 class Meter:
     """A Run's account of what its model requests cost, and its budget (None: no budget, only the account)."""
 
-    def __init__(self, prices: PriceTable, budget_usd: float | None = None) -> None:
+    def __init__(self, prices: PriceTable | Mapping[str, Rates] | None, budget_usd: float | None = None) -> None:
         if budget_usd is not None and (
             isinstance(budget_usd, bool)
             or not isinstance(budget_usd, int | float)
@@ -116,8 +115,8 @@ class Meter:
             or budget_usd < 0
         ):
             raise InputError(f"Run(budget_usd=...) takes a number of dollars >= 0, not {budget_usd!r}.")
-        self.prices = prices
-        """The rates requests are priced at."""
+        self._given = prices
+        self._prices: PriceTable | None = prices if isinstance(prices, PriceTable) else None
         self.budget_usd = float(budget_usd) if budget_usd is not None else None
         """The most the Run may spend, in dollars, or None."""
         self._lock = threading.Lock()  # steps of one Run may run on several threads (`Run.step_sync`)
@@ -133,6 +132,17 @@ class Meter:
         """How many settled requests were on a model with no price (their cost is not in `spent_usd`)."""
 
     @property
+    def prices(self) -> PriceTable:
+        """The rates requests are priced at.
+
+        Worked out when first needed: a Run that only replays, or runs a scripted model, never reads the table or
+        its setting.
+        """
+        if self._prices is None:
+            self._prices = price_table(self._given)
+        return self._prices
+
+    @property
     def spent_usd(self) -> float:
         """What settled requests cost, in dollars (zero for a Run that only replayed)."""
         return self._spent
@@ -145,7 +155,8 @@ class Meter:
     async def reserve(self, backend: str, request: ModelRequest, *, batched: bool = False) -> Reservation:
         """Reserve ``request`` on ``backend`` before it is sent; wait while the worst case does not fit.
 
-        ``batched``: the request goes through the Message Batches API, so it is priced with the batch discount.
+        ``batched``: the request goes through the Message Batches API, so it is priced with the batch discount, and
+        it never waits: its worst case fits beside what is in flight, or it is refused.
 
         Raises:
             BudgetExceededError: Spent plus reserved plus this request's estimate would pass the budget.
@@ -179,12 +190,24 @@ class Meter:
                         budget_usd=budget,
                         needed_usd=cost.likely,
                     )
-                # A batched request never waits for the ones in flight: they wait, in its wave, for it.
-                if fits_worst or self._in_flight == 0 or batched:
+                if fits_worst or self._in_flight == 0:
                     self._reserved += cost.likely
                     self._worst += cost.worst
                     self._in_flight += 1
                     return Reservation(self, rates, cost, request)
+                if batched:
+                    # A batched request cannot wait for the others in flight to settle: they settle only once the
+                    # wave it would join is sent, so waiting would never end. Only a worst case that fits goes.
+                    raise BudgetExceededError(
+                        f"The next model request ({backend}, at most {dollars(cost.worst)} at batch prices) might "
+                        f"pass this Run's budget: spent {dollars(self._spent)}, and the requests of the batch in "
+                        f"flight may cost up to {dollars(self._worst)} more, of a budget of {dollars(budget)}. A "
+                        "request sent in a batch cannot wait for the others to settle, so it was not made; nothing "
+                        "of the step was recorded.",
+                        spent_usd=self._spent,
+                        budget_usd=budget,
+                        needed_usd=cost.worst,
+                    )
             import asyncio  # loaded already: a request is being made on a running loop
 
             await asyncio.sleep(_POLL)
@@ -210,32 +233,13 @@ class Meter:
                 self._reserved = self._worst = 0.0
 
 
-class MeteredModel:
+class MeteredModel(ModelWrapper):
     """A model whose every request is reserved on, and settled with, a `Meter` (same backend, same capabilities)."""
 
     def __init__(self, model: Model, meter: Meter) -> None:
-        self.model = model
-        """The model wrapped."""
+        super().__init__(model)
         self.meter = meter
         """The account every request passes."""
-
-    @property
-    def network(self) -> bool:
-        """The wrapped model's ``network`` capability."""
-        return model_network(self.model)
-
-    @property
-    def intercept_markup(self) -> bool:
-        """The wrapped model's ``intercept_markup`` capability."""
-        return model_intercepts_markup(self.model)
-
-    def backend_id(self, model: str) -> str:
-        """The wrapped model's backend (so a step's fingerprint is the same with or without the account)."""
-        return self.model.backend_id(model)
-
-    def engine_record(self) -> JsonObject | None:
-        """The wrapped model's `model_engine_record` (what answered the step besides the backend)."""
-        return model_engine_record(self.model)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """The wrapped model's reply, reserved before it is sent and settled with its usage at its end."""

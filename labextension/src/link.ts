@@ -8,7 +8,9 @@
  *   notebook metadata (replacing the one with the same id), its copy leaves the step's output metadata, the notebook
  *   becomes dirty, and the answer is `{"op": "stored", "id": <record id>}`. A notebook without that cell (another
  *   notebook sharing the kernel ran it) ignores the message. A partial record (a step waiting for a person: it has a
- *   `partial` field) comes the same way when the step starts waiting; its finished record replaces it by id.
+ *   `partial` field) comes the same way when the step starts waiting; its finished record replaces it by id. A
+ *   partial record never replaces a finished one with its id (a step waiting in mode `refresh`): it is not stored
+ *   nor acknowledged, and the kernel keeps it in its session only.
  * - kernel → frontend: `{"op": "discard", "id": <record id>}`: a waiting step was interrupted on purpose (or failed);
  *   its partial record leaves the notebook metadata. A finished record with that id is never removed.
  * - kernel → frontend: `{"op": "sidecar", "cell_id": <id or null>, "sidecar": <naming>}` when a map's final display
@@ -25,7 +27,9 @@ import type { Kernel, KernelMessage } from '@jupyterlab/services';
 
 import {
   blockWithoutPartial,
+  holdsFinished,
   isObject,
+  isPartial,
   type JSONObject,
   jsonEqual,
   METADATA_KEY,
@@ -160,6 +164,12 @@ export class NotebookLink {
     const id = recordId(record);
     if (id === null || !isObject(record)) {
       console.warn('agl-notebook: ignored a record without an id');
+      return null;
+    }
+    const model = this.model;
+    if (model && isPartial(record) && holdsFinished(model.getMetadata(METADATA_KEY), id)) {
+      // A partial record never replaces a finished one (a step waiting in mode `refresh`): the kernel keeps it in
+      // its session only, and it is not acknowledged.
       return null;
     }
     const stored = this.keep(`record ${id}`, cellId, block => upsertRecord(block, record),

@@ -46,6 +46,19 @@ export function blockProblem(block: unknown): string | null {
   return null;
 }
 
+/** Whether a record is partial: the progress of a step waiting for a person (it has a `partial` field). */
+export function isPartial(record: unknown): boolean {
+  return isObject(record) && 'partial' in record;
+}
+
+/** Whether a usable block holds a finished (not partial) record with this id. */
+export function holdsFinished(block: unknown, id: string): boolean {
+  if (blockProblem(block) !== null) {
+    return false;
+  }
+  return ((block as JSONObject).records as JSONValue[]).some(item => recordId(item) === id && !isPartial(item));
+}
+
 /** The result of putting a record into a block. */
 export type Upsert = { ok: true; block: JSONObject } | { ok: false; problem: string };
 
@@ -53,6 +66,9 @@ export type Upsert = { ok: true; block: JSONObject } | { ok: false; problem: str
  * The block with `record` inserted, or in place of the record with the same id (later duplicates of that id are
  * dropped: readers keep one record per id). Creates the block when it is absent; keeps every other record, readable
  * or not, and every other key of the block. An unusable block is left alone: writing it would lose what it holds.
+ *
+ * A partial record never replaces a finished one: the block holding a finished record with its id is returned as
+ * it is (a step waiting in mode `refresh`; the kernel keeps that partial record in its session only).
  */
 export function upsertRecord(block: unknown, record: JSONObject): Upsert {
   const id = recordId(record);
@@ -65,6 +81,9 @@ export function upsertRecord(block: unknown, record: JSONObject): Upsert {
   const problem = blockProblem(block);
   if (problem !== null) {
     return { ok: false, problem };
+  }
+  if (isPartial(record) && holdsFinished(block, id)) {
+    return { ok: true, block: block as JSONObject };
   }
   const current = (block as JSONObject).records as JSONValue[];
   const records: JSONValue[] = [];
@@ -93,7 +112,7 @@ export function blockWithoutPartial(block: unknown, id: string): JSONObject | nu
     return null;
   }
   const records = (block as JSONObject).records as JSONValue[];
-  const kept = records.filter(item => !(recordId(item) === id && isObject(item) && 'partial' in item));
+  const kept = records.filter(item => !(recordId(item) === id && isPartial(item)));
   return kept.length === records.length ? null : { ...(block as JSONObject), records: kept };
 }
 

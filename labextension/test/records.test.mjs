@@ -4,6 +4,8 @@ import { test } from 'node:test';
 
 import {
   blockWithoutPartial,
+  holdsFinished,
+  isPartial,
   jsonEqual,
   metadataWithoutRecord,
   metadataWithoutSidecar,
@@ -87,6 +89,18 @@ test('keeps a partial record whole, unknown fields included, and replaces it by 
   assert.deepEqual(stored.block.records, [rec('a'), partial('b')], 'kept as sent');
   const finished = upsertRecord(stored.block, rec('b', 7));
   assert.deepEqual(finished.block.records, [rec('a'), rec('b', 7)], 'the finished record in its place');
+});
+
+test('a partial record never replaces a finished record of the same id', () => {
+  const block = { version: 1, records: [rec('a'), rec('b', 3)] };
+  const result = upsertRecord(block, partial('b'));
+  assert.ok(result.ok);
+  assert.deepEqual(result.block, { version: 1, records: [rec('a'), rec('b', 3)] }, 'the finished record kept');
+  assert.ok(holdsFinished(block, 'b') && !holdsFinished(block, 'c'));
+  assert.ok(!holdsFinished({ version: 1, records: [partial('b')] }, 'b'), 'a partial record is not a finished one');
+  assert.ok(!holdsFinished({ version: 2, records: [rec('b')] }, 'b'), 'an unusable block holds nothing');
+  assert.ok(isPartial(partial('b')) && !isPartial(rec('b')));
+  assert.deepEqual(upsertRecord({ version: 1, records: [partial('b')] }, partial('b')).block.records, [partial('b')]);
 });
 
 test('a discard removes the partial record only, never a finished one', () => {

@@ -15,8 +15,10 @@ from typing import Any
 
 import pytest
 
-from agl_notebook._cli_report import age
-from agl_notebook.cli import _explain_failure, _Progress, main
+from agl_notebook.cli import main
+from agl_notebook.cli.execute import _Progress
+from agl_notebook.cli.explain import _explain_failure
+from agl_notebook.cli.report import age
 from agl_notebook.models.base import Usage
 from agl_notebook.models.prices import PRICES, RecordedCost
 from agl_notebook.notebook.nbfile import METADATA_KEY, records_in_notebook
@@ -549,6 +551,44 @@ def test_gc_drops_the_unused_and_keeps_the_unknown(tmp_path: Path, capsys: pytes
     assert statuses(path, capsys) == {record_id(1): "used", record_id(6): "used"}
 
 
+def test_a_partial_record_is_listed_as_partial_costs_nothing_and_gc_keeps_it_unless_unknown_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    waiting = {
+        **record_json(7, cell_id="ask"),
+        "backend": "anthropic:claude-opus-4-1",
+        "result": None,
+        "partial": {"waiting": "approval", "tool_call_id": "toolu_01_0", "tool": "send_mail"},
+    }
+    gone = {**record_json(8, cell_id="deleted"), "result": None, "partial": waiting["partial"]}
+    path = notebook_with_records(tmp_path / "waiting.ipynb", [waiting, gone, record_json(2, cell_id="deleted")], [])
+
+    data = listed(path, capsys)
+    by_id = {r["id"]: r for r in data["recordings"]}
+    assert by_id[record_id(7)]["status"] == "partial" and by_id[record_id(8)]["status"] == "partial"
+    assert by_id[record_id(7)]["partial"] == waiting["partial"]
+    assert by_id[record_id(7)]["cell"] == 3
+    assert "waiting for an approval of its call to 'send_mail'" in by_id[record_id(7)]["reason"]
+    assert "partial" not in by_id[record_id(2)]
+    assert data["counts"] == {"used": 0, "unused": 1, "unknown": 0, "partial": 2}
+    assert data["cost"]["recorded_missing"] == 0, "not a recording made before costs were kept"
+    assert data["cost"]["today_usd"] == 0
+
+    assert main(["list", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"{record_id(7)[:12]}  oracle" in out and "partial (waiting, cell 3)" in out
+    assert "0 used, 1 unused, 0 unknown, 2 partial." in out
+    assert "recorded before costs were kept" not in out
+
+    assert main(["gc", str(path)]) == 0
+    assert "removed 1 recording (1 from the notebook metadata); 2 left" in capsys.readouterr().out
+    assert main(["gc", str(path)]) == 0
+    assert "(0 used, 0 unknown, 2 partial) (--unknown-too removes the partial ones)" in capsys.readouterr().out
+    assert set(statuses(path, capsys).values()) == {"partial"}, "a waiting step's progress is kept"
+    assert main(["gc", str(path), "--unknown-too"]) == 0
+    assert "removed 2 recordings" in capsys.readouterr().out
+
+
 def test_clear_given_recordings_everywhere_they_are_kept(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = rules_notebook(tmp_path / "rules.ipynb")
     nb = load(path)
@@ -877,7 +917,7 @@ def test_a_notebook_file_name_and_errors_are_printed_inert(tmp_path: Path, capsy
 
 
 def test_explain_prints_what_the_kernel_sent_inert(capsys: pytest.CaptureFixture[str]) -> None:
-    from agl_notebook.cli import _explain_success
+    from agl_notebook.cli.explain import _explain_success
 
     assert (
         _explain_failure(

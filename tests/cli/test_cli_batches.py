@@ -11,8 +11,8 @@ import anthropic
 import pytest
 
 from agl_notebook import Run
-from agl_notebook._cli_batches import ClientFactory
 from agl_notebook.cli import main
+from agl_notebook.cli.batches import ClientFactory
 from agl_notebook.notebook import store as store_module
 from agl_notebook.notebook.store import NotebookStore
 from agl_notebook.payloads import JsonObject

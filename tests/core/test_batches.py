@@ -18,7 +18,13 @@ import httpx2
 import pytest
 
 from agl_notebook import Claude, Role, Run
-from agl_notebook.errors import BatchRequestError, InputError, MissingCredentialsError, UpstreamUnexpected
+from agl_notebook.errors import (
+    BatchRequestError,
+    BudgetExceededError,
+    InputError,
+    MissingCredentialsError,
+    UpstreamUnexpected,
+)
 from agl_notebook.loop import LoopOutcome
 from agl_notebook.models.base import Usage
 from agl_notebook.models.batch_replies import batch_statuses, cancel_batches
@@ -211,6 +217,7 @@ async def test_expired_requests_run_live_when_asked() -> None:
             "output_tokens": 7,
             "cache_creation_input_tokens": 0,
             "cache_read_input_tokens": 0,
+            "cache_creation_1h_input_tokens": 0,
         },
     }
     assert "live_usage" not in engines["topic 0"]  # type: ignore[operator]
@@ -483,3 +490,17 @@ async def test_a_batched_step_is_recorded_and_spent_at_the_batch_price() -> None
     total = sum((r.usage for r in batch_run.store.records()), Usage())
     assert batch_run.meter.spent_usd == pytest.approx(rates.batched().cost(total))
     assert live_run.meter.spent_usd == pytest.approx(rates.cost(total))
+
+
+async def test_a_tight_budget_on_a_batch_refuses_the_requests_that_may_not_fit_and_never_hangs() -> None:
+    # Requests in a batch settle only when the wave they join is sent, so one that waited for them would wait for
+    # ever (it did: no creation, the steps waiting on one another). Now a request whose worst case does not fit is
+    # refused, and what was sent cannot pass the budget.
+    fake = FakeBatches(three_turns)
+    engine = engine_for(fake, model=Claude.OPUS)
+    outcomes, run = await asyncio.wait_for(run_batched(engine, inputs(4), budget_usd=0.2), timeout=20)
+    refused = [o for o in outcomes if isinstance(o, BudgetExceededError)]
+    assert refused, outcomes  # the budget is too small for every step's worst case
+    assert all(isinstance(o, LoopOutcome | BudgetExceededError) for o in outcomes), outcomes
+    assert run.spent_usd <= 0.2
+    assert "cannot wait for the others to settle" in str(refused[0])

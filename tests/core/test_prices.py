@@ -11,8 +11,16 @@ from agl_notebook import Claude
 from agl_notebook.errors import InputError
 from agl_notebook.models.anthropic import AnthropicModel
 from agl_notebook.models.base import ModelRequest, TurnEnd, Usage
-from agl_notebook.models.prices import PRICES, PriceTable, Rates, RecordedCost, dollars, prices_from_json
-from agl_notebook.payloads import JsonValue
+from agl_notebook.models.prices import (
+    PRICES,
+    PriceTable,
+    Rates,
+    RecordedCost,
+    batched_usage,
+    dollars,
+    prices_from_json,
+)
+from agl_notebook.payloads import JsonObject, JsonValue
 from agl_notebook.replay.records import StepRecord, record_from_json
 from agl_notebook.transcript import user_text
 from tests.support.anthropic_api import api, reply, text
@@ -143,3 +151,17 @@ def test_a_record_keeps_its_cost_and_an_old_record_reads_without_one() -> None:
     for bad in bad_costs:
         with pytest.raises(InputError, match=r"record\.cost: expected"):
             record_from_json({**kept, "cost": bad})
+
+
+def test_a_batched_steps_live_part_keeps_its_one_hour_cache_writes_at_the_live_rate() -> None:
+    # The engine record's live_usage names the 1-hour cache writes too, so they are not priced at the batch rate.
+    usage = Usage(input_tokens=100, output_tokens=10, cache_creation_input_tokens=50, cache_creation_1h_input_tokens=50)
+    live: JsonObject = {
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cache_creation_input_tokens": 50,
+        "cache_read_input_tokens": 0,
+        "cache_creation_1h_input_tokens": 50,
+    }
+    batched = batched_usage(usage, {"engine": "batches", "answered_by": ["b1", "live"], "live_usage": live})
+    assert batched == Usage(input_tokens=100, output_tokens=10)

@@ -203,13 +203,14 @@ async def test_a_first_wave_past_the_budget_creates_no_batch() -> None:
     assert fake.requests == [] and run.store.records() == ()
 
 
-async def test_a_batch_map_within_its_budget_never_waits_on_the_worst_case() -> None:
+async def test_a_batch_map_near_its_budget_refuses_what_may_not_fit_and_never_hangs() -> None:
     # A budget the first wave fits by its estimate but not by its worst case: a live request would wait for the
-    # ones in flight, which in a batch wait for it; each is let through on its estimate instead.
+    # ones in flight, which in a batch wait for it; the items whose worst case does not fit fail instead.
     fake = FakeBatches(three_turns, polls=0)
     run = Run(store=MemoryStore(), prices=PRICES, budget_usd=0.15)  # four first requests: $0.124 likely, $0.18 worst
     results = await asyncio.wait_for(run.map(RESEARCHER, inputs(4), engine=engine_for(fake)), 20)
-    assert not results.failures and len(fake.creations) == 3
+    refused = [f for f in results.failures if isinstance(f.error, BudgetExceededError)]
+    assert refused and len(refused) == len(results.failures) < 4
     assert run.meter.spent_usd <= 0.15
 
 

@@ -419,3 +419,94 @@ async def test_steps_waiting_together_each_keep_their_partial_record(tmp_path: P
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+
+
+# Partial records beside other records ----------------------------------------------------------------------------
+
+
+async def test_discarding_a_partial_record_keeps_what_another_writer_put_in_the_file_meanwhile(tmp_path: Path) -> None:
+    file = tmp_path / "records.json"
+    person = Person()
+    waiting = Run(model=Counted([{"name": "weather", "args": OSLO}]).model, terminal=person, store=JsonFileStore(file))
+    task = asyncio.ensure_future(waiting.step(weather_role(Weather()), "Go"))
+    await asyncio.wait_for(person.waiting.wait(), 10)
+    await asyncio.sleep(0.02)  # a later mtime for the other writer's rewrite
+    other = Run(
+        model=Counted([{"name": "weather", "args": OSLO}]).model, terminal=Person(approve=1), store=JsonFileStore(file)
+    )
+    await other.step(weather_role(Weather()), "Other input")
+    assert sorted((str(r.input), r.partial is not None) for r in saved(file)) == [("Go", True), ("Other input", False)]
+    task.cancel()  # the person's Ctrl-C: the partial record is discarded
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert [(str(r.input), r.partial) for r in saved(file)] == [("Other input", None)], "the other record is kept"
+
+
+def _broken_after_approval() -> Callable[[Any], Any]:
+    async def broken(forecast: Any) -> ToolResult:
+        raise RuntimeError("the service is down")
+
+    return broken
+
+
+async def test_a_refresh_that_waits_then_is_interrupted_keeps_the_finished_record_in_the_file(tmp_path: Path) -> None:
+    file = tmp_path / "records.json"
+    model = Counted([{"name": "weather", "args": OSLO}])
+    await Run(model=model.model, terminal=Person(approve=1), store=JsonFileStore(file)).step(
+        weather_role(Weather()), "Go"
+    )
+    (finished,) = saved(file)
+    person = Person()
+    store = JsonFileStore(file)
+    task = asyncio.ensure_future(
+        Run(model=model.model, terminal=person, store=store, mode="refresh").step(weather_role(Weather()), "Go")
+    )
+    await asyncio.wait_for(person.waiting.wait(), 10)
+    assert saved(file) == [finished], "the partial record never replaces the finished one in the file"
+    assert store.get(finished.id) == finished, "a lookup finds the finished record (mode auto replays it)"
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert saved(file) == [finished], "discarding the partial record leaves the finished one"
+    assert JsonFileStore(file).get(finished.id) == finished
+
+
+async def test_a_refresh_that_waits_then_fails_keeps_the_finished_record_in_memory() -> None:
+    store = Spy()
+    model = Counted([{"name": "weather", "args": OSLO}])
+    await Run(model=model.model, terminal=Person(approve=1), store=store).step(weather_role(Weather()), "Go")
+    (finished,) = store.records()
+    run = Run(model=model.model, terminal=Person(approve=1), store=store, mode="refresh")
+    with pytest.raises(RuntimeError):
+        await run.step(weather_role(_broken_after_approval()), "Go")
+    assert len(store.partials) == 2, "each run waited, and kept a partial record"
+    assert store.records() == (finished,) and store.get(finished.id) == finished
+
+
+def test_a_memory_store_keeps_a_partial_record_beside_a_finished_one_and_resumes_one_alone() -> None:
+    def record(record_id: str, waiting: bool) -> StepRecord:
+        return StepRecord(
+            id=record_id,
+            parts={},
+            occurrence=0,
+            role="r",
+            backend="scripted:0",
+            input="Go",
+            result=None,
+            transcript=(),
+            partial=Waiting("approval", "toolu_00_0", "weather") if waiting else None,
+        )
+
+    store = MemoryStore([record("done", False)])
+    store.put_partial(record("done", True))
+    store.put_partial(record("alone", True))
+    assert store.get("done") == record("done", False), "the finished record is found, not the partial one"
+    assert store.get("alone") == record("alone", True), "a partial record alone is found: mode auto resumes it"
+    assert [r.id for r in store.records()] == ["done", "alone"]
+    store.discard_partial("done")
+    store.discard_partial("alone")
+    assert store.records() == (record("done", False),)
+    store.put_partial(record("alone", True))
+    store.put(record("alone", False))
+    store.discard_partial("alone")
+    assert store.get("alone") == record("alone", False), "the finished record replaced the partial one"

@@ -1,8 +1,8 @@
 """The frontend extension's side of the comm (labextension/src/link.ts), played by a test over a real kernel.
 
-It keeps the records the kernel sends in "the notebook model's metadata" (and the sidecar namings of maps), drops a
-partial record when the kernel says to discard it, and hands the block to a restarted kernel when it says hello:
-recordings never saved.
+It keeps the records the kernel sends in "the notebook model's metadata" (and the sidecar namings of maps), a partial
+record never in place of a finished one, drops a partial record when the kernel says to discard it, and hands the
+block to a restarted kernel when it says hello: recordings never saved.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ class FakeExtension:
                 records = block["records"]
                 if data["op"] == "record":
                     record = data["record"]
+                    if "partial" in record and any(r["id"] == record["id"] and "partial" not in r for r in records):
+                        continue  # a partial record never replaces a finished one: neither stored nor acknowledged
                     self.block = {**block, "records": [*[r for r in records if r["id"] != record["id"]], record]}
                     self.k.comm_msg(content["comm_id"], {"op": "stored", "id": record["id"]})
                 elif data["op"] == "sidecar":  # a map's sidecar naming, kept beside the records by its file

@@ -13,6 +13,10 @@ notebook explain`` does that). In order:
 "Used" means a cell that could run the step is still there, not that the step still replays: a cell edited since may
 ask something else (``explain`` tells).
 
+A **partial** record (the progress of a step waiting for a person, docs/recordings.md) is none of those: it is a
+step's unfinished work, which resumes when its cell runs again. ``list`` shows it as ``partial``, its cost is in no
+total, and ``gc`` removes it only with ``--unknown-too`` (``clear`` by its id).
+
 A record in a sidecar file the notebook names (a large map's) is judged the same way, kept by the cells whose outputs
 name the file; but a cell id found nowhere in the notebook makes it **unknown**, not unused: a sidecar is named for
 its map, and another notebook of the folder may keep records of its own in it.
@@ -27,14 +31,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ._cli_sidecars import Sidecar
-from .errors import InputError
-from .models.prices import PriceTable, dollars
-from .notebook.nbfile import METADATA_KEY, outputs_metadata
-from .payloads import JsonObject
-from .replay.records import StepRecord, block_from_json, record_from_json
+from ..errors import InputError
+from ..models.prices import PriceTable, dollars
+from ..notebook.nbfile import METADATA_KEY, outputs_metadata
+from ..payloads import JsonObject
+from ..replay.records import StepRecord, block_from_json, record_from_json
+from .sidecars import Sidecar
 
-Status = Literal["used", "unused", "unknown"]
+Status = Literal["used", "unused", "unknown", "partial"]
 
 SHORT_ID = 12
 """The characters of a record id shown (and the fewest a prefix given to ``clear`` may have: `MIN_PREFIX`)."""
@@ -95,6 +99,7 @@ class Recording:
             "status": self.status,
             "reason": self.reason,
             **({"sidecar": self.sidecar} if self.sidecar else {}),  # only then: older programs see what they did
+            **({"partial": r.to_json()["partial"]} if r.partial is not None else {}),  # what the step waits for
         }
 
 
@@ -110,17 +115,17 @@ class Scan:
     """What could not be read, and where."""
 
     def counts(self) -> dict[str, int]:
-        """How many recordings are used, unused and unknown."""
+        """How many recordings are used, unused and unknown; and partial, when any is (as older programs saw it)."""
         counted = {"used": 0, "unused": 0, "unknown": 0}
         for recording in self.recordings:
-            counted[recording.status] += 1
+            counted[recording.status] = counted.get(recording.status, 0) + 1
         return counted
 
 
 def scan(nb: dict[str, Any], *, where: str, sidecars: Sequence[Sidecar] = ()) -> Scan:
     """Read and judge every recording in ``nb`` (a notebook as JSON; its metadata block is known to be usable).
 
-    ``sidecars``: the sidecar files it names, as read (`agl_notebook._cli_sidecars.sidecars_of`); their records are
+    ``sidecars``: the sidecar files it names, as read (`agl_notebook.cli.sidecars.sidecars_of`); their records are
     recordings of the notebook too.
     """
     found: dict[str, Recording] = {}
@@ -133,7 +138,9 @@ def scan(nb: dict[str, Any], *, where: str, sidecars: Sequence[Sidecar] = ()) ->
         unreadable += len(read.unreadable)
         problems.extend(read.problems)
         for record in read.records:
-            found[record.id] = Recording(record, in_metadata=True)
+            held = found.get(record.id)
+            if held is None or record.partial is None:  # a partial record never replaces a finished one
+                found[record.id] = Recording(record, in_metadata=True)
     for index, number, output_metadata in outputs_metadata(nb):
         if METADATA_KEY not in output_metadata:
             continue
@@ -149,8 +156,8 @@ def scan(nb: dict[str, Any], *, where: str, sidecars: Sequence[Sidecar] = ()) ->
             recording = found.get(record.id)
             if recording is None:
                 recording = found[record.id] = Recording(record)
-            else:
-                recording.record = record  # the output's copy is the newer
+            elif record.partial is None or recording.record.partial is not None:
+                recording.record = record  # the output's copy is the newer (a partial one never over a finished one)
             if index not in recording.output_cells:
                 recording.output_cells.append(index)
     for sidecar in sidecars:
@@ -200,6 +207,19 @@ class _Cells:
 
 
 def _judge(recording: Recording, cells: _Cells) -> None:
+    _judge_use(recording, cells)
+    waiting = recording.record.partial
+    if waiting is not None:
+        what = "an approval of" if waiting.on == "approval" else "an answer in"
+        where = f", cell {recording.cell}" if recording.cell is not None else ""
+        recording.status, recording.why = "partial", f"waiting{where}"
+        recording.reason = (
+            f"the progress of a step waiting for {what} its call to {waiting.tool!r}, which resumes when its cell "
+            f"runs again ({recording.reason})"
+        )
+
+
+def _judge_use(recording: Recording, cells: _Cells) -> None:
     def decide(status: Status, why: str, reason: str, cell: int | None = None) -> None:
         recording.status, recording.why, recording.reason, recording.cell = status, why, reason, cell
 
@@ -388,10 +408,15 @@ class CostTotals:
 
 
 def cost_totals(records: list[StepRecord], prices: PriceTable) -> CostTotals:
-    """The recorded and today's cost of ``records`` (a scripted step costs nothing either way)."""
+    """The recorded and today's cost of ``records`` (a scripted step costs nothing either way).
+
+    A partial record (a step still waiting) is left out: it kept no cost, and its tokens are not a whole step's.
+    """
     recorded = today = 0.0
     unknown = missing = today_unknown = billed_count = 0
     for r in records:
+        if r.partial is not None:
+            continue
         billed = prices.priced(r.backend)
         billed_count += billed
         if r.cost is None:

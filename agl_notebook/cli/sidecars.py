@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from .errors import InputError
-from .notebook.nbfile import METADATA_KEY, outputs_metadata, records_in_notebook
-from .payloads import JsonObject
-from .replay.sidecar import (
+from ..errors import InputError
+from ..notebook.nbfile import METADATA_KEY, outputs_metadata, records_in_notebook
+from ..payloads import JsonObject
+from ..replay.sidecar import (
     BLOCK_KEY,
     SidecarLine,
     SidecarNaming,

@@ -15,15 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import InputError, MissingCredentialsError
-from .notebook.nbfile import records_in_notebook
-from .payloads import JsonValue
-from .replay.sidecar import SUFFIX, read_sidecar
+from ..errors import InputError, MissingCredentialsError
+from ..notebook.nbfile import records_in_notebook
+from ..payloads import JsonValue
+from ..replay.sidecar import SUFFIX, read_sidecar
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
 
-    from .models.batch_replies import BatchStatus
+    from ..models.batch_replies import BatchStatus
 
 ClientFactory = Callable[[], Awaitable["AsyncAnthropic"]]
 """What makes the client the command asks the API with."""
@@ -64,7 +64,7 @@ def batch_states(nb: dict[str, Any], folder: Path, *, where: str) -> tuple[list[
 
 
 async def _from_environment() -> AsyncAnthropic:
-    from .models.anthropic import _client_from_environment
+    from ..models.anthropic import _client_from_environment
 
     return await _client_from_environment(None)
 
@@ -89,7 +89,7 @@ def batches_command(
 async def _ask(action: str, maps: list[MapBatches], say: Callable[[str], None], make: ClientFactory) -> int:
     import anthropic
 
-    from .models.batch_replies import batch_statuses, cancel_batches
+    from ..models.batch_replies import batch_statuses, cancel_batches
 
     try:
         client = await make()

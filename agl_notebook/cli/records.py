@@ -1,0 +1,256 @@
+"""``agl-notebook consolidate | list | clear | gc``: the recordings a notebook keeps, seen and tidied."""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+from typing import Any
+
+from .._files import write_atomically
+from ..errors import InputError
+from ..models.prices import current_prices
+from ..notebook.nbfile import consolidate, read_notebook_json, records_in_notebook
+from ._common import (
+    EXIT_OK,
+    _check_metadata_block,
+    _existing_notebook_file,
+    _read_v4,
+    _s,
+    _say,
+    _warn,
+    _warn_unreadable,
+)
+from .execute import _notebook_text
+from .report import (
+    MIN_PREFIX,
+    SHORT_ID,
+    Recording,
+    Scan,
+    age,
+    cost_totals,
+    printable_json,
+    recorded_dollars,
+    remove,
+    scan,
+    table,
+    tokens,
+)
+from .sidecars import Rewritten, Sidecar, drop, sidecars_of
+
+
+def _consolidate(path: Path) -> int:
+    path = _existing_notebook_file(path)
+    data = read_notebook_json(path)
+    _check_metadata_block(data, path)
+    before = records_in_notebook(data, where=str(path))
+    moved = consolidate(data)
+    for problem in before.problems:
+        _warn(f"{problem} Left where it is.")
+    if moved == 0:
+        _say(f"{path}: no records in outputs' metadata; nothing to move.")
+        return EXIT_OK
+    write_atomically(path, _notebook_text(data))
+    after = records_in_notebook(data)
+    records, namings = len(before.in_outputs), len(before.sidecar_cells)
+    what = f"{records} record{_s(records)}"
+    if namings:
+        what += f" and the naming{_s(namings)} of {namings} sidecar file{_s(namings)}"
+    _say(f"{path}: moved {what} into the notebook metadata ({len(after.in_metadata)} records there in all).")
+    return EXIT_OK
+
+
+def _list(path: Path, *, as_json: bool) -> int:
+    path = _existing_notebook_file(path)
+    data = read_notebook_json(path)
+    _check_metadata_block(data, path, refusal="so its recordings cannot be listed")
+    sidecars = sidecars_of(data, path.parent, where=str(path))
+    found = scan(data, where=str(path), sidecars=sidecars)
+    now = datetime.datetime.now(datetime.UTC)
+    costs = cost_totals([r.record for r in found.recordings], current_prices())
+    if as_json:
+        print(
+            printable_json(
+                {
+                    "notebook": str(path),
+                    "recordings": [r.to_json(now) for r in found.recordings],
+                    "sidecars": [s.to_json() for s in sidecars],
+                    "counts": found.counts(),
+                    "cost": costs.to_json(),
+                    "unreadable": found.unreadable,
+                    "problems": found.problems,
+                }
+            )
+        )
+        return EXIT_OK
+    _warn_unreadable(found)
+    for sidecar in sidecars:
+        _say(sidecar.describe())
+    if not found.recordings:
+        _say(f"{path}: no recordings.")
+        return EXIT_OK
+    rows = [["ID", "ROLE", "BACKEND", "TOKENS", "DOLLARS", "AGE", "KEPT", "USED"]]
+    rows += [
+        [
+            r.record.id[:SHORT_ID],
+            r.record.role,
+            r.record.backend,
+            str(tokens(r.record)),
+            recorded_dollars(r.record),
+            age(r.record.recorded_at, now),
+            "+".join(r.kept),
+            f"{r.status} ({r.why})",
+        ]
+        for r in found.recordings
+    ]
+    counts = found.counts()
+    _say(f"{path}: {len(found.recordings)} recording{_s(len(found.recordings))}")
+    _say("\n".join(table(rows)))
+    partial = f", {counts.get('partial')} partial" if counts.get("partial") else ""
+    _say(f"{counts['used']} used, {counts['unused']} unused, {counts['unknown']} unknown{partial}.")
+    if counts["unused"]:
+        _say("unused: the cell that ran it is gone, empty or not code any more; `agl-notebook gc` removes these.")
+    if counts["unknown"]:
+        _say(
+            "unknown: the cell that ran it cannot be told (a headless run sends no cell id); gc keeps these "
+            "unless --unknown-too."
+        )
+    if counts.get("partial"):
+        _say(
+            "partial: the progress of a step waiting for a person, which resumes when its cell runs again; gc keeps "
+            "these unless --unknown-too."
+        )
+    for line in costs.lines():
+        _say(line)
+    return EXIT_OK
+
+
+def _clear(path: Path, ids: list[str], *, everything: bool, dry_run: bool) -> int:
+    if everything == bool(ids):
+        raise InputError(
+            "clear: give the ids of the recordings to remove (list shows them), or --all, not both."
+            if ids
+            else "clear: give the ids of the recordings to remove (list shows them), or --all."
+        )
+    path = _existing_notebook_file(path)
+    data = _read_v4(path)
+    _check_metadata_block(data, path)
+    sidecars = sidecars_of(data, path.parent, where=str(path))
+    found = scan(data, where=str(path), sidecars=sidecars)
+    chosen = found.recordings if everything else _chosen(found, ids, path)
+    return _remove(path, data, found, chosen, unreadable=everything, dry_run=dry_run, sidecars=sidecars)
+
+
+def _gc(path: Path, *, unknown_too: bool, dry_run: bool) -> int:
+    path = _existing_notebook_file(path)
+    data = _read_v4(path)
+    _check_metadata_block(data, path)
+    sidecars = sidecars_of(data, path.parent, where=str(path))
+    found = scan(data, where=str(path), sidecars=sidecars)
+    _warn_unreadable(found)
+    # A partial record is a waiting step's progress: removed only with the consent --unknown-too gives.
+    dropped = ("unused", "unknown", "partial") if unknown_too else ("unused",)
+    chosen = [r for r in found.recordings if r.status in dropped]
+    if not chosen:
+        counts = found.counts()
+        kept = f"{counts['used']} used, {counts['unknown']} unknown"
+        if counts.get("partial"):
+            kept += f", {counts.get('partial')} partial"
+        removable = " and ".join(status for status in ("unknown", "partial") if counts.get(status))
+        hint = f" (--unknown-too removes the {removable} ones)" if removable else ""
+        _say(f"{path}: every recording is used or may be ({kept}){hint}; nothing to remove.")
+        return EXIT_OK
+    return _remove(path, data, found, chosen, unreadable=False, dry_run=dry_run, sidecars=sidecars)
+
+
+def _chosen(found: Scan, ids: list[str], path: Path) -> list[Recording]:
+    """The recordings the given ids (or id prefixes) name, each exactly once; an `InputError` for any other."""
+    chosen: dict[str, Recording] = {}
+    for given in ids:
+        if len(given) < MIN_PREFIX:
+            raise InputError(
+                f"clear: {given!r} is too short to name a recording: give at least {MIN_PREFIX} "
+                "characters of its id. Nothing was removed."
+            )
+        matches = [r for r in found.recordings if r.record.id.startswith(given)]
+        if not matches:
+            raise InputError(
+                f"{path}: no recording has an id starting with {given!r} (`agl-notebook list` shows "
+                "them). Nothing was removed."
+            )
+        if len(matches) > 1:
+            raise InputError(
+                f"{path}: {given!r} starts the ids of {len(matches)} recordings "
+                f"({', '.join(r.record.id[:SHORT_ID] for r in matches[:5])}"
+                f"{', ...' if len(matches) > 5 else ''}); give more of the id. Nothing was removed."
+            )
+        chosen[matches[0].record.id] = matches[0]
+    return list(chosen.values())
+
+
+def _remove(
+    path: Path,
+    data: dict[str, Any],
+    found: Scan,
+    chosen: list[Recording],
+    *,
+    unreadable: bool,
+    dry_run: bool,
+    sidecars: list[Sidecar],
+) -> int:
+    if not chosen and not (unreadable and found.unreadable):
+        _say(f"{path}: no recordings; nothing to remove.")
+        return EXIT_OK
+    ids = {r.record.id for r in chosen}
+    removed = remove(data, ids, unreadable=unreadable)
+    # The sidecars first (each rewritten atomically, and named anew in `data`), then the notebook naming them.
+    rewritten = [drop(data, sidecar, ids, dry_run=dry_run) for sidecar in sidecars if sidecar.read is not None]
+    verb = "would remove" if dry_run else "removed"
+    if chosen:
+        rows = [
+            [
+                verb,
+                r.record.id[:SHORT_ID],
+                f"role {r.record.role!r}",
+                r.record.backend,
+                "+".join(r.kept),
+                f"{r.status}: {r.reason}",
+            ]
+            for r in chosen
+        ]
+        _say("\n".join(table(rows)))
+    places = [
+        f"{n} from {where}"
+        for n, where in ((removed.from_metadata, "the notebook metadata"), (removed.from_outputs, "outputs' metadata"))
+        if n
+    ]
+    places += [
+        f"{done.records} line{_s(done.records)} from the sidecar {done.sidecar.naming.file}"
+        for done in rewritten
+        if done.records
+    ]
+    summary = f"{verb} {len(chosen)} recording{_s(len(chosen))}"
+    if places:
+        summary += f" ({', '.join(places)})"
+    if removed.unreadable:
+        summary += f" and {removed.unreadable} this version cannot read"
+    replaced = sum(done.replaced for done in rewritten)
+    if replaced:
+        summary += f", and {replaced} sidecar line{_s(replaced)} a later line of the same id replaced"
+    left = len(found.recordings) - len(chosen)
+    summary += f"; {left} left in {path}"
+    if dry_run:
+        _say(f"{summary}. Nothing was written (--dry-run).")
+        return EXIT_OK
+    write_atomically(path, _notebook_text(data))
+    _say(f"{summary}.")
+    for done in rewritten:
+        _say_rewritten(done)
+    return EXIT_OK
+
+
+def _say_rewritten(done: Rewritten) -> None:
+    file = done.sidecar.naming.file
+    if done.removed_file:
+        _say(f"removed the sidecar {file}: nothing was left in it; the notebook no longer names it.")
+    elif done.records or done.replaced:
+        _say(f"rewrote the sidecar {file} (atomically); the notebook names it as it is now.")
