@@ -5,6 +5,8 @@ until the agent reports a typed result. In a notebook, steps draw live widget vi
 widgets, and are recorded in the notebook's metadata so that re-executing it replays them with no model call.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from .approvals import Approve, Deny, Edit
 from .errors import InputError, RoleIncompleteError, UpstreamUnexpected
 from .events import Event
@@ -12,11 +14,23 @@ from .models.base import Model
 from .models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn, scripted_unless_credentials
 from .payloads import JsonValue, describe
 from .roles import Claude, Role, RoleFactory, prompt_file, role
-from .run import MapItemError, MapResults, Run
+from .run import Run
 from .screens import ChoiceInput, ConfirmInput, NumberInput, Screen, TextInput
 from .tools import ReportingTool, Tool, ToolResult, reporting_tool, tool
 
+if TYPE_CHECKING:
+    from .run._map_state import MapItemError, MapResults
+
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # A map's results load with the first map (or the first to ask for them), not with every notebook.
+    if name in ("MapItemError", "MapResults"):
+        from .run import _map_state
+
+        return getattr(_map_state, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def load_ipython_extension(ipython: object) -> None:

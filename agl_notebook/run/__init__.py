@@ -27,9 +27,7 @@ from ..roles import Role, RoleFactory
 from ..screens import Screen
 from ..terminals import ConsoleTerminal, ScriptedApprovals, ScriptedTerminal, Terminal
 from ._approvals import Gatekeeper
-from ._compare import Comparison
 from ._engine import Context, run_unit
-from ._map_state import MapItemError, MapResults, MapView
 from ._meter import Meter, RunSummary, price_table
 from ._step import StepPlan, check_input, input_message, system_text
 from .environment import Environment, current_environment
@@ -39,6 +37,8 @@ from .views import EventSink, StepView, ViewFactory, emit_to
 
 if TYPE_CHECKING:
     from ..models.batches import Batches
+    from ._compare import Comparison
+    from ._map_state import MapItemError, MapResults, MapView
 
 __all__ = [
     "Comparison",
@@ -53,6 +53,19 @@ __all__ = [
     "input_message",
     "system_text",
 ]
+
+_LAZY = {"Comparison": "._compare", "MapItemError": "._map_state", "MapResults": "._map_state"}
+"""Public names whose modules load when first asked for: a map's and a comparison's results (a few ms of
+`import agl_notebook` that a notebook of plain steps never needs)."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 T = TypeVar("T")
 
