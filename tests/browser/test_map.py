@@ -77,6 +77,14 @@ def test_a_map_s_question_and_approval_are_answered_in_its_view_and_it_replays_a
     assert "Item 7" in nb.output(MAP_CELL).inner_text() and "plan 7" in nb.output(MAP_CELL).inner_text()
     nb.wait_until(lambda: " done, " in live.inner_text(), "the live view to count finished items", UI_ACTION)
     nb.shot("map-question")
+    # A person starts typing while the other items run and the view redraws around the form, then corrects it.
+    nb.type_answer("Mon", cell=MAP_CELL)
+    counted = live.inner_text()
+    nb.wait_until(lambda: live.inner_text() != counted, "the live view to redraw while the answer is typed", QUESTION)
+    assert nb.question_field_value(MAP_CELL) == "Mon", "a redraw of the map's view kept what was typed"
+    field = nb.output(MAP_CELL).locator(".agl-form input[type=text]").first
+    field.press("Control+a")
+    field.press("Backspace")
     nb.answer("Tuesday", cell=MAP_CELL)
     # The approval of item 23's call, in the same view.
     approval = nb.output(MAP_CELL).locator(".agl-approval")

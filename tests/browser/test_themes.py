@@ -52,20 +52,35 @@ planner = Role(name="planner", instructions="Plan the meeting.",
                tools=[tool("ask", "Ask the person.", Question, ask), reporting_tool("report_plan", "Report.", Plan)])
 broken = Role(name="broken", instructions="Fail.", tools=[tool("ask", "Ask.", Question, fails)])"""
 
+MAP = """\
+@dataclass(frozen=True)
+class Topic:
+    text: str = describe("What to plan.")
+
+plans = Run(model=ScriptedModel(lambda request: {"calls": [{"name": "report_plan", "args": {
+    "steps": ["one", "two"], "notes": request.messages[0].text[-12:]}}]}))
+tidy = Role(name="tidy", instructions="Plan.", accepts=(Topic,), tools=[reporting_tool("report_plan", "Report.", Plan)])
+await plans.map(tidy, [Topic(f"topic {i}") for i in range(6)], score=lambda topic, plan: len(plan.steps) > 1)"""
+
 CELLS = [
     SETUP,
     'await run.step(planner, "Plan a meeting")',
     'try:\n    await run.step(broken, "Break")\nexcept KeyError:\n    pass',
+    MAP,  # a map's view (its table, scores and summary) reads in both themes too
 ]
 
 
 def measure(nb: NotebookPage, theme: str, trust: str) -> list[dict[str, Any]]:
     nb.set_theme(theme)
     found: list[dict[str, Any]] = nb.page.evaluate(JS_CONTRAST)
+    in_map: list[dict[str, Any]] = nb.page.evaluate(JS_CONTRAST, ".jp-OutputArea .agl-map")
     nb.output(1).scroll_into_view_if_needed()
     nb.shot(f"{trust}-{theme.split()[-1].lower()}")
+    nb.output(3).scroll_into_view_if_needed()
+    nb.shot(f"{trust}-{theme.split()[-1].lower()}-map")
     assert len(found) > 15, f"{trust}, {theme}: too few texts measured in the step views: {found}"
-    return found
+    assert len(in_map) > 20, f"{trust}, {theme}: too few texts measured in the map's view: {in_map}"
+    return found + in_map
 
 
 def check_both_themes(nb: NotebookPage, trust: str) -> dict[str, list[dict[str, Any]]]:
@@ -90,6 +105,7 @@ def test_views_read_in_light_and_dark_themes_trusted_and_untrusted(jupyter: Jupy
     nb.run_all()
     nb.wait_cells_done(what="the steps to run")
     assert "finished" in nb.output_text(1) and "failed, nothing was recorded" in nb.output_text(2)
+    assert "6 items: 6 done, 0 failed" in nb.output_text(3)
     trusted = check_both_themes(nb, "trusted")
 
     # The same notebook executed headlessly: nobody signed it, so JupyterLab shows its outputs untrusted.
