@@ -37,7 +37,15 @@ from .approval_form import ApprovalPanel
 from .form import _Form, close_widgets
 from .nbfile import METADATA_KEY
 from .render import StepTrace, render_html
-from .view import LIVE_METADATA, SAVED_WHILE_RUNNING, WIDGET_MIME, DisplayOrder, _descriptions, _ipython_display
+from .view import (
+    LIVE_METADATA,
+    SAVED_WHILE_RUNNING,
+    WIDGET_MIME,
+    DisplayOrder,
+    _descriptions,
+    _ipython_display,
+    show_final,
+)
 
 REDRAWS_PER_SECOND = 2
 """The most widget messages a second a running map sends (a question's form adds its own, at a person's pace)."""
@@ -156,12 +164,7 @@ class NotebookMapView:
             "text/html": scrub_text(render_map_html(self._state), self._secrets),
         }
         metadata: dict[str, Any] = {METADATA_KEY: saved}
-        if self._handle is not None:
-            self._handle.update(bundle, metadata=metadata, raw=True)
-        elif self._order is not None and self._ticket is not None:
-            self._order.show(self._ticket, lambda: self._display(bundle, metadata=metadata, raw=True))
-        else:
-            self._display(bundle, metadata=metadata, raw=True)
+        show_final(bundle, metadata, self._handle, self._order, self._ticket, self._display)
         if self._box is not None:
             close_widgets(self._widget, self._questions, self._box)
             self._box = self._widget = self._questions = None

@@ -207,12 +207,7 @@ class NotebookView:
         metadata: dict[str, Any] = {METADATA_KEY: block_to_json([record])} if record is not None else {}
         if self.trace.state == "finished":
             metadata[PROVENANCE_KEY] = self._provenance(record)
-        if self._handle is not None:
-            self._handle.update(bundle, metadata=metadata, raw=True)
-        elif self._order is not None and self._ticket is not None:
-            self._order.show(self._ticket, lambda: self._display(bundle, metadata=metadata, raw=True))
-        else:
-            self._display(bundle, metadata=metadata, raw=True)
+        show_final(bundle, metadata, self._handle, self._order, self._ticket, self._display)
         if record is not None and self._send_record is not None:
             self._send_record(record)
         if self._box is not None:
@@ -256,6 +251,23 @@ class DisplayOrder:
         while self._shown in self._held:
             self._held.pop(self._shown)()
             self._shown += 1
+
+
+def show_final(
+    bundle: dict[str, Any],
+    metadata: dict[str, Any],
+    handle: Any,
+    order: DisplayOrder | None,
+    ticket: int | None,
+    display: Callable[..., Any],
+) -> None:
+    """Draw a finished view: its live display updated in place, else (headless) displayed in start order."""
+    if handle is not None:
+        handle.update(bundle, metadata=metadata, raw=True)
+    elif order is not None and ticket is not None:
+        order.show(ticket, lambda: display(bundle, metadata=metadata, raw=True))
+    else:
+        display(bundle, metadata=metadata, raw=True)
 
 
 def final_bundle(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> dict[str, Any]:

@@ -4,27 +4,15 @@ from __future__ import annotations
 
 from agl_notebook.replay.records import StepRecord
 from agl_notebook.replay.stores import InlineMapStore, MapStore, MemoryStore, Store, map_store
-
-
-def _record(record_id: str) -> StepRecord:
-    return StepRecord(
-        id=record_id,
-        parts={},
-        occurrence=0,
-        role="oracle",
-        backend="scripted:x",
-        input="q",
-        result=None,
-        transcript=(),
-    )
+from tests.support.records import tiny_record
 
 
 def test_a_memory_stores_map_keeps_its_records_in_the_parent_and_saves_only_its_own() -> None:
-    parent = MemoryStore([_record("earlier"), _record("other")])
+    parent = MemoryStore([tiny_record("earlier"), tiny_record("other")])
     items = parent.for_map("oracle-map")
     assert isinstance(items, MapStore) and isinstance(items, Store)
-    items.put(_record("a"))
-    items.put(_record("b"))
+    items.put(tiny_record("a"))
+    items.put(tiny_record("b"))
     # A record the map found is its own too (an item that replays): its display saves it again.
     assert parent.get("a") is not None and items.get("earlier") is not None
     saved = items.saved_block()
@@ -62,7 +50,7 @@ def test_a_store_written_before_for_map_keeps_a_maps_records_in_itself() -> None
 
     older = OlderStore()
     items = map_store(older, "oracle-map")  # type: ignore[arg-type]  # what a person's untyped store gives
-    items.put(_record("a"))
+    items.put(tiny_record("a"))
     assert isinstance(items, InlineMapStore) and older.get("a") is not None
     assert map_store(MemoryStore(), "k").key == "k"  # type: ignore[attr-defined]
 

@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from agl_notebook.replay.records import StepRecord, Waiting
 from agl_notebook.replay.stores import merge_records
+from tests.support.records import tiny_record
 
 
 def _record(record_id: str, result: str | None, *, partial: bool = False) -> StepRecord:
-    record = StepRecord(
-        id=record_id,
-        parts={},
-        occurrence=0,
-        role="worker",
-        backend="scripted:x",
-        input="q",
-        result=result,
-        transcript=(),
-    )
-    return dataclasses.replace(record, partial=Waiting("approval", "call-1", "send")) if partial else record
+    return tiny_record(record_id, result, waiting=Waiting("approval", "call-1", "send") if partial else None)
 
 
 def test_a_later_layer_wins_but_a_partial_never_replaces_a_finished_record() -> None:

@@ -28,19 +28,11 @@ from agl_notebook.replay.sidecar import (
     with_naming,
 )
 from tests.support.paths import ROOT
+from tests.support.records import tiny_record
 
 
 def record(record_id: str, result: str = "ok") -> StepRecord:
-    return StepRecord(
-        id=record_id,
-        parts={},
-        occurrence=0,
-        role="oracle",
-        backend="scripted:x",
-        input="q",
-        result=result,
-        transcript=(),
-    )
+    return tiny_record(record_id, result)
 
 
 def written(tmp_path: Path, *ids: str) -> tuple[Path, SidecarWriter]:
