@@ -16,6 +16,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Protocol
 
+from ._fieldwise import Fieldwise
 from .payloads import JsonValue
 
 THROTTLED = (429, 529)
@@ -47,8 +48,8 @@ current_pacer: ContextVar[RequestPacer | None] = ContextVar("agl_notebook_pacer"
 """The pacer of the map item running in this context, if any."""
 
 
-@dataclass(frozen=True)
-class MapItemContext:
+@dataclass(frozen=True, eq=False, repr=False)
+class MapItemContext(Fieldwise):
     """Which map item runs: the map's key, the item's place in the inputs, and its input as JSON."""
 
     map_key: str

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ._fieldwise import Fieldwise
 from .events import Event
 from .payloads import JsonObject, JsonValue
 
@@ -24,8 +25,8 @@ CANCELLED_BY_INTERRUPT = "agl_notebook: interrupted by the person"
 so a step waiting for a person keeps nothing (docs/recordings.md, "Partial records")."""
 
 
-@dataclass(frozen=True)
-class Question:
+@dataclass(frozen=True, eq=False, repr=False)
+class Question(Fieldwise):
     """A question asked during a step and its answer, as recorded."""
 
     text: str
@@ -40,8 +41,8 @@ DecisionKind = Literal["approve", "edit", "deny"]
 """What was decided on a tool call that needed approval."""
 
 
-@dataclass(frozen=True)
-class Decision:
+@dataclass(frozen=True, eq=False, repr=False)
+class Decision(Fieldwise):
     """A decision on one tool call that needed approval, as recorded (docs/roles-and-tools.md, "Approvals")."""
 
     tool_call_id: str

@@ -13,9 +13,11 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from ._fieldwise import Fieldwise
 
-@dataclass(frozen=True)
-class Setting:
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Setting(Fieldwise):
     """One environment variable: its name, the values it takes and what it does."""
 
     name: str

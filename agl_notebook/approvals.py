@@ -22,6 +22,7 @@ from typing import Any, Literal, TypeAlias
 
 from . import _settings
 from ._canonical import canonical_json
+from ._fieldwise import Fieldwise
 from ._files import read_json_file
 from ._scope import Decision
 from .errors import InputError, NoDecisionError
@@ -42,24 +43,24 @@ SETTING = _settings.APPROVALS.name
 """The variable that decides tool calls in a headless run."""
 
 
-@dataclass(frozen=True)
-class Approve:
+@dataclass(frozen=True, eq=False, repr=False)
+class Approve(Fieldwise):
     """Run the call as the agent wrote it."""
 
     always: bool = False
     """Also approve every later call of this tool in the same `Run` without asking."""
 
 
-@dataclass(frozen=True)
-class Edit:
+@dataclass(frozen=True, eq=False, repr=False)
+class Edit(Fieldwise):
     """Run the call with these arguments instead; they are checked as the agent's were."""
 
     arguments: JsonObject
     """The whole arguments object, as JSON."""
 
 
-@dataclass(frozen=True)
-class Deny:
+@dataclass(frozen=True, eq=False, repr=False)
+class Deny(Fieldwise):
     """Do not run the call: the agent gets an error result carrying ``message`` (or a default text)."""
 
     message: str = ""
@@ -73,8 +74,8 @@ PolicyAnswer: TypeAlias = Literal["approve", "deny", "ask"] | Approve | Deny
 """What a callable policy returns for one call: ``"ask"`` leaves it to a person."""
 
 
-@dataclass(frozen=True)
-class ApprovalRequest:
+@dataclass(frozen=True, eq=False, repr=False)
+class ApprovalRequest(Fieldwise):
     """One tool call waiting for a decision: what a terminal shows and what a policy is given."""
 
     tool: str

@@ -10,11 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
+from ._fieldwise import Fieldwise
 from .payloads import JsonObject, JsonValue
 
+# Equality, hash and repr come from `Fieldwise`, not generated per class: cheaper to import (see _fieldwise.py).
 
-@dataclass(frozen=True)
-class StepStarted:
+
+@dataclass(frozen=True, eq=False, repr=False)
+class StepStarted(Fieldwise):
     """A step began."""
 
     role: str
@@ -50,8 +53,8 @@ LABEL_SOURCE_LENGTH = 400
 """How much of the input a default label keeps (views show less)."""
 
 
-@dataclass(frozen=True)
-class OutputTextDelta:
+@dataclass(frozen=True, eq=False, repr=False)
+class OutputTextDelta(Fieldwise):
     """A piece of the model's streamed text."""
 
     delta: str
@@ -59,8 +62,8 @@ class OutputTextDelta:
     type: Literal["response.output_text.delta"] = field(default="response.output_text.delta", init=False)
 
 
-@dataclass(frozen=True)
-class ClientToolRequested:
+@dataclass(frozen=True, eq=False, repr=False)
+class ClientToolRequested(Fieldwise):
     """The model asked for a tool call."""
 
     name: str
@@ -77,8 +80,8 @@ class ClientToolRequested:
         return self.tool_call_id
 
 
-@dataclass(frozen=True)
-class ClientToolExecuting:
+@dataclass(frozen=True, eq=False, repr=False)
+class ClientToolExecuting(Fieldwise):
     """A tool's handler is about to run."""
 
     name: str
@@ -93,8 +96,8 @@ class ClientToolExecuting:
         return self.tool_call_id
 
 
-@dataclass(frozen=True)
-class ClientToolResult:
+@dataclass(frozen=True, eq=False, repr=False)
+class ClientToolResult(Fieldwise):
     """A tool call's result, as the model will read it."""
 
     name: str
@@ -113,8 +116,8 @@ class ClientToolResult:
         return self.tool_call_id
 
 
-@dataclass(frozen=True)
-class ClientToolRoundtrip:
+@dataclass(frozen=True, eq=False, repr=False)
+class ClientToolRoundtrip(Fieldwise):
     """Tool results went back to the model: round trip ``turn`` of at most ``max_turns``."""
 
     turn: int
@@ -124,8 +127,8 @@ class ClientToolRoundtrip:
     type: Literal["client.tool.roundtrip"] = field(default="client.tool.roundtrip", init=False)
 
 
-@dataclass(frozen=True)
-class PayloadRejected:
+@dataclass(frozen=True, eq=False, repr=False)
+class PayloadRejected(Fieldwise):
     """The model's arguments (or report) did not fit the payload; the problems go back to it."""
 
     name: str
@@ -139,8 +142,8 @@ class PayloadRejected:
     type: Literal["payload.rejected"] = field(default="payload.rejected", init=False)
 
 
-@dataclass(frozen=True)
-class StepReported:
+@dataclass(frozen=True, eq=False, repr=False)
+class StepReported(Fieldwise):
     """The agent reported the step's result through the reporting tool."""
 
     name: str
@@ -152,8 +155,8 @@ class StepReported:
     type: Literal["step.reported"] = field(default="step.reported", init=False)
 
 
-@dataclass(frozen=True)
-class RunTruncated:
+@dataclass(frozen=True, eq=False, repr=False)
+class RunTruncated(Fieldwise):
     """The round-trip limit was reached while the model still asked for tools; those calls were not run."""
 
     turn: int
@@ -165,8 +168,8 @@ class RunTruncated:
     type: Literal["run.truncated"] = field(default="run.truncated", init=False)
 
 
-@dataclass(frozen=True)
-class QuestionAsked:
+@dataclass(frozen=True, eq=False, repr=False)
+class QuestionAsked(Fieldwise):
     """A tool asked the person a question."""
 
     text: str
@@ -176,8 +179,8 @@ class QuestionAsked:
     type: Literal["question.asked"] = field(default="question.asked", init=False)
 
 
-@dataclass(frozen=True)
-class QuestionAnswered:
+@dataclass(frozen=True, eq=False, repr=False)
+class QuestionAnswered(Fieldwise):
     """The person answered."""
 
     text: str
@@ -187,8 +190,8 @@ class QuestionAnswered:
     type: Literal["question.answered"] = field(default="question.answered", init=False)
 
 
-@dataclass(frozen=True)
-class ApprovalRequested:
+@dataclass(frozen=True, eq=False, repr=False)
+class ApprovalRequested(Fieldwise):
     """A tool call whose arguments passed validation waits for a decision before its handler runs."""
 
     name: str
@@ -200,8 +203,8 @@ class ApprovalRequested:
     type: Literal["approval.requested"] = field(default="approval.requested", init=False)
 
 
-@dataclass(frozen=True)
-class ApprovalDecided:
+@dataclass(frozen=True, eq=False, repr=False)
+class ApprovalDecided(Fieldwise):
     """A tool call was approved, edited or denied (by a person, the tool's policy, or a headless setting)."""
 
     name: str
@@ -223,8 +226,8 @@ class ApprovalDecided:
     type: Literal["approval.decided"] = field(default="approval.decided", init=False)
 
 
-@dataclass(frozen=True)
-class MarkupError:
+@dataclass(frozen=True, eq=False, repr=False)
+class MarkupError(Fieldwise):
     """A tool call written as text markup could not be read; that span was dropped."""
 
     message: str
@@ -234,8 +237,8 @@ class MarkupError:
     type: Literal["markup.error"] = field(default="markup.error", init=False)
 
 
-@dataclass(frozen=True)
-class StepFinished:
+@dataclass(frozen=True, eq=False, repr=False)
+class StepFinished(Fieldwise):
     """A step ended normally."""
 
     role: str
@@ -249,8 +252,8 @@ class StepFinished:
     type: Literal["step.finished"] = field(default="step.finished", init=False)
 
 
-@dataclass(frozen=True)
-class StepFailed:
+@dataclass(frozen=True, eq=False, repr=False)
+class StepFailed(Fieldwise):
     """A step stopped on an error or an interrupt; its work was wiped."""
 
     role: str
@@ -262,8 +265,8 @@ class StepFailed:
     type: Literal["step.failed"] = field(default="step.failed", init=False)
 
 
-@dataclass(frozen=True)
-class StepReplayed:
+@dataclass(frozen=True, eq=False, repr=False)
+class StepReplayed(Fieldwise):
     """A step was answered from a recording: no model, no tool, no question."""
 
     role: str
@@ -275,8 +278,8 @@ class StepReplayed:
     type: Literal["step.replayed"] = field(default="step.replayed", init=False)
 
 
-@dataclass(frozen=True)
-class ModelRetryWaiting:
+@dataclass(frozen=True, eq=False, repr=False)
+class ModelRetryWaiting(Fieldwise):
     """The model's API failed in a way worth retrying; the step waits this long first (drawn live, never kept)."""
 
     seconds: float
@@ -292,8 +295,8 @@ class ModelRetryWaiting:
     type: Literal["model.retry_waiting"] = field(default="model.retry_waiting", init=False)
 
 
-@dataclass(frozen=True)
-class ModelSpent:
+@dataclass(frozen=True, eq=False, repr=False)
+class ModelSpent(Fieldwise):
     """A model request finished and was paid for: what it cost and what the Run has spent now (drawn live only).
 
     Never part of a final view or a record: a replay spends nothing, and a saved view shows the recorded cost.
@@ -309,8 +312,8 @@ class ModelSpent:
 # What a running JSON function tells the views (`agl_notebook.functions`) -------------------------------------
 
 
-@dataclass(frozen=True)
-class FunctionCalled:
+@dataclass(frozen=True, eq=False, repr=False)
+class FunctionCalled(Fieldwise):
     """A function started: called at the top level, by ``func``, or by a model as a tool."""
 
     function: str
@@ -324,8 +327,8 @@ class FunctionCalled:
     type: Literal["function.called"] = field(default="function.called", init=False)
 
 
-@dataclass(frozen=True)
-class FunctionReturned:
+@dataclass(frozen=True, eq=False, repr=False)
+class FunctionReturned(Fieldwise):
     """A function finished, with its result."""
 
     function: str
@@ -337,8 +340,8 @@ class FunctionReturned:
     type: Literal["function.returned"] = field(default="function.returned", init=False)
 
 
-@dataclass(frozen=True)
-class CommandStarted:
+@dataclass(frozen=True, eq=False, repr=False)
+class CommandStarted(Fieldwise):
     """A command is about to run."""
 
     function: str
@@ -350,8 +353,8 @@ class CommandStarted:
     type: Literal["command.started"] = field(default="command.started", init=False)
 
 
-@dataclass(frozen=True)
-class Logged:
+@dataclass(frozen=True, eq=False, repr=False)
+class Logged(Fieldwise):
     """A ``log`` command's message."""
 
     function: str
@@ -363,8 +366,8 @@ class Logged:
     type: Literal["function.log"] = field(default="function.log", init=False)
 
 
-@dataclass(frozen=True)
-class ErrorHandled:
+@dataclass(frozen=True, eq=False, repr=False)
+class ErrorHandled(Fieldwise):
     """A command or function failed and its ``onError`` block runs."""
 
     function: str
@@ -378,8 +381,8 @@ class ErrorHandled:
     type: Literal["function.error_handled"] = field(default="function.error_handled", init=False)
 
 
-@dataclass(frozen=True)
-class ApiRequested:
+@dataclass(frozen=True, eq=False, repr=False)
+class ApiRequested(Fieldwise):
     """An ``api`` command sends a request."""
 
     profile: str
@@ -391,8 +394,8 @@ class ApiRequested:
     type: Literal["api.requested"] = field(default="api.requested", init=False)
 
 
-@dataclass(frozen=True)
-class ApiResponded:
+@dataclass(frozen=True, eq=False, repr=False)
+class ApiResponded(Fieldwise):
     """An ``api`` command got its response (or failed to)."""
 
     profile: str

@@ -31,6 +31,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._fieldwise import Fieldwise
 from .errors import (
     ContextWindowExceededError,
     ModelOutputTruncatedError,
@@ -76,8 +77,8 @@ Validate = Callable[[JsonObject], tuple[Any, tuple[str, ...]]]
 """Builds a payload from the model's arguments, or returns the problems (each naming its field path)."""
 
 
-@dataclass(frozen=True)
-class Gated:
+@dataclass(frozen=True, eq=False, repr=False)
+class Gated(Fieldwise):
     """What a tool's gate decided about one call."""
 
     payload: Any = None
@@ -95,8 +96,8 @@ current_tool_call_id: ContextVar[str | None] = ContextVar("agl_notebook_tool_cal
 """The id of the tool call whose `LoopTool.call` is running, for code inside it that is not handed the id."""
 
 
-@dataclass(frozen=True)
-class LoopTool:
+@dataclass(frozen=True, eq=False, repr=False)
+class LoopTool(Fieldwise):
     """A tool as the loop sees it: what the model is shown, and how a call runs."""
 
     spec: ToolSpec
@@ -109,8 +110,8 @@ class LoopTool:
     """Decides, after validation, whether and with what payload the call runs; None runs every call."""
 
 
-@dataclass(frozen=True)
-class Reporting:
+@dataclass(frozen=True, eq=False, repr=False)
+class Reporting(Fieldwise):
     """The reporting tool as the loop sees it."""
 
     spec: ToolSpec
@@ -121,8 +122,8 @@ class Reporting:
     """The payload as JSON, for events and records."""
 
 
-@dataclass(frozen=True)
-class LoopOutcome:
+@dataclass(frozen=True, eq=False, repr=False)
+class LoopOutcome(Fieldwise):
     """How a loop ended."""
 
     result: Any

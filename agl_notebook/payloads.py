@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar, Union, overload
 
 from ._families import InputError
+from ._fieldwise import Fieldwise
 
 JsonValue: TypeAlias = "None | bool | int | float | str | list[JsonValue] | dict[str, JsonValue]"  # noqa: RUF036 (the seed's spelling)
 """Any value JSON can hold, at any depth."""
@@ -86,8 +87,8 @@ Validator = Callable[[Any, str, list[str]], Any]
 """Validates one JSON value found at a path; appends problems and returns `_INVALID`, or returns the built value."""
 
 
-@dataclass(frozen=True)
-class PayloadSpec:
+@dataclass(frozen=True, eq=False, repr=False)
+class PayloadSpec(Fieldwise):
     """A compiled payload type: its JSON Schema and its validator."""
 
     type: type[Any]

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
+from ._fieldwise import Fieldwise
 from .errors import InputError
 from .payloads import payload_spec
 from .tools import ReportingTool, Tool
@@ -32,8 +33,8 @@ class Claude(enum.StrEnum):
     """The fastest model."""
 
 
-@dataclass(frozen=True)
-class Role(Generic[T]):
+@dataclass(frozen=True, eq=False, repr=False)
+class Role(Fieldwise, Generic[T]):
     """What one agent is: instructions, tools, and at most one reporting tool whose payload type is ``T``.
 
     A role without a reporting tool is a ``Role[None]``: its step ends when the agent stops calling tools.

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeAlias, TypeVar
 
+from ._fieldwise import Fieldwise
 from .errors import InputError
 from .payloads import JsonValue
 
@@ -21,8 +22,8 @@ _TRUE = {"y", "yes", "true", "1"}
 _FALSE = {"n", "no", "false", "0"}
 
 
-@dataclass(frozen=True)
-class TextInput:
+@dataclass(frozen=True, eq=False, repr=False)
+class TextInput(Fieldwise):
     """A line (or, with ``multiline``, a block) of text, converted to ``type`` (str, int or float)."""
 
     label: str
@@ -64,8 +65,8 @@ class TextInput:
         return _number(self.label, int if self.type is int else float, value)
 
 
-@dataclass(frozen=True)
-class NumberInput:
+@dataclass(frozen=True, eq=False, repr=False)
+class NumberInput(Fieldwise):
     """A number, whole (``type=int``) or not (``type=float``), optionally between ``min`` and ``max``."""
 
     label: str
@@ -128,8 +129,8 @@ class NumberInput:
         return f"; type {self.expected()}" if self.min is not None and self.max is not None else ""
 
 
-@dataclass(frozen=True)
-class ChoiceInput:
+@dataclass(frozen=True, eq=False, repr=False)
+class ChoiceInput(Fieldwise):
     """One of a list of options; the answer is the option's text."""
 
     label: str
@@ -162,8 +163,8 @@ class ChoiceInput:
         return value
 
 
-@dataclass(frozen=True)
-class ConfirmInput:
+@dataclass(frozen=True, eq=False, repr=False)
+class ConfirmInput(Fieldwise):
     """Yes or no; the answer is a bool."""
 
     label: str
@@ -192,8 +193,8 @@ Input: TypeAlias = TextInput | NumberInput | ChoiceInput | ConfirmInput
 """Any input a screen can hold."""
 
 
-@dataclass(frozen=True)
-class Screen(Generic[T]):
+@dataclass(frozen=True, eq=False, repr=False)
+class Screen(Fieldwise, Generic[T]):
     """A question for the person: text and the inputs that take the answer (``Screen[str]`` for one text)."""
 
     text: str

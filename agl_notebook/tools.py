@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from ._fieldwise import Fieldwise
 from .approvals import ApprovalPolicy, check_policy
 from .errors import InputError
 from .payloads import JsonObject, PayloadSpec, payload_spec
@@ -33,8 +34,8 @@ class ToolResult:
     """True tells the agent the call failed, False that it succeeded."""
 
 
-@dataclass(frozen=True)
-class Tool(Generic[P]):
+@dataclass(frozen=True, eq=False, repr=False)
+class Tool(Fieldwise, Generic[P]):
     """A tool an agent can call. Build it with `tool()`."""
 
     name: str
@@ -57,8 +58,8 @@ class Tool(Generic[P]):
         return self.spec.schema
 
 
-@dataclass(frozen=True)
-class ReportingTool(Generic[P]):
+@dataclass(frozen=True, eq=False, repr=False)
+class ReportingTool(Fieldwise, Generic[P]):
     """The tool an agent reports a step's result through. Build it with `reporting_tool()`."""
 
     name: str

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._families import InputError
+from .._fieldwise import Fieldwise
 from ..payloads import JsonObject
 from .base import Usage
 
@@ -84,8 +85,8 @@ class Rates:
         return max(self.input, self.cache_write_5m, self.cache_write_1h, self.cache_read)
 
 
-@dataclass(frozen=True)
-class PriceTable:
+@dataclass(frozen=True, eq=False, repr=False)
+class PriceTable(Fieldwise):
     """Rates by model id, with the date they were taken and the page they were taken from."""
 
     rates: Mapping[str, Rates]

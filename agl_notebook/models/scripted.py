@@ -20,14 +20,15 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from .._canonical import digest
+from .._fieldwise import Fieldwise
 from .._settings import CREDENTIALS, has_credentials
 from ..errors import InputError, ScriptExhaustedError
 from ..payloads import JsonObject, JsonValue
 from .base import ModelEvent, ModelRequest, StopReason, TextDelta, ToolCall, TurnEnd, Usage
 
 
-@dataclass(frozen=True)
-class ScriptedCall:
+@dataclass(frozen=True, eq=False, repr=False)
+class ScriptedCall(Fieldwise):
     """A tool call in a scripted turn."""
 
     name: str
@@ -38,8 +39,8 @@ class ScriptedCall:
     """The call id; by default ``toolu_<turn>_<index>``, unique within the conversation."""
 
 
-@dataclass(frozen=True)
-class ScriptedTurn:
+@dataclass(frozen=True, eq=False, repr=False)
+class ScriptedTurn(Fieldwise):
     """One scripted reply."""
 
     text: str = ""

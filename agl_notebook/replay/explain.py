@@ -6,6 +6,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from .._fieldwise import Fieldwise
 from ..errors import ReplayMissError as ReplayMissError  # its home is errors.py; named here as before
 from .fingerprint import Fingerprint, part_names
 from .records import StepRecord
@@ -57,8 +58,8 @@ def explain_miss(
     )
 
 
-@dataclass(frozen=True)
-class Miss:
+@dataclass(frozen=True, eq=False, repr=False)
+class Miss(Fieldwise):
     """A step that found no recording and ran live (mode ``auto``); explained only when someone asks."""
 
     role: str

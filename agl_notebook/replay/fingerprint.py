@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .._canonical import canonical_json, digest
+from .._fieldwise import Fieldwise
 from ..models.base import ToolSpec
 from ..payloads import JsonValue
 from .records import FORMAT
@@ -32,8 +33,8 @@ _PART_DIGITS = 16
 _ID_DIGITS = 32
 
 
-@dataclass(frozen=True)
-class Fingerprint:
+@dataclass(frozen=True, eq=False, repr=False)
+class Fingerprint(Fieldwise):
     """A step's fingerprint before its occurrence number is known."""
 
     parts: dict[str, str]

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .._families import InputError
+from .._fieldwise import Fieldwise
 from .._scope import Decision, DecisionKind
 from ..models.base import Usage
 from ..models.prices import RecordedCost
@@ -40,8 +41,8 @@ FORMAT = 1
 """The record format this version writes and reads."""
 
 
-@dataclass(frozen=True)
-class RecordedQuestion:
+@dataclass(frozen=True, eq=False, repr=False)
+class RecordedQuestion(Fieldwise):
     """A question asked during a recorded step, with its answer."""
 
     tool_call_id: str
@@ -58,8 +59,8 @@ WaitingOn = Literal["approval", "question"]
 """What a waiting step waits for: a person's decision on a tool call, or their answer to a tool's question."""
 
 
-@dataclass(frozen=True)
-class Waiting:
+@dataclass(frozen=True, eq=False, repr=False)
+class Waiting(Fieldwise):
     """What the step of a partial record was waiting for when it was kept."""
 
     on: WaitingOn
@@ -70,8 +71,8 @@ class Waiting:
     """The called tool's name."""
 
 
-@dataclass(frozen=True)
-class StepRecord:
+@dataclass(frozen=True, eq=False, repr=False)
+class StepRecord(Fieldwise):
     """A finished step, as recorded."""
 
     id: str
@@ -240,8 +241,8 @@ _USAGE_FIELDS_IN_ORDER = (
 _USAGE_FIELDS = set(_USAGE_FIELDS_IN_ORDER)
 
 
-@dataclass(frozen=True)
-class RecordsBlock:
+@dataclass(frozen=True, eq=False, repr=False)
+class RecordsBlock(Fieldwise):
     """A block of records as read: the good records, and what could not be read (kept as it was)."""
 
     records: tuple[StepRecord, ...]

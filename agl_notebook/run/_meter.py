@@ -23,6 +23,7 @@ import threading
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
+from .._fieldwise import Fieldwise
 from .._scope import current_scope
 from ..errors import BudgetExceededError, InputError, PriceUnknownError
 from ..events import ModelSpent
@@ -47,8 +48,8 @@ API_OVERHEAD_TOKENS = 4096
 _POLL = 0.02  # seconds between looks at the account while a request waits for the ones in flight
 
 
-@dataclass(frozen=True)
-class Estimate:
+@dataclass(frozen=True, eq=False, repr=False)
+class Estimate(Fieldwise):
     """What one request may cost, before it is sent, in dollars."""
 
     likely: float
@@ -274,8 +275,8 @@ def _answered_in_a_batch(model: Model) -> bool:
     return isinstance(answered, list) and bool(answered) and answered[-1] != "live"
 
 
-@dataclass(frozen=True)
-class RunSummary:
+@dataclass(frozen=True, eq=False, repr=False)
+class RunSummary(Fieldwise):
     """What a Run did live: its requests, their tokens and cost, and its budget (`Run.summary`)."""
 
     requests: int

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
+from .._fieldwise import Fieldwise
 from .._scope import StepScope
 from ..errors import ReplayMissError
 from ..events import Event, StepFinished
@@ -29,8 +30,8 @@ Out = TypeVar("Out")
 Out_co = TypeVar("Out_co", covariant=True)
 
 
-@dataclass(frozen=True)
-class UnitOutcome:
+@dataclass(frozen=True, eq=False, repr=False)
+class UnitOutcome(Fieldwise):
     """What one unit of work other than a step (a top-level call of a JSON function) leaves."""
 
     result: JsonValue
