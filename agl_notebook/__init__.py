@@ -7,30 +7,48 @@ widgets, and are recorded in the notebook's metadata so that re-executing it rep
 
 from typing import TYPE_CHECKING, Any
 
-from .approvals import Approve, Deny, Edit
 from .errors import InputError, RoleIncompleteError, UpstreamUnexpected
-from .events import Event
 from .models.base import Model
 from .models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn, scripted_unless_credentials
 from .payloads import JsonValue, describe
 from .roles import Claude, Role, RoleFactory, prompt_file, role
 from .run import Run
-from .screens import ChoiceInput, ConfirmInput, NumberInput, Screen, TextInput
 from .tools import ReportingTool, Tool, ToolResult, reporting_tool, tool
 
 if TYPE_CHECKING:
+    from .approvals import Approve, Deny, Edit
+    from .events import Event
     from .run._map_state import MapItemError, MapResults
+    from .screens import ChoiceInput, ConfirmInput, NumberInput, Screen, TextInput
 
 __version__ = "0.1.0"
 
+# What a notebook of plain steps never uses loads when first asked for: approvals, questions' screens, the whole
+# event vocabulary (with the JSON functions' events), a map's results (docs/architecture.md, "Import time").
+_ON_FIRST_USE = {
+    "Approve": "approvals",
+    "Deny": "approvals",
+    "Edit": "approvals",
+    "Event": "events",
+    "ChoiceInput": "screens",
+    "ConfirmInput": "screens",
+    "NumberInput": "screens",
+    "Screen": "screens",
+    "TextInput": "screens",
+    "MapItemError": "run._map_state",
+    "MapResults": "run._map_state",
+}
+
 
 def __getattr__(name: str) -> Any:
-    # A map's results load with the first map (or the first to ask for them), not with every notebook.
-    if name in ("MapItemError", "MapResults"):
-        from .run import _map_state
+    module = _ON_FIRST_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
 
-        return getattr(_map_state, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # asked once: the next lookup finds it without this function
+    return value
 
 
 def load_ipython_extension(ipython: object) -> None:

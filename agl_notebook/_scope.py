@@ -14,11 +14,13 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ._fieldwise import Fieldwise
-from .events import Event
 from .payloads import JsonObject, JsonValue
+
+if TYPE_CHECKING:
+    from .events import Event
 
 CANCELLED_BY_INTERRUPT = "agl_notebook: interrupted by the person"
 """The message of the cancellation `Run.run_sync` sends the running step on a kernel interrupt: a deliberate one,

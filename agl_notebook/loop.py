@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._fieldwise import Fieldwise
 from .errors import (
@@ -44,7 +44,6 @@ from .events import (
     ClientToolRequested,
     ClientToolResult,
     ClientToolRoundtrip,
-    Event,
     OutputTextDelta,
     PayloadRejected,
     RunTruncated,
@@ -65,6 +64,9 @@ from .models.base import (
 from .models.markup import MarkupDropped, intercept
 from .payloads import JsonObject, JsonValue
 from .transcript import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
+
+if TYPE_CHECKING:
+    from .events import Event
 
 DEFAULT_MAX_TOOL_ROUNDTRIPS = 25
 """The default round-trip limit in every API."""

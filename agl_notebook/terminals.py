@@ -13,17 +13,20 @@ import json
 import sys
 import weakref
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
+from . import _settings
 from ._map_scope import current_map_item
 from ._scope import Decision, Question, StepScope, current_scope
-from .approvals import SETTING, ApprovalRequest, Approve, Deny, Edit, Verdict, as_verdict, decide, decided_event
 from .errors import InputError, NoAnswerError, NoDecisionError
 from .events import ApprovalRequested, QuestionAnswered, QuestionAsked
-from .screens import Screen
 
+# Screens and approvals load with the first question or the first call to approve, not with every Run.
 if TYPE_CHECKING:
     import asyncio
+
+    from .approvals import ApprovalRequest, Verdict
+    from .screens import Screen
 
 T = TypeVar("T")
 
@@ -43,6 +46,8 @@ class Terminal:
         without being shown (docs/recordings.md, "Partial records").
         """
         __tracebackhide__ = True  # IPython shows the screen function's and the answering code's frames, not these
+        from .screens import Screen
+
         screen = screen_fn(**kwargs)
         if not isinstance(screen, Screen):
             raise InputError(
@@ -81,6 +86,8 @@ class Terminal:
         async with self._locks.setdefault(loop, asyncio.Lock()):
             decision = await self.ask_approval(request)
         if scope is not None:
+            from .approvals import decided_event
+
             scope.decisions.append(decision)
             scope.emit(decided_event(decision))
         return decision
@@ -147,6 +154,8 @@ class ConsoleTerminal(Terminal):
         """Show the call and its arguments; ask approve, always, edit (new arguments as JSON) or deny, until valid."""
         import asyncio
 
+        from .approvals import Approve, Deny, Edit, decide
+
         print(
             f"The agent calls {request.tool} with:\n{json.dumps(request.arguments, indent=2, ensure_ascii=False)}",
             flush=True,
@@ -181,7 +190,7 @@ class ConsoleTerminal(Terminal):
                 print(e, file=sys.stderr, flush=True)
 
 
-ScriptedApprovals = str | Sequence[object] | Callable[[ApprovalRequest], object]
+ScriptedApprovals: TypeAlias = "str | Sequence[object] | Callable[[ApprovalRequest], object]"
 """Scripted decisions: ``"approve"`` or ``"deny"`` for every call, a list used in order, or a function of the
 `ApprovalRequest`; each decision ``"approve"``, ``"always"``, ``"deny"``, or an `Approve`, `Edit` or `Deny`."""
 
@@ -244,7 +253,7 @@ class ScriptedTerminal(Terminal):
             if self._inner is None:
                 raise NoDecisionError(
                     f"No decisions were scripted for the call to tool {request.tool!r}, so it was not run; pass "
-                    f"Run(approvals=[...]) (or set {SETTING} for a headless notebook)."
+                    f"Run(approvals=[...]) (or set {_settings.APPROVALS.name} for a headless notebook)."
                 )
             return await self._inner.ask_approval(request)
         said: object
@@ -266,5 +275,7 @@ class ScriptedTerminal(Terminal):
                 f"No scripted decision left for the call to tool {request.tool!r} ({self._decided} were used), so "
                 "it was not run."
             )
+        from .approvals import as_verdict, decide
+
         verdict: Verdict = as_verdict(said, f"Run(approvals=...), for the call to tool {request.tool!r}")
         return decide(request, verdict)

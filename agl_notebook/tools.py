@@ -6,12 +6,14 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ._fieldwise import Fieldwise
-from .approvals import ApprovalPolicy, check_policy
 from .errors import InputError
 from .payloads import JsonObject, PayloadSpec, payload_spec
+
+if TYPE_CHECKING:
+    from .approvals import ApprovalPolicy  # loaded by the first tool that has one
 
 P = TypeVar("P")
 
@@ -24,8 +26,8 @@ def is_tool_name(name: object) -> bool:
     return isinstance(name, str) and _TOOL_NAME.fullmatch(name) is not None
 
 
-@dataclass(frozen=True, slots=True)
-class ToolResult:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class ToolResult(Fieldwise):
     """What a tool's handler returns to the agent."""
 
     text: str
@@ -109,7 +111,10 @@ def tool(
             f"tool {name!r}: the handler {handler.__qualname__} must be an async function (async def) returning "
             "a ToolResult."
         )
-    check_policy(f"tool {name!r}", approval)
+    if approval is not None:
+        from .approvals import check_policy
+
+        check_policy(f"tool {name!r}", approval)
     return Tool(name, description, payload, handler, _spec("tool", name, payload), approval)
 
 

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
 from ._families import InputError
+from ._fieldwise import Fieldwise
 from .payloads import JsonObject, JsonValue
 
 
-@dataclass(frozen=True, slots=True)
-class TextBlock:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class TextBlock(Fieldwise):
     """Text written by the model or sent to it."""
 
     text: str
@@ -23,8 +24,8 @@ class TextBlock:
     type: Literal["text"] = "text"
 
 
-@dataclass(frozen=True, slots=True)
-class ToolUseBlock:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class ToolUseBlock(Fieldwise):
     """A tool call written by the model."""
 
     id: str
@@ -36,8 +37,8 @@ class ToolUseBlock:
     type: Literal["tool_use"] = "tool_use"
 
 
-@dataclass(frozen=True, slots=True)
-class ToolResultBlock:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class ToolResultBlock(Fieldwise):
     """What a tool call returned, sent back to the model."""
 
     tool_use_id: str
@@ -52,8 +53,8 @@ class ToolResultBlock:
 Block: TypeAlias = TextBlock | ToolUseBlock | ToolResultBlock
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Message(Fieldwise):
     """One message of the conversation."""
 
     role: Literal["user", "assistant"]

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypeAlias, cast, runtime_checkable
 
+from .._fieldwise import Fieldwise
 from .._protocols import implements
 from ..payloads import JsonObject
 from ..transcript import Message
@@ -20,8 +21,8 @@ StopReason: TypeAlias = Literal[
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class ToolSpec:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class ToolSpec(Fieldwise):
     """A tool as the model is shown it."""
 
     name: str
@@ -32,8 +33,8 @@ class ToolSpec:
     """The JSON Schema of its arguments."""
 
 
-@dataclass(frozen=True, slots=True)
-class ModelRequest:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class ModelRequest(Fieldwise):
     """Everything one model turn is given."""
 
     model: str
@@ -50,8 +51,8 @@ class ModelRequest:
     """The name of the role whose step this is (for scripted models keyed by role; not sent to the API)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Usage:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Usage(Fieldwise):
     """Tokens spent by one or more turns."""
 
     input_tokens: int = 0
@@ -76,15 +77,15 @@ class Usage:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class TextDelta:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class TextDelta(Fieldwise):
     """A piece of streamed text."""
 
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCall:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class ToolCall(Fieldwise):
     """A complete tool call: streamed arguments are assembled by the backend before it yields this."""
 
     id: str
@@ -92,8 +93,8 @@ class ToolCall:
     args: JsonObject
 
 
-@dataclass(frozen=True, slots=True)
-class TurnEnd:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class TurnEnd(Fieldwise):
     """The end of one model reply."""
 
     stop_reason: StopReason

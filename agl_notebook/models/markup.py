@@ -38,6 +38,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from .._fieldwise import Fieldwise
 from ..events import MarkupError
 from .base import ModelEvent, ModelRequest, TextDelta, ToolCall, TurnEnd
 
@@ -56,8 +57,8 @@ _INSIDE_STRING = re.compile(r'["\\]')
 _SHOWN = 200  # characters of a dropped span shown in its error
 
 
-@dataclass(frozen=True, slots=True)
-class MarkupDropped:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class MarkupDropped(Fieldwise):
     """A span that could not be read: the error to emit, and the text the model wrote for it."""
 
     error: MarkupError

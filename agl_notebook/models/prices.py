@@ -30,8 +30,8 @@ PRICING_PAGE = "https://platform.claude.com/docs/en/about-claude/pricing"
 rates)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Rates:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Rates(Fieldwise):
     """One model's prices, in US dollars per million tokens."""
 
     input: float
@@ -153,8 +153,8 @@ class PriceTable(Fieldwise):
         return RecordedCost(round(usd, 8) if usd is not None else None, self.as_of)
 
 
-@dataclass(frozen=True, slots=True)
-class RecordedCost:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class RecordedCost(Fieldwise):
     """What a recorded step cost when it was recorded, kept in its record so a view never prices it again."""
 
     usd: float | None

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from .._scope import StepScope, current_scope
 from ..errors import InputError, at_call_site
-from ..events import Event
 from ..loop import LoopOutcome
 from ..models.base import Model, is_model, model_network
 from ..models.prices import PriceTable, Rates
@@ -24,7 +23,6 @@ from ..replay.fingerprint import fingerprint
 from ..replay.modes import Mode, check_mode, resolve_mode
 from ..replay.stores import MemoryStore, Store
 from ..roles import Role, RoleFactory
-from ..screens import Screen
 from ..terminals import ConsoleTerminal, ScriptedApprovals, ScriptedTerminal, Terminal
 from ._approvals import Gatekeeper
 from ._engine import Context, run_unit
@@ -36,7 +34,9 @@ from .units import TapedUnit, UnitOutcome, Work
 from .views import EventSink, StepView, ViewFactory, emit_to
 
 if TYPE_CHECKING:
+    from ..events import Event
     from ..models.batches import Batches
+    from ..screens import Screen
     from ._compare import Comparison
     from ._map_state import MapItemError, MapResults, MapView
 

@@ -13,16 +13,6 @@ from collections.abc import Callable
 from typing import Any
 
 from .._scope import Decision, StepScope
-from ..approvals import (
-    ApprovalRequest,
-    Deny,
-    apply_policy,
-    changed_paths,
-    decide,
-    decided_event,
-    denied_text,
-    edited_note,
-)
 from ..events import ApprovalRequested
 from ..loop import Gate, Gated
 from ..payloads import JsonObject, dump
@@ -43,6 +33,8 @@ class Gatekeeper:
         policy = tool.approval
         if policy is None:
             return None
+        # Loaded by the first tool that has a policy: a notebook without approvals never imports them.
+        from ..approvals import ApprovalRequest, Deny, apply_policy, decide, decided_event, denied_text, edited_note
 
         async def gate(payload: Any, call_id: str) -> Gated:
             __tracebackhide__ = True  # IPython shows a policy's frames, not these
@@ -114,6 +106,7 @@ class Gatekeeper:
         live = self.live_gate(tool, scope)
         if not mine and live is None:
             return None
+        from ..approvals import ApprovalRequest, denied_text, edited_note
 
         async def gate(payload: Any, call_id: str) -> Gated:
             __tracebackhide__ = True
@@ -138,6 +131,8 @@ class Gatekeeper:
 
     def _tell(self, tool: Tool[Any], recorded: Decision, payload: Any, scope: StepScope) -> Decision:
         """Tell the views a recorded decision as it was told live; the decision, with what an edit changed."""
+        from ..approvals import changed_paths, decided_event
+
         arguments = _arguments(payload)
         if recorded.by != "policy":  # a policy decides without showing the call to anyone
             scope.emit(ApprovalRequested(tool.name, recorded.tool_call_id, arguments))

@@ -9,11 +9,11 @@ from __future__ import annotations
 import dataclasses
 import datetime
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._scope import Question, StepScope
 from ..errors import InputError, ReplayMissError
-from ..events import Event, QuestionAnswered, QuestionAsked, StepFinished
+from ..events import QuestionAnswered, QuestionAsked, StepFinished
 from ..loop import LoopOutcome, LoopTool, Progress, Reporting, run_loop
 from ..models.base import (
     Model,
@@ -36,6 +36,9 @@ from ..tools import ReportingTool, Tool, ToolResult, with_report_instruction
 from ..transcript import Message, TextBlock, ToolResultBlock, ToolUseBlock, user_text
 from ._approvals import Gatekeeper
 from .views import StepView
+
+if TYPE_CHECKING:
+    from ..events import Event
 
 
 def now() -> str:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 from .._fieldwise import Fieldwise
 from .._scope import StepScope
 from ..errors import ReplayMissError
-from ..events import Event, StepFinished
+from ..events import StepFinished
 from ..models.base import Usage
 from ..payloads import JsonValue
 from ..replay.fingerprint import Fingerprint
@@ -24,6 +24,7 @@ from ..replay.records import StepRecord
 from ._step import now
 
 if TYPE_CHECKING:
+    from ..events import Event
     from .views import StepView
 
 Out = TypeVar("Out")

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 from .._protocols import implements
-from ..events import Event
 from ..replay.records import StepRecord
 
 if TYPE_CHECKING:
     from .._scope import Decision
     from ..approvals import ApprovalRequest
+    from ..events import Event
     from ..replay.explain import Miss
     from ..roles import Role
     from ..screens import Screen
 
-EventSink = Callable[[Event], None]
+EventSink: TypeAlias = "Callable[[Event], None]"
 """Anything that takes events: a view, a printer, a list's ``append``."""
 
 

@@ -82,7 +82,7 @@ def test_every_event_compares_and_shows_as_a_frozen_dataclass() -> None:
 
     for event_type in EVENT_TYPES:
         assert issubclass(event_type, Fieldwise) and dataclasses.is_dataclass(event_type)
-        assert event_type.__dataclass_params__.frozen
+        assert event_type.__dataclass_params__.frozen  # type: ignore[union-attr]
     started = StepStarted(role="r", input={"a": 1}, model="m")
     assert repr(started) == "StepStarted(role='r', input={'a': 1}, model='m', label='', type='step.started')"
     assert started == StepStarted(role="r", input={"a": 1}, model="m") != StepStarted(role="r", input=1, model="m")

@@ -21,23 +21,33 @@ def test_import_does_not_load_heavy_dependencies() -> None:
     assert json.loads(done.stdout) == [], f"import agl_notebook imported {done.stdout.strip()}"
 
 
-# What only a map, a comparison or a batch needs: loaded when first used (a notebook of plain steps never does).
+# What only some notebooks use, loaded when first used (docs/architecture.md, "Import time"): a map, a comparison or
+# a batch; approvals; the screens of questions; the JSON functions' events.
 ON_FIRST_USE = (
     "asyncio",
     "pandas",
     "agl_notebook.run._map_state",
     "agl_notebook.run._compare",
     "agl_notebook.run._map",
+    "agl_notebook.approvals",
+    "agl_notebook.screens",
+    "agl_notebook.events.functions",
 )
 
 
-def test_import_leaves_what_only_maps_need_for_their_first_use() -> None:
+def test_import_leaves_what_only_some_notebooks_use_for_its_first_use() -> None:
     code = f"import json, sys, agl_notebook; print(json.dumps(sorted(set(sys.modules) & set({list(ON_FIRST_USE)!r}))))"
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == [], f"import agl_notebook loaded {done.stdout.strip()}"
-    uses = "from agl_notebook import MapItemError, MapResults; from agl_notebook.run import Comparison; print('ok')"
+    uses = (
+        "from agl_notebook import MapItemError, MapResults; from agl_notebook.run import Comparison; "
+        "from agl_notebook import Approve, Deny, Edit, Event, Screen, TextInput; "
+        "from agl_notebook.events import EVENT_TYPES, Logged, StepStarted; "
+        "assert Logged in EVENT_TYPES and StepStarted in Event.__args__ and Logged in Event.__args__; "
+        "import agl_notebook; assert agl_notebook.Approve is Approve; print('ok')"
+    )
     done = subprocess.run([sys.executable, "-c", uses], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "ok", done.stderr

@@ -8,10 +8,10 @@ by its class, so consumers can match on ``event.type`` or on the class.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from ._fieldwise import Fieldwise
-from .payloads import JsonObject, JsonValue
+from .._fieldwise import Fieldwise
+from ..payloads import JsonObject, JsonValue
 
 # Equality, hash and repr come from `Fieldwise`, not generated per class: cheaper to import (see _fieldwise.py).
 
@@ -309,115 +309,7 @@ class ModelSpent(Fieldwise):
     type: Literal["model.spent"] = field(default="model.spent", init=False)
 
 
-# What a running JSON function tells the views (`agl_notebook.functions`) -------------------------------------
-
-
-@dataclass(frozen=True, eq=False, repr=False)
-class FunctionCalled(Fieldwise):
-    """A function started: called at the top level, by ``func``, or by a model as a tool."""
-
-    function: str
-    """The function's name."""
-    args: JsonValue
-    """Its arguments, as JSON."""
-    depth: int
-    """0 for the top-level call, 1 for a function it calls, and so on."""
-    caller: str = ""
-    """The JSON path of the command that called it ("" at the top level)."""
-    type: Literal["function.called"] = field(default="function.called", init=False)
-
-
-@dataclass(frozen=True, eq=False, repr=False)
-class FunctionReturned(Fieldwise):
-    """A function finished, with its result."""
-
-    function: str
-    """The function's name."""
-    result: JsonValue
-    """Its result, as JSON."""
-    depth: int
-    """As in `FunctionCalled`."""
-    type: Literal["function.returned"] = field(default="function.returned", init=False)
-
-
-@dataclass(frozen=True, eq=False, repr=False)
-class CommandStarted(Fieldwise):
-    """A command is about to run."""
-
-    function: str
-    """The function it belongs to."""
-    command: str
-    """Its kind: ``set``, ``api``, ``llm`` ..."""
-    path: str
-    """Its JSON path in the agent file."""
-    type: Literal["command.started"] = field(default="command.started", init=False)
-
-
-@dataclass(frozen=True, eq=False, repr=False)
-class Logged(Fieldwise):
-    """A ``log`` command's message."""
-
-    function: str
-    """The function that logged it."""
-    path: str
-    """The command's JSON path."""
-    message: str
-    """The text logged (a value that is not text is logged as JSON)."""
-    type: Literal["function.log"] = field(default="function.log", init=False)
-
-
-@dataclass(frozen=True, eq=False, repr=False)
-class ErrorHandled(Fieldwise):
-    """A command or function failed and its ``onError`` block runs."""
-
-    function: str
-    """The function whose handler runs."""
-    path: str
-    """The JSON path of the handler."""
-    error: str
-    """The error's type name (what ``exc.type`` holds)."""
-    message: str
-    """The error's message (what ``exc.message`` holds)."""
-    type: Literal["function.error_handled"] = field(default="function.error_handled", init=False)
-
-
-@dataclass(frozen=True, eq=False, repr=False)
-class ApiRequested(Fieldwise):
-    """An ``api`` command sends a request."""
-
-    profile: str
-    """The profile's name."""
-    method: str
-    """The HTTP method."""
-    url: str
-    """The URL without any value read from the environment."""
-    type: Literal["api.requested"] = field(default="api.requested", init=False)
-
-
-@dataclass(frozen=True, eq=False, repr=False)
-class ApiResponded(Fieldwise):
-    """An ``api`` command got its response (or failed to)."""
-
-    profile: str
-    """The profile's name."""
-    method: str
-    """The HTTP method."""
-    url: str
-    """As in `ApiRequested`."""
-    status: int | None
-    """The HTTP status, or None when no response came (a timeout, a refused connection)."""
-    is_error: bool
-    """True when the command fails with this response."""
-    type: Literal["api.responded"] = field(default="api.responded", init=False)
-
-
-FunctionEvent: TypeAlias = (
-    FunctionCalled | FunctionReturned | CommandStarted | Logged | ErrorHandled | ApiRequested | ApiResponded
-)
-"""Any event of a running JSON function."""
-
-
-Event: TypeAlias = (
+StepEvent: TypeAlias = (
     StepStarted
     | OutputTextDelta
     | ClientToolRequested
@@ -437,11 +329,10 @@ Event: TypeAlias = (
     | StepReplayed
     | ModelRetryWaiting
     | ModelSpent
-    | FunctionEvent
 )
-"""Any event."""
+"""Any event of a step or a client-tools run."""
 
-EVENT_TYPES: tuple[type[Event], ...] = (
+STEP_EVENT_TYPES: tuple[type[StepEvent], ...] = (
     StepStarted,
     OutputTextDelta,
     ClientToolRequested,
@@ -461,11 +352,69 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     StepReplayed,
     ModelRetryWaiting,
     ModelSpent,
-    FunctionCalled,
-    FunctionReturned,
-    CommandStarted,
-    Logged,
-    ErrorHandled,
-    ApiRequested,
-    ApiResponded,
+)
+
+if TYPE_CHECKING:
+    # Re-exported: the names resolve at run time through __getattr__ below.
+    from .functions import (
+        ApiRequested as ApiRequested,
+    )
+    from .functions import (
+        ApiResponded as ApiResponded,
+    )
+    from .functions import (
+        CommandStarted as CommandStarted,
+    )
+    from .functions import (
+        ErrorHandled as ErrorHandled,
+    )
+    from .functions import (
+        FunctionCalled as FunctionCalled,
+    )
+    from .functions import (
+        FunctionEvent as FunctionEvent,
+    )
+    from .functions import (
+        FunctionReturned as FunctionReturned,
+    )
+    from .functions import (
+        Logged as Logged,
+    )
+
+    Event: TypeAlias = StepEvent | FunctionEvent
+    """Any event."""
+
+    EVENT_TYPES: tuple[type[Event], ...]
+    """Every event class."""
+
+
+def __getattr__(name: str) -> Any:
+    # The JSON functions' events, and the vocabulary that includes them, load when first asked for (functions.py).
+    if name in _FUNCTION_EVENTS:
+        from . import functions
+
+        value = getattr(functions, name)
+    elif name == "Event":
+        from .functions import FunctionEvent
+
+        value = StepEvent | FunctionEvent
+    elif name == "EVENT_TYPES":
+        from . import functions
+
+        value = STEP_EVENT_TYPES + tuple(getattr(functions, n) for n in _FUNCTION_EVENTS if n != "FunctionEvent")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+_FUNCTION_EVENTS = (
+    "FunctionCalled",
+    "FunctionReturned",
+    "CommandStarted",
+    "Logged",
+    "ErrorHandled",
+    "ApiRequested",
+    "ApiResponded",
+    "FunctionEvent",
 )
