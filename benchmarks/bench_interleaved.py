@@ -49,36 +49,25 @@ asyncio.run(main())
 IMPORT = "import time; t = time.perf_counter(); import agl_notebook; print(time.perf_counter() - t)"
 
 
-def run_once(root: Path) -> tuple[float, float, float, float]:
-    """Live µs, replay µs, import ms and ``-X importtime`` ms of fresh interpreters on ``root``."""
-    steps = subprocess.run(
-        [sys.executable, "-c", MEASURE, str(root)], capture_output=True, text=True, check=True, cwd=root, timeout=600
-    )
-    live, replay = map(float, steps.stdout.split())
-    imported = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import agl_notebook"],
+def python(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """A fresh interpreter on ``root`` with only ``PYTHONPATH`` set (bytecode written and reused in the checkout)."""
+    return subprocess.run(
+        [sys.executable, *args],
         capture_output=True,
         text=True,
         check=True,
         cwd=root,
-        timeout=60,
+        timeout=600,
         env={"PYTHONPATH": str(root)},
     )
-    cumulative_us = int(imported.stderr.strip().splitlines()[-1].split("|")[1])
-    walls = [
-        float(
-            subprocess.run(
-                [sys.executable, "-c", IMPORT],
-                capture_output=True,
-                text=True,
-                check=True,
-                cwd=root,
-                timeout=60,
-                env={"PYTHONPATH": str(root)},
-            ).stdout
-        )
-        for _ in range(5)
-    ]
+
+
+def run_once(root: Path) -> tuple[float, float, float, float]:
+    """Live µs, replay µs, import ms and ``-X importtime`` ms of fresh interpreters on ``root``."""
+    live, replay = map(float, python(root, "-c", MEASURE, str(root)).stdout.split())
+    importtime = python(root, "-X", "importtime", "-c", "import agl_notebook").stderr
+    cumulative_us = int(importtime.strip().splitlines()[-1].split("|")[1])
+    walls = [float(python(root, "-c", IMPORT).stdout) for _ in range(5)]
     return live, replay, statistics.median(walls) * 1000, cumulative_us / 1000
 
 
