@@ -50,6 +50,7 @@ from .events import (
     StepReported,
 )
 from .models.base import (
+    NO_USAGE,
     Model,
     ModelEvent,
     ModelRequest,
@@ -158,7 +159,7 @@ class Progress:
     """Every message so far: the loop's own list, the reply whose calls are running included."""
     results: list[Block] = field(default_factory=list)
     """The results of the calls of the latest reply that have finished (the next user message, so far)."""
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = NO_USAGE
     """Tokens over the requests so far."""
 
 
@@ -197,7 +198,7 @@ async def run_loop(
         progress.transcript, progress.results = transcript, []
     by_name = {t.spec.name: t for t in tools}
     specs = tuple(t.spec for t in tools) + ((reporting.spec,) if reporting else ())
-    usage = Usage()
+    usage = NO_USAGE
     requests = roundtrips = pauses = 0
     reminders_left = reminders
     while True:

@@ -68,6 +68,11 @@ class Usage(Fieldwise):
         return self.input_tokens + self.output_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
 
     def __add__(self, other: Usage) -> Usage:
+        # Adding nothing gives the other side: both are immutable, and a step adds to `NO_USAGE` first.
+        if other is NO_USAGE:
+            return self
+        if self is NO_USAGE:
+            return other
         return Usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
@@ -75,6 +80,10 @@ class Usage(Fieldwise):
             self.cache_read_input_tokens + other.cache_read_input_tokens,
             self.cache_creation_1h_input_tokens + other.cache_creation_1h_input_tokens,
         )
+
+
+NO_USAGE = Usage()
+"""No tokens: the shared start of every sum and the default of every record (a `Usage` never changes)."""
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -98,7 +107,7 @@ class TurnEnd(Fieldwise):
     """The end of one model reply."""
 
     stop_reason: StopReason
-    usage: Usage = Usage()
+    usage: Usage = NO_USAGE
 
 
 ModelEvent: TypeAlias = TextDelta | ToolCall | TurnEnd

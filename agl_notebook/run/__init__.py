@@ -254,6 +254,7 @@ class Run:
         if view is not None:
             emit = emit_to(view, emit)
         scope = StepScope(role.name, emit, view=view)
+        network = model_network(model[0])
         return StepPlan.build(
             role,
             input,
@@ -262,10 +263,10 @@ class Run:
             scope,
             view=view,
             label=label,
-            network=model_network(model[0]),
+            network=network,
             keep=self._keep,
             gatekeeper=self._gatekeeper,
-            prices=self.meter.prices if model_network(model[0]) else None,  # a scripted model is never billed
+            prices=self.meter.prices if network else None,  # a scripted model is never billed
         )
 
     async def map(

@@ -28,6 +28,7 @@ from .._scope import current_scope
 from ..errors import BudgetExceededError, InputError, PriceUnknownError
 from ..events import ModelSpent
 from ..models.base import (
+    NO_USAGE,
     Model,
     ModelEvent,
     ModelRequest,
@@ -127,7 +128,7 @@ class Meter:
         self._in_flight = 0
         self.requests = 0
         """How many requests were settled (live, paid for)."""
-        self.usage = Usage()
+        self.usage = NO_USAGE
         """The tokens of every settled request."""
         self.unpriced = 0
         """How many settled requests were on a model with no price (their cost is not in `spent_usd`)."""

@@ -16,6 +16,7 @@ from ..errors import InputError, ReplayMissError
 from ..events import QuestionAnswered, QuestionAsked, StepFinished
 from ..loop import LoopOutcome, LoopTool, Progress, Reporting, run_loop
 from ..models.base import (
+    NO_USAGE,
     Model,
     ModelEvent,
     ModelRequest,
@@ -106,7 +107,7 @@ class StepPlan:
     progress: Progress = dataclasses.field(default_factory=Progress)
     """How far the loop has got: what a partial record keeps."""
     _running: tuple[str, int] | None = None  # the call whose handler runs, and how many questions came before it
-    _earlier_usage: Usage = dataclasses.field(default_factory=Usage)  # what a resumed step's partial record spent
+    _earlier_usage: Usage = NO_USAGE  # what a resumed step's partial record spent
 
     @property
     def name(self) -> str:

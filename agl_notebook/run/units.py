@@ -17,7 +17,7 @@ from .._fieldwise import Fieldwise
 from .._scope import StepScope
 from ..errors import ReplayMissError
 from ..events import StepFinished
-from ..models.base import Usage
+from ..models.base import NO_USAGE, Usage
 from ..payloads import JsonValue
 from ..replay.fingerprint import Fingerprint
 from ..replay.records import StepRecord
@@ -39,7 +39,7 @@ class UnitOutcome(Fieldwise):
     """The call's result as JSON."""
     tape: tuple[JsonValue, ...]
     """Its effects, in order (model replies, API responses, answers); nothing secret."""
-    usage: Usage = dataclasses.field(default_factory=Usage)
+    usage: Usage = NO_USAGE
     """Tokens its model requests spent."""
     requests: int = 0
     """Model requests it made."""
