@@ -27,15 +27,17 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from .._families import InputError
 from .._fieldwise import Fieldwise
 from .._scope import Decision, DecisionKind
 from ..models.base import Usage
-from ..models.prices import RecordedCost
 from ..payloads import JsonObject, JsonValue
 from ..transcript import Message, message_from_json
+
+if TYPE_CHECKING:
+    from ..models.prices import RecordedCost
 
 FORMAT = 1
 """The record format this version writes and reads."""
@@ -228,6 +230,8 @@ def _cost(data: JsonValue, where: str) -> RecordedCost | None:
         or not isinstance(rates, str)
     ):
         raise InputError(f'{where}: expected {{"usd": dollars >= 0 or null, "rates": the rates\' day}}.')
+    from ..models.prices import RecordedCost  # the first record that has a cost loads the prices
+
     return RecordedCost(None if usd is None else float(usd), rates)
 
 

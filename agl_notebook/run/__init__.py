@@ -17,7 +17,6 @@ from .._scope import StepScope, current_scope
 from ..errors import InputError, at_call_site
 from ..loop import LoopOutcome
 from ..models.base import Model, is_model, model_network
-from ..models.prices import PriceTable, Rates
 from ..payloads import JsonValue
 from ..replay.fingerprint import fingerprint
 from ..replay.modes import Mode, check_mode, resolve_mode
@@ -26,7 +25,7 @@ from ..roles import Role, RoleFactory
 from ..terminals import ConsoleTerminal, ScriptedApprovals, ScriptedTerminal, Terminal
 from ._approvals import Gatekeeper
 from ._engine import Context, run_unit
-from ._meter import Meter, RunSummary, price_table
+from ._meter import Meter, RunSummary
 from ._step import StepPlan, check_input, input_message, system_text
 from .environment import Environment, current_environment
 from .occurrences import Occurrences
@@ -36,6 +35,7 @@ from .views import EventSink, StepView, ViewFactory, emit_to
 if TYPE_CHECKING:
     from ..events import Event
     from ..models.batches import Batches
+    from ..models.prices import PriceTable, Rates
     from ..screens import Screen
     from ._compare import Comparison
     from ._map_state import MapItemError, MapResults, MapView
@@ -138,9 +138,7 @@ class Run:
         # Outside a kernel identical steps are numbered within this Run; in a kernel, within a cell execution,
         # across every Run of the cell (their recordings share the notebook).
         self._occurrences = env.occurrences() if env is not None else Occurrences()
-        if prices is not None:
-            price_table(prices)  # a bad table is refused here, where it was given
-        self.meter = Meter(prices, budget_usd)
+        self.meter = Meter(prices, budget_usd)  # refuses a bad table here, where it was given
         """The account of what this Run's live requests cost, and its budget (shared by every step of the Run)."""
         self.outcomes: list[LoopOutcome] = []
         """The outcomes of the latest finished steps (at most `HISTORY`, oldest dropped first), in the order they

@@ -22,6 +22,7 @@ import math
 import threading
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .._fieldwise import Fieldwise
 from .._scope import current_scope
@@ -39,8 +40,12 @@ from ..models.base import (
     model_engine_record,
     model_network,
 )
-from ..models.prices import PriceTable, Rates, current_prices, dollars
 from ..transcript import messages_to_json
+
+if TYPE_CHECKING:
+    # The price table loads with the first priced request, or the first Run given prices: never for a Run that
+    # only replays or runs a scripted model.
+    from ..models.prices import PriceTable, Rates
 
 CHARACTERS_PER_TOKEN = 4
 """How many characters of the request an estimated input token stands for."""
@@ -118,7 +123,7 @@ class Meter:
         ):
             raise InputError(f"Run(budget_usd=...) takes a number of dollars >= 0, not {budget_usd!r}.")
         self._given = prices
-        self._prices: PriceTable | None = prices if isinstance(prices, PriceTable) else None
+        self._prices: PriceTable | None = None if prices is None else price_table(prices)
         self.budget_usd = float(budget_usd) if budget_usd is not None else None
         """The most the Run may spend, in dollars, or None."""
         self._lock = threading.Lock()  # steps of one Run may run on several threads (`Run.step_sync`)
@@ -164,6 +169,8 @@ class Meter:
             BudgetExceededError: Spent plus reserved plus this request's estimate would pass the budget.
             PriceUnknownError: There is a budget and ``backend`` has no price.
         """
+        from ..models.prices import dollars
+
         rates = self.prices.rates_for(backend)
         if rates is not None and batched:
             rates = rates.batched()
@@ -294,6 +301,8 @@ class RunSummary(Fieldwise):
     """The day the rates were taken."""
 
     def __str__(self) -> str:
+        from ..models.prices import dollars
+
         text = f"{self.requests} live request(s), {self.usage.tokens:,} tokens, {dollars(self.spent_usd)} spent"
         if self.budget_usd is not None:
             text += f" of a budget of {dollars(self.budget_usd)}"
@@ -307,6 +316,8 @@ class RunSummary(Fieldwise):
 
 def price_table(prices: PriceTable | Mapping[str, Rates] | None) -> PriceTable:
     """The Run's table: the one given, the library's with the given rows, or the library's (or the setting's)."""
+    from ..models.prices import PriceTable, Rates, current_prices
+
     if isinstance(prices, PriceTable):
         return prices
     base = current_prices()

@@ -28,7 +28,6 @@ from ..models.base import (
     model_engine_record,
     model_intercepts_markup,
 )
-from ..models.prices import PriceTable, RecordedCost, batched_usage
 from ..payloads import JsonValue, dump, payload_spec
 from ..replay.fingerprint import Fingerprint, fingerprint
 from ..replay.records import RecordedQuestion, StepRecord, Waiting
@@ -40,6 +39,7 @@ from .views import StepView
 
 if TYPE_CHECKING:
     from ..events import Event
+    from ..models.prices import PriceTable, RecordedCost
 
 
 def now() -> str:
@@ -259,6 +259,8 @@ class StepPlan:
         """The record of a live run."""
         engine = model_engine_record(self.model)
         if self.prices is not None:
+            from ..models.prices import batched_usage  # loaded with the table (`Meter.prices`)
+
             batched = batched_usage(outcome.usage, engine)
             self.cost = self.prices.record_cost(self.backend, outcome.usage, batched=batched)
         return StepRecord(

@@ -22,7 +22,7 @@ def test_import_does_not_load_heavy_dependencies() -> None:
 
 
 # What only some notebooks use, loaded when first used (docs/architecture.md, "Import time"): a map, a comparison or
-# a batch; approvals; the screens of questions; the JSON functions' events.
+# a batch; approvals; the screens of questions; the JSON functions' events; the price table.
 ON_FIRST_USE = (
     "asyncio",
     "pandas",
@@ -32,6 +32,7 @@ ON_FIRST_USE = (
     "agl_notebook.approvals",
     "agl_notebook.screens",
     "agl_notebook.events.functions",
+    "agl_notebook.models.prices",
 )
 
 
