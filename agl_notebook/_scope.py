@@ -8,8 +8,6 @@ registered. A context variable (not a Run attribute) keeps concurrent steps unde
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -124,6 +122,9 @@ class StepScope:
     def scratch_dir(self) -> Path:
         """A folder for this step's files, created on first use and removed if the step fails."""
         if self._scratch is None:
+            import shutil  # here: these two (and the compression modules shutil loads) cost 3 ms at import
+            import tempfile
+
             # A role's name may hold characters a file name can't (a "/" would point into a missing folder).
             safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.role)[:40]
             self._scratch = Path(tempfile.mkdtemp(prefix=f"agl-{safe}-"))

@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
 from . import _settings
-from ._map_scope import current_map_item
 from ._scope import Decision, Question, StepScope, current_scope
 from .errors import InputError, NoAnswerError, NoDecisionError
 from .events import ApprovalRequested, QuestionAnswered, QuestionAsked
@@ -231,7 +230,7 @@ class ScriptedTerminal(Terminal):
             return await self._inner.ask(screen)
         if callable(self._answers):
             answer = self._answers(screen)
-        elif current_map_item.get() is not None:
+        elif _in_map_item():
             raise InputError(
                 f"Run(answers=[...]) answers in order, but a map's items ask in no fixed order, so "
                 f"{screen.text!r} cannot be answered from the list: pass answers as a function of the screen "
@@ -261,7 +260,7 @@ class ScriptedTerminal(Terminal):
             said = scripted
         elif callable(scripted):
             said = scripted(request)
-        elif current_map_item.get() is not None:
+        elif _in_map_item():
             raise InputError(
                 f"Run(approvals=[...]) decides in order, but a map's items ask in no fixed order, so the call to "
                 f"tool {request.tool!r} cannot be decided from the list: pass 'approve', 'deny' or a function of "
@@ -279,3 +278,10 @@ class ScriptedTerminal(Terminal):
 
         verdict: Verdict = as_verdict(said, f"Run(approvals=...), for the call to tool {request.tool!r}")
         return decide(request, verdict)
+
+
+def _in_map_item() -> bool:
+    """Whether an item of a `run.map` asks (the map's scope loads with the first map, not with every Run)."""
+    from ._map_scope import current_map_item
+
+    return current_map_item.get() is not None

@@ -7,7 +7,6 @@ from a record.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +43,8 @@ if TYPE_CHECKING:
 
 def now() -> str:
     """The time a record is made, as kept in it."""
+    import datetime  # with the first record made, not with every notebook (1 ms)
+
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 

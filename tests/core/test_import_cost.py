@@ -22,9 +22,13 @@ def test_import_does_not_load_heavy_dependencies() -> None:
 
 
 # What only some notebooks use, loaded when first used (docs/architecture.md, "Import time"): a map, a comparison or
-# a batch; approvals; the screens of questions; the JSON functions' events; the price table.
+# a batch; approvals; the screens of questions; the JSON functions' events; the price table; a step's scratch
+# folder; a record's time.
 ON_FIRST_USE = (
     "asyncio",
+    "datetime",
+    "shutil",
+    "tempfile",
     "pandas",
     "agl_notebook.run._map_state",
     "agl_notebook.run._compare",
@@ -33,6 +37,7 @@ ON_FIRST_USE = (
     "agl_notebook.screens",
     "agl_notebook.events.functions",
     "agl_notebook.models.prices",
+    "agl_notebook._map_scope",
 )
 
 
