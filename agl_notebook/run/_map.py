@@ -234,7 +234,14 @@ async def run_map(
         state.limit = pacer.limit
         if view is not None:
             view.finish(store.saved_block())
-    results = MapResults(state, tuple(pacer.trace), pacer.throttled)
+    drawn_here: Callable[[], bool] | None = None
+    if view is not None and env is not None:
+        execution = context.execution_key()
+
+        def drawn_here() -> bool:
+            return context.execution_key() == execution
+
+    results = MapResults(state, tuple(pacer.trace), pacer.throttled, drawn_here=drawn_here)
     if on_error == "raise":
         for item in state.items:
             if item.status == "failed" and item.error is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import html
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
@@ -163,8 +163,17 @@ class MapResults(Sequence[Any]):
     Shown in a notebook as the map's table (deterministic text and HTML); ``to_pandas()`` has every row.
     """
 
-    def __init__(self, state: MapState, trace: tuple[tuple[float, int], ...] = (), throttled: int = 0) -> None:
+    def __init__(
+        self,
+        state: MapState,
+        trace: tuple[tuple[float, int], ...] = (),
+        throttled: int = 0,
+        *,
+        drawn_here: Callable[[], bool] | None = None,
+    ) -> None:
         self._state = state
+        # While the cell execution that drew the map's view runs, the table is on screen already (`__repr__`).
+        self._drawn_here = drawn_here
         self._values: list[Any] = [
             item.result
             if item.status == "done"
@@ -235,12 +244,17 @@ class MapResults(Sequence[Any]):
             rows.append(row)
         return pandas.DataFrame(rows).set_index("index")
 
-    # What a cell shows when the results are its last expression: scrubbed like every view (an error message or an
-    # input may hold a secret the environment knows).
+    # What a cell shows when the results are its last expression: the table, scrubbed like every view (an error
+    # message or an input may hold a secret the environment knows). In the cell whose map drew its view, the table
+    # is just above: one line then, the same live and replayed.
     def __repr__(self) -> str:
+        if self._drawn_here is not None and self._drawn_here():
+            return scrub_text(f"{summary_text(self._state)} (the table is above)", secrets_from_environment())
         return scrub_text(render_map_text(self._state), secrets_from_environment())
 
     def _repr_html_(self) -> str:
+        if self._drawn_here is not None and self._drawn_here():
+            return f"<pre>{html.escape(repr(self))}</pre>"
         return scrub_text(render_map_html(self._state), secrets_from_environment())
 
 

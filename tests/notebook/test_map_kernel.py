@@ -188,3 +188,23 @@ def test_map_sync_runs_from_a_synchronous_cell_with_its_live_view(kernel: Kernel
     final = kernel.step_display(msg_id)
     assert WIDGET_MIME not in final["data"] and len(final["metadata"]["agl_notebook"]["records"]) == 5
     assert kernel.widgets == {}
+
+
+def test_a_map_as_the_cells_last_expression_shows_its_table_once(kernel: Kernel) -> None:
+    kernel.run("HANG.clear(); run = Run(model=AnthropicModel(client=client))")
+    cell = kernel.execute("await run.map(summarizer, INPUTS[:3], name='last')", cell_id="last-expression")
+    assert kernel.wait_reply(cell)["content"]["status"] == "ok", kernel.stream(cell)
+    outputs = kernel.final_outputs(cell)
+    view, result = (o for o in outputs if o["type"] in ("display_data", "execute_result"))
+    assert view["type"] == "display_data" and "t2" in view["data"]["text/plain"], "the view draws the table"
+    # The result is the cell's last expression: one line, not the table a second time.
+    assert result["type"] == "execute_result"
+    line = result["data"]["text/plain"]
+    assert line.startswith("map 'last' of role 'summarizer': 3 items: 3 done, 0 failed"), line
+    assert line.endswith("(the table is above)") and "t2" not in line and "\n" not in line
+    assert "t2" not in result["data"]["text/html"]
+    # Shown from a later cell, the results are the table again.
+    later = kernel.execute("_")
+    kernel.wait_reply(later)
+    (shown,) = (o for o in kernel.final_outputs(later) if o["type"] == "execute_result")
+    assert "t2" in shown["data"]["text/plain"] and "(the table is above)" not in shown["data"]["text/plain"]

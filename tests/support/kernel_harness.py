@@ -168,7 +168,12 @@ class Kernel:
             display_id = (content.get("transient") or {}).get("display_id")
             if kind == "update_display_data":
                 if display_id in by_display:
-                    outputs[by_display[display_id]] = {"data": content["data"], "metadata": content["metadata"]}
+                    shown = outputs[by_display[display_id]]
+                    outputs[by_display[display_id]] = {
+                        "type": shown["type"],
+                        "data": content["data"],
+                        "metadata": content["metadata"],
+                    }
                 continue
             if display_id is not None:
                 by_display[display_id] = len(outputs)
