@@ -38,9 +38,12 @@ def _is_local_host(host: object) -> bool:
         return host.endswith(".localhost")
 
 
-def _check_address(address: Any) -> None:
+def _check_address(sock: socket.socket, address: Any) -> None:
     # AF_UNIX addresses are paths (str or bytes); internet addresses are tuples whose first item is the host.
     if isinstance(address, tuple) and not _is_local_host(address[0]):
+        # Closed here: socket.create_connection closes its socket only on an OSError, and this is not one, so the
+        # socket would be left for the garbage collector to warn about during some later test.
+        sock.close()
         raise NetworkBlockedError(f"Network access blocked in tests: connection to {address!r}.")
 
 
@@ -52,11 +55,11 @@ def _block_network() -> Iterator[None]:
     real_getaddrinfo = socket.getaddrinfo
 
     def connect(self: socket.socket, address: Any) -> None:
-        _check_address(address)
+        _check_address(self, address)
         real_connect(self, address)
 
     def connect_ex(self: socket.socket, address: Any) -> int:
-        _check_address(address)
+        _check_address(self, address)
         return real_connect_ex(self, address)
 
     def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:

@@ -349,8 +349,13 @@ async def test_missing_credentials_is_a_clear_error(monkeypatch: pytest.MonkeyPa
         assert isinstance(e.value, UpstreamUnexpected)
 
 
-async def _serve_once(body: bytes, seen: list[bytes]) -> tuple[asyncio.Server, int]:
-    """A one-shot HTTP/1.1 server on 127.0.0.1 answering with an SSE ``body`` (for the environment-configured path)."""
+async def _serve_once(body: bytes, seen: list[bytes]) -> tuple[asyncio.Server, int, asyncio.Event]:
+    """A one-shot HTTP/1.1 server on 127.0.0.1 answering with an SSE ``body`` (for the environment-configured path).
+
+    The event is set once the answer's connection is closed: awaited before the test's event loop ends, so no socket
+    is left for the garbage collector to warn about during a later test.
+    """
+    answered = asyncio.Event()
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
@@ -364,18 +369,21 @@ async def _serve_once(body: bytes, seen: list[bytes]) -> tuple[asyncio.Server, i
         )
         await writer.drain()
         writer.close()
+        await writer.wait_closed()
+        answered.set()
 
     server = await asyncio.start_server(answer, "127.0.0.1", 0)
-    return server, server.sockets[0].getsockname()[1]
+    return server, server.sockets[0].getsockname()[1], answered
 
 
 async def test_configured_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[bytes] = []
-    server, port = await _serve_once(sse(reply(text("From the env."))), seen)
+    server, port, answered = await _serve_once(sse(reply(text("From the env."))), seen)
     async with server:
         monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
         monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{port}")
         events = await collect(AnthropicModel.for_model(Claude.SONNET))
+        await asyncio.wait_for(answered.wait(), 5)
     assert events[0] == TextDelta("From the env.")
     (raw,) = seen
     assert raw.startswith(b"POST /v1/messages ")

@@ -46,10 +46,15 @@ def test_anthropic_environment_is_cleared() -> None:
 
 
 async def test_loopback_connections_are_allowed() -> None:
+    closed = 0  # connections the server has closed: all of them, before the event loop ends (no socket left over)
+
     async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal closed
         writer.write(await reader.readline())
         await writer.drain()
         writer.close()
+        await writer.wait_closed()
+        closed += 1
 
     server = await asyncio.start_server(echo, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
@@ -63,3 +68,8 @@ async def test_loopback_connections_are_allowed() -> None:
             await writer.wait_closed()
         sock = await asyncio.to_thread(socket.create_connection, ("127.0.0.1", port), 5)
         sock.close()
+        for _ in range(500):
+            if closed == 3:
+                break
+            await asyncio.sleep(0.01)
+        assert closed == 3
