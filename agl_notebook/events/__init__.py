@@ -401,7 +401,7 @@ def __getattr__(name: str) -> Any:
     elif name == "EVENT_TYPES":
         from . import functions
 
-        value = STEP_EVENT_TYPES + tuple(getattr(functions, n) for n in _FUNCTION_EVENTS if n != "FunctionEvent")
+        value = STEP_EVENT_TYPES + functions.FUNCTION_EVENT_TYPES
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value

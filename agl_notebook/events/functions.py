@@ -116,3 +116,14 @@ FunctionEvent: TypeAlias = (
     FunctionCalled | FunctionReturned | CommandStarted | Logged | ErrorHandled | ApiRequested | ApiResponded
 )
 """Any event of a running JSON function."""
+
+FUNCTION_EVENT_TYPES: tuple[type[FunctionEvent], ...] = (
+    FunctionCalled,
+    FunctionReturned,
+    CommandStarted,
+    Logged,
+    ErrorHandled,
+    ApiRequested,
+    ApiResponded,
+)
+"""Every class of `FunctionEvent`, in the order of `agl_notebook.events.EVENT_TYPES`."""
