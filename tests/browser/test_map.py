@@ -136,3 +136,39 @@ def test_a_row_opens_its_item_s_step_and_stop_keeps_the_finished_items(jupyter: 
     final = map_text(nb)
     assert "items (stopped)" in final and "not run" in final, final
     assert "task 8: done" in final
+
+
+LAST_EXPRESSION_CELLS = [
+    SETUP,
+    "run = Run(model=MODEL)\nawait run.map(worker, TASKS[:5], name='last')",
+    "_",
+]
+LATER_CELL = 2
+
+
+def test_a_map_as_the_cells_last_expression_draws_its_table_once_live_and_replayed(jupyter: Jupyter) -> None:
+    jupyter.server.write_notebook("map_last.ipynb", LAST_EXPRESSION_CELLS)
+    nb = jupyter.open("map_last.ipynb", ui="lab")
+    nb.set_theme("JupyterLab Dark")
+    nb.run_all()
+    nb.wait_cells_done_without_question(what="the map to finish")
+
+    def shown() -> tuple[int, str, int, str]:
+        cell, later = nb.output(MAP_CELL), nb.output(LATER_CELL)
+        return (cell.locator("table").count(), cell.inner_text(), later.locator("table").count(), later.inner_text())
+
+    tables, text, later_tables, later_text = shown()
+    nb.output(LATER_CELL).scroll_into_view_if_needed(timeout=UI_ACTION * 1000)
+    nb.shot("map-last-expression-dark")
+    assert tables == 1, f"the cell that ran the map shows its table once, not {tables} times: {text!r}"
+    assert text.count("task 4: done") == 1, text
+    assert "map 'last' of role 'worker': 5 items: 5 done, 0 failed" in text and "(the table is above)" in text, text
+    assert later_tables == 1 and "task 4" in later_text, "a later cell shows the results as the table again"
+    live = shown()
+    nb.save()
+    nb.restart_kernel()
+    nb.run_all()
+    nb.wait_cells_done_without_question(what="Run All after the restart")
+    nb.output(LATER_CELL).scroll_into_view_if_needed(timeout=UI_ACTION * 1000)
+    nb.shot("map-last-expression-replayed")
+    assert shown() == live, "the replay shows the same outputs"
