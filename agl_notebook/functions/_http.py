@@ -3,9 +3,9 @@
 Secrets: a profile names environment variables for its secret headers and query values; they are read when a live
 request is made (from the environment the agent was given) and go only into that request to the profile's own
 server (paths are relative, redirects are not followed). Everything that comes back, the body and any error
-message, is scrubbed of them before anything else sees it (a JSON body also in its decoded strings, where escapes
-can hide a secret from the raw text), so a server that echoes a token cannot put it in a variable, a log, a view,
-a recording or an error. The public URL (without the secret query values) is what
+message, is scrubbed of them before anything else sees it (in every spelling, JSON escapes included, whether or not
+the body parses), so a server that echoes a token cannot put it in a variable, a log, a view, a recording or an
+error. The public URL (without the secret query values) is what
 events and the tape show.
 """
 
@@ -20,7 +20,7 @@ from urllib.parse import urlencode
 
 from .._canonical import digest
 from .._secret_logs import LOG_FILTER, scrub_logs
-from .._secrets import scrub, scrub_text
+from .._secrets import scrub_text
 from ..payloads import JsonObject
 from ._tape import Tape, error_entry
 from .errors import (
@@ -35,7 +35,8 @@ from .errors import (
 from .expressions import Limits, measure
 from .spec import EnvValue, Profile
 
-_MIN_SECRET = 4  # a shorter value is no secret, and scrubbing it would mangle ordinary text
+MIN_SECRET = 4
+"""A profile's secret shorter than this is not scrubbed (it is no secret, and scrubbing it would mangle text)."""
 # httpx2 logs every request's URL (query included) at INFO: the secrets of requests in flight are scrubbed from
 # these loggers' records before any handler sees them.
 _HTTP_LOGGERS = (
@@ -144,27 +145,11 @@ def secrets_of(profile: Profile, environ: Mapping[str, str]) -> tuple[dict[str, 
                         f"{value.variable}, which is not set; set it and run again."
                     )
                 target[name] = value.prefix + secret
-                if len(secret) >= _MIN_SECRET:
+                if len(secret) >= MIN_SECRET:
                     to_scrub.append(secret)
             else:
                 target[name] = value
     return headers, query, to_scrub
-
-
-def _scrub_decoded(text: str, secrets: list[str]) -> str:
-    r"""JSON text scrubbed of secrets in its decoded strings too, re-encoded only when that changed something.
-
-    JSON can spell a secret in ways the raw text does not show (``\/`` for ``/``, as PHP writes by default, or
-    ``\u`` escapes), and the body is decoded before anything uses it, so the decoded values are what must be clean.
-    """
-    if not secrets or text.lstrip()[:1] not in ("{", "[", '"'):
-        return text
-    try:
-        decoded = json.loads(text)
-    except (ValueError, RecursionError):
-        return text  # not JSON: nothing decodes it, so the raw text was all there was to scrub
-    clean = scrub(decoded, secrets)
-    return text if clean == decoded else json.dumps(clean, ensure_ascii=False)
 
 
 async def send(
@@ -261,7 +246,7 @@ async def _exchange(
         "status": status,
         "reason": scrub_text(reason, secrets),
         "contentType": content_type,
-        "text": _scrub_decoded(scrub_text(text, secrets), secrets),
+        "text": scrub_text(text, secrets),
     }
 
 
