@@ -431,7 +431,7 @@ class TopLevelCall:
             query = args.query.render(variables)
         headers = {name: t.render(variables) for name, t in args.headers}
         body = to_json(args.body.render(variables)) if args.body is not None else None
-        request = build_request(profile, args.method, path, query, headers, body, args.timeout)
+        request = build_request(profile, args.method, path, query, headers, body, args.timeout, where=command.path)
         if not self.tape.replaying:
             modes.refuse_blocked_call(f"{command.path} would send {args.method} {request.public_url}")
         self.emit(ApiRequested(profile.name, args.method, request.public_url))
