@@ -60,13 +60,11 @@ class _Form:
         # What the frontend draws (and a saved notebook's widget state keeps) is scrubbed of secrets; a choice
         # whose option was scrubbed comes back as the scrubbed text and is read as the option it stands for.
         self._secrets = secrets_from_environment()
-        fields = [_field(i) for i in screen.inputs]
-        shown = scrub(fields, self._secrets)
-        assert isinstance(shown, list)
-        self._options = [
-            dict(zip(s.get("options", ()), i.options, strict=True)) if isinstance(i, ChoiceInput) else {}
+        fields: list[Any] = [_field(i) for i in screen.inputs]
+        shown: list[Any] = [scrub(f, self._secrets) for f in fields]
+        self._options: list[dict[str, str]] = [
+            dict(zip(s["options"], i.options, strict=True)) if isinstance(i, ChoiceInput) else {}
             for s, i in zip(shown, screen.inputs, strict=True)
-            if isinstance(s, dict)
         ]
         self.box = QuestionForm(
             title=scrub_text(screen.text, self._secrets) if title else "",

@@ -96,7 +96,7 @@ async def test_a_question_outside_a_step_is_drawn_and_left_scrubbed(
 
     display = StandaloneDisplay()
     monkeypatch.setattr(IPython.display, "display", display)
-    screen = Screen(f"Use {token}?", [ChoiceInput(f"Key {token}", [token, "other"])])
+    screen: Screen[Any] = Screen(f"Use {token}?", [ChoiceInput(f"Key {token}", [token, "other"])])
     task = asyncio.create_task(view_module.standalone_ask(screen))
     await asyncio.sleep(0)
     ((bundle, _),) = display.shown

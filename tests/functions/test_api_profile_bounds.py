@@ -98,7 +98,8 @@ async def test_a_question_mark_in_a_path_is_refused_not_dropped(server: OrdersSe
             },
         }
     )
-    kind, message = await agent.call("get", {"orderId": "ORD-1?fields=all"}, run=Run())
+    result: Any = await agent.call("get", {"orderId": "ORD-1?fields=all"}, run=Run())
+    kind, message = result
     assert kind == "ApiError"
     assert "holds ?: give query values in the command's query" in message
     assert server.received == []

@@ -218,8 +218,8 @@ async def test_a_secret_never_arrives_at_another_host_or_outside_the_base_path(
     reliability: ReliabilityNotes,
 ) -> None:
     secret = "tok-" + secrets.token_hex(12)
-    servers = serve()
-    other = serve()
+    servers: Any = serve()
+    other: Any = serve()
     good, evil = next(servers), next(other)
     try:
         agent = load_agent(
@@ -257,7 +257,7 @@ async def test_a_secret_never_arrives_at_another_host_or_outside_the_base_path(
             "1\r\nHost: evil",
         ]
         for order_id in escapes:
-            result = await agent.call("get", {"orderId": order_id}, run=Run())
+            result: Any = await agent.call("get", {"orderId": order_id}, run=Run())
             assert [r.path for r in (*good.received, *evil.received)] == [], order_id
             assert result["type"] == "ApiError", (order_id, result)
         # A path whose dot segments stay under the base path goes there, sent and shown as resolved.
