@@ -17,6 +17,7 @@ import logging
 import secrets
 import traceback
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from agl_notebook import Run
 from agl_notebook._secrets import scrub_text
 from agl_notebook.functions import FunctionCallError, load_agent
 from tests.support.functions_server import OrdersServer, _every_char_escaped, _mixed, serve
+from tests.support.paths import ROOT
 from tests.support.reliability_report import ReliabilityNotes
 
 pytestmark = pytest.mark.reliability  # its notes make docs/reliability.md (make reliability-report)
@@ -276,4 +278,50 @@ async def test_a_secret_never_arrives_at_another_host_or_outside_the_base_path(
         "each an ApiError before the secret is read; two real servers on 127.0.0.1 received nothing; a path whose "
         "'..' stays under the base path arrives there, resolved as shown",
         secrets_found=0,
+    )
+
+
+def test_a_real_kernel_saves_no_secret_of_a_question_an_approval_or_a_function_error(
+    tmp_path: Path, reliability: ReliabilityNotes
+) -> None:
+    from tests.support.kernel_harness import Kernel
+
+    token = "svc-" + secrets.token_hex(12)
+    kernel = Kernel(cwd=tmp_path, env={"MY_SERVICE_TOKEN": token, "PYTHONPATH": str(ROOT)})
+    try:
+        kernel.run(
+            "import os\nfrom agl_notebook.notebook.terminal import WidgetTerminal\n"
+            "token = os.environ['MY_SERVICE_TOKEN']"
+        )
+        asked = kernel.execute(
+            "from agl_notebook.screens import Screen, ChoiceInput\n"
+            "answer = await WidgetTerminal().ask(\n"
+            "    Screen(f'Use {token}?', [ChoiceInput(f'Key {token}', [token, 'other'])])\n)"
+        )
+        kernel.wait_for(lambda: any("fields" in kernel.widgets[c] for c in kernel.widget_ids("AnyModel")))
+        (form,) = [c for c in kernel.widget_ids("AnyModel") if "fields" in kernel.widgets[c]]
+        drawn = json.dumps(kernel.widgets[form])
+        kernel.submit_form(form, [kernel.widgets[form]["fields"][0]["options"][0]])
+        assert kernel.wait_reply(asked)["content"]["status"] == "ok"
+        kernel.run("assert answer == token, answer")  # the option the scrubbed one stands for
+        failed = kernel.execute(
+            "from agl_notebook import Run\nfrom agl_notebook.functions import load_agent\n"
+            "agent = load_agent({'functions': {'main': {'args': {'t': {}}, 'commands': [{'return': '{ int(t) }'}]}}})\n"
+            "await agent.call('main', {'t': token}, run=Run())"
+        )
+        reply = kernel.wait_reply(failed)["content"]
+        assert reply["status"] == "error" and reply["ename"] == "FunctionCallError"
+        saved = json.dumps([kernel.final_outputs(asked), kernel.final_outputs(failed), reply])
+    finally:
+        kernel.close()
+    assert "[REDACTED]" in saved and "[REDACTED]" in drawn
+    where = [saved[max(0, i - 300) : i + 60] for i in range(len(saved)) if saved.startswith(token, i)]
+    assert where == [] and token not in drawn
+    reliability.note(
+        "Secrets",
+        "a secret-named variable's value in a question's text and options outside a step, and in a JSON function's "
+        "expression error, in a real kernel",
+        "absent from the question form's widget state, the cell's saved outputs and the FunctionCallError traceback",
+        secrets_found=0,
+        places_searched=3,
     )
