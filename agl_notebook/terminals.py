@@ -131,12 +131,15 @@ class ConsoleTerminal(Terminal):
         """Prompt for each input on stdin (in a thread, so the event loop keeps running)."""
         import asyncio
 
-        print(screen.text, flush=True)
+        from ._secrets import scrub_text, secrets_from_environment
+
+        secrets = secrets_from_environment()  # what is printed is scrubbed; the answer is the person's own
+        print(scrub_text(screen.text, secrets), flush=True)
         values: list[object] = []
         for item in screen.inputs:
             while True:
                 try:
-                    raw = await asyncio.to_thread(input, f"{item.label}: ")
+                    raw = await asyncio.to_thread(input, scrub_text(f"{item.label}: ", secrets))
                 except EOFError:
                     raise NoAnswerError(
                         f"Nobody can answer {screen.text!r}: standard input is closed. Pass answers with "
@@ -146,19 +149,19 @@ class ConsoleTerminal(Terminal):
                     values.append(item.parse(raw))
                     break
                 except InputError as e:
-                    print(e, file=sys.stderr, flush=True)
+                    print(scrub_text(str(e), secrets), file=sys.stderr, flush=True)
         return screen.validate(values)
 
     async def ask_approval(self, request: ApprovalRequest) -> Decision:
         """Show the call and its arguments; ask approve, always, edit (new arguments as JSON) or deny, until valid."""
         import asyncio
 
+        from ._secrets import scrub_text, secrets_from_environment
         from .approvals import Approve, Deny, Edit, decide
 
-        print(
-            f"The agent calls {request.tool} with:\n{json.dumps(request.arguments, indent=2, ensure_ascii=False)}",
-            flush=True,
-        )
+        secrets = secrets_from_environment()  # what is printed is scrubbed; the call keeps its own arguments
+        arguments = json.dumps(request.arguments, indent=2, ensure_ascii=False)
+        print(scrub_text(f"The agent calls {request.tool} with:\n{arguments}", secrets), flush=True)
 
         async def read(prompt: str) -> str:
             try:
@@ -186,7 +189,7 @@ class ConsoleTerminal(Terminal):
                         raise InputError(f"Not JSON: {e.msg} at column {e.colno}.") from None
                     return decide(request, Edit(edited))
             except InputError as e:
-                print(e, file=sys.stderr, flush=True)
+                print(scrub_text(str(e), secrets), file=sys.stderr, flush=True)
 
 
 ScriptedApprovals: TypeAlias = "str | Sequence[object] | Callable[[ApprovalRequest], object]"

@@ -3,9 +3,9 @@
 Secrets: a profile names environment variables for its secret headers and query values; they are read when a live
 request is made (from the environment the agent was given) and go only into that request to the profile's own
 server (paths are relative, redirects are not followed). Everything that comes back, the body and any error
-message, is scrubbed of them before anything else sees it (a JSON body also in its decoded strings, where escapes
-can hide a secret from the raw text), so a server that echoes a token cannot put it in a variable, a log, a view,
-a recording or an error. The public URL (without the secret query values) is what
+message, is scrubbed of them before anything else sees it (in every spelling, JSON escapes included, whether or not
+the body parses), so a server that echoes a token cannot put it in a variable, a log, a view, a recording or an
+error. The public URL (without the secret query values) is what
 events and the tape show.
 """
 
@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import unquote, urlencode
 
 from .._canonical import digest
 from .._secret_logs import LOG_FILTER, scrub_logs
-from .._secrets import scrub, scrub_text
+from .._secrets import scrub_text
 from ..payloads import JsonObject
 from ._tape import Tape, error_entry
 from .errors import (
@@ -33,9 +34,12 @@ from .errors import (
     ReplayedError,
 )
 from .expressions import Limits, measure
-from .spec import EnvValue, Profile
+from .spec import ROUTING_HEADERS, EnvValue, Profile, header_text_problem
 
-_MIN_SECRET = 4  # a shorter value is no secret, and scrubbing it would mangle ordinary text
+_DECODINGS = 4  # a path still changing after this many percent-decodings is refused
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+MIN_SECRET = 4
+"""A profile's secret shorter than this is not scrubbed (it is no secret, and scrubbing it would mangle text)."""
 # httpx2 logs every request's URL (query included) at INFO: the secrets of requests in flight are scrubbed from
 # these loggers' records before any handler sees them.
 _HTTP_LOGGERS = (
@@ -81,18 +85,28 @@ class ApiRequest:
 
 
 def build_request(
-    profile: Profile, method: str, path: Any, query: Any, headers: Mapping[str, Any], body: Any, timeout: float | None
+    profile: Profile,
+    method: str,
+    path: Any,
+    query: Any,
+    headers: Mapping[str, Any],
+    body: Any,
+    timeout: float | None,
+    *,
+    where: str = "",
 ) -> ApiRequest:
-    """Check the evaluated parts of a request."""
+    """Check the evaluated parts of a request; ``where`` names the command in the errors.
+
+    Raises:
+        ApiError: A request that would leave its profile (a path outside the base path, a header that routes it
+            elsewhere) or that HTTP cannot carry (a header with a line break, a non-ASCII character, no name).
+    """
+    command = f"the api command at {where}" if where else "the api command"
     if path is None:
         path = ""
     if not isinstance(path, str):
-        raise CommandError(f"the path must be a string, not {type(path).__name__}.")
-    if "://" in path or path.startswith("//") or "\\" in path or any(c in path for c in "\r\n"):
-        raise CommandError(
-            f"the path {path[:80]!r} must be relative to the profile's baseUrl: requests go only to "
-            "the profile's server."
-        )
+        raise ApiError(f"{command}: the path must be a string, not {type(path).__name__}.")
+    path = _path_in_profile(path, command)
     pairs: list[tuple[str, str]] = []
     if query is not None:
         if not isinstance(query, Mapping):
@@ -104,14 +118,7 @@ def build_request(
                 if not isinstance(item, str | int | float | bool):
                     raise CommandError(f"the query value {name!r} must be text or a number, not {type(item).__name__}.")
                 pairs.append((str(name), _text(item)))
-    header_pairs: list[tuple[str, str]] = []
-    for name, value in headers.items():
-        if not isinstance(value, str | int | float):
-            raise CommandError(f"the header {name!r} must be text or a number, not {type(value).__name__}.")
-        text = str(value)
-        if "\r" in text or "\n" in text:
-            raise CommandError(f"the header {name!r} may not hold a line break.")
-        header_pairs.append((name, text))
+    header_pairs = [(name, _header_value(name, value, command)) for name, value in headers.items()]
     return ApiRequest(
         profile,
         method,
@@ -121,6 +128,83 @@ def build_request(
         body,
         timeout if timeout is not None else profile.timeout,
     )
+
+
+def _path_in_profile(path: str, command: str) -> str:
+    r"""``path`` with its ``.`` and ``..`` segments resolved, checked to stay under the profile's base path.
+
+    The check reads the path as a server might: percent-decoded (again while anything decodes: ``%252e``), with
+    ``\`` as a separator too, and no prefix may climb above the base path. What is sent, shown and recorded is the
+    path with its literal dot segments resolved (an encoded one is sent as written: the check covered both
+    readings). A ``?`` or ``#`` is refused: the query comes only from ``query``, so what is sent is what is shown.
+    """
+    refused = f"{command}: the path {path[:80]!r}"
+    if "://" in path or path.startswith("//") or "\\" in path:
+        raise ApiError(
+            f"{refused} must be relative to the profile's baseUrl: requests go only to the profile's server."
+        )
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in path):
+        raise ApiError(f"{refused} holds a control character (a line break, a tab, NUL); a path cannot carry one.")
+    if "?" in path or "#" in path:
+        raise ApiError(
+            f"{refused} holds {'?' if '?' in path else '#'}: give query values in the command's query (so what is "
+            "sent is what is shown and recorded); a fragment is never sent."
+        )
+    decoded = path
+    for _ in range(_DECODINGS):
+        once = unquote(decoded)
+        if once == decoded:
+            break
+        decoded = once
+    else:
+        raise ApiError(f"{refused} is percent-encoded over and over; send it decoded.")
+    depth = 0
+    for segment in re.split(r"[/\\]", decoded):
+        if segment == "..":
+            depth -= 1
+            if depth < 0:
+                raise ApiError(
+                    f"{refused} climbs above the profile's base path ({'..'} segments, also percent-encoded); "
+                    "requests go only under the profile's baseUrl."
+                )
+        elif segment not in ("", "."):
+            depth += 1
+    return _without_dot_segments(path)
+
+
+def _without_dot_segments(path: str) -> str:
+    """``path`` with its literal ``.`` and ``..`` segments resolved (RFC 3986's remove_dot_segments, relative)."""
+    segments = path.split("/")
+    if not any(s in (".", "..") for s in segments):
+        return path
+    out: list[str] = []
+    for segment in segments:
+        if segment == "..":
+            if out and out != [""]:  # the leading "" of "/a" is where the path starts, never removed
+                out.pop()
+        elif segment != ".":
+            out.append(segment)
+    if segments[-1] in (".", ".."):
+        out.append("")  # "a/b/.." is "a/", a folder
+    return "/".join(out)
+
+
+def _header_value(name: Any, value: Any, command: str) -> str:
+    """A command's header value as sent, or an `ApiError` naming the header and what HTTP cannot carry."""
+    if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
+        raise ApiError(f"{command}: {str(name)[:80]!r} is not an HTTP header name.")
+    if name.lower() in ROUTING_HEADERS:
+        raise ApiError(
+            f"{command}: the header {name!r} is refused: it would route the request, or frame it, other than to "
+            "the profile's server as the profile says."
+        )
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ApiError(f"{command}: the header {name!r} must be text or a number, not {type(value).__name__}.")
+    text = str(value)
+    problem = header_text_problem(text)
+    if problem:
+        raise ApiError(f"{command}: the header {name!r} {problem}.")
+    return text
 
 
 def _text(value: str | int | float | bool) -> str:
@@ -144,27 +228,17 @@ def secrets_of(profile: Profile, environ: Mapping[str, str]) -> tuple[dict[str, 
                         f"{value.variable}, which is not set; set it and run again."
                     )
                 target[name] = value.prefix + secret
-                if len(secret) >= _MIN_SECRET:
+                problem = header_text_problem(secret) if target is headers else ""
+                if problem:  # said without the value, which is a secret
+                    raise ApiError(
+                        f"the profile {profile.name!r} sends the environment variable {value.variable} in the "
+                        f"header {name!r}, and its value {problem}."
+                    )
+                if len(secret) >= MIN_SECRET:
                     to_scrub.append(secret)
             else:
                 target[name] = value
     return headers, query, to_scrub
-
-
-def _scrub_decoded(text: str, secrets: list[str]) -> str:
-    r"""JSON text scrubbed of secrets in its decoded strings too, re-encoded only when that changed something.
-
-    JSON can spell a secret in ways the raw text does not show (``\/`` for ``/``, as PHP writes by default, or
-    ``\u`` escapes), and the body is decoded before anything uses it, so the decoded values are what must be clean.
-    """
-    if not secrets or text.lstrip()[:1] not in ("{", "[", '"'):
-        return text
-    try:
-        decoded = json.loads(text)
-    except (ValueError, RecursionError):
-        return text  # not JSON: nothing decodes it, so the raw text was all there was to scrub
-    clean = scrub(decoded, secrets)
-    return text if clean == decoded else json.dumps(clean, ensure_ascii=False)
 
 
 async def send(
@@ -200,10 +274,11 @@ def _request_json(request: ApiRequest) -> JsonObject:
 async def _live(request: ApiRequest, client: Any, environ: Mapping[str, str]) -> JsonObject:
     import httpx2
 
-    secret_headers, query, secrets = secrets_of(request.profile, environ)
-    headers = {**secret_headers, **dict(request.headers)}
     base = request.profile.base_url
     url = base if not request.path else base.rstrip("/") + "/" + request.path.lstrip("/")
+    _check_target(request, httpx2.URL(url), httpx2.URL(base))  # before any secret is read or attached
+    secret_headers, query, secrets = secrets_of(request.profile, environ)
+    headers = {**secret_headers, **dict(request.headers)}
     params = list(query.items()) + list(request.query)
     body = {} if request.body is None else {"json": request.body}
     try:
@@ -219,6 +294,21 @@ async def _live(request: ApiRequest, client: Any, environ: Mapping[str, str]) ->
     except (httpx2.HTTPError, OSError) as e:
         detail = scrub_text(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__, secrets)
         raise ApiConnectionError(f"{request.method} {request.public_url} failed: {detail}") from None
+
+
+def _check_target(request: ApiRequest, target: Any, base: Any) -> None:
+    """Refuse a URL that, as the HTTP client reads it, is not on the profile's scheme, host and port, under its path."""
+    base_path = base.path.rstrip("/")
+    if (
+        (target.scheme, target.host, target.port) != (base.scheme, base.host, base.port)
+        or not (target.path == base.path or target.path.startswith(base_path + "/"))
+        or target.query
+        or target.fragment
+    ):
+        raise ApiError(
+            f"{request.method} {request.public_url} would leave the profile {request.profile.name!r} "
+            f"({request.profile.base_url}); requests go only under its baseUrl."
+        )
 
 
 async def _exchange(
@@ -261,7 +351,7 @@ async def _exchange(
         "status": status,
         "reason": scrub_text(reason, secrets),
         "contentType": content_type,
-        "text": _scrub_decoded(scrub_text(text, secrets), secrets),
+        "text": scrub_text(text, secrets),
     }
 
 

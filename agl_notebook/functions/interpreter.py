@@ -33,6 +33,8 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from .._canonical import digest
+from .._secret_logs import scrub_logs
+from .._secrets import scrub, scrub_text, secrets_from_environment
 from ..errors import MissingCredentialsError, ModelCallBlockedError, ReplayMissError
 from ..events import QuestionAnswered, QuestionAsked
 from ..loop import LoopTool, Reporting, run_loop
@@ -43,7 +45,7 @@ from ..run.views import EventSink
 from ..screens import ChoiceInput, ConfirmInput, Input, NumberInput, Screen, TextInput
 from ..tools import with_report_instruction
 from ..transcript import user_text
-from ._http import build_request, send
+from ._http import MIN_SECRET, build_request, send
 from ._tape import Tape, TapeModel, error_entry
 from .errors import (
     ApiError,
@@ -78,6 +80,8 @@ if TYPE_CHECKING:
 from .conversions import error_info, input_schema, json_safe, to_json, tool_spec, tool_text, validator
 
 logger = logging.getLogger("agl_notebook.functions")
+scrub_logs(logger.name)  # a `log` command's line reaches no handler with a secret in it
+_CHAIN_DEPTH = 32  # how many causes of an error are read to see whether the traceback may show them
 
 _running: ContextVar[tuple[tuple[int, str], ...]] = ContextVar("agl_notebook_functions_running", default=())
 """The functions running in this task's call chain, as (agent id, name), outermost first."""
@@ -199,20 +203,31 @@ class TopLevelCall:
         except FATAL:
             raise
         except Exception as e:
+            # The error leaves the call here, into a cell's traceback, a log or stderr: scrubbed once, at this exit.
+            # Its cause is kept for the traceback only when nothing in that chain holds a secret (the library
+            # cannot rewrite another's exception; its message is in this one's, scrubbed).
+            secrets = self._secrets()
             info = error_info(e)
+            body = scrub(to_json(info.body), secrets) if info.body is not None else None
+            info = dataclasses.replace(info, message=scrub_text(info.message, secrets), body=body)
             chain = tuple(getattr(e, "agl_chain", ())) or (fn.name,)
             where = f" at {info.command}" if info.command else ""
             route = f" (call chain: {' → '.join(chain)})" if len(chain) > 1 else ""
             raise FunctionCallError(
-                f"{fn.name} failed{where}{route}: {info.type}: {info.message}",
+                scrub_text(f"{fn.name} failed{where}{route}: {info.type}: {info.message}", secrets),
                 function=fn.name,
                 error=info,
                 path=info.command,
                 chain=chain,
-            ) from e
+            ) from (e if _holds_no_secret(e, secrets) else None)
         finally:
             if self._client is not None:
                 await self._client.aclose()
+
+    def _secrets(self) -> tuple[str, ...]:
+        """What an error leaving the call is scrubbed of: the environment's secrets and the profiles' values."""
+        values = (self.environ.get(v) for p in self.spec.profiles.values() for v in p.variables)
+        return (*secrets_from_environment(), *(v for v in values if v and len(v) >= MIN_SECRET))
 
     # Functions and blocks -------------------------------------------------------------------------------------
 
@@ -416,7 +431,7 @@ class TopLevelCall:
             query = args.query.render(variables)
         headers = {name: t.render(variables) for name, t in args.headers}
         body = to_json(args.body.render(variables)) if args.body is not None else None
-        request = build_request(profile, args.method, path, query, headers, body, args.timeout)
+        request = build_request(profile, args.method, path, query, headers, body, args.timeout, where=command.path)
         if not self.tape.replaying:
             modes.refuse_blocked_call(f"{command.path} would send {args.method} {request.public_url}")
         self.emit(ApiRequested(profile.name, args.method, request.public_url))
@@ -513,3 +528,19 @@ class TopLevelCall:
                 self.tool_depth -= 1
 
         return LoopTool(tool_spec(fn), call, validator(fn.args, self.limits))
+
+
+def _holds_no_secret(error: BaseException, secrets: tuple[str, ...]) -> bool:
+    """Whether no exception in ``error``'s chain of causes shows a secret (or a key's shape) when printed."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen and len(seen) < _CHAIN_DEPTH:
+        seen.add(id(current))
+        try:
+            text = f"{type(current).__name__}: {current}"
+        except Exception:  # an exception that cannot print itself shows nothing of itself either
+            text = ""
+        if scrub_text(text, secrets) != text:
+            return False
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+    return current is None

@@ -43,6 +43,47 @@ class Arg:
     required: bool = True
 
 
+ROUTING_HEADERS = frozenset(
+    {
+        # where the request goes: another virtual host behind the same address, or a proxy's rewrite
+        "host",
+        "forwarded",
+        "x-forwarded-host",
+        "x-forwarded-server",
+        "x-forwarded-proto",
+        "x-forwarded-port",
+        "x-forwarded-prefix",
+        "x-original-url",
+        "x-rewrite-url",
+        "x-original-host",
+        "x-host",
+        # how it is framed and carried, which the client decides (a wrong one splits or smuggles a request)
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+        "expect",
+    }
+)
+"""Header names (lower case) no profile or ``api`` command may set: they route or frame the request."""
+
+
+def header_text_problem(text: str) -> str:
+    """What stops ``text`` from being an HTTP header's value (a line break, a control or non-ASCII character), or ""."""
+    if "\r" in text or "\n" in text:
+        return "may not hold a line break"
+    if any((ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F for c in text):
+        return "may not hold a control character"
+    if not text.isascii():
+        return "may hold only ASCII characters (HTTP sends header values as bytes)"
+    return ""
+
+
 @dataclass(frozen=True)
 class EnvValue:
     """A header or query value read from an environment variable when a request is made (a secret)."""

@@ -206,7 +206,7 @@ class AnthropicModel:
                 "AnthropicModel(model=...)."
             )
         params = request_params(request, model)
-        scrub_logs("anthropic", "anthropic._base_client", "httpx2")  # the SDK logs request bodies at DEBUG
+        scrub_logs("anthropic", "anthropic._base_client", "httpx2", log.name)  # the SDK logs request bodies at DEBUG
         async with AsyncExitStack() as stack:
             client = self._client or await self._environment_client()
             # A caller that owns the retries (run.map) paces every attempt and says how often to retry.

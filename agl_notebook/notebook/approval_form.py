@@ -19,6 +19,7 @@ import anywidget
 import traitlets
 
 from .._scope import Decision
+from .._secrets import scrub, scrub_text, secrets_from_environment
 from ..approvals import ApprovalRequest, Approve, Deny, Edit, decide, decision_words
 from ..errors import InputError
 from ..payloads import JsonValue
@@ -59,10 +60,17 @@ class ApprovalPanel:
         with contextlib.suppress(RuntimeError):  # a message handled before `decision` starts waiting is kept
             self._loop = asyncio.get_running_loop()
             self._future = self._loop.create_future()
+        # What the frontend draws (and a saved notebook's widget state keeps) is scrubbed of secrets. An edit starts
+        # from the scrubbed arguments; a part the person left as drawn is read as the original (`_unscrubbed`).
+        self._secrets = secrets_from_environment()
+        self._shown = scrub(dict(request.arguments), self._secrets)
+        assert isinstance(self._shown, dict)
+        fields = scrub(edit_fields(request.spec.schema, request.arguments), self._secrets)
+        assert isinstance(fields, dict)
         self.box = ApprovalForm(
-            tool=request.tool,
-            arguments=request.arguments,
-            fields=edit_fields(request.spec.schema, request.arguments),
+            tool=scrub_text(request.tool, self._secrets),
+            arguments=self._shown,
+            fields=fields,
         )
         self.box.on_msg(self._on_message)
 
@@ -83,13 +91,14 @@ class ApprovalPanel:
         decision, errors, message = self.check(content)
         attempt = content.get("attempt")
         with self.box.hold_sync():
-            self.box.errors = errors
-            self.box.message = message
+            self.box.errors = [{k: scrub_text(v, self._secrets) for k, v in e.items()} for e in errors]
+            self.box.message = scrub_text(message, self._secrets)
             if content.get("kind") == "edit":
                 self.box.checked = attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else 0
             if decision is not None:
-                self.box.decided = decision_words(
-                    decision.decision, by=decision.by, always=decision.always, changed=decision.changed
+                self.box.decided = scrub_text(
+                    decision_words(decision.decision, by=decision.by, always=decision.always, changed=decision.changed),
+                    self._secrets,
                 )
         future, loop = self._future, self._loop
         if decision is not None and future is not None and loop is not None:
@@ -107,7 +116,7 @@ class ApprovalPanel:
                 text = content.get("message")
                 return decide(self.request, Deny(text if isinstance(text, str) else "")), [], ""
             if kind == "edit":
-                arguments = content.get("arguments")
+                arguments = _unscrubbed(content.get("arguments"), self._shown, dict(self.request.arguments))
                 _, problems = self.request.check(arguments)
                 if problems:
                     return None, [_placed(p) for p in problems], ""
@@ -120,6 +129,27 @@ class ApprovalPanel:
     def close(self) -> None:
         """Close the widget (and its layout and style models)."""
         close_widgets(self.box)
+
+
+def _unscrubbed(edited: Any, shown: JsonValue, original: JsonValue) -> Any:
+    """The edited arguments, with each part the person left as it was drawn (scrubbed) read as the original.
+
+    So an edit of one field does not send ``[REDACTED]`` for another field that held a secret. A key the scrubber
+    changed is matched by its place among the drawn keys.
+    """
+    if edited == shown:
+        return original
+    if isinstance(edited, dict) and isinstance(shown, dict) and isinstance(original, dict):
+        keys = dict(zip(shown, original, strict=True))
+        return {
+            keys.get(k, k): _unscrubbed(v, shown[k], original[keys[k]]) if k in keys else v for k, v in edited.items()
+        }
+    if isinstance(edited, list) and isinstance(shown, list) and isinstance(original, list):
+        return [
+            _unscrubbed(v, shown[i], original[i]) if i < len(shown) and i < len(original) else v
+            for i, v in enumerate(edited)
+        ]
+    return edited
 
 
 def _resolve(future: asyncio.Future[Decision], decision: Decision) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import anywidget
 import traitlets
 
+from .._secrets import scrub, scrub_text, secrets_from_environment
 from ..errors import InputError
 from ..screens import ChoiceInput, ConfirmInput, Input, NumberInput, Screen
 
@@ -56,9 +57,18 @@ class _Form:
         with contextlib.suppress(RuntimeError):
             self._loop = asyncio.get_running_loop()
             self._future = self._loop.create_future()
+        # What the frontend draws (and a saved notebook's widget state keeps) is scrubbed of secrets; a choice
+        # whose option was scrubbed comes back as the scrubbed text and is read as the option it stands for.
+        self._secrets = secrets_from_environment()
+        fields: list[Any] = [_field(i) for i in screen.inputs]
+        shown: list[Any] = [scrub(f, self._secrets) for f in fields]
+        self._options: list[dict[str, str]] = [
+            dict(zip(s["options"], i.options, strict=True)) if isinstance(i, ChoiceInput) else {}
+            for s, i in zip(shown, screen.inputs, strict=True)
+        ]
         self.box = QuestionForm(
-            title=screen.text if title else "",
-            fields=[_field(i) for i in screen.inputs],
+            title=scrub_text(screen.text, self._secrets) if title else "",
+            fields=shown,
             errors=[""] * len(screen.inputs),
         )
         self.box.on_msg(self._on_message)
@@ -82,8 +92,8 @@ class _Form:
         attempt = content.get("attempt")
         values, errors, message = self.check(content.get("values"))
         with self.box.hold_sync():  # one update: the errors and the submission they answer arrive together
-            self.box.errors = errors
-            self.box.message = message
+            self.box.errors = [scrub_text(e, self._secrets) for e in errors]
+            self.box.message = scrub_text(message, self._secrets)
             self.box.checked = attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else 0
             self.box.accepted = values is not None
         future, loop = self._future, self._loop
@@ -97,7 +107,9 @@ class _Form:
             return None, [""] * count, f"The form sent {raw!r:.80} instead of {count} value(s); please submit again."
         values: list[object] = []
         errors: list[str] = []
-        for item, value in zip(self.screen.inputs, raw, strict=True):
+        for item, shown, value in zip(self.screen.inputs, self._options, raw, strict=True):
+            if isinstance(value, str) and value in shown and value not in getattr(item, "options", ()):
+                value = shown[value]  # a scrubbed option, as drawn: the option it stands for
             try:
                 values.append(_read(item, value))
                 errors.append("")

@@ -303,8 +303,11 @@ def _ipython_display(*args: Any, **kwargs: Any) -> Any:
 
 async def standalone_ask(screen: Screen[Any]) -> list[object]:
     """Ask outside a step: a form in its own display, replaced by the static question and answer when given."""
+    secrets = secrets_from_environment()  # what is drawn and saved is scrubbed; the answer is the person's own
     form = _Form(screen)
-    placeholder = f"Question: {screen.text}\n(It was unanswered when the notebook was saved; run the cell again.)"
+    placeholder = scrub_text(
+        f"Question: {screen.text}\n(It was unanswered when the notebook was saved; run the cell again.)", secrets
+    )
     handle = _ipython_display(
         {
             WIDGET_MIME: {"version_major": 2, "version_minor": 0, "model_id": form.box.model_id},
@@ -319,7 +322,7 @@ async def standalone_ask(screen: Screen[Any]) -> list[object]:
     finally:
         form.close()
     answer = screen.answer_json(screen.validate(values))
-    text = f"Question: {screen.text}\nAnswer: {answer}"
+    text = scrub_text(f"Question: {screen.text}\nAnswer: {answer}", secrets)
     handle.update({"text/plain": text, "text/html": f"<pre>{_escape(text)}</pre>"}, raw=True)
     return values
 
@@ -328,9 +331,11 @@ async def standalone_approval(request: ApprovalRequest) -> Decision:
     """Ask for approval outside a step's view: the form in its own display, replaced by the decision in words."""
     from ..approvals import decision_words
 
+    secrets = secrets_from_environment()  # what is drawn and saved is scrubbed; the call keeps its own arguments
     panel = ApprovalPanel(request)
-    placeholder = (
-        f"Approval of a call to {request.tool}\n(It was undecided when the notebook was saved; run the cell again.)"
+    placeholder = scrub_text(
+        f"Approval of a call to {request.tool}\n(It was undecided when the notebook was saved; run the cell again.)",
+        secrets,
     )
     handle = _ipython_display(
         {
@@ -348,6 +353,6 @@ async def standalone_approval(request: ApprovalRequest) -> Decision:
     words = decision_words(
         decision.decision, by=decision.by, always=decision.always, changed=decision.changed, message=decision.message
     )
-    text = f"The call to {request.tool}: {words}"
+    text = scrub_text(f"The call to {request.tool}: {words}", secrets)
     handle.update({"text/plain": text, "text/html": f"<pre>{_escape(text)}</pre>"}, raw=True)
     return decision

@@ -116,6 +116,10 @@ export function blockWithoutPartial(block: unknown, id: string): JSONObject | nu
   return kept.length === records.length ? null : { ...(block as JSONObject), records: kept };
 }
 
+function hasOwn(object: object, key: string): boolean {
+  return Object.prototype.hasOwnProperty.call(object, key);
+}
+
 /** Whether two JSON values are equal (object key order aside). */
 export function jsonEqual(a: unknown, b: unknown): boolean {
   if (a === b) {
@@ -128,8 +132,10 @@ export function jsonEqual(a: unknown, b: unknown): boolean {
     if (!isObject(b)) {
       return false;
     }
+    // Own properties only: `k in b` would find what b inherits (JSON.parse makes "__proto__" an own key, and
+    // `"__proto__" in b` is true of every object), so {"__proto__": {}} would equal any one-key object.
     const keys = Object.keys(a);
-    return keys.length === Object.keys(b).length && keys.every(k => k in b && jsonEqual(a[k], b[k]));
+    return keys.length === Object.keys(b).length && keys.every(k => hasOwn(b, k) && jsonEqual(a[k], b[k]));
   }
   return false;
 }

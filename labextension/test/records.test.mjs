@@ -67,6 +67,21 @@ test('compares JSON regardless of key order', () => {
   assert.ok(!jsonEqual({ a: [] }, { a: {} }));
 });
 
+test('compares own properties only, never what an object inherits', () => {
+  // JSON.parse makes "__proto__" an own key; `k in b` would find Object.prototype under that name on any object.
+  const protoKey = JSON.parse('{"__proto__": {}}');
+  assert.ok(!jsonEqual(protoKey, { a: 1 }));
+  assert.ok(!jsonEqual({ a: 1 }, protoKey));
+  assert.ok(!jsonEqual(JSON.parse('{"constructor": {}, "x": 1}'), { y: 2, x: 1 }));
+  assert.ok(!jsonEqual({ toString: {} }, { other: {} }));
+  assert.ok(!jsonEqual(JSON.parse('{"hasOwnProperty": 1}'), { valueOf: 1 }));
+  assert.ok(!jsonEqual({ a: 1, b: 2 }, Object.assign(Object.create({ a: 1 }), { b: 2, c: 3 })));
+  assert.ok(!jsonEqual({ a: 1 }, Object.assign(Object.create({ a: 1 }), { z: 1 })));
+  assert.ok(jsonEqual(protoKey, JSON.parse('{"__proto__": {}}')));
+  assert.ok(jsonEqual(JSON.parse('{"__proto__": {"k": [1]}}'), JSON.parse('{"__proto__": {"k": [1]}}')));
+  assert.ok(!jsonEqual(JSON.parse('{"__proto__": {"k": [1]}}'), JSON.parse('{"__proto__": {"k": [2]}}')));
+});
+
 test('a record belongs to the notebook holding its cell, or anywhere when its cell is unknown', () => {
   assert.equal(recordBelongsHere('c2', ['c1', 'c2']), true);
   assert.equal(recordBelongsHere('other-notebooks-cell', ['c1', 'c2']), false);

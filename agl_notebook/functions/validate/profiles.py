@@ -1,8 +1,9 @@
 """Profiles, where ``api`` requests go, and the rule that no secret is ever written in an agent file.
 
 A secret header or query value (by its name, `sensitive_name`, or by its shape, a bearer token or a known key
-prefix) must come from an environment variable a profile names, as ``{"env": "VARIABLE"}``; an ``api`` command may
-not carry one at all.
+prefix) must come from an environment variable a profile names, as ``{"env": "VARIABLE"}``, whose name starts with
+the profile's own prefix (`variable_prefix`); an ``api`` command may not carry one at all, nor a header that routes
+the request elsewhere (`agl_notebook.functions.spec.ROUTING_HEADERS`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ...payloads import JsonValue
-from ..spec import EnvValue, Profile, Template
+from ..spec import ROUTING_HEADERS, EnvValue, Profile, Template, header_text_problem
 from .checker import Checker
 from .reading import key_path, kind_of, pairs_of, plain_json
 
@@ -38,6 +39,23 @@ _SECRET_WORDS = frozenset(
 )
 _SECRET_JOINED = ("apikey", "accesstoken", "accesskey", "privatekey", "clientsecret")
 _SECRET_SHAPE = re.compile(r"^(Bearer|Basic|Token)\s+\S+|^sk-|^ghp_|^xox[abp]-|^AKIA[0-9A-Z]{12}", re.IGNORECASE)
+
+
+# Variables no profile reads, whatever its name: agl_notebook's own settings and the model providers' keys.
+_RESERVED_VARIABLES = ("AGL_NOTEBOOK_", "ANTHROPIC_", "CLAUDE_", "OPENAI_", "AWS_", "GOOGLE_", "AZURE_")
+_ROUTING_PROBLEM = (
+    "this header routes or frames the request (Host, Forwarded, X-Forwarded-*, Connection, Transfer-Encoding, "
+    "Content-Length ...), which only the profile's baseUrl and the HTTP client decide: remove it."
+)
+
+
+def variable_prefix(profile: str) -> str:
+    """What the environment variables a profile reads start with: its name in capitals, ``-`` as ``_``, then ``_``.
+
+    ``orders`` reads ``ORDERS_TOKEN``, ``billing-eu`` reads ``BILLING_EU_KEY``: never ``GITHUB_TOKEN`` or another
+    tool's secret, which an agent file could otherwise send to any server it names.
+    """
+    return profile.upper().replace("-", "_") + "_"
 
 
 class ProfileChecks(Checker):
@@ -88,8 +106,8 @@ class ProfileChecks(Checker):
             base_url = ""
         else:
             self.base_url(base_url, key_path(path, "baseUrl"))
-        headers = self.secret_map(f.get("headers"), key_path(path, "headers"), header=True)
-        query = self.secret_map(f.get("query"), key_path(path, "query"), header=False)
+        headers = self.secret_map(f.get("headers"), key_path(path, "headers"), header=True, profile=name)
+        query = self.secret_map(f.get("query"), key_path(path, "query"), header=False, profile=name)
         timeout = f.get("timeout", 30.0)
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 600:
             self.problem(key_path(path, "timeout"), "the timeout is a number of seconds above 0, at most 600.")
@@ -124,8 +142,11 @@ class ProfileChecks(Checker):
                 path, "the base URL may not have a query or fragment; put query values in the profile's query."
             )
 
-    def secret_map(self, raw: Any, path: str, *, header: bool) -> tuple[tuple[str, str | EnvValue], ...]:
-        """A profile's headers or query values: a secret only as ``{"env": "VARIABLE"}``, never written out."""
+    def secret_map(self, raw: Any, path: str, *, header: bool, profile: str) -> tuple[tuple[str, str | EnvValue], ...]:
+        """A profile's headers or query values: a secret only as ``{"env": "VARIABLE"}``, never written out.
+
+        The variable's name starts with the profile's own prefix (`variable_prefix`).
+        """
         if raw is None:
             return ()
         what = "header" if header else "query parameter"
@@ -138,7 +159,14 @@ class ProfileChecks(Checker):
             if header and not _HEADER_NAME.fullmatch(name):
                 self.problem(where, f"{name!r} is not a valid HTTP header name.")
                 continue
+            if header and name.lower() in ROUTING_HEADERS:
+                self.problem(where, _ROUTING_PROBLEM)
+                continue
             if isinstance(value, str):
+                problem = header_text_problem(value) if header else ""
+                if problem:
+                    self.problem(where, f"a header's value {problem}.")
+                    continue
                 if sensitive_name(name, header=header) or _SECRET_SHAPE.search(value):
                     self.problem(
                         where,
@@ -160,6 +188,16 @@ class ProfileChecks(Checker):
                 if not isinstance(prefix, str):
                     self.problem(key_path(where, "prefix"), 'the prefix is a string, such as "Bearer ".')
                     continue
+                allowed = variable_prefix(profile)
+                if not variable.startswith(allowed) or variable.startswith(_RESERVED_VARIABLES):
+                    self.problem(
+                        key_path(where, "env"),
+                        f"the profile {profile!r} may read only environment variables whose names start with "
+                        f"{allowed} (such as {allowed}TOKEN), and none of agl_notebook's or a model provider's "
+                        f"({', '.join(p + '*' for p in _RESERVED_VARIABLES)}): an agent file chooses where a "
+                        "profile sends what it reads, so it cannot name any secret of the environment.",
+                    )
+                    continue
                 out.append((name, EnvValue(variable, prefix)))
             else:
                 self.problem(where, f'a {what} value is a string or {{"env": "VARIABLE"}}, not {kind_of(value)}.')
@@ -173,6 +211,9 @@ class ProfileChecks(Checker):
             where = key_path(path, name)
             if header and not _HEADER_NAME.fullmatch(name):
                 self.problem(where, f"{name!r} is not a valid HTTP header name.")
+                continue
+            if header and name.lower() in ROUTING_HEADERS:
+                self.problem(where, _ROUTING_PROBLEM)
                 continue
             if sensitive_name(name, header=header) or (isinstance(value, str) and _SECRET_SHAPE.search(value)):
                 self.problem(
