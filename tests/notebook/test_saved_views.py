@@ -34,6 +34,7 @@ from agl_notebook.events import (
 from agl_notebook.models.base import ModelRequest
 from agl_notebook.notebook.map_view import MapWidget, NotebookMapView
 from agl_notebook.notebook.render import StepTrace, render_html, render_text
+from agl_notebook.payloads import JsonObject
 from agl_notebook.run._map_state import MapItem, MapState, render_map_html, render_map_text
 from tests.support.steps import Query
 from tests.support.widgets import FakeDisplay, Sent, from_browser, views_on
@@ -64,8 +65,11 @@ def test_the_cap_keeps_short_text_whole_and_cuts_long_text_at_a_character_bounda
 
 def test_every_value_of_a_step_view_is_capped_with_its_size_and_sha256() -> None:
     result = big_text(2_000_000, 1)  # a 2 MB tool result, as in the issue
-    args = {"rows": [big_text(400, i) for i in range(200)], "name": "many rows"}  # ~80 KB spread over 200 strings
-    reported = {"summary": big_text(50_000, 2)}
+    args: JsonObject = {
+        "rows": [big_text(400, i) for i in range(200)],
+        "name": "many rows",
+    }  # ~80 KB spread over 200 strings
+    reported: JsonObject = {"summary": big_text(50_000, 2)}
     text = big_text(40_000, 3)
     answer = big_text(60_000, 4)
     trace = StepTrace("fetcher")
@@ -141,7 +145,11 @@ FINDER: Role[Finding] = Role(
 def finding_script(request: ModelRequest) -> Any:
     text = json.loads(request.messages[0].text.split("\n", 1)[1])["text"]
     if text == "nested":
-        args = {"title": "deep", "details": {"cause": "a <b>bold</b> claim", "lines": [3, 14]}, "notes": ["x", "y"]}
+        args: dict[str, Any] = {
+            "title": "deep",
+            "details": {"cause": "a <b>bold</b> claim", "lines": [3, 14]},
+            "notes": ["x", "y"],
+        }
     else:
         args = {"title": "flat", "details": None, "notes": None}
     return {"calls": [{"name": "report_finding", "args": args}]}
@@ -183,7 +191,11 @@ async def test_a_comparison_grid_draws_nested_payloads_as_rows_and_none_as_the_s
 
 
 async def test_a_map_cell_and_a_grid_cell_over_the_cap_are_cut_with_its_size_and_sha256() -> None:
-    huge = {"title": "big", "details": {"cause": big_text(3 * VIEW_VALUE_BYTES, 9), "lines": []}, "notes": None}
+    huge: dict[str, Any] = {
+        "title": "big",
+        "details": {"cause": big_text(3 * VIEW_VALUE_BYTES, 9), "lines": []},
+        "notes": None,
+    }
 
     def script(request: ModelRequest) -> Any:
         return {"calls": [{"name": "report_finding", "args": huge}]}

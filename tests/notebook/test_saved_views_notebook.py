@@ -23,6 +23,7 @@ from agl_notebook.notebook.nbfile import METADATA_KEY
 from tests.notebook.test_saved_views import leaked, planted_secret
 from tests.support.nbval import nbval
 
+nbformat: Any = _nbformat  # partly typed; its notebook builders are not
 v4: Any = _nbformat.v4
 RESULT_BYTES = 2_000_000
 
@@ -65,7 +66,7 @@ def outputs(nb: dict[str, Any]) -> list[dict[str, Any]]:
 def test_a_2_mb_tool_result_is_cut_in_the_saved_view_and_kept_whole_in_its_record(tmp_path: Path) -> None:
     path = tmp_path / "big.ipynb"
     cells = [BIG_SETUP, 'answer = await run.step(role, "fetch it")', WHOLE]
-    _nbformat.write(v4.new_notebook(cells=[v4.new_code_cell(c) for c in cells]), path)
+    nbformat.write(v4.new_notebook(cells=[v4.new_code_cell(c) for c in cells]), path)
     assert cli("execute", path) == 0
     size = path.stat().st_size
     nb = json.loads(path.read_text(encoding="utf-8"))
@@ -142,7 +143,7 @@ def leaky_notebook(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]
         'grid = await run.compare({"a": role, "b": role}, INPUTS)\ngrid',
         "finding = await run.step(role, INPUTS[0])  # its view only: the payload's own repr is the person's",
     ]
-    _nbformat.write(v4.new_notebook(cells=[v4.new_code_cell(c) for c in cells]), path)
+    nbformat.write(v4.new_notebook(cells=[v4.new_code_cell(c) for c in cells]), path)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AGL_TEST_SERVICE_PASSWORD", secret)  # the kernel inherits it: its scrubber learns it
         assert cli("execute", path) == 0
