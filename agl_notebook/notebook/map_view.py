@@ -25,6 +25,7 @@ import traitlets
 
 from .._scope import Decision
 from .._secrets import scrub_text, secrets_from_environment
+from .._view_values import escaped
 from ..approvals import ApprovalRequest, Approve, decide
 from ..errors import InputError
 from ..events import Event
@@ -160,8 +161,8 @@ class NotebookMapView:
             self._timer = None
         assert self._state is not None
         bundle = {
-            "text/plain": scrub_text(render_map_text(self._state), self._secrets),
-            "text/html": scrub_text(render_map_html(self._state), self._secrets),
+            "text/plain": render_map_text(self._state, self._secrets),
+            "text/html": render_map_html(self._state, self._secrets),
         }
         metadata: dict[str, Any] = {METADATA_KEY: saved}
         show_final(bundle, metadata, self._handle, self._order, self._ticket, self._display)
@@ -214,10 +215,10 @@ class NotebookMapView:
         self._waiting -= 1
         import ipywidgets as widgets
 
-        label = scrub_text(_compact(item.input_json), self._secrets)
+        label = escaped(_one_line(item.input_json, self._secrets), self._secrets)
         header = widgets.HTML(
-            value=f'<div style="margin:6px 0 2px 0"><b>Item {item.index}</b> ({html.escape(label)}) '
-            f"{html.escape(what)}</div>"
+            value=f'<div style="margin:6px 0 2px 0"><b>Item {item.index}</b> ({label}) '
+            f"{escaped(what, self._secrets)}</div>"
         )
         return (header,)
 
@@ -263,10 +264,8 @@ class NotebookMapView:
             f"{state.done} done, {state.failed} failed, {state.running} running, {state.queued} queued; "
             f"{state.tokens} tokens{_dollars(state)}; concurrency {state.limit}{left}{waiting}"
         )
-        batches = _batch_lines(state) if state.batched else ""
-        return scrub_text(
-            bar + f"<div>{html.escape(line)}</div>" + batches + render_map_html(state, clickable=True), self._secrets
-        )
+        batches = _batch_lines(state) if state.batched else ""  # counts, ids and dollars: nothing of a person's
+        return bar + f"<div>{html.escape(line)}</div>" + batches + render_map_html(state, self._secrets, clickable=True)
 
     def _on_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
         # Runs on the kernel's main thread or a subshell's: only flags and synced traits change here.
@@ -279,7 +278,7 @@ class NotebookMapView:
         elif kind == "open" and isinstance(content.get("index"), int):
             trace = self._traces.get(content["index"])
             self._widget.detail = (
-                scrub_text(render_html(trace, self._secrets), self._secrets)
+                render_html(trace, self._secrets)
                 if trace is not None
                 else "<div>That item's step is not kept (only the first rows' and some failures' are).</div>"
             )
@@ -313,7 +312,8 @@ class _ItemView:
         self.trace.apply(event)
 
     def finish(self, record: StepRecord | None) -> None:
-        """The item's step finished."""
+        """The item's step finished (``record`` None: mode ``off``, nothing kept)."""
+        self.trace.recorded = record is not None
         self._map._ended(self.item, self.trace, failed=False)
 
     def fail(self, error: BaseException) -> None:
@@ -330,11 +330,12 @@ class _ItemView:
         return await self._map.ask_approval(self.item, request)
 
 
-def _compact(value: object) -> str:
+def _one_line(value: object, secrets: tuple[str, ...]) -> str:
+    """An item's input on one line of at most 120 characters: scrubbed first, so no cut keeps part of a secret."""
     import json
 
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
-    text = " ".join(text.split())
+    text = " ".join(scrub_text(text, secrets).split())
     return text if len(text) <= 120 else text[:119] + "\u2026"
 
 

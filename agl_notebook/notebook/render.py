@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .._secrets import scrub_text, secrets_from_environment
+from .._view_values import PRE, TABLE, TD, clipped, escaped, scrubbed, shown, value_html
 from ..approvals import decision_words
 from ..events import (
     ApprovalDecided,
@@ -135,6 +136,8 @@ class StepTrace:
     """What the step's record says it cost when it was recorded (drawn beside its tokens; None: no dollars)."""
     tokens: int = 0
     """The tokens of the step's record (drawn with its cost)."""
+    recorded: bool = True
+    """False when the step finished and nothing was recorded (mode ``off``): its view says so."""
     spent_now: str | None = None
     """Live only: what the Run has spent so far (never drawn once the step ends, so never saved)."""
     _depth: int = field(default=0, init=False, repr=False, compare=False)
@@ -249,6 +252,7 @@ class StepTrace:
 
 
 _Escape = Callable[[str], str]
+_Draw = Callable[[JsonValue], str]
 _FUNCTION_WORDS = {"call": "call", "return": "returned", "log": "log", "api": "api", "error": "handled"}
 _STATUS_WORDS = {
     "requested": "requested",
@@ -276,48 +280,64 @@ _STATUS_TINT = {
 LABEL_LENGTH = 40
 """How long a step's label may be, in characters."""
 TEXT_VALUE_LENGTH = 200
-"""How long a value may be in the ``text/plain`` summary (the HTML view shows it whole, in a capped block)."""
+"""How long a value may be in the ``text/plain`` summary (the HTML view shows it up to
+`agl_notebook._view_values.VIEW_VALUE_BYTES`, in a block capped in height)."""
 
 
 def render_text(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str:
-    """The deterministic ``text/plain`` summary of a step, scrubbed of ``secrets`` (default: the environment's)."""
+    """The deterministic ``text/plain`` summary of a step, scrubbed of ``secrets`` (default: the environment's).
+
+    Each value is scrubbed before it is shortened or capped (`agl_notebook._view_values`).
+    """
     secrets = secrets_from_environment() if secrets is None else secrets
 
     def clip(text: str, limit: int) -> str:  # scrub, then shorten: a cut must never keep part of a secret
-        return _shorten(scrub_text(text, secrets), limit)
+        return clipped(text, secrets, limit)
+
+    def show(text: str) -> str:
+        return shown(text, secrets)
 
     label = f" on {clip(trace.label, LABEL_LENGTH)!r}" if trace.label else ""
-    lines = [f"agl_notebook step: role {trace.role!r}{label}, {_state_text(trace)}, {_provenance(trace)}"]
+    head = f"role {show(trace.role)!r}{label}, {show(_state_text(trace))}, {show(_provenance(trace))}"
+    lines = [f"agl_notebook step: {head}"]
     for item in trace.items:
         if isinstance(item, CallTrace):
             decided = f" ({_decided_words(item.decided, lambda m: clip(m, 60))})" if item.decided else ""
-            lines.append(f"  tool {item.name}: {_STATUS_WORDS[item.status]}{decided}")
+            lines.append(f"  tool {show(item.name)}: {_STATUS_WORDS[item.status]}{decided}")
         elif isinstance(item, MarkupNote):
-            lines.append(f"  markup error: {item.message}")
+            lines.append(f"  markup error: {show(item.message)}")
         elif isinstance(item, FunctionNote):
             lines.append(f"  {'  ' * item.depth}{_FUNCTION_WORDS[item.kind]} {clip(item.text, 100)}")
         elif isinstance(item, QuestionTrace):
-            answer = clip(_compact(item.answer), 60) if item.answered else _unanswered(trace)
+            answer = clip(_compact(scrubbed(item.answer, secrets)), 60) if item.answered else _unanswered(trace)
             lines.append(f"  question {clip(item.text, 60)!r}: {answer}")
     if trace.reported_by is not None:
-        lines.append(f"  result ({trace.reported_by}):")
+        lines.append(f"  result ({show(trace.reported_by)}):")
         fields = trace.result.items() if isinstance(trace.result, dict) else [("value", trace.result)]
-        lines.extend(f"    {name}: {clip(_compact(value), TEXT_VALUE_LENGTH)}" for name, value in fields)
+        lines.extend(
+            f"    {show(name)}: {clip(_compact(scrubbed(value, secrets)), TEXT_VALUE_LENGTH)}" for name, value in fields
+        )
     if trace.error is not None:
-        lines.append(f"  error: {trace.error[0]}: {trace.error[1]}")
+        lines.append(f"  error: {show(trace.error[0])}: {show(trace.error[1])}")
     if trace.cost is not None:
         lines.append(f"  cost: {_cost_text(trace)}")
-    return scrub_text("\n".join(lines), secrets)
+    return scrub_text("\n".join(lines), secrets)  # a net: every value above is scrubbed already
 
 
 def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str:
-    """The deterministic ``text/html`` view of a step: collapsible tool calls, the result as a table."""
+    """The deterministic ``text/html`` view of a step: collapsible tool calls, the result as a table.
+
+    Each value is scrubbed, then capped at `agl_notebook._view_values.VIEW_VALUE_BYTES`, then escaped.
+    """
     secrets = secrets_from_environment() if secrets is None else secrets
 
     def esc(text: str) -> str:
-        return html.escape(scrub_text(text, secrets), quote=True)
+        return escaped(text, secrets)
 
-    shown_label = _shorten(scrub_text(trace.label, secrets), LABEL_LENGTH)
+    def val(value: JsonValue) -> str:
+        return value_html(value, secrets)
+
+    shown_label = clipped(trace.label, secrets, LABEL_LENGTH)
     label = f' · <span title="The step\'s input">{html.escape(shown_label)}</span>' if trace.label else ""
     parts = [
         f'<div class="agl-step agl-{trace.state}" style="{_BOX}">',
@@ -326,14 +346,14 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
         "</div>",
     ]
     if trace.input is not None:
-        parts.append(f"<details><summary>Input</summary>{_value_html(trace.input, esc)}</details>")
+        parts.append(f"<details><summary>Input</summary>{val(trace.input)}</details>")
     for item in trace.items:
         if isinstance(item, list):
             text = "".join(item)
             if text.strip():
                 parts.append(f'<div style="{_TEXT}">{esc(text)}</div>')
         elif isinstance(item, CallTrace):
-            parts.append(_call_html(item, esc))
+            parts.append(_call_html(item, esc, val))
         elif isinstance(item, MarkupNote):
             parts.append(f'<div style="{_ERROR}">A tool call written as text was dropped: {esc(item.message)}</div>')
         elif isinstance(item, FunctionNote):
@@ -343,7 +363,7 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
                 f"<b>{esc(_FUNCTION_WORDS[item.kind])}</b> <code>{esc(item.text)}</code></div>"
             )
         else:
-            answer = _value_html(item.answer, esc) if item.answered else f"<i>{_unanswered(trace)}</i>"
+            answer = val(item.answer) if item.answered else f"<i>{_unanswered(trace)}</i>"
             parts.append(
                 f'<div style="{_QUESTION}"><b>Question:</b> <span style="white-space:pre-wrap">'
                 f"{esc(item.text)}</span><br><b>Answer:</b> {answer}</div>"
@@ -354,7 +374,7 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
             f"{trace.max_roundtrips}{' (limit reached)' if trace.truncated else ''}</div>"
         )
     if trace.reported_by is not None:
-        parts.append(_result_html(trace, esc))
+        parts.append(_result_html(trace, esc, val))
     if trace.error is not None:
         parts.append(f'<div style="{_ERROR}"><b>{esc(trace.error[0])}</b>: {esc(trace.error[1])}</div>')
     if trace.waiting is not None and trace.state == "running":
@@ -370,8 +390,8 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
     return "".join(parts)
 
 
-def _call_html(call: CallTrace, esc: _Escape) -> str:
-    body = [_value_html(call.args, esc)]
+def _call_html(call: CallTrace, esc: _Escape, val: _Draw) -> str:
+    body = [val(call.args)]
     decided = ""
     if call.decided is not None:
         # The summary names the decision; the message and what the call ran with are inside.
@@ -379,13 +399,11 @@ def _call_html(call: CallTrace, esc: _Escape) -> str:
         words = _decided_words(call.decided, lambda m: m, beside_status=False)
         body.append(f"<div><b>Approval</b>: {esc(words)}</div>")
         if call.decided.arguments is not None:
-            body.append(f"<div><b>Ran with</b></div>{_value_html(call.decided.arguments, esc)}")
+            body.append(f"<div><b>Ran with</b></div>{val(call.decided.arguments)}")
     if call.problems:
         body.append("<ul>" + "".join(f"<li>{esc(p)}</li>" for p in call.problems) + "</ul>")
     if call.result is not None:
-        body.append(
-            f'<div><b>Result</b></div><div style="{_SCROLL}"><pre style="{_PRE}">{esc(call.result)}</pre></div>'
-        )
+        body.append(f'<div><b>Result</b></div><div style="{_SCROLL}"><pre style="{PRE}">{esc(call.result)}</pre></div>')
     return (
         f'<details style="{_CALL}"><summary><code>{esc(call.name)}</code> · '
         f"{_chip(_STATUS_WORDS[call.status], _STATUS_TINT.get(call.status, 'plain'))}{decided}</summary>"
@@ -393,51 +411,21 @@ def _call_html(call: CallTrace, esc: _Escape) -> str:
     )
 
 
-def _result_html(trace: StepTrace, esc: _Escape) -> str:
+def _result_html(trace: StepTrace, esc: _Escape, val: _Draw) -> str:
     rows = []
     fields = trace.result.items() if isinstance(trace.result, dict) else [("", trace.result)]
     for name, value in fields:
         description = trace.result_descriptions.get(name, "")
         rows.append(
-            f'<tr><td style="{_TD}"><code>{esc(name)}</code></td><td style="{_TD}">'
-            f'{_value_html(value, esc)}</td><td style="{_TD}">{esc(description)}</td></tr>'
+            f'<tr><td style="{TD}"><code>{esc(name)}</code></td><td style="{TD}">'
+            f'{val(value)}</td><td style="{TD}">{esc(description)}</td></tr>'
         )
     return (
         f'<div style="{_HEAD}">Result, reported with <code>{esc(trace.reported_by or "")}</code></div>'
-        f'<table class="agl-result" style="{_TABLE}"><thead><tr><th style="{_TD}">field</th>'
-        f'<th style="{_TD}">value</th><th style="{_TD}">description</th></tr></thead>'
+        f'<table class="agl-result" style="{TABLE}"><thead><tr><th style="{TD}">field</th>'
+        f'<th style="{TD}">value</th><th style="{TD}">description</th></tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
-
-
-def _value_html(value: JsonValue, esc: _Escape, depth: int = 0) -> str:
-    """A value as a person reads it: text with its line breaks, a list as a list, an object as rows.
-
-    Long ones scroll inside a capped block.
-    """
-    if isinstance(value, str):
-        inner = f'<span style="white-space:pre-wrap;overflow-wrap:anywhere">{esc(value)}</span>'
-        return f'<div style="{_SCROLL}">{inner}</div>' if depth == 0 and _is_long(value) else inner
-    if isinstance(value, list) and value and depth < 2:
-        items = "".join(f"<li>{_value_html(v, esc, depth + 1)}</li>" for v in value)
-        inner = f'<ol style="{_LIST}">{items}</ol>'
-        return f'<div style="{_SCROLL}">{inner}</div>' if depth == 0 else inner
-    if isinstance(value, dict) and value and depth < 2:
-        # Sorted: a live call's arguments come in the model's order, a replayed one's in the record's (canonical).
-        rows = "".join(
-            f'<tr><td style="{_TD}"><code>{esc(k)}</code></td><td style="{_TD}">'
-            f"{_value_html(v, esc, depth + 1)}</td></tr>"
-            for k, v in sorted(value.items())
-        )
-        inner = f'<table style="{_TABLE}">{rows}</table>'
-        return f'<div style="{_SCROLL}">{inner}</div>' if depth == 0 else inner
-    if isinstance(value, list | dict):
-        return f'<pre style="{_PRE}">{esc(_pretty(value))}</pre>'
-    return f"<code>{esc(_compact(value))}</code>"
-
-
-def _is_long(text: str) -> bool:
-    return len(text) > 600 or text.count("\n") > 12
 
 
 def _decided_words(event: ApprovalDecided, message: Callable[[str], str], *, beside_status: bool = True) -> str:
@@ -475,7 +463,9 @@ def _cost_text(trace: StepTrace) -> str:
 
 def _provenance(trace: StepTrace) -> str:
     # What the recording claims (a record's backend is data from the notebook, not a verified fact); a step that is
-    # running or failed has no recording.
+    # running or failed has no recording, nor has one that finished in mode "off".
+    if trace.state == "finished" and not trace.recorded:
+        return f"with {trace.backend}, not recorded (mode 'off')"
     return f"{'recorded with' if trace.state == 'finished' else 'with'} {trace.backend}"
 
 
@@ -483,16 +473,8 @@ def _unanswered(trace: StepTrace) -> str:
     return "waiting for an answer…" if trace.state == "running" else "not answered"
 
 
-def _pretty(value: JsonValue) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
-
-
 def _compact(value: JsonValue) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), sort_keys=True)
-
-
-def _shorten(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # Tints blend with the theme behind them (light or dark); text keeps the theme's colour.
@@ -504,14 +486,10 @@ _TINTS = {
 }
 _BOX = "border:1px solid rgba(127,127,127,0.45);border-radius:6px;padding:6px 10px;margin:4px 0;font-size:13px"
 _HEAD = "margin:2px 0 6px 0"
-_PRE = "white-space:pre-wrap;overflow-wrap:anywhere;margin:2px 0;font-size:12px"
 _SCROLL = "max-height:24em;overflow:auto"
-_LIST = "margin:0;padding-left:2.2em"
-_TD = "text-align:left;vertical-align:top;padding:2px 8px"
 _TEXT = "white-space:pre-wrap;overflow-wrap:anywhere;margin:4px 0;max-height:24em;overflow:auto"
 _CALL = "margin:2px 0"
 _FUNCTION = "margin:2px 0;white-space:pre-wrap;"
 _QUESTION = "margin:4px 0;padding:4px 6px;background:rgba(127,127,127,0.14);border-left:3px solid rgba(127,127,127,0.5)"
 _NOTE = "opacity:0.8;margin:4px 0"
 _ERROR = f"margin:4px 0;padding:4px 6px;background:{_TINTS['bad']};border-left:3px solid rgba(209,36,47,0.7)"
-_TABLE = "border-collapse:collapse;margin:2px 0"

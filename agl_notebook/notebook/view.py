@@ -203,6 +203,8 @@ class NotebookView:
             self._timer = None
         if record is not None and record.cost is not None:
             self.trace.take_cost(record.cost, record.usage.tokens)
+        if record is None and self.trace.state == "finished":
+            self.trace.recorded = False  # mode "off": finished, and nothing kept
         bundle = final_bundle(self.trace, self._secrets)
         metadata: dict[str, Any] = {METADATA_KEY: block_to_json([record])} if record is not None else {}
         if self.trace.state == "finished":

@@ -8,13 +8,13 @@ reports the same value. Everything drawn is deterministic: no times, no what-is-
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from .._secrets import scrub_text, secrets_from_environment
+from .._view_values import escaped, shown, value_html
 from ..errors import InputError
 from ..events import input_label
 from ..models.prices import dollars
@@ -110,8 +110,11 @@ class Comparison:
         for f in self.fields:
             for v, variant in enumerate(self.variants):
                 columns[(f, variant.name)] = [_plain(self.value(r, f, v)) for r in range(len(self.inputs))]
+        secrets = secrets_from_environment()  # a failure's message may hold one, as in every view
         for variant in self.variants:
-            columns[("failure", variant.name)] = list(variant.failures)
+            columns[("failure", variant.name)] = [
+                None if f is None else scrub_text(f, secrets) for f in variant.failures
+            ]
         frame = pd.DataFrame(columns, index=pd.RangeIndex(len(self.inputs), name="index"))
         frame.columns = pd.MultiIndex.from_tuples(list(columns), names=["field", "variant"])
         return frame
@@ -132,16 +135,28 @@ class Comparison:
             )
         return rows
 
-    def render_text(self) -> str:
-        """The deterministic ``text/plain`` of the comparison: the variants, then each field's agreement."""
+    def render_text(self, secrets: tuple[str, ...] | None = None) -> str:
+        """The deterministic ``text/plain`` of the comparison: the variants, then each field's agreement.
+
+        Scrubbed of ``secrets`` (default: the environment's), each name before it is drawn.
+        """
+        secrets = secrets_from_environment() if secrets is None else secrets
         lines = [f"agl_notebook compare: {len(self.variants)} variants over {len(self.inputs)} inputs"]
-        lines += ["  " + "  ".join(row) for row in self.summary_rows()]
-        lines += [f"  agreement on {f}: {rate:.0%}" for f, rate in self.agreement.items()]
+        lines += ["  " + "  ".join(shown(cell, secrets) for cell in row) for row in self.summary_rows()]
+        lines += [f"  agreement on {shown(f, secrets)}: {rate:.0%}" for f, rate in self.agreement.items()]
         return "\n".join(lines)
 
-    def render_html(self) -> str:
-        """The deterministic ``text/html``: the grid with every differing cell marked, the variants, agreement."""
-        esc = html.escape
+    def render_html(self, secrets: tuple[str, ...] | None = None) -> str:
+        """The deterministic ``text/html``: the grid with every differing cell marked, the variants, agreement.
+
+        Every text is scrubbed of ``secrets`` (default: the environment's), then capped, then escaped; a reported
+        value is drawn as a step's view draws it (an object as rows, ``None`` as ``null`` in code type).
+        """
+        secrets = secrets_from_environment() if secrets is None else secrets
+
+        def esc(text: str) -> str:
+            return escaped(text, secrets)
+
         head1 = "".join(f'<th colspan="{len(self.variants)}">{esc(f)}</th>' for f in self.fields)
         head2 = "".join(f"<th>{esc(v.name)}</th>" for _ in self.fields for v in self.variants)
         body = []
@@ -150,7 +165,9 @@ class Comparison:
             for f in self.fields:
                 mark = ' class="agl-differs" style="background:rgba(181,71,8,0.18)"' if self.differs(r, f) else ""
                 for v in range(len(self.variants)):
-                    cells.append(f"<td{mark}>{esc(_shown(self.value(r, f, v), self.variants[v].failures[r]))}</td>")
+                    cells.append(
+                        f"<td{mark}>{_cell_html(self.value(r, f, v), self.variants[v].failures[r], secrets)}</td>"
+                    )
             body.append(f"<tr><th>{esc(label)}</th>{''.join(cells)}</tr>")
         summary = "".join(
             "<tr>"
@@ -167,21 +184,20 @@ class Comparison:
             f"<div>agreement: {agreement}</div></div>"
         )
 
-    # What a cell shows: scrubbed like every view (an input or an error message may hold a secret).
+    # What a cell shows: scrubbed like every view (an input or an error message may hold a secret), each value
+    # before it is cut or escaped.
     def __repr__(self) -> str:
-        return scrub_text(self.render_text(), secrets_from_environment())
+        return self.render_text()
 
     def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, str]:
         secrets = secrets_from_environment()
-        return {
-            "text/plain": scrub_text(self.render_text(), secrets),
-            "text/html": scrub_text(self.render_html(), secrets),
-        }
+        return {"text/plain": self.render_text(secrets), "text/html": self.render_html(secrets)}
 
 
 # As a step's view: no text colour (none reads in every theme), a translucent tint for what differs.
 _BOX = "border:1px solid rgba(127,127,127,0.45);border-radius:6px;padding:6px 10px;margin:4px 0"
 _TABLE = "border-collapse:collapse;margin:4px 0"
+_CELL_SCROLL = "max-height:12em;overflow:auto"  # a long value scrolls inside its cell: a row stays a few lines tall
 
 
 def _fields(result: JsonValue) -> list[str]:
@@ -198,12 +214,12 @@ def _plain(value: object) -> object:
     return None if value is _MISSING else value
 
 
-def _shown(value: object, failure: str | None) -> str:
+def _cell_html(value: object, failure: str | None, secrets: tuple[str, ...]) -> str:
     if failure is not None:
-        return f"failed: {failure}"
+        return escaped(f"failed: {failure}", secrets)
     if value is _MISSING:
         return ""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return value_html(cast(JsonValue, value), secrets, scroll=_CELL_SCROLL)
 
 
 async def run_compare(

@@ -12,9 +12,10 @@ import html
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, overload
 
 from .._secrets import scrub_text, secrets_from_environment
+from .._view_values import clipped, escaped, scrubbed, shown, value_html
 from ..errors import InputError, ItemNotRunError
 from ..models.prices import RecordedCost
 from ..models.prices import dollars as format_dollars
@@ -32,7 +33,10 @@ ROWS = 50
 FAILURES = 20
 """It also lists the first this many failures among the rest."""
 CELL_LENGTH = 60
-"""A table cell is cut to this many characters."""
+"""A cell of the ``text/plain`` table is cut to this many characters (after scrubbing); the HTML table draws each
+value as a step's view does, capped at `agl_notebook._view_values.VIEW_VALUE_BYTES`."""
+ERROR_LENGTH = 200
+"""An item's error is cut to this many characters (after scrubbing) in the table and the list of failures."""
 
 
 @dataclass(eq=False, slots=True)
@@ -249,13 +253,13 @@ class MapResults(Sequence[Any]):
     # is just above: one line then, the same live and replayed.
     def __repr__(self) -> str:
         if self._drawn_here is not None and self._drawn_here():
-            return scrub_text(f"{summary_text(self._state)} (the table is above)", secrets_from_environment())
-        return scrub_text(render_map_text(self._state), secrets_from_environment())
+            return shown(f"{summary_text(self._state)} (the table is above)", secrets_from_environment())
+        return render_map_text(self._state, secrets_from_environment())
 
     def _repr_html_(self) -> str:
         if self._drawn_here is not None and self._drawn_here():
             return f"<pre>{html.escape(repr(self))}</pre>"
-        return scrub_text(render_map_html(self._state), secrets_from_environment())
+        return render_map_html(self._state, secrets_from_environment())
 
 
 # --- The table ----------------------------------------------------------------------------------------------------
@@ -291,48 +295,58 @@ def columns(state: MapState) -> list[str]:
     return ["#", "input", *state.fields, *(["score"] if state.scored else []), "status"]
 
 
-def row_cells(state: MapState, item: MapItem) -> list[str]:
-    """One row's cells, as text (each cut to `CELL_LENGTH`)."""
-    cells = [str(item.index), _cell(item.input_json)]
+def row_cells(state: MapState, item: MapItem) -> list[Cell]:
+    """One row's cells: each a value drawn as a step's view draws payloads, or a line of text (index, status)."""
+    cells: list[Cell] = [Cell(str(item.index)), Cell(value=_input_shown(item.input_json))]
     if item.status == "done":
         fields = item.result_json if isinstance(item.result_json, dict) else {}
         if state.fields == ("result",) and not isinstance(item.result_json, dict):
-            cells.append(_cell(item.result_json))
+            cells.append(Cell(value=item.result_json))
         else:
-            cells += [_cell(fields.get(name)) for name in state.fields]
+            cells += [Cell(value=fields.get(name)) for name in state.fields]
     else:
-        cells += [""] * len(state.fields)
+        cells += [Cell("")] * len(state.fields)
     if state.scored:
-        cells.append("" if item.score is None else _score(item.score))
-    cells.append("done" if item.status == "done" else _error_text(item))
+        cells.append(Cell("" if item.score is None else _score(item.score)))
+    cells.append(Cell("done") if item.status == "done" else Cell(_error_text(item), cut=ERROR_LENGTH))
     return cells
 
 
-def render_map_text(state: MapState) -> str:
-    """The static view as plain text: the summary, the rows, the failures."""
+def render_map_text(state: MapState, secrets: tuple[str, ...] | None = None) -> str:
+    """The static view as plain text: the summary, the rows, the failures.
+
+    Every value is scrubbed of ``secrets`` (default: the environment's) before it is cut.
+    """
+    secrets = secrets_from_environment() if secrets is None else secrets
     rows, failures = shown_items(state)
-    lines = [summary_text(state)]
+    lines = [shown(summary_text(state), secrets)]
     if rows:
-        lines.append(" | ".join(columns(state)))
-        lines += [" | ".join(row_cells(state, item)) for item in rows]
+        lines.append(" | ".join(shown(name, secrets) for name in columns(state)))
+        lines += [" | ".join(cell.text(secrets) for cell in row_cells(state, item)) for item in rows]
     if state.total > ROWS:
         lines.append(f"(the first {ROWS} inputs are shown; results.to_pandas() has every row)")
     if failures:
         lines.append(f"failures after the first {ROWS} inputs:")
-        lines += [f"{item.index}: {_error_text(item)}" for item in failures]
+        lines += [f"{item.index}: {clipped(_error_text(item), secrets, ERROR_LENGTH)}" for item in failures]
     more = sum(1 for item in state.failures if item.index >= ROWS) - len(failures)
     if more > 0:
         lines.append(f"... and {more} more failures")
     return "\n".join(lines)
 
 
-def render_map_html(state: MapState, *, clickable: bool = False) -> str:
-    """The static view as HTML; ``clickable`` marks rows (for the live view, which opens an item's step)."""
+def render_map_html(state: MapState, secrets: tuple[str, ...] | None = None, *, clickable: bool = False) -> str:
+    """The static view as HTML; ``clickable`` marks rows (for the live view, which opens an item's step).
+
+    Every value is scrubbed of ``secrets`` (default: the environment's), then capped or cut, then escaped; payloads
+    are drawn as a step's view draws them (an object as rows, ``None`` as ``null`` in code type).
+    """
+    secrets = secrets_from_environment() if secrets is None else secrets
     rows, failures = shown_items(state)
-    out = [f'<div class="agl-map" style="{_BOX}"><div style="{_HEAD}"><b>{_esc(summary_text(state))}</b></div>']
+    head = escaped(summary_text(state), secrets)
+    out = [f'<div class="agl-map" style="{_BOX}"><div style="{_HEAD}"><b>{head}</b></div>']
     if rows:
         out.append(f'<div style="{_SCROLL}"><table style="{_TABLE}"><thead><tr>')
-        out += [f'<th style="{_TD}">{_esc(name)}</th>' for name in columns(state)]
+        out += [f'<th style="{_TD}">{escaped(name, secrets)}</th>' for name in columns(state)]
         out.append("</tr></thead><tbody>")
         for item in rows:
             tint = "" if item.status == "done" else f"background:{_BAD}"
@@ -341,8 +355,8 @@ def render_map_html(state: MapState, *, clickable: bool = False) -> str:
                 if clickable
                 else f' style="{tint}"'
             )
-            out.append(f"<tr{mark}>" + "".join(f'<td style="{_TD}">{_esc(c)}</td>' for c in row_cells(state, item)))
-            out.append("</tr>")
+            cells = "".join(f'<td style="{_TD}">{cell.html(secrets)}</td>' for cell in row_cells(state, item))
+            out.append(f"<tr{mark}>{cells}</tr>")
         out.append("</tbody></table></div>")
     if state.total > ROWS:
         out.append(f'<div style="{_NOTE}">The first {ROWS} inputs are shown; results.to_pandas() has every row.</div>')
@@ -350,7 +364,8 @@ def render_map_html(state: MapState, *, clickable: bool = False) -> str:
         out.append(f'<div style="{_HEAD}">Failures after the first {ROWS} inputs:</div><ul style="{_LIST}">')
         for item in failures:
             mark = f' data-item="{item.index}" tabindex="0" style="cursor:pointer"' if clickable else ""
-            out.append(f"<li{mark}>{item.index}: {_esc(_error_text(item))}</li>")
+            error = html.escape(clipped(_error_text(item), secrets, ERROR_LENGTH), quote=True)
+            out.append(f"<li{mark}>{item.index}: {error}</li>")
         out.append("</ul>")
     more = sum(1 for item in state.failures if item.index >= ROWS) - len(failures)
     if more > 0:
@@ -359,30 +374,54 @@ def render_map_html(state: MapState, *, clickable: bool = False) -> str:
     return "".join(out)
 
 
+_NO_VALUE = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """One cell of the table: a line of text, or a value drawn as a payload."""
+
+    line: str = ""
+    """The text of a cell that is not a value (the index, the score, the status or error)."""
+    value: object = _NO_VALUE
+    """The JSON value to draw; unset for a line of text."""
+    cut: int = CELL_LENGTH
+    """How many characters of it ``text/plain`` shows (a line of text: the HTML view too)."""
+
+    def text(self, secrets: tuple[str, ...]) -> str:
+        """The cell in ``text/plain``: scrubbed, then cut to one short line."""
+        text = self.line if self.value is _NO_VALUE else _cell_text(scrubbed(cast(JsonValue, self.value), secrets))
+        text = " ".join(scrub_text(text, secrets).split())  # scrubbed before its spaces change: a secret may hold some
+        return text if len(text) <= self.cut else text[: self.cut - 1] + "\u2026"
+
+    def html(self, secrets: tuple[str, ...]) -> str:
+        """The cell in ``text/html``: a value as a step's view draws it (scrubbed, capped); a line scrubbed, cut."""
+        if self.value is _NO_VALUE:
+            return html.escape(clipped(self.line, secrets, self.cut), quote=True)
+        return value_html(cast(JsonValue, self.value), secrets, scroll=_CELL_SCROLL)
+
+
 def _error_text(item: MapItem) -> str:
     if item.error is None:
         return item.status
-    return _shorten(f"{item.status}: {type(item.error).__name__}: {item.error}", 200)
+    return f"{item.status}: {type(item.error).__name__}: {item.error}"
 
 
 def _score(score: float | bool) -> str:
     return str(score) if isinstance(score, bool) else f"{score:.3g}"
 
 
-def _cell(value: JsonValue) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+def _input_shown(value: JsonValue) -> JsonValue:
+    """An input of one text field is shown as its text (``Query("...")`` as the text)."""
     if isinstance(value, dict) and len(value) == 1:
         only = next(iter(value.values()))
-        text = only if isinstance(only, str) else text
-    return _shorten(" ".join(text.split()), CELL_LENGTH)
+        if isinstance(only, str):
+            return only
+    return value
 
 
-def _shorten(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
-
-
-def _esc(text: str) -> str:
-    return html.escape(text, quote=True)
+def _cell_text(value: JsonValue) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
 def item_fields(reporting_schema: JsonObject | None) -> tuple[str, ...]:
@@ -401,3 +440,4 @@ _TD = "text-align:left;vertical-align:top;padding:2px 8px;border-bottom:1px soli
 _NOTE = "opacity:0.8;margin:4px 0"
 _LIST = "margin:0;padding-left:2.2em"
 _BAD = "rgba(209,36,47,0.14)"
+_CELL_SCROLL = "max-height:12em;overflow:auto"  # a long value scrolls inside its cell: a row stays a few lines tall

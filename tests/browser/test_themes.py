@@ -62,11 +62,36 @@ plans = Run(model=ScriptedModel(lambda request: {"calls": [{"name": "report_plan
 tidy = Role(name="tidy", instructions="Plan.", accepts=(Topic,), tools=[reporting_tool("report_plan", "Report.", Plan)])
 await plans.map(tidy, [Topic(f"topic {i}") for i in range(6)], score=lambda topic, plan: len(plan.steps) > 1)"""
 
+# A comparison whose cells hold a nested payload and None, and a step whose tool result is cut at the byte cap.
+COMPARE = """\
+@dataclass(frozen=True)
+class Where:
+    place: str = describe("Where.")
+    floor: int | None = describe("Which floor.", default=None)
+
+@dataclass(frozen=True)
+class Venue:
+    name: str = describe("Its name.")
+    where: Where | None = describe("Where it is.", default=None)
+
+async def read(topic: Topic) -> ToolResult:
+    return ToolResult("".join(f"line {i} of the venue list\\n" for i in range(2000)))
+
+venue = Role(name="venue", instructions="Find.", accepts=(Topic,),
+             tools=[tool("read", "Read.", Topic, read), reporting_tool("report_venue", "Report.", Venue)])
+found = {"name": "Hall", "where": {"place": "North wing", "floor": 2}}
+venues = Run(model=ScriptedModel(lambda request: {"calls": [
+    {"name": "read", "args": {"text": "all"}} if len(request.messages) == 1 else
+    {"name": "report_venue", "args": found if "topic 0" in request.messages[0].text else {"name": "Yard"}}]}))
+await venues.step(venue, Topic("topic 0"))
+await venues.compare({"a": venue, "b": venue}, [Topic("topic 0"), Topic("topic 1")])"""
+
 CELLS = [
     SETUP,
     'await run.step(planner, "Plan a meeting")',
     'try:\n    await run.step(broken, "Break")\nexcept KeyError:\n    pass',
     MAP,  # a map's view (its table, scores and summary) reads in both themes too
+    COMPARE,  # a grid's nested payload and null, and a value cut at the byte cap, too
 ]
 
 
@@ -78,9 +103,13 @@ def measure(nb: NotebookPage, theme: str, trust: str) -> list[dict[str, Any]]:
     nb.shot(f"{trust}-{theme.split()[-1].lower()}")
     nb.output(3).scroll_into_view_if_needed()
     nb.shot(f"{trust}-{theme.split()[-1].lower()}-map")
+    in_grid: list[dict[str, Any]] = nb.page.evaluate(JS_CONTRAST, ".jp-OutputArea .agl-compare")
+    nb.output(4).locator(".agl-compare").scroll_into_view_if_needed()
+    nb.shot(f"{trust}-{theme.split()[-1].lower()}-compare")
     assert len(found) > 15, f"{trust}, {theme}: too few texts measured in the step views: {found}"
     assert len(in_map) > 20, f"{trust}, {theme}: too few texts measured in the map's view: {in_map}"
-    return found + in_map
+    assert {"North wing", "null", "2"} <= {f["text"] for f in in_grid}, f"{trust}, {theme}: {in_grid}"
+    return found + in_map + in_grid
 
 
 def check_both_themes(nb: NotebookPage, trust: str) -> dict[str, list[dict[str, Any]]]:
@@ -106,6 +135,7 @@ def test_views_read_in_light_and_dark_themes_trusted_and_untrusted(jupyter: Jupy
     nb.wait_cells_done(what="the steps to run")
     assert "finished" in nb.output_text(1) and "failed, nothing was recorded" in nb.output_text(2)
     assert "6 items: 6 done, 0 failed" in nb.output_text(3)
+    assert "[cut: " in nb.output(4).locator(".agl-step pre").first.text_content() and "null" in nb.output_text(4)
     trusted = check_both_themes(nb, "trusted")
 
     # The same notebook executed headlessly: nobody signed it, so JupyterLab shows its outputs untrusted.
