@@ -176,12 +176,6 @@ def test_a_planted_secret_with_html_characters_is_in_no_saved_view_nor_the_html_
     assert not leaked(texts, secret), leaked(texts, secret)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="The record scrubber (replay/stores.scrubbed) scrubs a record's JSON text, where a payload string that "
-    "holds the secret JSON-escaped (json.dumps(secret)) is escaped a second time and missed: engineer G's area "
-    "(escaped-JSON echoes, _secrets.py). Remove this mark when the record keeps no such echo.",
-)
 def test_the_saved_records_keep_no_json_escaped_echo_of_the_planted_secret(leaky_notebook: tuple[Path, str]) -> None:
     path, secret = leaky_notebook
     assert not leaked([path.read_text(encoding="utf-8")], secret)
