@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
 from .._secrets import scrub_text, secrets_from_environment
-from ..errors import InputError, ItemNotRunError
+from ..errors import InputError, ItemNotRunError, RecordedItemError
 from ..models.prices import RecordedCost
 from ..models.prices import dollars as format_dollars
 from ..payloads import JsonObject, JsonValue
@@ -148,12 +148,13 @@ class MapItemError:
     input: object
     """Its input."""
     error: BaseException
-    """Why it failed; an `ItemNotRunError` for an item the map's Stop button kept from starting."""
+    """Why it failed; an `ItemNotRunError` for an item the map's Stop button kept from starting. Replayed from a
+    failure record (mode ``replay``), a `RecordedItemError` carrying the recorded class name and message."""
     transcript: tuple[Message, ...] = ()
     """What its agent had been sent when it failed (empty if it never reached the model)."""
 
     def __repr__(self) -> str:
-        text = f"MapItemError(index={self.index}, error={type(self.error).__name__}: {self.error})"
+        text = f"MapItemError(index={self.index}, error={error_name(self.error)}: {self.error})"
         return scrub_text(text, secrets_from_environment())
 
 
@@ -239,7 +240,7 @@ class MapResults(Sequence[Any]):
             if state.scored:
                 row["score"] = item.score
             row["status"] = item.status
-            error = f"{type(item.error).__name__}: {item.error}" if item.error is not None else None
+            error = f"{error_name(item.error)}: {item.error}" if item.error is not None else None
             row["error"] = scrub_text(error, secrets) if error is not None else None
             rows.append(row)
         return pandas.DataFrame(rows).set_index("index")
@@ -362,7 +363,12 @@ def render_map_html(state: MapState, *, clickable: bool = False) -> str:
 def _error_text(item: MapItem) -> str:
     if item.error is None:
         return item.status
-    return _shorten(f"{item.status}: {type(item.error).__name__}: {item.error}", 200)
+    return _shorten(f"{item.status}: {error_name(item.error)}: {item.error}", 200)
+
+
+def error_name(error: BaseException) -> str:
+    """The class name an item's error is shown with: a replayed failure's is the one it recorded, as live."""
+    return error.type_name if isinstance(error, RecordedItemError) else type(error).__name__
 
 
 def _score(score: float | bool) -> str:
