@@ -73,10 +73,9 @@ def text_of(output: dict[str, Any], mime: str = "text/plain") -> str:
     return "".join(output["data"][mime])
 
 
-@pytest.fixture
-def recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str]:
+def record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cells: tuple[str, ...] = CELLS) -> tuple[Path, str]:
     notebook = tmp_path / "failures.ipynb"
-    nbformat.write(v4.new_notebook(cells=[v4.new_code_cell(c) for c in CELLS]), notebook)
+    nbformat.write(v4.new_notebook(cells=[v4.new_code_cell(c) for c in cells]), notebook)
     token = "ft" + secrets.token_hex(10)  # a secret only this run knows, planted in an exception's message
     monkeypatch.setenv("FAILURE_NB_TOKEN", token)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-" + "not-a-real-key")  # the budget refuses before any request
@@ -84,6 +83,11 @@ def recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str
     assert main(["execute", str(notebook), "--record"]) == 0
     monkeypatch.delenv("STOP_AFTER")
     return notebook, token
+
+
+@pytest.fixture
+def recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str]:
+    return record(tmp_path, monkeypatch)
 
 
 def test_a_recorded_notebook_with_failed_unrun_and_refused_items_passes_nbval(recorded: tuple[Path, str]) -> None:
@@ -111,6 +115,21 @@ def test_a_recorded_notebook_with_failed_unrun_and_refused_items_passes_nbval(re
     notebook.write_text(json.dumps(stripped), encoding="utf-8")
     failed = nbval(notebook, {})
     assert failed.returncode != 0 and "ReplayMissError" in failed.stdout
+
+
+def test_a_large_map_s_failure_records_live_in_its_sidecar_and_nbval_replays_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notebook, token = record(tmp_path, monkeypatch, ("%env AGL_NOTEBOOK_SIDECAR_BYTES=0\n" + SETUP, *CELLS[1:]))
+    block = load(notebook)["metadata"]["agl_notebook"]
+    assert not [r for r in block["records"] if r["kind"] == "failure"], "every map's records moved to its sidecar"
+    lines = [json.loads(line) for line in (tmp_path / "summarizer.agl.jsonl").read_text(encoding="utf-8").splitlines()]
+    statuses = [line["failure"]["status"] for line in lines if line["kind"] == "failure"]
+    assert sorted(statuses) == ["failed", "failed", "not_run", "not_run"]
+    assert token not in (tmp_path / "summarizer.agl.jsonl").read_text(encoding="utf-8")
+    result = nbval(notebook, {})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"{len(CELLS)} passed" in result.stdout
 
 
 def test_mode_auto_runs_exactly_the_failed_and_unrun_items_again(recorded: tuple[Path, str]) -> None:
