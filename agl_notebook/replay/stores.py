@@ -104,8 +104,7 @@ def map_store(store: Store, key: str) -> MapStore:
 
 
 def merge_records(*layers: Mapping[str, StepRecord]) -> dict[str, StepRecord]:
-    """The records of ``layers`` by id, a later layer's winning, except that a partial or failure record never
-    replaces a finished one.
+    """The records of ``layers`` by id, a later layer's winning; a partial or failure record never replaces a finished.
 
     A step's partial record is always older than its finished record (the finished one replaces it when the step
     ends), but the two can travel by different paths: a map item's partial record reaches the notebook metadata

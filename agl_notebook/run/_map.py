@@ -4,10 +4,10 @@ Each item is exactly the step ``run.step(role, input)`` would be (the same finge
 input order), run through the one engine (`agl_notebook.run._engine.run_unit`) with the item's view and the map's
 store (``run.store.for_map(key)``), so a finished item replays with no model call. A failed item, and one the map's
 Stop left unrun, keeps a failure record instead: mode ``replay`` replays it as the item's failure (a
-`RecordedItemError`), and mode ``auto`` runs the item again. Items start in input order while fewer than the pacer's limit run (`agl_notebook.run._pacer`); a
-failure does not stop the others. With ``engine=Batches(...)`` every item joins the engine as a participant (keyed
-by its record key) before any starts, and all start at once: the engine sends their requests in waves, one batch per
-wave (docs/batches.md). See docs/map.md.
+`RecordedItemError`), and mode ``auto`` runs the item again. Items start in input order while fewer than the pacer's
+limit run (`agl_notebook.run._pacer`); a failure does not stop the others. With ``engine=Batches(...)`` every item
+joins the engine as a participant (keyed by its record key) before any starts, and all start at once: the engine
+sends their requests in waves, one batch per wave (docs/batches.md). See docs/map.md.
 """
 
 from __future__ import annotations

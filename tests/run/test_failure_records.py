@@ -219,7 +219,7 @@ async def test_a_compare_with_a_failed_item_replays_the_same_grid() -> None:
 
 
 def test_old_records_still_read_and_the_block_stays_version_1() -> None:
-    old = {
+    old: dict[str, Any] = {
         "kind": "step",
         "format": 1,
         "id": "abc",
@@ -233,7 +233,7 @@ def test_old_records_still_read_and_the_block_stays_version_1() -> None:
         "recorded_at": "",
     }
     assert record_from_json(old).to_json() == old
-    failure = {
+    failure: dict[str, Any] = {
         **{k: old[k] for k in ("id", "parts", "occurrence", "role", "backend", "input", "recorded_at")},
         "kind": "failure",
         "format": 1,
@@ -251,14 +251,10 @@ def test_old_records_still_read_and_the_block_stays_version_1() -> None:
 
 
 def test_a_failure_record_never_replaces_a_finished_one_when_layers_merge() -> None:
-    finished = record_from_json(
-        {"kind": "step", "format": 1, "id": "a", "parts": {}, "occurrence": 0, "role": "r", "backend": "b",
-         "result": 1, "transcript": []}  # fmt: skip
-    )
-    failed = record_from_json(
-        {"kind": "failure", "format": 1, "id": "a", "parts": {}, "occurrence": 0, "role": "r", "backend": "b",
-         "failure": {"status": "failed", "type": "E", "message": "m"}}  # fmt: skip
-    )
+    names: dict[str, Any] = {"id": "a", "parts": {}, "occurrence": 0, "role": "r", "backend": "b"}
+    finished = record_from_json({"kind": "step", "format": 1, **names, "result": 1, "transcript": []})
+    failure: dict[str, Any] = {"status": "failed", "type": "E", "message": "m"}
+    failed = record_from_json({"kind": "failure", "format": 1, **names, "failure": failure})
     assert merge_records({"a": finished}, {"a": failed}) == {"a": finished}
     assert merge_records({"a": failed}, {"a": finished}) == {"a": finished}
 
