@@ -146,6 +146,24 @@ class ItemNotRunError(UpstreamUnexpected):
     """A ``run.map`` item that never ran: the map was stopped (its Stop button) before the item started."""
 
 
+class RecordedItemError(UpstreamUnexpected):
+    """A ``run.map`` item's failure replayed from its failure record (mode ``replay``), not the live exception.
+
+    The record keeps only the class name and the message (scrubbed) of what the item ended with, so this carries
+    them: ``type_name`` (``BudgetExceededError``, ``ItemNotRunError``, ...) and ``str(error)``, the message. The map's
+    table and the compare grid show it under ``type_name``, as the live run showed it.
+    """
+
+    def __init__(self, type_name: str, message: str, *, status: str = "failed", record_id: str = "") -> None:
+        super().__init__(message)
+        self.type_name = type_name
+        """The class name of the error the item ended with when it was recorded."""
+        self.status = status
+        """``failed`` (it ran and raised), or ``not_run`` (the map's Stop kept it from starting)."""
+        self.record_id = record_id
+        """The id of the failure record it was replayed from."""
+
+
 class ModelRefusedError(UpstreamUnexpected):
     """The model declined to answer (stop reason `refusal`)."""
 

@@ -92,7 +92,7 @@ def _list(path: Path, *, as_json: bool) -> int:
     rows += [
         [
             r.record.id[:SHORT_ID],
-            r.record.role,
+            r.record.role + _failure_mark(r),
             r.record.backend,
             str(tokens(r.record)),
             recorded_dollars(r.record),
@@ -119,9 +119,23 @@ def _list(path: Path, *, as_json: bool) -> int:
             "partial: the progress of a step waiting for a person, which resumes when its cell runs again; gc keeps "
             "these unless --unknown-too."
         )
+    failures = sum(r.record.failure is not None for r in found.recordings)
+    if failures:
+        _say(
+            f"{failures} of them {'is a failure record' if failures == 1 else 'are failure records'}: a map item that "
+            "failed or was not run, replayed as such under nbval (mode replay) and run again in mode auto; no cost."
+        )
     for line in costs.lines():
         _say(line)
     return EXIT_OK
+
+
+def _failure_mark(recording: Recording) -> str:
+    """After the role in ``list``'s table: how a failure record's map item ended."""
+    failure = recording.record.failure
+    if failure is None:
+        return ""
+    return " (not run)" if failure.status == "not_run" else f" (failed: {failure.type})"
 
 
 def _clear(path: Path, ids: list[str], *, everything: bool, dry_run: bool) -> int:

@@ -35,7 +35,7 @@ from ..errors import InputError
 from ..models.prices import PriceTable, dollars
 from ..notebook.nbfile import METADATA_KEY, outputs_metadata
 from ..payloads import JsonObject
-from ..replay.records import StepRecord, block_from_json, record_from_json
+from ..replay.records import RECORD_KINDS, StepRecord, block_from_json, record_from_json
 from .sidecars import Sidecar
 
 Status = Literal["used", "unused", "unknown", "partial"]
@@ -100,6 +100,7 @@ class Recording:
             "reason": self.reason,
             **({"sidecar": self.sidecar} if self.sidecar else {}),  # only then: older programs see what they did
             **({"partial": r.to_json()["partial"]} if r.partial is not None else {}),  # what the step waits for
+            **({"failure": r.to_json()["failure"]} if r.failure is not None else {}),  # a map item's failure record
         }
 
 
@@ -166,7 +167,7 @@ def scan(nb: dict[str, Any], *, where: str, sidecars: Sequence[Sidecar] = ()) ->
             problems.append(sidecar.problem or f"{sidecar.path}: cannot be read.")
             continue
         problems.extend(beside.problems)
-        unreadable += sum(1 for line in beside.lines if line.record is None and line.kind in (None, "step"))
+        unreadable += sum(1 for line in beside.lines if line.record is None and line.kind in (None, *RECORD_KINDS))
         for record in beside.records.values():
             recording = found.get(record.id)
             if recording is None:
@@ -410,12 +411,13 @@ class CostTotals:
 def cost_totals(records: list[StepRecord], prices: PriceTable) -> CostTotals:
     """The recorded and today's cost of ``records`` (a scripted step costs nothing either way).
 
-    A partial record (a step still waiting) is left out: it kept no cost, and its tokens are not a whole step's.
+    A partial record (a step still waiting) is left out: it kept no cost, and its tokens are not a whole step's. So
+    is a failure record (a map item that failed or never ran): it is not a cost, and recording it again is a retry.
     """
     recorded = today = 0.0
     unknown = missing = today_unknown = billed_count = 0
     for r in records:
-        if r.partial is not None:
+        if not r.finished:
             continue
         billed = prices.priced(r.backend)
         billed_count += billed

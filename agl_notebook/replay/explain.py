@@ -38,6 +38,15 @@ def explain_miss(
     nearest, differing = nearest_record(fp, occurrence, records)
     if nearest is None:
         return f"No recording of a step of role {role!r} exists in {where}.", None, ()
+    if not differing and nearest.failure is not None:
+        failure = nearest.failure
+        ended = "was stopped before it ran" if failure.status == "not_run" else f"failed ({failure.type})"
+        return (
+            f"{where} holds only a failure record of this step of role {role!r}: as a map item it {ended} when it "
+            "was recorded, so no finished recording exists.",
+            nearest,
+            differing,
+        )
     if differing == ("occurrence",):
         return (
             (

@@ -11,12 +11,23 @@ The format (docs/recordings.md), version `FORMAT`::
               "usage": {...}, "cost"?: {"usd": dollars or null, "rates": day}, "tape": [...], "engine": {...}?,
               "recorded_at": ..., "partial": {"waiting": "approval" | "question", "tool_call_id": ..., "tool": ...}?}
 
+    failure record = {"kind": "failure", "format": 1, "id": ..., "parts": {...}, "occurrence": n, "cell_id"?: ...,
+              "role": ..., "backend": ..., "input": ..., "recorded_at": ...,
+              "failure": {"status": "failed" | "not_run", "type": <error class name>, "message": <scrubbed>}}
+
 ``decisions`` (approvals of tool calls), ``cost``, ``engine`` and ``partial`` came after format 1 was first written:
 each is left out when empty, so records without them read as they did. A record with ``partial`` is the progress of
 a step that was waiting for a person when it was kept (docs/recordings.md, "Partial records"): it is resumed, never
 replayed. ``cost`` is what the step cost when it was recorded (docs/cost.md): a record without it shows no dollars,
 and a step on a model that is never billed (a scripted one) has none. ``engine`` is what answered a step besides its
 backend (a batch engine's batches), recorded, never fingerprinted.
+
+A **failure record** (kind ``failure``, its own ``format``) is what a ``run.map`` item that failed, or that the map's
+Stop left unrun, leaves under the id its finished record would have: the error's class name and its message,
+scrubbed, then cut to `FAILURE_MESSAGE_CHARS`. It is read as a `StepRecord` whose ``failure`` is set (no result, no
+transcript, no usage), so every store and file keeps it as it keeps records; only a map item in mode ``replay``
+replays it (the engine, `agl_notebook.run._engine`). A reader from before failure records keeps it aside as a record
+of a kind it does not know.
 
 Reading never executes anything: it is `json` plus checks of each field's type. A record that fails the checks is
 reported with its position and kept aside untouched, so writing the block back loses nothing.
@@ -41,6 +52,12 @@ if TYPE_CHECKING:
 
 FORMAT = 1
 """The record format this version writes and reads."""
+FAILURE_FORMAT = 1
+"""The format of failure records (kind ``failure``) this version writes and reads."""
+RECORD_KINDS = ("step", "failure")
+"""The ``kind`` of every record this version reads."""
+FAILURE_MESSAGE_CHARS = 10_000
+"""A failure record keeps at most this many characters of the error's message (scrubbed first, then cut)."""
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -71,6 +88,22 @@ class Waiting(Fieldwise):
     """The call waited on: the first call of the transcript's last assistant message without a result."""
     tool: str
     """The called tool's name."""
+
+
+FailureStatus = Literal["failed", "not_run"]
+"""How a map item ended without a result: it failed, or the map was stopped before it started."""
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class RecordedFailure(Fieldwise):
+    """Why a map item has no result, as its failure record keeps it."""
+
+    status: FailureStatus
+    """``failed`` (it ran and raised), or ``not_run`` (the map's Stop kept it from starting)."""
+    type: str
+    """The class name of the error it ended with (``BudgetExceededError``, ``ItemNotRunError``, ...)."""
+    message: str
+    """The error's message, scrubbed of secrets, then cut to `FAILURE_MESSAGE_CHARS`."""
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -116,13 +149,27 @@ class StepRecord(Fieldwise):
     """Set on a partial record: the step's progress so far, kept while it waits for a person; None when finished.
     Its transcript ends with the assistant message holding the call waited on (then, when some calls of that
     message finished before it, a user message of their results); its result is None."""
+    failure: RecordedFailure | None = None
+    """Set on a failure record (kind ``failure``): a map item that failed or never ran; None on a step's record."""
     kind: str = field(default="step", init=False)
     format: int = field(default=FORMAT, init=False)
+
+    def __post_init__(self) -> None:
+        if self.failure is not None:
+            object.__setattr__(self, "kind", "failure")
+            object.__setattr__(self, "format", FAILURE_FORMAT)
+
+    @property
+    def finished(self) -> bool:
+        """A finished step's record: neither the progress of a waiting step nor a failure record."""
+        return self.partial is None and self.failure is None
 
     def to_json(self) -> JsonObject:
         """The record's JSON."""
         from ..transcript import messages_to_json
 
+        if self.failure is not None:
+            return self._failure_json(self.failure)
         # Empty questions, a missing cell id and zero token counts are left out: a notebook holds many records,
         # and a reader fills in the same defaults.
         data: JsonObject = {
@@ -163,13 +210,50 @@ class StepRecord(Fieldwise):
             data["partial"] = {"waiting": p.on, "tool_call_id": p.tool_call_id, "tool": p.tool}
         return data
 
+    def _failure_json(self, failure: RecordedFailure) -> JsonObject:
+        # Only what names the item and why it failed: no result, transcript, usage or cost (it is not a cost).
+        data: JsonObject = {
+            "kind": self.kind,
+            "format": self.format,
+            "id": self.id,
+            "parts": dict(self.parts),
+            "occurrence": self.occurrence,
+            "role": self.role,
+            "backend": self.backend,
+            "input": self.input,
+        }
+        if self.cell_id is not None:
+            data["cell_id"] = self.cell_id
+        data["recorded_at"] = self.recorded_at
+        data["failure"] = {"status": failure.status, "type": failure.type, "message": failure.message}
+        return data
+
+
+def recorded_failure(status: FailureStatus, error: BaseException, secrets: Sequence[str] = ()) -> RecordedFailure:
+    """What a failure record keeps of ``error``: its class name and its message, scrubbed before it is cut."""
+    from .._secrets import scrub_text, secrets_from_environment
+
+    message = scrub_text(str(error), (*secrets_from_environment(), *secrets))
+    if len(message) > FAILURE_MESSAGE_CHARS:
+        cut = len(message) - FAILURE_MESSAGE_CHARS
+        message = message[:FAILURE_MESSAGE_CHARS] + f"\u2026 ({cut:,} more characters not recorded)"
+    return RecordedFailure(status, _error_name(error), message)
+
+
+def _error_name(error: BaseException) -> str:
+    """The class name an error is shown with (a replayed failure's is the one it recorded)."""
+    recorded = getattr(error, "type_name", None)
+    return recorded if isinstance(recorded, str) and recorded else type(error).__name__
+
 
 def record_from_json(data: JsonValue, *, where: str = "record") -> StepRecord:
     """Read a record, checking every field; an `InputError` names the first thing wrong and where."""
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected an object.")
+    if data.get("kind") == "failure":
+        return _failure_record(data, where)
     if data.get("kind") != "step":
-        raise InputError(f"{where}.kind: expected 'step', got {data.get('kind')!r}.")
+        raise InputError(f"{where}.kind: expected 'step' or 'failure', got {data.get('kind')!r}.")
     if data.get("format") != FORMAT:
         raise InputError(f"{where}.format: this version reads format {FORMAT}, the record has {data.get('format')!r}.")
     parts = data.get("parts")
@@ -215,6 +299,46 @@ def record_from_json(data: JsonValue, *, where: str = "record") -> StepRecord:
         cost=_cost(data.get("cost"), f"{where}.cost"),
         engine=engine,
         partial=_waiting(data["partial"], f"{where}.partial") if "partial" in data else None,
+    )
+
+
+def _failure_record(data: dict[str, JsonValue], where: str) -> StepRecord:
+    """A failure record (kind ``failure``), every field checked."""
+    if data.get("format") != FAILURE_FORMAT:
+        raise InputError(
+            f"{where}.format: this version reads failure records of format {FAILURE_FORMAT}, the record has "
+            f"{data.get('format')!r}."
+        )
+    parts = data.get("parts")
+    if not isinstance(parts, dict) or not all(isinstance(v, str) for v in parts.values()):
+        raise InputError(f"{where}.parts: expected an object of digests.")
+    occurrence = data.get("occurrence")
+    if not isinstance(occurrence, int) or isinstance(occurrence, bool) or occurrence < 0:
+        raise InputError(f"{where}.occurrence: expected a whole number >= 0.")
+    failure = data.get("failure")
+    if not isinstance(failure, dict):
+        raise InputError(f"{where}.failure: expected an object with 'status', 'type' and 'message'.")
+    status = failure.get("status")
+    if status not in ("failed", "not_run"):
+        raise InputError(f"{where}.failure.status: expected 'failed' or 'not_run', got {status!r}.")
+    message = failure.get("message")
+    if not isinstance(message, str):
+        raise InputError(f"{where}.failure.message: expected a string.")
+    cell_id = data.get("cell_id")
+    return StepRecord(
+        id=_string(data, "id", where),
+        parts={str(k): str(v) for k, v in parts.items()},
+        occurrence=occurrence,
+        role=_string(data, "role", where),
+        backend=_string(data, "backend", where),
+        input=data.get("input"),
+        result=None,
+        transcript=(),
+        cell_id=cell_id if isinstance(cell_id, str) else None,
+        recorded_at=str(data.get("recorded_at", "")),
+        failure=RecordedFailure(
+            "failed" if status == "failed" else "not_run", _string(failure, "type", f"{where}.failure"), message
+        ),
     )
 
 

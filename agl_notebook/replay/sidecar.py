@@ -2,8 +2,9 @@
 
 The file ``<key>.agl.jsonl`` is named for the map, never for the notebook (headless runners copy notebooks). Its
 first line is the header ``{"kind": "agl_notebook.sidecar", "format": 1, "key": <key>}``; every later line is one
-JSON object with a ``kind``: ``"step"`` is a record (`StepRecord.to_json`), any other kind belongs to another reader
-and is kept as it is. Lines are only ever appended, each by one write under an exclusive ``flock``, so two kernels
+JSON object with a ``kind``: ``"step"`` is a record (`StepRecord.to_json`), and so is ``"failure"`` (a map item's
+failure record, never appended after a finished record of its id); any other kind belongs to another reader and is
+kept as it is. Lines are only ever appended, each by one write under an exclusive ``flock``, so two kernels
 appending at once interleave whole lines only; a later line wins over an earlier one with the same record id.
 
 A records block names the file with `SidecarNaming` (``"sidecars": [...]`` beside ``"records"``): the file's name,
@@ -27,7 +28,7 @@ from typing import IO
 from .._families import InputError
 from .._files import write_atomically
 from ..payloads import JsonObject, JsonValue
-from .records import StepRecord, record_from_json
+from .records import RECORD_KINDS, StepRecord, record_from_json
 
 try:  # POSIX; elsewhere appends are single writes without a lock
     import fcntl
@@ -235,7 +236,7 @@ def read_sidecar(path: Path, *, naming: SidecarNaming | None = None, key: str | 
             continue
         kind = obj.get("kind")
         line.kind = kind if isinstance(kind, str) else None
-        if kind != "step":
+        if kind not in RECORD_KINDS:  # a step's record, or a map item's failure record
             continue  # another reader's line (docs/recordings.md, "Sidecar files")
         try:
             line.record = record_from_json(obj, where=f"{path} line {number}")

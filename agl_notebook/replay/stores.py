@@ -104,19 +104,20 @@ def map_store(store: Store, key: str) -> MapStore:
 
 
 def merge_records(*layers: Mapping[str, StepRecord]) -> dict[str, StepRecord]:
-    """The records of ``layers`` by id, a later layer's winning, except that a partial never replaces a finished one.
+    """The records of ``layers`` by id, a later layer's winning; a partial or failure record never replaces a finished.
 
     A step's partial record is always older than its finished record (the finished one replaces it when the step
     ends), but the two can travel by different paths: a map item's partial record reaches the notebook metadata
     through the extension while its finished record travels in the map's output, so whichever layer is read last,
-    the finished record is the one that is true.
+    the finished record is the one that is true. A map item's failure record is never kept over a finished record
+    of its id either (docs/map.md), so one found beside it is older.
     """
     merged: dict[str, StepRecord] = {}
     for layer in layers:
         for record_id, record in layer.items():
-            if record.partial is not None:
+            if not record.finished:
                 held = merged.get(record_id)
-                if held is not None and held.partial is None:
+                if held is not None and held.finished:
                     continue
             merged[record_id] = record
     return merged

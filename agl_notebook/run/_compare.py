@@ -263,4 +263,6 @@ async def run_compare(
 
 
 def _failure(error: BaseException | None) -> str:
-    return "not run" if error is None else f"{type(error).__name__}: {error}"
+    from ._map_state import error_name  # loaded already: the map that gave the error
+
+    return "not run" if error is None else f"{error_name(error)}: {error}"

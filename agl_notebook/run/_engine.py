@@ -1,22 +1,24 @@
 """The record-or-replay engine: one path for every unit of work (a step, a JSON-function call, a client-tools run).
 
-Number the unit, tell its view, replay its record or run it live and keep one, and wipe it if it fails.
+Number the unit, tell its view, replay its record or run it live and keep one, and wipe it if it fails. A `run.map`
+item (`Context.keeps_failures`) that fails leaves a failure record instead, which mode ``replay`` replays as a
+`RecordedItemError` and mode ``auto`` runs live again (docs/map.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from .._protocols import implements
 from .._scope import CANCELLED_BY_INTERRUPT, current_scope
-from ..errors import MissingCredentialsError, ReplayMissError, warn
+from ..errors import MissingCredentialsError, RecordedItemError, ReplayMissError, warn
 from ..events import StepFailed, StepReplayed, StepStarted, input_label
 from ..replay import modes
 from ..replay.explain import Miss, explain_miss, note_miss, note_used
 from ..replay.modes import Mode
-from ..replay.records import StepRecord
+from ..replay.records import RecordedFailure, StepRecord, recorded_failure
 from ..replay.stores import PartialStore, RecordingWarning, Store
 from .environment import Environment
 from .occurrences import Occurrences
@@ -33,6 +35,9 @@ class Context:
     store: Store
     occurrences: Occurrences
     environment: Environment | None
+    keeps_failures: bool = False
+    """A `run.map` item's: a failure in mode ``auto`` or ``refresh`` keeps a failure record, mode ``replay`` replays
+    one, and a failed item keeps its occurrence number (items are numbered in input order whatever their outcome)."""
 
     def execution_key(self) -> object:
         """What occurrence numbers count within: the whole Run, or a cell execution in a notebook."""
@@ -70,6 +75,10 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
         if mode in ("auto", "replay"):
             await store.ready()  # a store that must hear from elsewhere first (the notebook's)
         found = store.get(record_id) if mode in ("auto", "replay") else None
+        failed_before: StepRecord | None = None
+        if found is not None and found.failure is not None:
+            # A map item's failure record: replayed as its failure in mode replay only; mode auto runs it live.
+            failed_before, found = found, None
         if found is not None and found.partial is not None:
             # Kept while the step waited for a person: resumed, never replayed as a finished step.
             partial, found = found, None
@@ -81,7 +90,7 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
                 warn(f"{unfit_message} The step runs live; its new record is kept in this session.", RecordingWarning)
             nearest_unfit, found = found, None
         if view is not None:
-            view.begin(replaying=found is not None)
+            view.begin(replaying=found is not None or (mode == "replay" and failed_before is not None))
         if watch is not None and watch.interrupted:
             # This cell was interrupted before the step began (a step under asyncio.gather starting after
             # another one noticed the interrupt): it does not run.
@@ -93,6 +102,9 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
             outcome = await unit.replay(found)
             kept = found
             note_used(context.cell_id(), execution, found.id)
+        elif mode == "replay" and failed_before is not None:
+            note_used(context.cell_id(), execution, failed_before.id)
+            raise _replayed_failure(failed_before, name, map_item=context.keeps_failures, where=repr(store))
         elif mode == "replay" and partial is not None:
             raise ReplayMissError(_partial_message(partial, name, where=repr(store)), nearest=partial, differing=())
         elif mode == "replay" and unfit_message is not None:
@@ -157,12 +169,15 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
                 note_used(context.cell_id(), execution, kept.id)
     except BaseException as e:  # KeyboardInterrupt and cancellation wipe the step too
         scope.wipe()
-        context.occurrences.give_back(context.execution_key(), fp.base, occurrence)
+        if not context.keeps_failures:
+            context.occurrences.give_back(context.execution_key(), fp.base, occurrence)
         if partials is not None and waited and _ends_partial(e, watch):
             try:
                 partials[0].discard_partial(record_id)
             except Exception as discarding_error:  # a store failing here must not hide why the step failed
                 e.add_note(f"(Its partial record was not discarded: {discarding_error})")
+        if context.keeps_failures and mode in ("auto", "refresh") and isinstance(e, Exception):
+            keep_failure(unit, record_id, occurrence, context, recorded_failure("failed", e), error=e)
         try:
             emit(StepFailed(name, type(e).__name__, str(e)))
             if view is not None:
@@ -182,6 +197,70 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
     if view is not None:
         view.finish(kept)
     return outcome
+
+
+def failure_record(
+    unit: Unit[Any], record_id: str, occurrence: int, cell_id: str | None, failure: RecordedFailure
+) -> StepRecord:
+    """The failure record of a map item that failed or never ran, under the id its finished record would have."""
+    from ._step import now
+
+    return StepRecord(
+        id=record_id,
+        parts=dict(unit.fingerprint.parts),
+        occurrence=occurrence,
+        role=unit.name,
+        backend=unit.backend,
+        input=unit.input_json,
+        result=None,
+        transcript=(),
+        cell_id=cell_id,
+        recorded_at=now(),
+        failure=failure,
+    )
+
+
+def keep_failure(
+    unit: Unit[Any],
+    record_id: str,
+    occurrence: int,
+    context: Context,
+    failure: RecordedFailure,
+    *,
+    error: BaseException | None = None,
+) -> None:
+    """Keep a map item's failure record, never in place of a finished record of its id (mode ``refresh``).
+
+    A store failing here must not hide why the item failed: it becomes a note on ``error`` (or a warning).
+    """
+    store = context.store
+    try:
+        held = store.get(record_id)
+        if held is not None and held.finished:
+            return  # the person's recording of the step stays; the failure is shown, not kept
+        kept = store.put(failure_record(unit, record_id, occurrence, context.cell_id(), failure))
+        note_used(context.cell_id(), context.execution_key(), kept.id)
+    except Exception as keeping_error:
+        if error is not None:
+            error.add_note(f"(Its failure record was not kept: {keeping_error})")
+        else:
+            warn(f"A map item's failure record was not kept: {keeping_error}", RecordingWarning)
+
+
+def _replayed_failure(record: StepRecord, name: str, *, map_item: bool, where: str) -> Exception:
+    """What mode ``replay`` raises for a failure record: the item's recorded failure, or a miss for a lone step."""
+    failure = record.failure
+    assert failure is not None
+    if map_item:
+        return RecordedItemError(failure.type, failure.message, status=failure.status, record_id=record.id)
+    ended = "was stopped before it ran" if failure.status == "not_run" else f"failed ({failure.type})"
+    return ReplayMissError(
+        f"The recording {record.id} of {name!r} in {where} is a map item's failure record: the item {ended} when it "
+        "was recorded, and only a map item replays it. Mode 'replay' never calls a model: run it in mode 'auto' or "
+        "'refresh' to record it.",
+        nearest=record,
+        differing=(),
+    )
 
 
 def _partials(unit: Unit[Out], store: Store, mode: Mode) -> tuple[PartialStore, Resumable[Out]] | None:

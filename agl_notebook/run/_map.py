@@ -2,11 +2,12 @@
 
 Each item is exactly the step ``run.step(role, input)`` would be (the same fingerprint, occurrence numbers taken in
 input order), run through the one engine (`agl_notebook.run._engine.run_unit`) with the item's view and the map's
-store (``run.store.for_map(key)``), so a finished item replays with no model call and a failed one, never recorded,
-runs again. Items start in input order while fewer than the pacer's limit run (`agl_notebook.run._pacer`); a
-failure does not stop the others. With ``engine=Batches(...)`` every item joins the engine as a participant (keyed
-by its record key) before any starts, and all start at once: the engine sends their requests in waves, one batch per
-wave (docs/batches.md). See docs/map.md.
+store (``run.store.for_map(key)``), so a finished item replays with no model call. A failed item, and one the map's
+Stop left unrun, keeps a failure record instead: mode ``replay`` replays it as the item's failure (a
+`RecordedItemError`), and mode ``auto`` runs the item again. Items start in input order while fewer than the pacer's
+limit run (`agl_notebook.run._pacer`); a failure does not stop the others. With ``engine=Batches(...)`` every item
+joins the engine as a participant (keyed by its record key) before any starts, and all start at once: the engine
+sends their requests in waves, one batch per wave (docs/batches.md). See docs/map.md.
 """
 
 from __future__ import annotations
@@ -18,15 +19,16 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._map_scope import MapItemContext, current_map_item, current_pacer
-from ..errors import BudgetExceededError, InputError, ItemNotRunError, RoleIncompleteError
+from ..errors import BudgetExceededError, InputError, ItemNotRunError, RecordedItemError, RoleIncompleteError
 from ..models.base import Model, ModelEvent, ModelRequest, model_engine_record, model_intercepts_markup
 from ..models.prices import dollars
 from ..payloads import JsonObject, dump, payload_spec
 from ..replay.modes import Mode, resolve_mode
+from ..replay.records import recorded_failure
 from ..replay.stores import map_store
 from ..roles import Role
 from ..transcript import Message
-from ._engine import Context, run_unit
+from ._engine import Context, keep_failure, run_unit
 from ._map_state import MapItem, MapResults, MapState, MapView, item_fields
 from ._meter import Meter, estimate
 from ._pacer import MAX_CONCURRENCY, MIN_CONCURRENCY, MapPacer
@@ -111,7 +113,7 @@ async def run_map(
     number = context.occurrences.take(context.execution_key(), f"map:{base}")
     key = base if number == 0 else f"{base}-{number + 1}"
     store = map_store(run.store, key)
-    item_context = Context(store, context.occurrences, env)
+    item_context = Context(store, context.occurrences, env, keeps_failures=True)
     reporting = role.reporting_tool
     state = MapState(
         key,
@@ -140,7 +142,7 @@ async def run_map(
         detach = _keep_engine_state(engine, store, state, view)
         try:
             if run.meter is not None:
-                state.estimate = _first_wave(run.meter, ready, store)
+                state.estimate = _first_wave(run.meter, ready, store, item_mode)
         except BaseException:
             detach()
             raise
@@ -177,6 +179,15 @@ async def run_map(
             item.status = "done"
             state.done += 1
             state.tokens += item.tokens
+        except RecordedItemError as e:
+            item.error = e  # replayed from its failure record (mode replay): the failure the live run showed
+            if e.status == "not_run":
+                item.status = "stopped"
+                state.stopped += 1
+            else:
+                item.status = "failed"
+                state.failed += 1
+                state.failures.append(item)
         except Exception as e:
             item.error, item.status = e, "failed"
             messages = tap.messages if tap is not None else ()
@@ -203,7 +214,14 @@ async def run_map(
             state.limit = pacer.limit
             tasks.append(asyncio.ensure_future(run_item(item)))
         await asyncio.gather(*tasks)
-        state.state = "stopped" if len(tasks) < len(state.items) else "finished"
+        if len(tasks) < len(state.items) and item_mode in ("auto", "refresh"):
+            # Stopped: each item not started keeps a failure record, so a replay shows it as not run, as here.
+            for item in state.items[len(tasks) :]:
+                plan = run.plan(role, item.value, model, None)
+                occurrence = context.occurrences.take(context.execution_key(), plan.fingerprint.base)
+                not_run = recorded_failure("not_run", ItemNotRunError(_not_run(key)))
+                keep_failure(plan, plan.fingerprint.with_occurrence(occurrence), occurrence, item_context, not_run)
+        state.state = "stopped" if len(tasks) < len(state.items) or state.stopped else "finished"
     except BaseException as e:
         for task in tasks:
             task.cancel()
@@ -230,7 +248,7 @@ async def run_map(
             detach()
         for item in state.items[len(tasks) :]:
             item.status, item.error = "stopped", ItemNotRunError(_not_run(key))
-        state.stopped = len(state.items) - len(tasks)
+        state.stopped += len(state.items) - len(tasks)  # and those replayed as not run (mode replay)
         state.limit = pacer.limit
         if view is not None:
             view.finish(store.saved_block())
@@ -258,15 +276,18 @@ def _with_keys(ready: list[tuple[MapItem, _Tap, StepPlan]]) -> Iterator[tuple[Ma
         yield item, tap, plan, plan.fingerprint.with_occurrence(occurrence)
 
 
-def _first_wave(meter: Meter, ready: list[tuple[MapItem, _Tap, StepPlan]], store: Store) -> str:
+def _first_wave(meter: Meter, ready: list[tuple[MapItem, _Tap, StepPlan]], store: Store, mode: Mode) -> str:
     """The estimated cost of the first wave at the batch price (items with a record replay, free), as the view says.
+
+    An item whose record is a failure record runs live again, except in mode ``replay``, which replays the failure.
 
     Raises:
         BudgetExceededError: The Run's budget cannot pay for it: nothing is created.
     """
     total, unpriced, requests = 0.0, 0, 0
     for _, _, plan, key in _with_keys(ready):
-        if store.get(key) is not None:
+        found = store.get(key)
+        if found is not None and (found.failure is None or mode == "replay"):
             continue
         requests += 1
         rates = meter.prices.rates_for(plan.backend)

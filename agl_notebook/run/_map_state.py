@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, overload
 
 from .._secrets import scrub_text, secrets_from_environment
 from .._view_values import clipped, escaped, scrubbed, shown, value_html
-from ..errors import InputError, ItemNotRunError
+from ..errors import InputError, ItemNotRunError, RecordedItemError
 from ..models.prices import RecordedCost
 from ..models.prices import dollars as format_dollars
 from ..payloads import JsonObject, JsonValue
@@ -152,12 +152,13 @@ class MapItemError:
     input: object
     """Its input."""
     error: BaseException
-    """Why it failed; an `ItemNotRunError` for an item the map's Stop button kept from starting."""
+    """Why it failed; an `ItemNotRunError` for an item the map's Stop button kept from starting. Replayed from a
+    failure record (mode ``replay``), a `RecordedItemError` carrying the recorded class name and message."""
     transcript: tuple[Message, ...] = ()
     """What its agent had been sent when it failed (empty if it never reached the model)."""
 
     def __repr__(self) -> str:
-        text = f"MapItemError(index={self.index}, error={type(self.error).__name__}: {self.error})"
+        text = f"MapItemError(index={self.index}, error={error_name(self.error)}: {self.error})"
         return scrub_text(text, secrets_from_environment())
 
 
@@ -243,7 +244,7 @@ class MapResults(Sequence[Any]):
             if state.scored:
                 row["score"] = item.score
             row["status"] = item.status
-            error = f"{type(item.error).__name__}: {item.error}" if item.error is not None else None
+            error = f"{error_name(item.error)}: {item.error}" if item.error is not None else None
             row["error"] = scrub_text(error, secrets) if error is not None else None
             rows.append(row)
         return pandas.DataFrame(rows).set_index("index")
@@ -404,7 +405,12 @@ class Cell:
 def _error_text(item: MapItem) -> str:
     if item.error is None:
         return item.status
-    return f"{item.status}: {type(item.error).__name__}: {item.error}"
+    return f"{item.status}: {error_name(item.error)}: {item.error}"
+
+
+def error_name(error: BaseException) -> str:
+    """The class name an item's error is shown with: a replayed failure's is the one it recorded, as live."""
+    return error.type_name if isinstance(error, RecordedItemError) else type(error).__name__
 
 
 def _score(score: float | bool) -> str:

@@ -303,7 +303,7 @@ def wrong_records(good: dict[str, Any]) -> list[tuple[Any, str]]:
 
     return [
         (42, ": expected an object."),
-        (bad(2, kind="unit"), ".kind: expected 'step', got 'unit'."),
+        (bad(2, kind="unit"), ".kind: expected 'step' or 'failure', got 'unit'."),
         (bad(3, format="1"), ".format: this version reads format 1, the record has '1'."),
         ({**good, "id": 7}, ".id: expected a non-empty string."),
         (bad(5, parts=["role", "backend"]), ".parts: expected an object of digests."),
