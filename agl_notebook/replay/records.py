@@ -9,14 +9,17 @@ The format (docs/recordings.md), version `FORMAT`::
               "questions": [{"tool_call_id", "text", "inputs", "answer"}],
               "decisions": [{"tool_call_id", "tool", "decision", "always", "arguments"?, "message"?, "by"?}],
               "usage": {...}, "cost"?: {"usd": dollars or null, "rates": day}, "tape": [...], "engine": {...}?,
-              "recorded_at": ..., "partial": {"waiting": "approval" | "question", "tool_call_id": ..., "tool": ...}?}
+              "recorded_at": ..., "partial": {"waiting": "approval" | "question", "tool_call_id": ..., "tool": ...}?,
+              "cells"?: [{"id"?: cell id, "source": digest of the cell's source}], "cells_dropped"?: true}
 
 ``decisions`` (approvals of tool calls), ``cost``, ``engine`` and ``partial`` came after format 1 was first written:
 each is left out when empty, so records without them read as they did. A record with ``partial`` is the progress of
 a step that was waiting for a person when it was kept (docs/recordings.md, "Partial records"): it is resumed, never
 replayed. ``cost`` is what the step cost when it was recorded (docs/cost.md): a record without it shows no dollars,
 and a step on a model that is never billed (a scripted one) has none. ``engine`` is what answered a step besides its
-backend (a batch engine's batches), recorded, never fingerprinted.
+backend (a batch engine's batches), recorded, never fingerprinted. ``cells`` are the notebook cells that recorded
+or replayed the step (`CellUse`), which ``agl-notebook gc`` judges a record's use by: a record without it was kept
+before cells were (or outside a notebook), and is never judged unused by its cell.
 
 Reading never executes anything: it is `json` plus checks of each field's type. A record that fails the checks is
 reported with its position and kept aside untouched, so writing the block back loses nothing.
@@ -24,8 +27,10 @@ reported with its position and kept aside untouched, so writing the block back l
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -73,6 +78,61 @@ class Waiting(Fieldwise):
     """The called tool's name."""
 
 
+MAX_CELLS = 32
+"""The most cells a record keeps (`StepRecord.cells`); past it the oldest go and the record says some went."""
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class CellUse(Fieldwise):
+    """A notebook cell that recorded or replayed a step: its id, when known, and a digest of its source.
+
+    The digest recognises the cell in a notebook rebuilt from a script (jupytext gives its cells new ids) and in a
+    headless run, whose kernel is told no cell id.
+    """
+
+    cell_id: str | None
+    """The cell's id (nbformat 4.5), or None when the kernel could not tell it."""
+    source: str
+    """`source_digest` of the cell's source when it ran the step."""
+
+    def to_json(self) -> JsonObject:
+        """``{"id"?: ..., "source": ...}``."""
+        return {**({"id": self.cell_id} if self.cell_id is not None else {}), "source": self.source}
+
+
+def source_digest(source: str) -> str:
+    """A digest of a cell's source: 32 hex digits of its SHA-256, trailing spaces and blank edge lines aside.
+
+    Those are what a round trip through a script (jupytext) or an editor may change without changing the code.
+    """
+    lines = [line.rstrip() for line in source.replace("\r\n", "\n").split("\n")]
+    text = "\n".join(lines).strip("\n")
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def with_cells(record: StepRecord, uses: Iterable[CellUse], *, dropped: bool = False) -> StepRecord:
+    """``record`` with ``uses`` added to its cells (``record`` itself when nothing is new).
+
+    A cell with an id is kept once, with its latest source; a cell without one once per source. Past `MAX_CELLS`
+    the oldest go, and the record says so (`StepRecord.cells_dropped`): it can no longer be proved unused.
+    """
+    cells = list(record.cells)
+    for use in uses:
+        if use.cell_id is None and any(c.source == use.source for c in cells):
+            continue  # a cell known already (by its id too, perhaps), run headlessly
+        same = next((i for i, c in enumerate(cells) if c.cell_id == use.cell_id), None) if use.cell_id else None
+        if same is not None:
+            if cells[same] == use:
+                continue
+            del cells[same]
+        cells.append(use)
+    dropped = dropped or record.cells_dropped or len(cells) > MAX_CELLS
+    cells = cells[-MAX_CELLS:]
+    if tuple(cells) == record.cells and dropped == record.cells_dropped:
+        return record
+    return dataclasses.replace(record, cells=tuple(cells), cells_dropped=dropped)
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class StepRecord(Fieldwise):
     """A finished step, as recorded."""
@@ -116,6 +176,11 @@ class StepRecord(Fieldwise):
     """Set on a partial record: the step's progress so far, kept while it waits for a person; None when finished.
     Its transcript ends with the assistant message holding the call waited on (then, when some calls of that
     message finished before it, a user message of their results); its result is None."""
+    cells: tuple[CellUse, ...] = ()
+    """The notebook cells that recorded or replayed it, oldest first (empty: kept outside a notebook, or by a version
+    from before cells were kept). Never part of the fingerprint."""
+    cells_dropped: bool = False
+    """More than `MAX_CELLS` cells used it, and the oldest were dropped from `cells`."""
     kind: str = field(default="step", init=False)
     format: int = field(default=FORMAT, init=False)
 
@@ -161,6 +226,10 @@ class StepRecord(Fieldwise):
         if self.partial is not None:
             p = self.partial
             data["partial"] = {"waiting": p.on, "tool_call_id": p.tool_call_id, "tool": p.tool}
+        if self.cells:
+            data["cells"] = [c.to_json() for c in self.cells]
+        if self.cells_dropped:
+            data["cells_dropped"] = True
         return data
 
 
@@ -215,7 +284,22 @@ def record_from_json(data: JsonValue, *, where: str = "record") -> StepRecord:
         cost=_cost(data.get("cost"), f"{where}.cost"),
         engine=engine,
         partial=_waiting(data["partial"], f"{where}.partial") if "partial" in data else None,
+        cells=_cells(data.get("cells", []), f"{where}.cells"),
+        cells_dropped=data.get("cells_dropped") is True,
     )
+
+
+def _cells(data: JsonValue, where: str) -> tuple[CellUse, ...]:
+    if not isinstance(data, list):
+        raise InputError(f"{where}: expected a list of cells.")
+    cells: list[CellUse] = []
+    for i, item in enumerate(data):
+        cell_id = item.get("id") if isinstance(item, dict) else None
+        source = item.get("source") if isinstance(item, dict) else None
+        if not isinstance(source, str) or not (cell_id is None or isinstance(cell_id, str)):
+            raise InputError(f'{where}[{i}]: expected {{"id": a cell id (optional), "source": a digest}}.')
+        cells.append(CellUse(cell_id or None, source))
+    return tuple(cells)
 
 
 def _cost(data: JsonValue, where: str) -> RecordedCost | None:
