@@ -302,7 +302,7 @@ def _judge_use(recording: Recording, cells: _Cells) -> None:
         )
         return decide(
             "unknown",
-            "cells not kept",
+            "cells not kept" if cell_id is not None else "no cell id",
             f"{where}; kept before every cell using a recording was, so another cell may replay it",
             named + 1 if named is not None else None,
         )
@@ -319,12 +319,26 @@ def _judge_use(recording: Recording, cells: _Cells) -> None:
             "none of its cells has its source here, and the notebook's cells carry no ids (nbformat before 4.5) "
             "to look for them",
         )
-    if recording.sidecar and not (recording.in_metadata or recording.output_cells):
+    here = any(c.cell_id in cells.by_id for c in record.cells if c.cell_id is not None)
+    if recording.sidecar and not (recording.in_metadata or recording.output_cells or here):
         return decide(
             "unknown",
             "cell elsewhere",
             f"none of its cells is in the notebook, and the sidecar {recording.sidecar} keeping it may be shared "
             "with another notebook of the folder whose map has the same key",
+        )
+    if len(record.cells) == 1 and (only := record.cells[0].cell_id) is not None:
+        named = cells.by_id.get(only)
+        if named is None:
+            return decide(
+                "unused", "cell deleted", f"its cell (id {only}) is no longer in the notebook, nor its source"
+            )
+        return decide(
+            "unused",
+            "cell empty" if cells.is_code(named) else "not code",
+            f"its cell {named + 1} (id {only}) "
+            f"{'has no code now' if cells.is_code(named) else 'is no longer a code cell'}, and no cell has its source",
+            named + 1,
         )
     gone = ", ".join(sorted({c.cell_id for c in record.cells if c.cell_id is not None})) or "none told"
     return decide(
