@@ -35,7 +35,9 @@ pytestmark = pytest.mark.reliability  # its notes make docs/reliability.md (make
 AREA = "Bad recordings"
 
 SECOND_ROLE = """
-second = Role(name="second", instructions="Answer briefly.", tools=[reporting_tool("answer", "Give the answer.", Answer)])
+second = Role(
+    name="second", instructions="Answer briefly.", tools=[reporting_tool("answer", "Give the answer.", Answer)]
+)
 ROWS = [f"What is {n} times seven?" for n in range(30)]"""
 
 AGAIN = 'again = await run.step(role, "What is six times seven?")\nagain'
@@ -186,7 +188,7 @@ def test_a_maps_sidecar_records_recorded_headlessly_are_used_and_survive_gc_unkn
 def test_a_notebook_rebuilt_by_jupytext_keeps_its_records_used(
     tmp_path: Path, clean_environment: None, capsys: pytest.CaptureFixture[str], reliability: Any
 ) -> None:
-    import jupytext
+    import jupytext  # type: ignore[import-untyped]  # no type information
 
     path = notebook(tmp_path / "paired.ipynb", ("first", STEP), ("again", AGAIN), ("map", MAP))
     assert main(["execute", str(path), "--record"]) == 0
@@ -247,7 +249,14 @@ def within(seconds: float, work: Any) -> Any:
     return done[0]
 
 
-@pytest.mark.parametrize("link", ["dangling", "outside", "loop"])
+LINKS = {
+    "dangling": "to a file that does not exist",
+    "outside": "to a sidecar outside the notebook's folder",
+    "loop": "to itself",
+}
+
+
+@pytest.mark.parametrize("link", list(LINKS))
 def test_a_symlinked_sidecar_is_refused_never_followed_nor_a_hang(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], link: str, reliability: Any
 ) -> None:
@@ -293,10 +302,7 @@ def test_a_symlinked_sidecar_is_refused_never_followed_nor_a_hang(
     assert (outside.read_bytes() if outside.exists() else None) == before
     reliability.note(
         "Untrusted notebooks",
-        f"the map's sidecar file is a symbolic link ({link}: "
-        + {"dangling": "to a file that does not exist", "outside": "to a sidecar outside the notebook's folder",
-           "loop": "to itself"}[link]  # fmt: skip
-        + ")",
+        f"the map's sidecar file is a symbolic link ({link}: {LINKS[link]})",
         "a RecordingWarning names the link; the map's records stay in the notebook; nothing is written through "
         "it and nothing hangs; list names it, gc leaves it",
         records_lost=0,
