@@ -108,11 +108,14 @@ def _list(path: Path, *, as_json: bool) -> int:
     partial = f", {counts.get('partial')} partial" if counts.get("partial") else ""
     _say(f"{counts['used']} used, {counts['unused']} unused, {counts['unknown']} unknown{partial}.")
     if counts["unused"]:
-        _say("unused: the cell that ran it is gone, empty or not code any more; `agl-notebook gc` removes these.")
+        _say(
+            "unused: no output names it, and no cell that recorded or replayed it is in the notebook with code (by "
+            "id or by source); `agl-notebook gc` removes these."
+        )
     if counts["unknown"]:
         _say(
-            "unknown: the cell that ran it cannot be told (a headless run sends no cell id); gc keeps these "
-            "unless --unknown-too."
+            "unknown: not proved unused (kept before every cell using a recording was, or its cells cannot be "
+            "looked for here); gc keeps these unless --unknown-too."
         )
     if counts.get("partial"):
         _say(

@@ -1,14 +1,20 @@
 """What ``agl-notebook list``, ``clear`` and ``gc`` know about a notebook's recordings, on its JSON (no kernel).
 
-Whether a recording is used — some code cell of the notebook could produce it — is decided from where it is kept and
-the cell it names, never from its fingerprint (that needs the live role, which only running the cell gives; ``agl-
-notebook explain`` does that). In order:
+Whether a recording is used — some cell of the notebook still replays it — is decided from what the notebook holds,
+never from its fingerprint (that needs the live role, which only running the cell gives; ``agl-notebook explain``
+does that). A record keeps every cell that recorded or replayed it (``cells``: the cell's id and a digest of its
+source, docs/recordings.md), and it is:
 
-1. kept in the output of a code cell that has code: **used** by that cell (the cell displayed it);
-2. its ``cell_id`` names a code cell that has code: **used** by that cell (JupyterLab ran the step there);
-3. its ``cell_id`` names a cell that is empty or no longer a code cell, or no cell at all: **unused**; but when no
-   cell of the notebook carries an id (nbformat before 4.5) the cell cannot be looked for: **unknown**;
-4. no ``cell_id`` (nbclient and nbval do not send one): **unused** when no code cell has code, else **unknown**.
+1. **used** when the output of a code cell that has code keeps it or names it (its records block holds it, or its
+   provenance names its id), or when a code cell that has code is one of its cells: by id, or by the digest of its
+   source (a notebook rebuilt from a script by jupytext has new cell ids but the same sources); a record kept before
+   cells were kept counts the one ``cell_id`` it names;
+2. **unused** only when that is proved: no code cell of the notebook has code at all; or it names its cells (all of
+   them: none was dropped past the limit), the notebook's cells carry ids, and none of its cells is a code cell with
+   code there, by id or by source;
+3. **unknown** otherwise: a record kept before cells were kept (its ``cell_id`` alone never proves it unused: a
+   second cell may replay it), a notebook whose cells carry no ids (nbformat before 4.5), or a sidecar's record whose
+   cells are none of this notebook's (another notebook of the folder may share the file).
 
 "Used" means a cell that could run the step is still there, not that the step still replays: a cell edited since may
 ask something else (``explain`` tells).
@@ -17,9 +23,8 @@ A **partial** record (the progress of a step waiting for a person, docs/recordin
 step's unfinished work, which resumes when its cell runs again. ``list`` shows it as ``partial``, its cost is in no
 total, and ``gc`` removes it only with ``--unknown-too`` (``clear`` by its id).
 
-A record in a sidecar file the notebook names (a large map's) is judged the same way, kept by the cells whose outputs
-name the file; but a cell id found nowhere in the notebook makes it **unknown**, not unused: a sidecar is named for
-its map, and another notebook of the folder may keep records of its own in it.
+A record in a sidecar file the notebook names (a large map's) is judged the same way, used too by the cells whose
+outputs name the file.
 """
 
 from __future__ import annotations
@@ -33,9 +38,9 @@ from typing import Any, Literal
 
 from ..errors import InputError
 from ..models.prices import PriceTable, dollars
-from ..notebook.nbfile import METADATA_KEY, outputs_metadata
+from ..notebook.nbfile import METADATA_KEY, PROVENANCE_KEY, cell_source, outputs_metadata
 from ..payloads import JsonObject
-from ..replay.records import RECORD_KINDS, StepRecord, block_from_json, record_from_json
+from ..replay.records import RECORD_KINDS, StepRecord, block_from_json, record_from_json, source_digest, with_cells
 from .sidecars import Sidecar
 
 Status = Literal["used", "unused", "unknown", "partial"]
@@ -59,6 +64,8 @@ class Recording:
     """The sidecar file keeping it, if one does."""
     naming_cells: list[int] = field(default_factory=list)
     """Indices of the cells whose outputs name that sidecar file."""
+    provenance_cells: list[int] = field(default_factory=list)
+    """Indices of the cells whose outputs' provenance names its id (the display it replayed or recorded)."""
     status: Status = "unknown"
     cell: int | None = None
     """The 1-based number of the cell it is attributed to, when there is one."""
@@ -94,6 +101,7 @@ class Recording:
             "kept": list(self.kept),
             "output_cells": [i + 1 for i in self.output_cells],
             "cell_id": r.cell_id,
+            "cells": [c.to_json() for c in r.cells],
             "cell": self.cell,
             "occurrence": r.occurrence,
             "status": self.status,
@@ -141,7 +149,7 @@ def scan(nb: dict[str, Any], *, where: str, sidecars: Sequence[Sidecar] = ()) ->
         for record in read.records:
             held = found.get(record.id)
             if held is None or record.partial is None:  # a partial record never replaces a finished one
-                found[record.id] = Recording(record, in_metadata=True)
+                found[record.id] = Recording(_with_cells_of(record, held), in_metadata=True)
     for index, number, output_metadata in outputs_metadata(nb):
         if METADATA_KEY not in output_metadata:
             continue
@@ -158,7 +166,8 @@ def scan(nb: dict[str, Any], *, where: str, sidecars: Sequence[Sidecar] = ()) ->
             if recording is None:
                 recording = found[record.id] = Recording(record)
             elif record.partial is None or recording.record.partial is not None:
-                recording.record = record  # the output's copy is the newer (a partial one never over a finished one)
+                # The output's copy is the newer (a partial one never over a finished one); it keeps every cell.
+                recording.record = _with_cells_of(record, recording)
             if index not in recording.output_cells:
                 recording.output_cells.append(index)
     for sidecar in sidecars:
@@ -172,12 +181,28 @@ def scan(nb: dict[str, Any], *, where: str, sidecars: Sequence[Sidecar] = ()) ->
             recording = found.get(record.id)
             if recording is None:
                 recording = found[record.id] = Recording(record)
+            else:
+                recording.record = _with_cells_of(recording.record, Recording(record))
             recording.sidecar = sidecar.naming.file
             recording.naming_cells = list(sidecar.output_cells)
+    for index, _, output_metadata in outputs_metadata(nb):
+        provenance = output_metadata.get(PROVENANCE_KEY)
+        named = provenance.get("record_id") if isinstance(provenance, dict) else None
+        recording = found.get(named) if isinstance(named, str) else None
+        if recording is not None and index not in recording.provenance_cells:
+            recording.provenance_cells.append(index)
     cells = _Cells(nb)
     for recording in found.values():
         _judge(recording, cells)
     return Scan(list(found.values()), unreadable, problems)
+
+
+def _with_cells_of(record: StepRecord, other: Recording | None) -> StepRecord:
+    """``record`` keeping the cells of another copy of its id, too (a partial record keeps its own)."""
+    if other is None or record.partial is not None or other.record.partial is not None:
+        return record
+    older = other.record
+    return with_cells(record, older.cells, dropped=older.cells_dropped) if older.cells else record
 
 
 class _Cells:
@@ -187,10 +212,15 @@ class _Cells:
         raw = nb.get("cells")
         self.cells: list[Any] = raw if isinstance(raw, list) else []
         self.by_id: dict[str, int] = {}
+        self.by_source: dict[str, int] = {}
+        """The first code cell with code of each source digest."""
         for index, cell in enumerate(self.cells):
             cell_id = cell.get("id") if isinstance(cell, dict) else None
             if isinstance(cell_id, str) and cell_id:
                 self.by_id.setdefault(cell_id, index)
+            source = cell_source(cell)
+            if source is not None and source.strip():
+                self.by_source.setdefault(source_digest(source), index)
         self.any_code = any(self.has_code(i) for i in range(len(self.cells)))
 
     def is_code(self, index: int) -> bool:
@@ -224,10 +254,16 @@ def _judge_use(recording: Recording, cells: _Cells) -> None:
     def decide(status: Status, why: str, reason: str, cell: int | None = None) -> None:
         recording.status, recording.why, recording.reason, recording.cell = status, why, reason, cell
 
+    record = recording.record
     for index in recording.output_cells:
         if cells.has_code(index):
             return decide(
                 "used", f"cell {index + 1}", f"kept in the output of cell {index + 1}, which displayed it", index + 1
+            )
+    for index in recording.provenance_cells:
+        if cells.has_code(index):
+            return decide(
+                "used", f"cell {index + 1}", f"the output of cell {index + 1} says it displayed it", index + 1
             )
     for index in recording.naming_cells:
         if cells.has_code(index):
@@ -237,39 +273,80 @@ def _judge_use(recording: Recording, cells: _Cells) -> None:
                 f"kept in the sidecar {recording.sidecar}, which the output of cell {index + 1} names",
                 index + 1,
             )
-    cell_id = recording.record.cell_id
-    if cell_id is not None:
-        named = cells.by_id.get(cell_id)
-        if named is not None:
-            if cells.has_code(named):
-                return decide("used", f"cell {named + 1}", f"recorded in cell {named + 1} (id {cell_id})", named + 1)
-            if cells.is_code(named):
-                return decide("unused", "cell empty", f"its cell {named + 1} (id {cell_id}) has no code now", named + 1)
+    for use in reversed(record.cells):  # the latest first
+        named = cells.by_id.get(use.cell_id) if use.cell_id is not None else None
+        if named is not None and cells.has_code(named):
+            return decide("used", f"cell {named + 1}", f"used by cell {named + 1} (id {use.cell_id})", named + 1)
+    for use in reversed(record.cells):
+        same = cells.by_source.get(use.source)
+        if same is not None:
+            was = f" (id {use.cell_id} then)" if use.cell_id is not None else ""
             return decide(
-                "unused", "not code", f"its cell {named + 1} (id {cell_id}) is no longer a code cell", named + 1
+                "used",
+                f"cell {same + 1}",
+                f"used by a cell with the source cell {same + 1} has{was}",
+                same + 1,
             )
-        if cells.by_id and recording.sidecar and not (recording.in_metadata or recording.output_cells):
-            return decide(
-                "unknown",
-                "cell elsewhere",
-                f"its cell (id {cell_id}) is not in the notebook, and the sidecar {recording.sidecar} keeping it "
-                "may be shared with another notebook of the folder whose map has the same key",
-            )
-        if cells.by_id:
-            return decide("unused", "cell deleted", f"its cell (id {cell_id}) is no longer in the notebook")
+    cell_id = record.cell_id
+    named = cells.by_id.get(cell_id) if cell_id is not None else None
+    if named is not None and cells.has_code(named):
+        return decide("used", f"cell {named + 1}", f"recorded in cell {named + 1} (id {cell_id})", named + 1)
+    if not cells.any_code:
+        return decide("unused", "no code", "no code cell of the notebook has code to run a step")
+    if not record.cells:
+        where = (
+            f"recorded in cell {named + 1} (id {cell_id}), which has no code now or is no longer a code cell"
+            if named is not None
+            else f"recorded in a cell (id {cell_id}) no longer in the notebook"
+            if cell_id is not None
+            else "recorded without a cell id (headless runs of older versions sent none)"
+        )
+        return decide(
+            "unknown",
+            "cells not kept" if cell_id is not None else "no cell id",
+            f"{where}; kept before every cell using a recording was, so another cell may replay it",
+            named + 1 if named is not None else None,
+        )
+    if record.cells_dropped:
+        return decide(
+            "unknown",
+            "many cells",
+            "used by more cells than a record keeps, and none of those it keeps is in the notebook now",
+        )
+    if not cells.by_id:
         return decide(
             "unknown",
             "no cell ids",
-            f"recorded in the cell with id {cell_id}, but the notebook's cells "
-            "carry no ids (nbformat before 4.5) to look for it",
+            "none of its cells has its source here, and the notebook's cells carry no ids (nbformat before 4.5) "
+            "to look for them",
         )
-    if not cells.any_code:
-        return decide("unused", "no code", "no code cell of the notebook has code to run a step")
+    here = any(c.cell_id in cells.by_id for c in record.cells if c.cell_id is not None)
+    if recording.sidecar and not (recording.in_metadata or recording.output_cells or here):
+        return decide(
+            "unknown",
+            "cell elsewhere",
+            f"none of its cells is in the notebook, and the sidecar {recording.sidecar} keeping it may be shared "
+            "with another notebook of the folder whose map has the same key",
+        )
+    if len(record.cells) == 1 and (only := record.cells[0].cell_id) is not None:
+        named = cells.by_id.get(only)
+        if named is None:
+            return decide(
+                "unused", "cell deleted", f"its cell (id {only}) is no longer in the notebook, nor its source"
+            )
+        return decide(
+            "unused",
+            "cell empty" if cells.is_code(named) else "not code",
+            f"its cell {named + 1} (id {only}) "
+            f"{'has no code now' if cells.is_code(named) else 'is no longer a code cell'}, and no cell has its source",
+            named + 1,
+        )
+    gone = ", ".join(sorted({c.cell_id for c in record.cells if c.cell_id is not None})) or "none told"
     return decide(
-        "unknown",
-        "no cell id",
-        "recorded without a cell id (headless runs, nbclient and nbval, do not "
-        "send one), so the cell that ran it cannot be told",
+        "unused",
+        "cells gone",
+        f"no cell that recorded or replayed it (ids: {gone}) is a code cell with code now, and no cell has the "
+        "source one of them had",
     )
 
 

@@ -9,6 +9,7 @@ file in the notebook (every block that named the old one).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -18,12 +19,14 @@ from ..notebook.nbfile import METADATA_KEY, outputs_metadata, records_in_noteboo
 from ..payloads import JsonObject
 from ..replay.sidecar import (
     BLOCK_KEY,
+    USES_KIND,
     SidecarLine,
     SidecarNaming,
     SidecarRead,
     SidecarWriter,
     read_sidecar,
     rewrite_sidecar,
+    uses_in_line,
 )
 
 State = Literal["ok", "changed", "missing", "unreadable"]
@@ -122,11 +125,13 @@ def drop(nb: dict[str, Any], sidecar: Sidecar, ids: set[str], *, dry_run: bool) 
         return done
 
     last = {line.record.id: line.number for line in read.lines if line.record is not None}
+    remaining = set(last) - ids
 
     def keep(line: SidecarLine) -> bool:
         record = line.record
         if record is None:
-            return True
+            # A "uses" line goes with the last of the records it names; every other line stays.
+            return line.kind != USES_KIND or _names_any(line, remaining)
         if record.id in ids:
             done.records += 1
             return False
@@ -149,6 +154,16 @@ def drop(nb: dict[str, Any], sidecar: Sidecar, ids: set[str], *, dry_run: bool) 
     else:
         rename(nb, sidecar.naming.file, SidecarWriter(read.path, read.key).naming())
     return done
+
+
+def _names_any(line: SidecarLine, ids: set[str]) -> bool:
+    """Whether a ``uses`` line names any of ``ids`` (one this version cannot read is kept: True)."""
+    try:
+        obj = json.loads(line.text)
+    except (ValueError, RecursionError):
+        return True
+    used = uses_in_line(obj) if isinstance(obj, dict) else None
+    return used is None or any(record_id in ids for record_id in used[1])
 
 
 def rename(nb: dict[str, Any], file: str, naming: SidecarNaming | None) -> None:

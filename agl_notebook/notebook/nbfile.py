@@ -3,7 +3,8 @@
 Works on the notebook as plain JSON (a dict), so reading recordings in a kernel needs neither nbformat nor
 anything that executes. Both places use the same block, ``{"version": 1, "records": [...]}``, under the key
 ``agl_notebook``; readers drop duplicates by id, preferring the copy in an output (the newer one: an output copy is
-removed once it has been moved into the notebook metadata). A block may also name sidecar files beside the notebook
+removed once it has been moved into the notebook metadata), each keeping the cells every copy names. A block may
+also name sidecar files beside the notebook
 (``"sidecars": [...]``, `agl_notebook.replay.sidecar`), which hold a large map's records; an output's naming of a
 file wins over the notebook metadata's, as its records do.
 """
@@ -19,7 +20,7 @@ from typing import Any
 from .._files import read_json_file
 from ..errors import InputError
 from ..payloads import JsonValue
-from ..replay.records import StepRecord, block_from_json, block_to_json
+from ..replay.records import CellUse, StepRecord, block_from_json, block_to_json, source_digest, with_cells
 from ..replay.sidecar import BLOCK_KEY, SidecarNaming, namings_in_block, with_naming
 
 METADATA_KEY = "agl_notebook"
@@ -65,6 +66,9 @@ class NotebookRecords:
     """Names of the sidecar files the notebook metadata names."""
     sidecar_cells: dict[str, list[int]] = field(default_factory=dict)
     """By file name, the indices of the cells whose outputs name the file."""
+    code_cells: dict[str, list[str]] = field(default_factory=dict)
+    """By `source_digest`, the ids of the code cells with that source (a headless kernel, told no cell id, finds
+    the cell it runs here)."""
 
 
 def read_notebook_json(path: Path) -> dict[str, Any]:
@@ -76,8 +80,11 @@ def read_notebook_json(path: Path) -> dict[str, Any]:
 
 
 def records_in_notebook(nb: dict[str, Any], *, where: str = "notebook") -> NotebookRecords:
-    """Every recording in ``nb``: the notebook metadata's, then each output's (which win on the same id)."""
-    found = NotebookRecords()
+    """Every recording in ``nb``: the notebook metadata's, then each output's (which win on the same id).
+
+    A record keeps the cells every copy of its id names, and gains the cell of each output that displays it.
+    """
+    found = NotebookRecords(code_cells=code_cells(nb))
     metadata = nb.get("metadata")
     block = metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None
     if block is not None:
@@ -90,7 +97,7 @@ def records_in_notebook(nb: dict[str, Any], *, where: str = "notebook") -> Noteb
             found.problems.extend(read.problems)
             found.unreadable.extend(read.unreadable)
             for record in read.records:
-                found.records[record.id] = record
+                _keep(found, record)
                 found.in_metadata.add(record.id)
             namings, problems = namings_in_block(block, where=f"{where} metadata[{METADATA_KEY!r}]")
             found.problems.extend(problems)
@@ -108,11 +115,14 @@ def records_in_notebook(nb: dict[str, Any], *, where: str = "notebook") -> Noteb
                 continue
             found.problems.extend(read.problems)
             cell_id = _cell_id(nb, index)
+            shown_by = _use(nb, index)
             for record in read.records:
                 # A headless run sends no cell id; the output a record travels in names its cell.
                 if record.cell_id is None and cell_id is not None:
                     record = dataclasses.replace(record, cell_id=cell_id)
-                found.records[record.id] = record
+                if shown_by is not None and record.partial is None:
+                    record = with_cells(record, [shown_by])  # the cell displayed it: it uses it
+                _keep(found, record)
                 found.in_outputs.add(record.id)
             namings, problems = namings_in_block(block, where=place)
             found.problems.extend(problems)
@@ -122,6 +132,44 @@ def records_in_notebook(nb: dict[str, Any], *, where: str = "notebook") -> Noteb
                 if index not in cells:
                     cells.append(index)
     return found
+
+
+def _keep(found: NotebookRecords, record: StepRecord) -> None:
+    """Keep ``record`` (the newer copy) in ``found``, with every cell an older copy of its id names."""
+    older = found.records.get(record.id)
+    if older is not None and older.cells and record.partial is None and older.partial is None:
+        record = with_cells(record, older.cells, dropped=older.cells_dropped)
+    found.records[record.id] = record
+
+
+def code_cells(nb: dict[str, Any]) -> dict[str, list[str]]:
+    """By `source_digest`, the ids of the notebook's code cells with code (a cell without an id is left out)."""
+    by_source: dict[str, list[str]] = {}
+    cells = nb.get("cells")
+    for index in range(len(cells) if isinstance(cells, list) else 0):
+        use = _use(nb, index)
+        if use is not None and use.cell_id is not None:
+            by_source.setdefault(use.source, []).append(use.cell_id)
+    return by_source
+
+
+def cell_source(cell: Any) -> str | None:
+    """A code cell's source as one string, or None for any other cell (or a damaged one)."""
+    if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+        return None
+    source = cell.get("source", "")
+    if isinstance(source, list):
+        source = "".join(s for s in source if isinstance(s, str))
+    return source if isinstance(source, str) else None
+
+
+def _use(nb: dict[str, Any], index: int) -> CellUse | None:
+    """The code cell at ``index`` as a `CellUse` (None when it is not a code cell with code)."""
+    cells = nb.get("cells")
+    source = cell_source(cells[index]) if isinstance(cells, list) and index < len(cells) else None
+    if source is None or not source.strip():
+        return None
+    return CellUse(_cell_id(nb, index), source_digest(source))
 
 
 def _cell_id(nb: dict[str, Any], index: int) -> str | None:

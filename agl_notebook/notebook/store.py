@@ -6,6 +6,9 @@ the notebook that they name. New records are kept in this kernel session's memor
 before saving, replays them) and reach the file through the step's final display (its output metadata), and through
 the frontend extension where it is installed. A map's records are kept by a `NotebookMapStore`: like a step's while
 they are small, in the map's sidecar file past `AGL_NOTEBOOK_SIDECAR_BYTES` (docs/recordings.md, "Sidecar files").
+
+Every record kept or found for a step keeps the cell running it (`StepRecord.cells`: its id, and a digest of its
+source), so ``agl-notebook gc`` can tell from the notebook alone which cells still use it.
 """
 
 from __future__ import annotations
@@ -19,8 +22,17 @@ from pathlib import Path
 from .. import _settings
 from ..errors import InputError, warn
 from ..payloads import JsonObject
-from ..replay.records import FORMAT, StepRecord, block_to_json
-from ..replay.sidecar import BLOCK_KEY, SidecarNaming, SidecarRead, SidecarWriter, file_name, line_text, read_sidecar
+from ..replay.records import FORMAT, CellUse, StepRecord, block_to_json, source_digest, with_cells
+from ..replay.sidecar import (
+    BLOCK_KEY,
+    SidecarNaming,
+    SidecarRead,
+    SidecarWriter,
+    file_name,
+    line_text,
+    read_sidecar,
+    uses_line,
+)
 from ..replay.stores import MapStore, RecordingWarning, merge_records, scrubbed
 from . import _kernel
 from .frontend import link
@@ -73,6 +85,7 @@ class NotebookStore:
         self._read: tuple[Path, int, NotebookRecords] | None = None
         self._merged: tuple[tuple[object, ...], dict[str, StepRecord]] | None = None
         self._warned: set[tuple[str, int]] = set()
+        self._cell: tuple[str | None, CellUse | None] | None = None  # the running cell, by cell execution
 
     def _where(self) -> Path | None:
         # Found once, then kept: locating may read every notebook in the folder (the nbclient fallback). While it
@@ -100,7 +113,8 @@ class NotebookStore:
     def get(self, record_id: str) -> StepRecord | None:
         """The record with this id: this session's first, then the saved file's; a finished one before a partial one.
 
-        A partial record kept beside a finished one (a step waiting in mode ``refresh``) is never found over it.
+        A partial record kept beside a finished one (a step waiting in mode ``refresh``) is never found over it. A
+        finished record found is asked for by a step of the running cell, so it gains that cell (`used_here`).
         """
         if record_id in _kernel_session.forgotten:
             return None
@@ -109,12 +123,12 @@ class NotebookStore:
             _tell_unlocated()
         found = self._session_records(path).get(record_id)
         if found is not None:
-            return found
+            return self.used_here(found)
         filed = self._from_file(path).get(record_id)
         if filed is not None and filed.partial is not None and record_id in _kernel_session.discarded:
             filed = None
         if filed is not None and filed.partial is None:
-            return filed
+            return self.used_here(filed)
         waiting = _kernel_session.partials.get(_key(path), {}).get(record_id)
         return waiting if waiting is not None else filed
 
@@ -129,9 +143,63 @@ class NotebookStore:
         """Where the records of the map ``key`` are kept: like a step's, or past a size in its sidecar file."""
         return NotebookMapStore(self, key)
 
-    def put(self, record: StepRecord) -> StepRecord:
-        """Keep the scrubbed record in this kernel session's memory (in place of its partial record, if any)."""
-        kept = scrubbed(record)
+    def this_cell(self) -> CellUse | None:
+        """The cell running now: its id and a digest of its source; None outside a kernel's cell.
+
+        A headless kernel is told no cell id: the saved notebook's one code cell with the running source is the cell
+        (none when several have it: the digest alone then tells them).
+        """
+        execution = _kernel.execution_id()
+        if self._cell is not None and self._cell[0] == execution and execution is not None:
+            return self._cell[1]
+        code = _kernel.executing_code() if _kernel.in_kernel() else ""
+        use: CellUse | None = None
+        if code.strip():
+            digest = source_digest(code)
+            cell_id = _kernel.cell_id()
+            if cell_id is None:
+                ids = set(self._saved(self._where()).code_cells.get(digest, ()))
+                cell_id = ids.pop() if len(ids) == 1 else None
+            use = CellUse(cell_id, digest)
+        self._cell = (execution, use)
+        return use
+
+    def used_here(self, record: StepRecord) -> StepRecord:
+        """``record`` with the running cell among its cells, kept so in this session when that is new.
+
+        Its step's final display and the frontend extension then save it with that cell: a record replayed by a
+        second cell names both, and survives the first one's deletion.
+        """
+        use = self.this_cell() if record.partial is None else None
+        if use is None:
+            return record
+        stamped = with_cells(record, [use])
+        if stamped is not record:
+            _kernel_session.recorded.setdefault(_key(self._where()), {})[stamped.id] = stamped
+        return stamped
+
+    def with_cells_of(self, record: StepRecord, older: StepRecord | None) -> StepRecord:
+        """A new ``record`` with the running cell and the cells of the record it replaces (``older``, or the kept one).
+
+        A cell that replays a record keeps using it after another cell records it again (mode ``refresh``).
+        """
+        if record.partial is not None:
+            return record
+        if older is None:
+            path = self._where()
+            older = self._session_records(path).get(record.id) or self._from_file(path).get(record.id)
+        if older is not None and older.partial is None and older.cells:
+            record = with_cells(record, older.cells, dropped=older.cells_dropped)
+        use = self.this_cell()
+        return with_cells(record, [use]) if use is not None else record
+
+    def put(self, record: StepRecord, *, older: StepRecord | None = None) -> StepRecord:
+        """Keep the scrubbed record in this kernel session's memory (in place of its partial record, if any).
+
+        It keeps the cells of the record of its id it replaces (``older``, else the one this store holds), and gains
+        the running cell.
+        """
+        kept = self.with_cells_of(scrubbed(record), older)
         _kernel_session.forgotten.discard(kept.id)
         _kernel_session.recorded.setdefault(_key(self._where()), {})[kept.id] = kept
         had_partial = False
@@ -264,6 +332,7 @@ class NotebookMapStore:
         self._file_records: dict[str, StepRecord] | None = None  # the sidecar file's, read once
         self._replayed_from_file = False  # a record was found in the sidecar: the saved block names it
         self._appended: set[str] = set()  # ids this map appended to the sidecar
+        self._uses: dict[CellUse, list[str]] = {}  # sidecar records this cell replayed but the file does not name it
 
     def _path(self) -> Path | None:
         notebook = self.parent.path
@@ -290,7 +359,13 @@ class NotebookMapStore:
         found = self._in_file().get(record_id)
         if found is not None:
             self._replayed_from_file = True
-            return found
+            use = self.parent.this_cell() if found.partial is None else None
+            stamped = with_cells(found, [use]) if use is not None else found
+            if use is not None and stamped is not found:
+                # Said in the file when the map ends (`saved_block`): one line for all of them, not a record each.
+                self._uses.setdefault(use, []).append(record_id)
+                self._in_file()[record_id] = stamped
+            return stamped
         found = self.parent.get(record_id)
         if found is not None and found.partial is None:
             # Found, it is this map's too: a replayed item's record is saved again by its display. A partial one is
@@ -313,7 +388,7 @@ class NotebookMapStore:
                 if path is not None and (self._size > self.limit or path.exists()):
                     self._move(path)
             return kept
-        kept = self._kept[record.id] = scrubbed(record)
+        kept = self._kept[record.id] = self.parent.with_cells_of(scrubbed(record), self._in_file().get(record.id))
         _kernel_session.forgotten.discard(kept.id)
         for partials in _kernel_session.partials.values():  # the finished record replaces its partial one
             partials.pop(kept.id, None)
@@ -322,7 +397,7 @@ class NotebookMapStore:
         try:
             self._writer.append([line_text(kept)])
             self._appended.add(kept.id)
-        except OSError as e:
+        except (OSError, InputError) as e:
             warn(f"Not saved to {self._writer.path}: {e}. The record is kept in this kernel session.", RecordingWarning)
         return kept
 
@@ -330,7 +405,7 @@ class NotebookMapStore:
         """Append every record kept so far to the sidecar file, and keep appending there."""
         writer = SidecarWriter(path, self.key)
         problem: str | None = None
-        if path.exists():
+        if path.exists() or path.is_symlink():  # a dangling link is refused, never written through
             try:
                 read_sidecar(path, key=self.key)
             except InputError as e:
@@ -338,11 +413,17 @@ class NotebookMapStore:
         if problem is None:
             try:
                 in_file = self._in_file()
+                for record_id, record in list(self._kept.items()):  # each keeps the cells the file's copy names
+                    older = in_file.get(record_id)
+                    if older is not None and older.cells and record.partial is None and older.partial is None:
+                        self._kept[record_id] = with_cells(record, older.cells, dropped=older.cells_dropped)
                 moving = [r for r in self._kept.values() if in_file.get(r.id) != r]
                 writer.append([line_text(r) for r in moving])
                 self._appended.update(r.id for r in moving)
             except OSError as e:
                 problem = f"{path}: cannot be written ({e})."
+            except InputError as e:  # made a link meanwhile
+                problem = str(e)
         if problem is not None:
             self._inline_only = True
             warn(
@@ -362,7 +443,7 @@ class NotebookMapStore:
         path = self._path()
         if path is None or self._inline_only:
             return False
-        if self._writer is None and path.exists():
+        if self._writer is None and (path.exists() or path.is_symlink()):
             try:
                 read_sidecar(path, key=self.key)  # never a line appended to a file that is not this map's sidecar
             except InputError as e:
@@ -376,7 +457,7 @@ class NotebookMapStore:
             (self._writer or SidecarWriter(path, self.key)).append(
                 [json.dumps({**data, "kind": kind}, separators=(",", ":"))]
             )
-        except OSError as e:
+        except (OSError, InputError) as e:
             warn(
                 f"Not saved to {path}: {e}. The map goes on; what it wrote there is kept in this session only.",
                 RecordingWarning,
@@ -423,9 +504,10 @@ class NotebookMapStore:
             self._writer = SidecarWriter(path, self.key)  # naming the file it replayed from writes nothing
         if self._writer is None:
             return block_to_json(tuple(self._kept.values()))
+        self._keep_uses(self._writer)
         try:
             naming = self._writer.naming()
-        except OSError as e:  # the file went away meanwhile: the records this map kept are listed instead
+        except (OSError, InputError) as e:  # the file went away meanwhile: the records this map kept are listed instead
             warn(f"The sidecar of map {self.key!r} cannot be named: {e}. Its records are listed.", RecordingWarning)
             return block_to_json(tuple(self._kept.values()))
         if _frontend_may_answer():
@@ -435,6 +517,17 @@ class NotebookMapStore:
         in_file = self._in_file()
         elsewhere = [r for r in self._kept.values() if r.id not in self._appended and in_file.get(r.id) != r]
         return {"version": FORMAT, "records": [r.to_json() for r in elsewhere], BLOCK_KEY: [naming.to_json()]}
+
+    def _keep_uses(self, writer: SidecarWriter) -> None:
+        """Append a line naming the running cell for the sidecar's records it replayed that did not name it yet."""
+        uses, self._uses = self._uses, {}
+        try:
+            writer.append([uses_line(use, ids) for use, ids in uses.items()])
+        except (OSError, InputError) as e:
+            warn(
+                f"Not saved to {writer.path}: {e}. Its records replayed; the file does not say this cell used them.",
+                RecordingWarning,
+            )
 
     def __repr__(self) -> str:
         return f"map {self.key!r} of {self.parent!r}"
@@ -455,7 +548,7 @@ def sidecar(
 ) -> SidecarRead | None:
     """The sidecar file as read (cached while it is unchanged), or None when it cannot be; each problem told once."""
     try:
-        stat = path.stat()
+        stat = path.lstat()  # a dangling link is not "missing": reading it is refused, and said
         state = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
     except OSError:
         state = (0, -1, 0)

@@ -9,18 +9,22 @@ The format (docs/recordings.md), version `FORMAT`::
               "questions": [{"tool_call_id", "text", "inputs", "answer"}],
               "decisions": [{"tool_call_id", "tool", "decision", "always", "arguments"?, "message"?, "by"?}],
               "usage": {...}, "cost"?: {"usd": dollars or null, "rates": day}, "tape": [...], "engine": {...}?,
-              "recorded_at": ..., "partial": {"waiting": "approval" | "question", "tool_call_id": ..., "tool": ...}?}
+              "recorded_at": ..., "partial": {"waiting": "approval" | "question", "tool_call_id": ..., "tool": ...}?,
+              "cells"?: [{"id"?: cell id, "source": digest of the cell's source}], "cells_dropped"?: true}
 
     failure record = {"kind": "failure", "format": 1, "id": ..., "parts": {...}, "occurrence": n, "cell_id"?: ...,
               "role": ..., "backend": ..., "input": ..., "recorded_at": ...,
-              "failure": {"status": "failed" | "not_run", "type": <error class name>, "message": <scrubbed>}}
+              "failure": {"status": "failed" | "not_run", "type": <error class name>, "message": <scrubbed>},
+              "cells"?: [...], "cells_dropped"?: true}
 
 ``decisions`` (approvals of tool calls), ``cost``, ``engine`` and ``partial`` came after format 1 was first written:
 each is left out when empty, so records without them read as they did. A record with ``partial`` is the progress of
 a step that was waiting for a person when it was kept (docs/recordings.md, "Partial records"): it is resumed, never
 replayed. ``cost`` is what the step cost when it was recorded (docs/cost.md): a record without it shows no dollars,
 and a step on a model that is never billed (a scripted one) has none. ``engine`` is what answered a step besides its
-backend (a batch engine's batches), recorded, never fingerprinted.
+backend (a batch engine's batches), recorded, never fingerprinted. ``cells`` are the notebook cells that recorded
+or replayed the step (`CellUse`), which ``agl-notebook gc`` judges a record's use by: a record without it was kept
+before cells were (or outside a notebook), and is never judged unused by its cell.
 
 A **failure record** (kind ``failure``, its own ``format``) is what a ``run.map`` item that failed, or that the map's
 Stop left unrun, leaves under the id its finished record would have: the error's class name and its message,
@@ -35,8 +39,10 @@ reported with its position and kept aside untouched, so writing the block back l
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -106,6 +112,61 @@ class RecordedFailure(Fieldwise):
     """The error's message, scrubbed of secrets, then cut to `FAILURE_MESSAGE_CHARS`."""
 
 
+MAX_CELLS = 32
+"""The most cells a record keeps (`StepRecord.cells`); past it the oldest go and the record says some went."""
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class CellUse(Fieldwise):
+    """A notebook cell that recorded or replayed a step: its id, when known, and a digest of its source.
+
+    The digest recognises the cell in a notebook rebuilt from a script (jupytext gives its cells new ids) and in a
+    headless run, whose kernel is told no cell id.
+    """
+
+    cell_id: str | None
+    """The cell's id (nbformat 4.5), or None when the kernel could not tell it."""
+    source: str
+    """`source_digest` of the cell's source when it ran the step."""
+
+    def to_json(self) -> JsonObject:
+        """``{"id"?: ..., "source": ...}``."""
+        return {**({"id": self.cell_id} if self.cell_id is not None else {}), "source": self.source}
+
+
+def source_digest(source: str) -> str:
+    """A digest of a cell's source: 32 hex digits of its SHA-256, trailing spaces and blank edge lines aside.
+
+    Those are what a round trip through a script (jupytext) or an editor may change without changing the code.
+    """
+    lines = [line.rstrip() for line in source.replace("\r\n", "\n").split("\n")]
+    text = "\n".join(lines).strip("\n")
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def with_cells(record: StepRecord, uses: Iterable[CellUse], *, dropped: bool = False) -> StepRecord:
+    """``record`` with ``uses`` added to its cells (``record`` itself when nothing is new).
+
+    A cell with an id is kept once, with its latest source; a cell without one once per source. Past `MAX_CELLS`
+    the oldest go, and the record says so (`StepRecord.cells_dropped`): it can no longer be proved unused.
+    """
+    cells = list(record.cells)
+    for use in uses:
+        if use.cell_id is None and any(c.source == use.source for c in cells):
+            continue  # a cell known already (by its id too, perhaps), run headlessly
+        same = next((i for i, c in enumerate(cells) if c.cell_id == use.cell_id), None) if use.cell_id else None
+        if same is not None:
+            if cells[same] == use:
+                continue
+            del cells[same]
+        cells.append(use)
+    dropped = dropped or record.cells_dropped or len(cells) > MAX_CELLS
+    cells = cells[-MAX_CELLS:]
+    if tuple(cells) == record.cells and dropped == record.cells_dropped:
+        return record
+    return dataclasses.replace(record, cells=tuple(cells), cells_dropped=dropped)
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class StepRecord(Fieldwise):
     """A finished step, as recorded."""
@@ -151,6 +212,12 @@ class StepRecord(Fieldwise):
     message finished before it, a user message of their results); its result is None."""
     failure: RecordedFailure | None = None
     """Set on a failure record (kind ``failure``): a map item that failed or never ran; None on a step's record."""
+
+    cells: tuple[CellUse, ...] = ()
+    """The notebook cells that recorded or replayed it, oldest first (empty: kept outside a notebook, or by a version
+    from before cells were kept). Never part of the fingerprint."""
+    cells_dropped: bool = False
+    """More than `MAX_CELLS` cells used it, and the oldest were dropped from `cells`."""
     kind: str = field(default="step", init=False)
     format: int = field(default=FORMAT, init=False)
 
@@ -208,6 +275,10 @@ class StepRecord(Fieldwise):
         if self.partial is not None:
             p = self.partial
             data["partial"] = {"waiting": p.on, "tool_call_id": p.tool_call_id, "tool": p.tool}
+        if self.cells:
+            data["cells"] = [c.to_json() for c in self.cells]
+        if self.cells_dropped:
+            data["cells_dropped"] = True
         return data
 
     def _failure_json(self, failure: RecordedFailure) -> JsonObject:
@@ -226,6 +297,10 @@ class StepRecord(Fieldwise):
             data["cell_id"] = self.cell_id
         data["recorded_at"] = self.recorded_at
         data["failure"] = {"status": failure.status, "type": failure.type, "message": failure.message}
+        if self.cells:  # the cells that ran the item, as a step's record keeps them (gc judges its use by them)
+            data["cells"] = [c.to_json() for c in self.cells]
+        if self.cells_dropped:
+            data["cells_dropped"] = True
         return data
 
 
@@ -299,6 +374,8 @@ def record_from_json(data: JsonValue, *, where: str = "record") -> StepRecord:
         cost=_cost(data.get("cost"), f"{where}.cost"),
         engine=engine,
         partial=_waiting(data["partial"], f"{where}.partial") if "partial" in data else None,
+        cells=_cells(data.get("cells", []), f"{where}.cells"),
+        cells_dropped=data.get("cells_dropped") is True,
     )
 
 
@@ -336,10 +413,25 @@ def _failure_record(data: dict[str, JsonValue], where: str) -> StepRecord:
         transcript=(),
         cell_id=cell_id if isinstance(cell_id, str) else None,
         recorded_at=str(data.get("recorded_at", "")),
+        cells=_cells(data.get("cells", []), f"{where}.cells"),
+        cells_dropped=data.get("cells_dropped") is True,
         failure=RecordedFailure(
             "failed" if status == "failed" else "not_run", _string(failure, "type", f"{where}.failure"), message
         ),
     )
+
+
+def _cells(data: JsonValue, where: str) -> tuple[CellUse, ...]:
+    if not isinstance(data, list):
+        raise InputError(f"{where}: expected a list of cells.")
+    cells: list[CellUse] = []
+    for i, item in enumerate(data):
+        cell_id = item.get("id") if isinstance(item, dict) else None
+        source = item.get("source") if isinstance(item, dict) else None
+        if not isinstance(source, str) or not (cell_id is None or isinstance(cell_id, str)):
+            raise InputError(f'{where}[{i}]: expected {{"id": a cell id (optional), "source": a digest}}.')
+        cells.append(CellUse(cell_id or None, source))
+    return tuple(cells)
 
 
 def _cost(data: JsonValue, where: str) -> RecordedCost | None:

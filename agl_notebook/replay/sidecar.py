@@ -4,7 +4,9 @@ The file ``<key>.agl.jsonl`` is named for the map, never for the notebook (headl
 first line is the header ``{"kind": "agl_notebook.sidecar", "format": 1, "key": <key>}``; every later line is one
 JSON object with a ``kind``: ``"step"`` is a record (`StepRecord.to_json`), and so is ``"failure"`` (a map item's
 failure record, never appended after a finished record of its id); any other kind belongs to another reader and is
-kept as it is. Lines are only ever appended, each by one write under an exclusive ``flock``, so two kernels
+kept as it is, but for ``"uses"``: a cell that replayed records of the file without being among their cells
+(`StepRecord.cells`), ``{"kind": "uses", "cell": {"id"?, "source"}, "ids": [record id, ...]}``, read as that cell
+added to each record's. Lines are only ever appended, each by one write under an exclusive ``flock``, so two kernels
 appending at once interleave whole lines only; a later line wins over an earlier one with the same record id.
 
 A records block names the file with `SidecarNaming` (``"sidecars": [...]`` beside ``"records"``): the file's name,
@@ -28,7 +30,7 @@ from typing import IO
 from .._families import InputError
 from .._files import write_atomically
 from ..payloads import JsonObject, JsonValue
-from .records import RECORD_KINDS, StepRecord, record_from_json
+from .records import RECORD_KINDS, CellUse, StepRecord, record_from_json, with_cells
 
 try:  # POSIX; elsewhere appends are single writes without a lock
     import fcntl
@@ -44,10 +46,16 @@ HEADER_KIND = "agl_notebook.sidecar"
 FORMAT = 1
 """The sidecar format this version writes and reads."""
 
+USES_KIND = "uses"
+"""The ``kind`` of a line naming a cell that replayed some of the file's records (`uses_line`)."""
+
 BLOCK_KEY = "sidecars"
 """The key, in a records block, of the list of sidecar namings."""
 
 _KEY = re.compile(r"[A-Za-z0-9_-]{1,100}")
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+"""Opening a sidecar never follows a symbolic link (POSIX; elsewhere `refuse_link` alone refuses one)."""
 
 
 def file_name(key: str) -> str:
@@ -60,6 +68,21 @@ def file_name(key: str) -> str:
 def line_text(record: StepRecord) -> str:
     """A record as one sidecar line, without its newline (compact JSON; ``json`` escapes every line break)."""
     return json.dumps(record.to_json(), ensure_ascii=False, separators=(",", ":"))
+
+
+def uses_line(use: CellUse, ids: Sequence[str]) -> str:
+    """A line saying the cell ``use`` replayed the records ``ids``, without its newline."""
+    return json.dumps({"kind": USES_KIND, "cell": use.to_json(), "ids": list(ids)}, separators=(",", ":"))
+
+
+def uses_in_line(obj: dict[str, JsonValue]) -> tuple[CellUse, list[str]] | None:
+    """The cell and record ids of a ``uses`` line, or None when it is not one this version reads."""
+    cell, ids = obj.get("cell"), obj.get("ids")
+    source = cell.get("source") if isinstance(cell, dict) else None
+    cell_id = cell.get("id") if isinstance(cell, dict) else None
+    if not isinstance(source, str) or not (cell_id is None or isinstance(cell_id, str)) or not isinstance(ids, list):
+        return None
+    return CellUse(cell_id or None, source), [i for i in ids if isinstance(i, str)]
 
 
 def header_text(key: str) -> str:
@@ -184,9 +207,11 @@ def read_sidecar(path: Path, *, naming: SidecarNaming | None = None, key: str | 
     """Read a sidecar file: every line kept, the records read, each problem named with the file and line.
 
     Raises:
-        InputError: The file is missing, cannot be read, or is not a sidecar (of the map ``key`` or the naming's).
+        InputError: The file is missing, cannot be read, is a link, or is not a sidecar (of the map ``key`` or the
+            naming's).
     """
     want = naming.key if naming is not None else key
+    refuse_link(path)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -216,6 +241,7 @@ def read_sidecar(path: Path, *, naming: SidecarNaming | None = None, key: str | 
                 "rewritten or replaced since); its records are read as they are."
             )
     pieces = rest.split(b"\n")
+    uses: list[tuple[CellUse, list[str]]] = []
     for offset, text in enumerate(pieces):
         number = offset + 2
         last = offset == len(pieces) - 1
@@ -236,6 +262,8 @@ def read_sidecar(path: Path, *, naming: SidecarNaming | None = None, key: str | 
             continue
         kind = obj.get("kind")
         line.kind = kind if isinstance(kind, str) else None
+        if kind == USES_KIND and (used := uses_in_line(obj)) is not None:
+            uses.append(used)
         if kind not in RECORD_KINDS:  # a step's record, or a map item's failure record
             continue  # another reader's line (docs/recordings.md, "Sidecar files")
         try:
@@ -245,6 +273,11 @@ def read_sidecar(path: Path, *, naming: SidecarNaming | None = None, key: str | 
             continue
         read.records.pop(line.record.id, None)  # a later line wins, and takes the later place
         read.records[line.record.id] = line.record
+    for use, ids in uses:
+        for record_id in ids:
+            record = read.records.get(record_id)
+            if record is not None and record.partial is None:
+                read.records[record_id] = with_cells(record, [use])
     return read
 
 
@@ -256,6 +289,20 @@ def _json_object(text: bytes) -> dict[str, JsonValue] | None:
     return value if isinstance(value, dict) else None
 
 
+def refuse_link(path: Path) -> None:
+    """Refuse a sidecar path that is a symbolic link (dangling or not): it would read or write outside the folder.
+
+    Raises:
+        InputError: It is one; nothing was read or written.
+    """
+    if path.is_symlink():
+        raise InputError(
+            f"{path}: a symbolic link, not a sidecar file; a map's records are read and written only in a plain file "
+            "in the notebook's folder. Nothing was read or written through it: replace it with the file itself, or "
+            "remove it."
+        )
+
+
 # Writing -----------------------------------------------------------------------------------------------------------
 
 
@@ -264,14 +311,19 @@ def _locked(path: Path, key: str) -> Iterator[IO[bytes]]:
     """The sidecar opened for appending under an exclusive lock, made with its header when missing.
 
     The lock is taken on the file the path names after locking: a file replaced meanwhile (``gc`` rewrote it) is
-    opened again, so no line goes to a file no longer in the folder.
+    opened again, so no line goes to a file no longer in the folder. A symbolic link is refused (`refuse_link`).
     """
     while True:
-        try:  # never O_CREAT: a file made here would have no header
-            f = os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND), "ab")
+        refuse_link(path)  # a dangling link would make every open fail and every link exist: a loop forever
+        try:  # never O_CREAT: a file made here would have no header; never through a link
+            f = os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | _NOFOLLOW), "ab")
         except FileNotFoundError:
             _create(path, key)
             continue
+        except OSError as e:
+            if path.is_symlink():  # made a link since it was checked
+                refuse_link(path)
+            raise e from None
         try:
             if fcntl is not None:
                 fcntl.flock(f.fileno(), fcntl.LOCK_EX)
@@ -348,7 +400,8 @@ class SidecarWriter:
 
     def naming(self) -> SidecarNaming:
         """The naming of the file as it stands: every complete line now in it (a digest kept up as it grows)."""
-        with open(self.path, "rb") as f:
+        refuse_link(self.path)
+        with os.fdopen(os.open(self.path, os.O_RDONLY | _NOFOLLOW), "rb") as f:
             stat = os.fstat(f.fileno())
             inode = (stat.st_dev, stat.st_ino)
             if inode != self._inode or stat.st_size < self._hashed:  # a new or rewritten file: hash it anew

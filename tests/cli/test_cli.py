@@ -23,7 +23,7 @@ from agl_notebook.models.base import Usage
 from agl_notebook.models.prices import PRICES, RecordedCost
 from agl_notebook.notebook.nbfile import METADATA_KEY, records_in_notebook
 from agl_notebook.notebook.terminal import ANSWERS_VARIABLE
-from agl_notebook.replay.records import StepRecord
+from agl_notebook.replay.records import CellUse, StepRecord, source_digest
 from tests.support.oracle_notebook import (
     NOTEBOOK_SETTINGS,
     STEP,
@@ -271,9 +271,18 @@ NOW = datetime.datetime.now(datetime.UTC)
 
 
 def record_json(
-    n: int, *, cell_id: str | None = None, days_ago: float | None = 3.0, usage: Usage | None = None
+    n: int,
+    *,
+    cell_id: str | None = None,
+    days_ago: float | None = 3.0,
+    usage: Usage | None = None,
+    cells_kept: bool = True,
 ) -> dict[str, Any]:
-    """A readable step record, number ``n`` (its id is made from n)."""
+    """A readable step record, number ``n`` (its id is made from n), recorded in the cell ``cell_id``.
+
+    With ``cells_kept`` it names that cell among its ``cells`` (with the source it had, which no cell has now), as
+    every record kept in a cell is; without, it is a record kept before cells were.
+    """
     recorded_at = (
         (NOW - datetime.timedelta(days=days_ago)).isoformat(timespec="seconds") if days_ago is not None else ""
     )
@@ -289,6 +298,7 @@ def record_json(
         usage=usage or Usage(30, 12),
         cell_id=cell_id,
         recorded_at=recorded_at,
+        cells=(CellUse(cell_id, source_digest(f"# cell {cell_id} then")),) if cell_id and cells_kept else (),
     )
     data = record.to_json()
     data["transcript"] = [{"role": "user", "content": f"question {n}"}]
@@ -414,11 +424,12 @@ def test_list_shows_each_recording_and_whether_a_cell_uses_it(
         "cell": 3,
         "occurrence": 0,
         "status": "used",
-        "reason": "recorded in cell 3 (id ask)",
+        "reason": "used by cell 3 (id ask)",
+        "cells": [{"id": "ask", "source": source_digest("# cell ask then")}],
     }
     assert by_id[record_id(5)]["recorded_at"] is None and by_id[record_id(5)]["age"] == "unknown"
     assert by_id[record_id(6)]["kept"] == ["output"] and by_id[record_id(6)]["output_cells"] == [3]
-    assert by_id[record_id(2)]["reason"] == "its cell (id deleted) is no longer in the notebook"
+    assert by_id[record_id(2)]["reason"] == "its cell (id deleted) is no longer in the notebook, nor its source"
 
 
 def costed_record(n: int, backend: str, usage: Usage, cost: RecordedCost | None) -> dict[str, Any]:

@@ -10,16 +10,17 @@ import pytest
 
 from agl_notebook.cli import main
 from agl_notebook.notebook.nbfile import METADATA_KEY
-from agl_notebook.replay.records import StepRecord
+from agl_notebook.replay.records import CellUse, StepRecord, source_digest
 from agl_notebook.replay.sidecar import SidecarWriter, line_text, naming_from_json, read_sidecar
 
 SIDECAR = "oracle-map.agl.jsonl"
 
 
 def record(n: int, cell_id: str | None = "map-cell", result: str = "ok") -> StepRecord:
+    """Item ``n`` of a map recorded in the cell ``cell_id``, whose source was ``await run.map()``."""
     return StepRecord(
         id=f"item-{n:04d}", parts={}, occurrence=0, role="oracle", backend="scripted:x", input=n, result=result,
-        transcript=(), cell_id=cell_id,
+        transcript=(), cell_id=cell_id, cells=(CellUse(cell_id, source_digest("await run.map()")),) if cell_id else (),
     )  # fmt: skip
 
 
