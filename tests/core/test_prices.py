@@ -201,9 +201,11 @@ async def test_a_budgeted_step_on_any_sdk_model_is_priced_or_refused_naming_run_
     from agl_notebook.errors import BudgetExceededError, PriceUnknownError
 
     assert Exported is Rates, "Rates is importable from agl_notebook, as docs/cost.md tells"
-    role = Role(name="r", instructions="Report.", model=model, tools=[reporting_tool("report", "Report.", Said)])
+    role: Role[Said] = Role(
+        name="r", instructions="Report.", model=model, tools=[reporting_tool("report", "Report.", Said)]
+    )
     monkeypatch.setenv("ANTHROPIC_API_KEY", "planted-" + "not-a-key")  # the request never leaves: refused first
-    run = Run(model=AnthropicModel(client=api([reply(text("no"))]).client()), budget_usd=0)
+    run = Run(model=AnthropicModel(client=api(reply(text("no"))).client()), budget_usd=0)
     with pytest.raises((PriceUnknownError, BudgetExceededError)) as raised:
         await run.step(role, "go")
     if PRICES.rates_for(model) is None:
