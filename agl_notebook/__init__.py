@@ -18,13 +18,15 @@ from .tools import ReportingTool, Tool, ToolResult, reporting_tool, tool
 if TYPE_CHECKING:
     from .approvals import Approve, Deny, Edit
     from .events import Event
+    from .models.prices import PriceTable, Rates
     from .run._map_state import MapItemError, MapResults
     from .screens import ChoiceInput, ConfirmInput, NumberInput, Screen, TextInput
 
 __version__ = "0.1.0"
 
 # What a notebook of plain steps never uses loads when first asked for: approvals, questions' screens, the whole
-# event vocabulary (with the JSON functions' events), a map's results (docs/architecture.md, "Import time").
+# event vocabulary (with the JSON functions' events), a map's results, the price table (docs/architecture.md, "Import
+# time").
 _ON_FIRST_USE = {
     "Approve": "approvals",
     "Deny": "approvals",
@@ -37,6 +39,8 @@ _ON_FIRST_USE = {
     "TextInput": "screens",
     "MapItemError": "run._map_state",
     "MapResults": "run._map_state",
+    "PriceTable": "models.prices",
+    "Rates": "models.prices",
 }
 
 
@@ -91,6 +95,9 @@ __all__ = [
     "ScriptedModel",
     "ScriptedTurn",
     "scripted_unless_credentials",
+    # Prices (docs/cost.md): Run(prices={model id: Rates(...)})
+    "PriceTable",
+    "Rates",
     # Errors
     "InputError",
     "RoleIncompleteError",

@@ -11,18 +11,19 @@ Two families, by whose move it was:
   are of this family too; a problem with an agent file is an `InputError` (`agl_notebook.functions.AgentInvalidError`).
 
 A step stopped by the kernel's interrupt ends with `agl_notebook.interrupts.StepInterrupted`. Warnings are issued
-with `warn`, so they point at the person's line, not the library's.
+with `warn`, so they point at the person's line, not the library's. In a kernel, an error of either family is shown
+with the person's frames only, none of the library's (`_families`).
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+from ._families import _MACHINERY, _PACKAGE
 from ._families import InputError as InputError
 from ._families import UpstreamUnexpected as UpstreamUnexpected
 
@@ -34,20 +35,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 P = ParamSpec("P")
-
-# The package's folder, as a frame's file name may spell it (absolute, or as the import path had it).
-_PACKAGE = tuple(
-    dict.fromkeys(
-        os.path.join(folder, "") for folder in (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(__file__))
-    )
-)
-_STDLIB = os.path.dirname(os.path.abspath(os.__file__))
-# What runs a step's code without being the person's: an event loop's callbacks, a worker thread's start.
-_MACHINERY = (
-    os.path.join(_STDLIB, "asyncio", ""),
-    os.path.join(_STDLIB, "concurrent", ""),
-    os.path.join(_STDLIB, "threading.py"),
-)
 
 _call_site: ContextVar[tuple[str, int, dict[str, Any]] | None] = ContextVar("agl_notebook_call_site", default=None)
 

@@ -141,6 +141,8 @@ class LoopOutcome(Fieldwise):
     """Model requests made."""
     truncated: bool
     """True when the round-trip limit cut the run short."""
+    request_usages: tuple[Usage, ...] = ()
+    """Each request's own usage, in order (adding up to `usage`): a model priced by prompt length bills by each."""
 
     @property
     def text(self) -> str:
@@ -199,6 +201,7 @@ async def run_loop(
     by_name = {t.spec.name: t for t in tools}
     specs = tuple(t.spec for t in tools) + ((reporting.spec,) if reporting else ())
     usage = NO_USAGE
+    per_request: list[Usage] = []
     requests = roundtrips = pauses = 0
     reminders_left = reminders
     while True:
@@ -208,6 +211,7 @@ async def run_loop(
         content, stop, turn_usage = await _one_reply(model, request, emit)
         requests += 1
         usage += turn_usage
+        per_request.append(turn_usage)
         if progress is not None:
             progress.usage = usage
         if stop == "refusal":
@@ -236,7 +240,7 @@ async def run_loop(
         pauses = 0
         if not calls:
             if reporting is None:
-                return LoopOutcome(None, None, tuple(transcript), usage, requests, False)
+                return LoopOutcome(None, None, tuple(transcript), usage, requests, False, tuple(per_request))
             if reminders_left > 0:
                 reminders_left -= 1
                 transcript.append(Message("user", (TextBlock(_reminder(reporting.spec.name)),)))
@@ -282,7 +286,7 @@ async def run_loop(
         if progress is not None:
             progress.results = []
         if report is not None:
-            return LoopOutcome(report[0], report[1], tuple(transcript), usage, requests, False)
+            return LoopOutcome(report[0], report[1], tuple(transcript), usage, requests, False, tuple(per_request))
         if at_limit:
             emit(RunTruncated(roundtrips, max_tool_roundtrips, tuple(unanswered)))
             if reporting is not None:
@@ -292,7 +296,7 @@ async def run_loop(
                     role=role,
                     transcript=transcript,
                 )
-            return LoopOutcome(None, None, tuple(transcript), usage, requests, True)
+            return LoopOutcome(None, None, tuple(transcript), usage, requests, True, tuple(per_request))
         roundtrips += 1
         emit(ClientToolRoundtrip(roundtrips, max_tool_roundtrips))
 

@@ -1,7 +1,9 @@
 """A first step, offline: a reviewer role with one tool and a reporting tool, run on a scripted model.
 
-Run it with ``make demo``. It prints each event as the step runs, then runs the same step again: the second time it
-replays from the recording the first run left in the Run's store, with no model call and no tool call.
+Run it after ``make demo`` (which sets up ``.venv``) with ``.venv/bin/python examples/first_step.py``, or with any
+Python where agl_notebook is installed (``pip install .``): ``python examples/first_step.py``. It prints each event
+as the step runs, then runs the same step again: the second time it replays from the recording the first run left
+in the Run's store, with no model call and no tool call.
 """
 
 from __future__ import annotations

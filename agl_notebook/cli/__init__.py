@@ -21,18 +21,24 @@
 Nothing is written unless everything before the write succeeded, and a write is atomic (a temporary file in the
 same folder, then `os.replace`), so a failure leaves the original file as it was.
 
+``agl-notebook --version`` prints the installed version.
+
 Exit codes: 0 done; 1 the execution failed (a cell raised, timed out, or the kernel died; for ``explain``, a step of
 the cell would not replay); 2 the command cannot start (no such file, not a notebook, a bad option or recording id,
 or a corrupt recordings block in the notebook metadata for every command but plain ``execute``, which warns, runs,
-and writes the block back as it was).
+and writes the block back as it was); 141 the reader of its output went away (``agl-notebook list NB | head``): the
+rest of the output is dropped quietly, as a shell's own commands do on SIGPIPE.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 from pathlib import Path
 
+from .. import __version__
 from .._settings import ANSWERS, APPROVALS, MODE
 from ..errors import InputError
 from ..notebook.nbfile import read_notebook_json
@@ -44,9 +50,35 @@ from .explain import _explain
 from .records import _clear, _consolidate, _gc, _list
 from .report import MIN_PREFIX
 
+EXIT_BROKEN_PIPE = 141
+"""The reader of the output went away: 128 + SIGPIPE, what a shell reports for a command ended by it."""
+
 
 def main(argv: list[str] | None = None, *, batch_client: ClientFactory | None = None) -> int:
     """Run the command line; returns the exit code (``batch_client`` makes the client ``batches`` asks with)."""
+    try:
+        code = _main(argv, batch_client=batch_client)
+        sys.stdout.flush()  # here, while the broken pipe can still be caught, rather than at the interpreter's exit
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
+    return code
+
+
+def _quiet_stdout() -> None:
+    """Point standard output at /dev/null, so the interpreter's last flush at exit does not fail a second time.
+
+    What the Python documentation advises for SIGPIPE (library/signal.html, "Note on SIGPIPE").
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no file descriptor behind sys.stdout (a test's capture): nothing left to flush
+        pass
+
+
+def _main(argv: list[str] | None, *, batch_client: ClientFactory | None) -> int:
     parser = _parser()
     try:
         args, extra = parser.parse_known_args(argv)
@@ -96,6 +128,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Execute notebooks that run agl_notebook steps, keep their recordings in the notebook, and "
         "list, explain and tidy those recordings.",
     )
+    parser.add_argument("--version", action="version", version=f"agl-notebook {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     execute = commands.add_parser(

@@ -1,20 +1,25 @@
 """What model requests cost: Anthropic's prices per million tokens for the Claude model ids the library knows.
 
-`PRICES` is the table, taken from Anthropic's pricing page on the date it carries (`PriceTable.as_of`); docs/cost.md
-lists the same figures and says where each came from. A model the table does not hold has no price: its cost is
-None, shown as "price unknown", never a guess. ``Run(prices=...)`` overrides the table, and so does the file named by
+`PRICES` is the table, dated (`PriceTable.as_of`): every row is the `genai-prices` package's snapshot (version
+`GENAI_PRICES_VERSION`, a dated release on PyPI) checked against Anthropic's pricing page and the models' own
+overview pages; docs/cost.md lists the same figures and says where each came from, and tests/core/test_prices.py
+checks every row against the installed snapshot. No price is fetched at run time (the table ships with the library,
+so a record's cost and its date mean the same on every machine). A model the table does not hold has no price: its
+cost is None, shown as "price unknown", never a guess; a Run with a budget refuses it (`PriceUnknownError`, naming
+``Run(prices=...)``). ``Run(prices=...)`` overrides the table, and so does the file named by
 ``AGL_NOTEBOOK_PRICES`` (`prices_from_json` reads it).
 
 A cost is worked out per request from its `Usage`: input tokens at the input rate, cache writes at the 5-minute or
-1-hour write rate, cache reads at the read rate, output tokens at the output rate. The batch discount is kept for an
-engine that sends requests through the Message Batches API (`Rates.batched`).
+1-hour write rate, cache reads at the read rate, output tokens at the output rate. A model priced by prompt length
+(`Rates.long_prompt`) bills every token of a request whose prompt passes the threshold at its higher rates. The batch
+discount is kept for an engine that sends requests through the Message Batches API (`Rates.batched`).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +29,9 @@ from ..payloads import JsonObject
 from .base import Usage
 
 __all__ = ["PRICES", "PriceTable", "Rates", "RecordedCost", "current_prices", "prices_from_json"]
+
+GENAI_PRICES_VERSION = "0.2.3"
+"""The `genai-prices` release whose snapshot `PRICES` was taken from and checked against."""
 
 PRICING_PAGE = "https://platform.claude.com/docs/en/about-claude/pricing"
 """Anthropic's pricing page, the source of `PRICES` (each model's overview page under /docs/en/models/ repeats its
@@ -46,6 +54,11 @@ class Rates(Fieldwise):
     """Input tokens read from the cache (hits and refreshes)."""
     batch_discount: float = 0.5
     """The share taken off every rate for a request sent through the Message Batches API (0.5: half price)."""
+    long_prompt: Rates | None = None
+    """For a model priced by prompt length: the rates of a request whose prompt (input, cache writes and cache reads)
+    is longer than `long_prompt_over` tokens. Every token of such a request, output included, is billed at them."""
+    long_prompt_over: int = 0
+    """The prompt length, in tokens, past which `long_prompt` applies."""
 
     def __post_init__(self) -> None:
         for name in ("input", "output", "cache_write_5m", "cache_write_1h", "cache_read", "batch_discount"):
@@ -54,9 +67,35 @@ class Rates(Fieldwise):
                 raise InputError(f"Rates.{name} takes a number of dollars >= 0, not {value!r}.")
         if self.batch_discount > 1:
             raise InputError(f"Rates.batch_discount is a share from 0 to 1, not {self.batch_discount!r}.")
+        if self.long_prompt is not None:
+            over = self.long_prompt_over
+            if not isinstance(self.long_prompt, Rates) or self.long_prompt.long_prompt is not None:
+                raise InputError("Rates.long_prompt takes the Rates of a long prompt (with no tier of their own).")
+            if isinstance(over, bool) or not isinstance(over, int) or over <= 0:
+                raise InputError(f"Rates.long_prompt_over takes a number of tokens > 0, not {over!r}.")
+
+    def for_prompt(self, prompt_tokens: int) -> Rates:
+        """The rates a request whose prompt is ``prompt_tokens`` long is billed at (these, or `long_prompt`)."""
+        if self.long_prompt is not None and prompt_tokens > self.long_prompt_over:
+            return self.long_prompt
+        return self
+
+    @property
+    def dearest(self) -> Rates:
+        """The tier of these rates with the dearest tokens (`long_prompt` when there is one): a worst case's."""
+        return self.long_prompt if self.long_prompt is not None else self
 
     def cost(self, usage: Usage) -> float:
-        """What ``usage`` costs at these rates, in dollars."""
+        """What one request's ``usage`` costs at these rates, in dollars (at `long_prompt` for a long prompt).
+
+        ``usage`` is one request's: a model priced by prompt length bills by each request's prompt, so the usage of
+        several requests added up is priced request by request (`PriceTable.record_cost`).
+        """
+        prompt = usage.input_tokens + usage.cache_creation_input_tokens + usage.cache_read_input_tokens
+        tier = self.for_prompt(prompt)
+        return tier._flat_cost(usage)
+
+    def _flat_cost(self, usage: Usage) -> float:
         one_hour = min(usage.cache_creation_1h_input_tokens, usage.cache_creation_input_tokens)
         five_minutes = usage.cache_creation_input_tokens - one_hour
         return (
@@ -77,12 +116,15 @@ class Rates(Fieldwise):
             self.cache_write_1h * keep,
             self.cache_read * keep,
             0.0,
+            self.long_prompt.batched() if self.long_prompt is not None else None,
+            self.long_prompt_over,
         )
 
     @property
     def highest_input(self) -> float:
-        """The dearest rate an input token can be billed at (what a reservation prices an input token at)."""
-        return max(self.input, self.cache_write_5m, self.cache_write_1h, self.cache_read)
+        """The dearest rate an input token can be billed at, in any tier (what a worst case prices one at)."""
+        top = self.dearest
+        return max(top.input, top.cache_write_5m, top.cache_write_1h, top.cache_read)
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -135,16 +177,22 @@ class PriceTable(Fieldwise):
             {**self._by_id, **rates}, as_of=as_of or self.as_of, source=self.source if source is None else source
         )
 
-    def record_cost(self, backend: str, usage: Usage, *, batched: Usage | None = None) -> RecordedCost | None:
+    def record_cost(
+        self, backend: str, usage: Usage, *, batched: Usage | None = None, requests: Sequence[Usage] = ()
+    ) -> RecordedCost | None:
         """The cost a record keeps for ``usage`` on ``backend``: None for a backend that is never billed.
 
         ``batched`` is the part of ``usage`` spent through the Message Batches API, priced with the discount.
+        ``requests``, each request's own usage (adding up to ``usage``), prices a model billed by prompt length
+        request by request, as it is billed.
         """
         if not self.priced(backend):
             return None
         rates = self.rates_for(backend)
         if rates is None:
             usd: float | None = None
+        elif rates.long_prompt is not None and requests and batched is None:
+            usd = sum(rates.cost(each) for each in requests)
         elif batched is None:
             usd = rates.cost(usage)
         else:
@@ -205,44 +253,62 @@ def dollars(usd: float) -> str:
     return f"${usd:,.4f}" if abs(usd) < 1 else f"${usd:,.2f}"
 
 
-def _same(input: float, output: float, write_5m: float, write_1h: float, read: float) -> Rates:
-    return Rates(input, output, write_5m, write_1h, read, batch_discount=0.5)
+def _same(
+    input: float, output: float, write_5m: float, write_1h: float, read: float, *, long_prompt: Rates | None = None
+) -> Rates:
+    over = LONG_PROMPT_TOKENS if long_prompt is not None else 0
+    return Rates(input, output, write_5m, write_1h, read, 0.5, long_prompt, over)
 
+
+LONG_PROMPT_TOKENS = 100_000
+"""Claude Haiku 5.5's threshold: a request whose prompt is longer is billed at its higher rates on every token."""
 
 _OPUS_45 = _same(5, 25, 6.25, 10, 0.50)
 _FABLE_5 = _same(10, 50, 12.50, 20, 1)
 _FABLE_51 = _same(10, 50, 12.50, 20, 0.25)
+_FABLE_52 = _same(8, 40, 10, 16, 0.20)
+_SONNET_46 = _same(3, 15, 3.75, 6, 0.30)
+_HAIKU_45 = _same(1, 5, 1.25, 2, 0.10)
 
 PRICES = PriceTable(
     {
-        # Anthropic's pricing page, "Model pricing" (and "Batch processing": half price on input and output).
+        # Every row: the genai-prices 0.2.3 snapshot, checked against Anthropic's pricing page ("Model pricing",
+        # "Long context pricing", "Batch processing": half price on every rate) and each model's overview page.
+        "claude-fable-5-2": _FABLE_52,
+        "claude-mythos-5-2": _FABLE_52,
         "claude-fable-5-1": _FABLE_51,
-        "claude-mythos-5-1": _FABLE_51,
+        "claude-mythos-5-1": _FABLE_51,  # the pricing page's row (genai-prices skips limited-availability models)
         "claude-fable-5": _FABLE_5,
-        "claude-mythos-5": _FABLE_5,
+        "claude-mythos-5": _FABLE_5,  # the pricing page's row, as for Mythos 5.1
+        "claude-opus-5-5": _same(4, 20, 5, 8, 0.20),
         "claude-opus-5": _OPUS_45,
         "claude-opus-4-8": _OPUS_45,
         "claude-opus-4-7": _OPUS_45,
         "claude-opus-4-6": _OPUS_45,
         "claude-opus-4-5": _OPUS_45,
         "claude-opus-4-5-20251101": _OPUS_45,
-        # The models' own overview pages (platform.claude.com/docs/en/models/<model>/overview), "Pricing".
-        "claude-opus-5-5": _same(4, 20, 5, 8, 0.20),
+        # Sonnet 5.5's cache reads were cut to 0.05x input ($0.10) on 2026-10-07.
+        "claude-sonnet-5-5": _same(2, 10, 2.50, 4, 0.10),
         "claude-sonnet-5": _same(2, 10, 2.50, 4, 0.20),
-        # Not priced, on purpose (docs/cost.md says why): claude-sonnet-5-5 (reports disagree on its cache-read
-        # rate), claude-haiku-5-5 (priced by prompt length), claude-fable-5-2 and claude-mythos-5-2 (no cache rates
-        # found on Anthropic's pages), claude-mythos-preview, claude-sonnet-4-6, claude-haiku-4-5(-20251001).
+        "claude-sonnet-4-6": _SONNET_46,
+        # Haiku 5.5 is priced by prompt length: over 100,000 tokens, every token of the request at 5x.
+        "claude-haiku-5-5": _same(0.10, 0.50, 0.125, 0.20, 0.01, long_prompt=_same(0.50, 2.50, 0.625, 1, 0.05)),
+        "claude-haiku-4-5": _HAIKU_45,
+        "claude-haiku-4-5-20251001": _HAIKU_45,
+        # Not priced, on purpose: claude-mythos-preview (no row on Anthropic's pages or in genai-prices). A Run
+        # with a budget refuses it with PriceUnknownError, naming Run(prices=...).
     },
     as_of="2026-12-01",
 )
-"""The prices the library knows (see docs/cost.md for each figure's page)."""
+"""The prices the library knows (see docs/cost.md for each figure's source)."""
 
 
 def prices_from_json(path: str | Path) -> PriceTable:
     """Read a price table from a JSON file: ``{"as_of": day, "source"?: page, "rates": {model id: {...}}}``.
 
     Each model's rates name ``input``, ``output``, ``cache_write_5m``, ``cache_write_1h``, ``cache_read`` (dollars
-    per million tokens) and optionally ``batch_discount``; the models it names replace or add to `PRICES`.
+    per million tokens) and optionally ``batch_discount``, and for a model priced by prompt length ``long_prompt``
+    (the same five rates) and ``long_prompt_over`` (tokens); the models it names replace or add to `PRICES`.
 
     Raises:
         InputError: The file cannot be read, is not JSON, or a field is missing or not a number (the message names
@@ -262,6 +328,9 @@ def prices_from_json(path: str | Path) -> PriceTable:
         if not isinstance(fields, dict):
             raise InputError(f"{where}: rates[{model_id!r}] must be an object of dollars per million tokens.")
         try:
+            tier = fields.get("long_prompt")
+            if isinstance(tier, dict):  # {"long_prompt": {...the five rates...}, "long_prompt_over": tokens}
+                fields = {**fields, "long_prompt": Rates(**tier)}
             rates[model_id] = Rates(**fields)
         except TypeError as e:
             raise InputError(f"{where}: rates[{model_id!r}]: {e}.") from None

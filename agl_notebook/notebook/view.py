@@ -29,7 +29,7 @@ from .._scope import Decision
 from .._secrets import scrub_text, secrets_from_environment
 from ..approvals import ApprovalRequest
 from ..errors import InputError
-from ..events import Event, StepStarted
+from ..events import Event, StepFailed, StepStarted
 from ..replay.explain import Miss, explain_miss
 from ..replay.records import StepRecord, block_to_json
 from ..roles import Role
@@ -43,6 +43,8 @@ REDRAWS_PER_SECOND = 20
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 LIVE_METADATA = {LIVE_VIEW_KEY: {"version": 1}}
 """The output metadata of a live display: the extension saves it without its (then dead) widget view."""
+HEADLINE_LENGTH = 240
+"""The most characters of an error's message a failed step's view shows."""
 SAVED_WHILE_RUNNING = "was running when the notebook was saved; run the cell again"
 """What a live display's placeholder says: it is seen only where the widget is not (a saved file, reopened)."""
 
@@ -107,6 +109,8 @@ class NotebookView:
 
     def event(self, event: Event) -> None:
         """Fold the event into the trace and redraw, at most `REDRAWS_PER_SECOND` times a second for text."""
+        if isinstance(event, StepFailed):  # the error follows in the cell with its whole message (`fail`)
+            event = StepFailed(event.role, event.error, headline(scrub_text(event.message, self._secrets)))
         self.trace.apply(event)
         if isinstance(event, StepStarted):
             self._started()
@@ -137,8 +141,12 @@ class NotebookView:
         self._final(record)
 
     def fail(self, error: BaseException) -> None:
-        """Show what failed and why, statically; nothing is recorded."""
-        self.trace.end_failed(type(error).__name__, str(error))
+        """Show what failed and why, statically; nothing is recorded.
+
+        The view keeps the message's first paragraph: the error itself follows in the cell's output with the whole
+        message, so a long one (no credentials, a miss explained) is not printed twice.
+        """
+        self.trace.end_failed(type(error).__name__, headline(scrub_text(str(error), self._secrets)))
         self._final(None)
 
     # Questions ----------------------------------------------------------------------------------------------
@@ -358,3 +366,12 @@ async def standalone_approval(request: ApprovalRequest) -> Decision:
     text = scrub_text(f"The call to {request.tool}: {words}", secrets)
     handle.update({"text/plain": text, "text/html": f"<pre>{_escape(text)}</pre>"}, raw=True)
     return decision
+
+
+def headline(message: str) -> str:
+    """The first paragraph of an error's ``message``, cut at a word within `HEADLINE_LENGTH`, saying if more follows."""
+    whole = message.strip()
+    first = whole.split("\n\n", 1)[0].strip()
+    if len(first) > HEADLINE_LENGTH:
+        first = first[:HEADLINE_LENGTH].rsplit(" ", 1)[0].rstrip(" ,;:") + " …"
+    return first if first == whole else f"{first} (the rest is in the error's message)"

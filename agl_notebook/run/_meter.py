@@ -60,10 +60,11 @@ class Estimate(Fieldwise):
 
     likely: float
     """Input tokens estimated from the conversation (characters / 4) at the 5-minute cache-write rate (the
-    dearest a prompt of the Anthropic backend is billed at), output at ``max_tokens``."""
+    dearest a prompt of the Anthropic backend is billed at), output at ``max_tokens``, in the tier of that prompt
+    length (a model priced by prompt length)."""
     worst: float
-    """One input token per byte of the request plus `API_OVERHEAD_TOKENS`, at the dearest input rate, output at
-    ``max_tokens``."""
+    """One input token per byte of the request plus `API_OVERHEAD_TOKENS`, at the dearest input rate of any tier,
+    output at ``max_tokens`` at the dearest tier's output rate."""
 
 
 def estimate(request: ModelRequest, rates: Rates) -> Estimate:
@@ -72,10 +73,11 @@ def estimate(request: ModelRequest, rates: Rates) -> Estimate:
         [messages_to_json(request.messages), [[t.name, t.description, t.input_schema] for t in request.tools]],
         ensure_ascii=False,
     )
-    output = request.max_tokens * rates.output
-    likely = math.ceil(len(text) / CHARACTERS_PER_TOKEN) * max(rates.input, rates.cache_write_5m) + output
-    worst = (len(text.encode("utf-8")) + API_OVERHEAD_TOKENS) * rates.highest_input + output
-    return Estimate(likely / 1_000_000, worst / 1_000_000)
+    tokens = math.ceil(len(text) / CHARACTERS_PER_TOKEN)
+    tier = rates.for_prompt(tokens)  # a model priced by prompt length: the tier the estimated prompt falls in
+    likely = tokens * max(tier.input, tier.cache_write_5m) + request.max_tokens * tier.output
+    worst = (len(text.encode("utf-8")) + API_OVERHEAD_TOKENS) * rates.highest_input
+    return Estimate(likely / 1_000_000, (worst + request.max_tokens * rates.dearest.output) / 1_000_000)
 
 
 class Reservation:
@@ -182,7 +184,7 @@ class Meter:
             raise PriceUnknownError(
                 f"This Run has a budget of {dollars(self.budget_usd)}, but {backend} has no price in its table "
                 f"(rates of {self.prices.as_of}), so its requests cannot be counted against it. Give its rates with "
-                "Run(prices={model id: Rates(...)}) (docs/cost.md)."
+                "Run(prices={model id: Rates(...)}) (from agl_notebook import Rates; docs/cost.md)."
             )
         cost = estimate(request, rates)
         budget = self.budget_usd

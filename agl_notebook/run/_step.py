@@ -263,7 +263,9 @@ class StepPlan:
             from ..models.prices import batched_usage  # loaded with the table (`Meter.prices`)
 
             batched = batched_usage(outcome.usage, engine)
-            self.cost = self.prices.record_cost(self.backend, outcome.usage, batched=batched)
+            # Each request's usage, when they add up to the step's (not so for a resumed step's earlier requests).
+            requests = outcome.request_usages if sum(outcome.request_usages, NO_USAGE) == outcome.usage else ()
+            self.cost = self.prices.record_cost(self.backend, outcome.usage, batched=batched, requests=requests)
         return StepRecord(
             id=record_id,
             parts=self.fingerprint.parts,

@@ -449,7 +449,7 @@ def test_list_shows_recorded_dollars_and_what_re_recording_would_cost_today(
         tmp_path / "costs.ipynb",
         [
             costed_record(1, opus, million, RecordedCost(3.5, "2026-06-01")),  # priced then, at older rates
-            costed_record(2, "anthropic:claude-haiku-5-5", million, RecordedCost(None, "2026-12-01")),
+            costed_record(2, "anthropic:claude-mythos-preview", million, RecordedCost(None, "2026-12-01")),
             costed_record(3, opus, million, None),  # recorded before costs were kept
             record_json(4, cell_id="ask"),  # scripted: never billed
         ],
@@ -477,7 +477,7 @@ def test_list_shows_recorded_dollars_and_what_re_recording_would_cost_today(
     # Today's rates are the setting's when it names a price table.
     table = tmp_path / "prices.json"
     rates = {"input": 1, "output": 1, "cache_write_5m": 1, "cache_write_1h": 1, "cache_read": 1}
-    table.write_text(json.dumps({"as_of": "2027-01-01", "rates": {"claude-haiku-5-5": rates}}), encoding="utf-8")
+    table.write_text(json.dumps({"as_of": "2027-01-01", "rates": {"claude-mythos-preview": rates}}), encoding="utf-8")
     monkeypatch.setenv("AGL_NOTEBOOK_PRICES", str(table))
     assert listed(path, capsys)["cost"]["today_usd"] == 9.0  # two Opus at $4, one Haiku at $1
     table.write_text("{not json", encoding="utf-8")

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from agl_notebook import Claude
+from agl_notebook import Claude, describe
 from agl_notebook.errors import InputError
 from agl_notebook.models.anthropic import AnthropicModel
 from agl_notebook.models.base import ModelRequest, TurnEnd, Usage
@@ -45,12 +46,12 @@ def test_the_table_knows_the_library_s_claude_models_and_guesses_none() -> None:
     assert opus == Rates(4, 20, 5, 8, 0.20, batch_discount=0.5)
     assert PRICES.rates_for("claude-opus-4-8") == Rates(5, 25, 6.25, 10, 0.50)
     assert PRICES.rates_for("claude-fable-5-1") == Rates(10, 50, 12.50, 20, 0.25)
-    for unknown in (Claude.SONNET, Claude.HAIKU, "claude-fable-5-2", "claude-opus-9", "scripted:abc"):
+    for unknown in ("claude-mythos-preview", "claude-opus-9", "scripted:abc"):
         assert PRICES.rates_for(unknown) is None
         assert PRICES.cost(unknown, Usage(10, 10)) is None
     assert PRICES.as_of == "2026-12-01" and PRICES.source.startswith("https://platform.claude.com/")
     assert PRICES.record_cost("scripted:abc", Usage(10, 10)) is None, "a scripted model is never billed"
-    assert PRICES.record_cost("anthropic:claude-haiku-5-5", Usage(10, 10)) == RecordedCost(None, "2026-12-01")
+    assert PRICES.record_cost("anthropic:claude-mythos-preview", Usage(10, 10)) == RecordedCost(None, "2026-12-01")
     assert RecordedCost(None, "x").words() == "price unknown"
     own = PRICES.with_rates({"bedrock:my-claude": Rates(1, 1, 1, 1, 1)})
     assert own.rates_for("bedrock:my-claude") == Rates(1, 1, 1, 1, 1) and own.priced("bedrock:my-claude")
@@ -165,3 +166,121 @@ def test_a_batched_steps_live_part_keeps_its_one_hour_cache_writes_at_the_live_r
     }
     batched = batched_usage(usage, {"engine": "batches", "answered_by": ["b1", "live"], "live_usage": live})
     assert batched == Usage(input_tokens=100, output_tokens=10)
+
+
+# Every model the library names is priced, or refused with a way out; Haiku 5.5 by prompt length -------------------
+
+
+@dataclass(frozen=True)
+class Said:
+    text: str = describe("What was said.")
+
+
+def sdk_model_ids() -> list[str]:
+    """Every model id the installed anthropic SDK names (its `ModelParam` literals)."""
+    from typing import get_args
+
+    from anthropic.types.model_param import ModelParam
+
+    return sorted(get_args(get_args(ModelParam)[0]))
+
+
+def test_every_claude_the_library_names_is_priced() -> None:
+    for model in Claude:
+        rates = PRICES.rates_for("anthropic:" + model)
+        assert rates is not None, f"Claude.{model.name} ({model.value}) has no price"
+        assert rates.cost(Usage(1000, 1000)) > 0
+
+
+@pytest.mark.parametrize("model", sdk_model_ids())
+async def test_a_budgeted_step_on_any_sdk_model_is_priced_or_refused_naming_run_prices(
+    model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agl_notebook import Rates as Exported
+    from agl_notebook import Role, Run, reporting_tool
+    from agl_notebook.errors import BudgetExceededError, PriceUnknownError
+
+    assert Exported is Rates, "Rates is importable from agl_notebook, as docs/cost.md tells"
+    role: Role[Said] = Role(
+        name="r", instructions="Report.", model=model, tools=[reporting_tool("report", "Report.", Said)]
+    )
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "planted-" + "not-a-key")  # the request never leaves: refused first
+    run = Run(model=AnthropicModel(client=api(reply(text("no"))).client()), budget_usd=0)
+    with pytest.raises((PriceUnknownError, BudgetExceededError)) as raised:
+        await run.step(role, "go")
+    if PRICES.rates_for(model) is None:
+        assert isinstance(raised.value, PriceUnknownError)
+        assert "Run(prices={model id: Rates(...)})" in str(raised.value)
+        assert "from agl_notebook import Rates" in str(raised.value)
+    else:
+        assert isinstance(raised.value, BudgetExceededError), raised.value
+
+
+def test_every_row_is_the_genai_prices_snapshot_of_its_day() -> None:
+    """Each row against the genai-prices package's snapshot at the table's date (rows it has; tiers included)."""
+    import datetime
+    from decimal import Decimal
+
+    genai_prices = pytest.importorskip("genai_prices")
+    from genai_prices.data_snapshot import get_snapshot
+
+    from agl_notebook.models.prices import GENAI_PRICES_VERSION, LONG_PROMPT_TOKENS
+
+    snapshot = get_snapshot()
+    day = datetime.datetime.fromisoformat(PRICES.as_of).replace(tzinfo=datetime.UTC)
+    checked = []
+    for model_id, rates in PRICES.rates.items():
+        try:
+            _, info = snapshot.find_provider_model(model_id, None, "anthropic", None)
+        except LookupError:
+            continue  # Mythos 5 and 5.1: limited availability, which genai-prices leaves out (docs/cost.md)
+        price = info.get_prices(day)
+        fields = {
+            "input": price.input_mtok,
+            "output": price.output_mtok,
+            "cache_write_5m": price.cache_write_mtok,
+            "cache_write_1h": price.cache_write_1h_mtok,
+            "cache_read": price.cache_read_mtok,
+        }
+        for name, value in fields.items():
+            tiers = getattr(value, "tiers", None)
+            base = getattr(value, "base", value)
+            assert Decimal(str(getattr(rates, name))) == base, (model_id, name)
+            if tiers:
+                (tier,) = tiers
+                assert rates.long_prompt is not None and rates.long_prompt_over == tier.start == LONG_PROMPT_TOKENS
+                assert Decimal(str(getattr(rates.long_prompt, name))) == tier.price, (model_id, name)
+            else:
+                assert rates.long_prompt is None, model_id
+        checked.append(model_id)
+    assert {Claude.OPUS.value, Claude.SONNET.value, Claude.HAIKU.value} <= set(checked)
+    assert genai_prices.__version__ >= GENAI_PRICES_VERSION
+
+
+def test_a_long_prompt_bills_every_token_of_its_request_at_the_higher_rates() -> None:
+    haiku = PRICES.rates_for(Claude.HAIKU)
+    assert haiku is not None and haiku.long_prompt is not None
+    at_the_line = Usage(60_000, 1_000, cache_creation_input_tokens=20_000, cache_read_input_tokens=20_000)
+    assert haiku.cost(at_the_line) == pytest.approx(
+        (60_000 * 0.10 + 1_000 * 0.50 + 20_000 * 0.125 + 20_000 * 0.01) / 1e6
+    )
+    past = Usage(60_001, 1_000, cache_creation_input_tokens=20_000, cache_read_input_tokens=20_000)
+    assert haiku.cost(past) == pytest.approx((60_001 * 0.50 + 1_000 * 2.50 + 20_000 * 0.625 + 20_000 * 0.05) / 1e6)
+    assert haiku.batched().cost(past) == pytest.approx(haiku.cost(past) / 2)
+    assert haiku.highest_input == 1.0, "the worst case prices an input token at the long prompt's 1-hour write"
+    # A step of two requests of 60,000 prompt tokens each is billed request by request: both below the line.
+    two = [Usage(60_000, 500), Usage(60_000, 500)]
+    cost = PRICES.record_cost("anthropic:" + Claude.HAIKU, two[0] + two[1], requests=two)
+    assert cost is not None and cost.usd == pytest.approx(2 * (60_000 * 0.10 + 500 * 0.50) / 1e6)
+    with pytest.raises(InputError, match="long_prompt_over"):
+        Rates(1, 1, 1, 1, 1, long_prompt=Rates(2, 2, 2, 2, 2))
+
+
+def test_a_price_file_can_give_a_long_prompt_tier(tmp_path: Path) -> None:
+    path = tmp_path / "prices.json"
+    five = {"input": 1, "output": 2, "cache_write_5m": 1.25, "cache_write_1h": 2, "cache_read": 0.1}
+    long = {k: v * 2 for k, v in five.items()}
+    rates = {**five, "long_prompt": long, "long_prompt_over": 1000}
+    path.write_text(json.dumps({"as_of": "2027-01-01", "rates": {"claude-x": rates}}), encoding="utf-8")
+    table = prices_from_json(path)
+    assert table.rates_for("claude-x") == Rates(1, 2, 1.25, 2, 0.1, 0.5, Rates(2, 4, 2.5, 4, 0.2), 1000)

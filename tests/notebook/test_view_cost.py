@@ -67,7 +67,7 @@ async def test_a_record_without_a_cost_shows_no_dollars_and_an_unpriced_model_sa
     store = MemoryStore()
     unpriced_display = FakeDisplay()
     unpriced = Run(
-        model=fake.model("claude-haiku-5-5"),
+        model=fake.model("claude-mythos-preview"),
         store=store,
         view=lambda role: NotebookView(role, display=unpriced_display),
     )
@@ -82,7 +82,7 @@ async def test_a_record_without_a_cost_shows_no_dollars_and_an_unpriced_model_sa
     old.put(dataclasses.replace(record, cost=None))
     old_display = FakeDisplay()
     replay = Run(
-        model=fake.model("claude-haiku-5-5"),
+        model=fake.model("claude-mythos-preview"),
         store=old,
         mode="replay",
         view=lambda role: NotebookView(role, display=old_display, live=False),

@@ -40,12 +40,14 @@ from tests.support.steps import Answer, Query
 
 
 def map_records(run: Run) -> list[JsonObject]:
-    """The run's records as JSON, by id, without the time they were made and the engine that answered."""
+    """The run's records as JSON, by id, without the time they were made, the engine that answered and the cost
+    (a batched request is billed at the batch discount once the model is priced)."""
     out = []
     for record in sorted(run.store.records(), key=lambda r: r.id):
         data = record.to_json()
         data.pop("recorded_at", None)
         data.pop("engine", None)
+        data.pop("cost", None)
         out.append(data)
     return out
 

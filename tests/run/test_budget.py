@@ -126,8 +126,8 @@ async def test_each_record_keeps_its_cost_and_a_replay_costs_nothing() -> None:
 
 async def test_a_budget_on_a_model_with_no_price_fails_before_any_request() -> None:
     fake = CountingAPI()
-    unpriced = fake.model("claude-haiku-5-5")
-    with pytest.raises(PriceUnknownError, match="claude-haiku-5-5 has no price"):
+    unpriced = fake.model("claude-mythos-preview")
+    with pytest.raises(PriceUnknownError, match="claude-mythos-preview has no price"):
         await Run(model=unpriced, budget_usd=1.0).step(summarizer(), Note("x"))
     assert fake.costs == []
     assert isinstance(PriceUnknownError("x"), InputError)
