@@ -22,7 +22,6 @@ from typing import Any
 
 import nbformat
 import pytest
-from nbformat import v4
 
 from agl_notebook._secrets import scrub_text
 from tests.support.functions_server import _every_char_escaped, _mixed
@@ -30,6 +29,7 @@ from tests.support.oracle_notebook import NOTEBOOK_SETTINGS
 from tests.support.paths import ROOT
 from tests.support.reliability_report import ReliabilityNotes
 
+v4: Any = nbformat.v4  # untyped
 pytestmark = pytest.mark.reliability  # its notes make docs/reliability.md (make reliability-report)
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -179,15 +179,13 @@ def saved_outputs(kernel: Any, msg_id: str) -> list[Any]:
             continue
         if display_id is not None:
             by_display[display_id] = len(outputs)
-        outputs.append(v4.output_from_msg(msg))  # type: ignore[no-untyped-call]
+        outputs.append(v4.output_from_msg(msg))
     return outputs
 
 
 def exported_html(tmp_path: Path, cells: list[tuple[str, list[Any]]]) -> tuple[str, str]:
     """The notebook a person would save (each cell's code and outputs) and its ``jupyter nbconvert --to html``."""
-    notebook = v4.new_notebook(  # type: ignore[no-untyped-call]
-        cells=[v4.new_code_cell(code, outputs=outputs) for code, outputs in cells]  # type: ignore[no-untyped-call]
-    )
+    notebook = v4.new_notebook(cells=[v4.new_code_cell(code, outputs=outputs) for code, outputs in cells])
     path = tmp_path / "saved.ipynb"
     nbformat.write(notebook, path)  # type: ignore[no-untyped-call]
     done = subprocess.run(
