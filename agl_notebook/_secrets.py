@@ -4,8 +4,8 @@ No API key or auth header reaches a record, a view, a log or an error, whatever 
 a secret: Anthropic keys by their shape, the value of any auth header written out, the values of environment
 variables whose names say they hold a secret, and the secrets a caller names (a JSON-function profile's header and
 query values while its request is in flight). A known secret is replaced in every spelling it may take on the way:
-as written, and with any of its characters escaped as a JSON string, an HTML text or a URL escapes them (mixed
-freely, the JSON escapes at any depth of nesting), whether or not the text around it parses.
+as written, and with any of its characters escaped as a JSON string, Python's repr, an HTML text or a URL escapes
+them (mixed freely, the backslash escapes at any depth of nesting), whether or not the text around it parses.
 """
 
 from __future__ import annotations
@@ -61,11 +61,13 @@ def _is_secret_name(name: str) -> bool:
 
 
 # How a character may be spelled besides itself, each form a regex: escaped in a JSON string (``\u0041``, and
-# ``\/`` ``\"`` ``\\`` ``\n``...), as an HTML character reference, percent-encoded in a URL. A JSON escape may
+# ``\/`` ``\"`` ``\\`` ``\n``...) or a Python string's repr (``\'``, ``\x41``: an error message quoting a value
+# with ``!r``), as an HTML character reference, percent-encoded in a URL. A JSON escape may
 # sit in a string that was itself put in JSON (a record's text kept in a record), so its backslash may be doubled
 # any number of times: each form takes the whole run of backslashes. The forms mix freely within one secret, as
 # encoders do (PHP writes ``/`` as ``\/``, ``ensure_ascii`` only the non-ASCII characters, a server any it likes).
 _JSON_SHORT = {'"': '"', "\\": "\\", "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r", "\t": "t"}
+_REPR_SHORT = {"'": "'", "\a": "a", "\v": "v"}  # what Python's repr escapes besides the JSON short forms
 _HTML_NAMED = {"&": "amp", "<": "lt", ">": "gt", '"': "quot", "'": "apos"}
 
 
@@ -80,14 +82,20 @@ def _char_forms(char: str) -> str:
     if code > 0xFFFF:  # a JSON string escapes it as a surrogate pair
         high, low = 0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)
         forms.append(_json_escape(high) + _json_escape(low))
+        forms.append(rf"\\\\*U(?i:{code:08x})")  # Python's repr of a character it cannot print
     else:
         forms.append(_json_escape(code))
-    if char in _JSON_SHORT:
-        forms.append(r"\\\\*" + re.escape(_JSON_SHORT[char]))
-    forms.append(f"&#0*{code};")
-    forms.append(f"&#(?i:x0*{code:x});")
+    if code <= 0xFF:
+        forms.append(rf"\\\\*x(?i:{code:02x})")  # Python's repr of a control or unprintable Latin-1 character
+    references = [f"&#0*{code};", f"&#(?i:x0*{code:x});"]  # as an HTML text spells it
     if char in _HTML_NAMED:
-        forms.append(f"&{_HTML_NAMED[char]};")
+        references.append(f"&{_HTML_NAMED[char]};")
+    short = _JSON_SHORT.get(char, _REPR_SHORT.get(char))
+    if short == char:  # a quote (or / or \) escaped by a backslash, maybe then HTML-escaped: repr's \' in an export
+        forms.append(r"\\\\*(?:" + "|".join([re.escape(char), *references]) + ")")
+    elif short is not None:
+        forms.append(r"\\\\*" + re.escape(short))
+    forms += references
     forms.append("".join(f"%(?i:{byte:02x})" for byte in char.encode("utf-8", "surrogatepass")))
     if char == " ":
         forms.append(r"\+")  # a query string's space

@@ -59,6 +59,24 @@ def test_every_spelling_is_scrubbed_in_text_that_need_not_parse(spelling: str, a
     assert clean == around.format(REDACTED)
 
 
+QUOTED = "k'ey\"<\x01\x7f\U0010ffff é/9"  # both quotes, control characters, a non-BMP character repr escapes
+REPR_SPELLINGS = {
+    "repr": repr(QUOTED)[1:-1],
+    "ascii": ascii(QUOTED)[1:-1],
+    "repr of repr": repr(repr(QUOTED)[1:-1])[1:-1],
+    "repr in json": json.dumps(repr(QUOTED)[1:-1])[1:-1],
+    "repr in html": html.escape(repr(QUOTED)[1:-1]),
+}
+
+
+@pytest.mark.parametrize("spelling", REPR_SPELLINGS.values(), ids=REPR_SPELLINGS.keys())
+def test_a_secret_quoted_by_pythons_repr_is_scrubbed(spelling: str) -> None:
+    # An error message quoting a value with !r (int()'s ValueError, a KeyError) escapes ' as \' and more.
+    text = f"invalid literal for int() with base 10: '{spelling}'"
+    assert scrub_text(text, [QUOTED]) == f"invalid literal for int() with base 10: '{REDACTED}'"
+    assert scrub_text(r"it\'s \x41 and \U0001f600", [QUOTED]) == r"it\'s \x41 and \U0001f600"
+
+
 def test_json_stays_json_and_ordinary_escapes_are_left_alone() -> None:
     text = json.dumps({"a": f"see {SECRET}", "b": "line\nbreak \\u0041 100% &amp; more", "c": "p/4"})
     clean = scrub_text(text, [SECRET])
