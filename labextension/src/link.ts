@@ -29,7 +29,7 @@ import {
   blockWithoutPartial,
   holdsFinished,
   isObject,
-  isPartial,
+  isUnfinished,
   type JSONObject,
   jsonEqual,
   METADATA_KEY,
@@ -167,9 +167,9 @@ export class NotebookLink {
       return null;
     }
     const model = this.model;
-    if (model && isPartial(record) && holdsFinished(model.getMetadata(METADATA_KEY), id)) {
-      // A partial record never replaces a finished one (a step waiting in mode `refresh`): the kernel keeps it in
-      // its session only, and it is not acknowledged.
+    if (model && isUnfinished(record) && holdsFinished(model.getMetadata(METADATA_KEY), id)) {
+      // A partial or failure record never replaces a finished one (a step waiting, or a map item failing, in mode
+      // `refresh`): the kernel keeps it in its session only, and it is not acknowledged.
       return null;
     }
     const stored = this.keep(`record ${id}`, cellId, block => upsertRecord(block, record),

@@ -51,12 +51,25 @@ export function isPartial(record: unknown): boolean {
   return isObject(record) && 'partial' in record;
 }
 
-/** Whether a usable block holds a finished (not partial) record with this id. */
+/**
+ * Whether a record is a failure record: a map item that failed or never ran (kind `failure`, docs/recordings.md,
+ * "Failure records"). It stands in for a step until the step finishes, so it is not a finished record.
+ */
+export function isFailure(record: unknown): boolean {
+  return isObject(record) && record.kind === 'failure';
+}
+
+/** Whether a record stands in for a step that has not finished: a partial record or a failure record. */
+export function isUnfinished(record: unknown): boolean {
+  return isPartial(record) || isFailure(record);
+}
+
+/** Whether a usable block holds a finished (neither partial nor failure) record with this id. */
 export function holdsFinished(block: unknown, id: string): boolean {
   if (blockProblem(block) !== null) {
     return false;
   }
-  return ((block as JSONObject).records as JSONValue[]).some(item => recordId(item) === id && !isPartial(item));
+  return ((block as JSONObject).records as JSONValue[]).some(item => recordId(item) === id && !isUnfinished(item));
 }
 
 /** The result of putting a record into a block. */
@@ -82,7 +95,7 @@ export function upsertRecord(block: unknown, record: JSONObject): Upsert {
   if (problem !== null) {
     return { ok: false, problem };
   }
-  if (isPartial(record) && holdsFinished(block, id)) {
+  if (isUnfinished(record) && holdsFinished(block, id)) {
     return { ok: true, block: block as JSONObject };
   }
   const current = (block as JSONObject).records as JSONValue[];

@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import {
   blockWithoutPartial,
   holdsFinished,
+  isFailure,
   isPartial,
   jsonEqual,
   metadataWithoutRecord,
@@ -166,4 +167,27 @@ test("the naming's output copy is removed when equal, and the block with it when
     'removing the record keeps the naming');
   assert.equal(metadataWithoutSidecar(metadata, naming('m', 4)), null, 'a differing copy is never removed');
   assert.equal(metadataWithoutSidecar({ agl_notebook: { version: 1, records: [rec('a')] } }, naming('m')), null);
+});
+
+// Failure records: a map item that failed or never ran (docs/recordings.md, "Failure records").
+
+const failure = (id) => ({
+  kind: 'failure', format: 1, id, parts: {}, occurrence: 0, role: 'r', backend: 'scripted:x', input: 1,
+  failure: { status: 'failed', type: 'ToolError', message: 'boom' }
+});
+
+test('a failure record is not a finished one: a partial record of a later run replaces it', () => {
+  const block = { version: 1, records: [rec('a'), failure('b')] };
+  assert.ok(isFailure(failure('b')) && !isFailure(rec('b')) && !isFailure(partial('b')));
+  assert.ok(!holdsFinished(block, 'b'), 'a failure record holds no finished step');
+  const waiting = upsertRecord(block, partial('b'));
+  assert.deepEqual(waiting.block.records, [rec('a'), partial('b')], 'the step waiting again is kept');
+  const finished = upsertRecord(waiting.block, rec('b', 5));
+  assert.deepEqual(finished.block.records, [rec('a'), rec('b', 5)]);
+});
+
+test('a failure record never replaces a finished record of the same id', () => {
+  const block = { version: 1, records: [rec('a'), rec('b', 3)] };
+  assert.deepEqual(upsertRecord(block, failure('b')).block, block, 'the finished record kept');
+  assert.deepEqual(upsertRecord({ version: 1, records: [failure('b')] }, failure('b')).block.records, [failure('b')]);
 });
