@@ -24,13 +24,15 @@ class Limits:
     max_depth: int = 100
     """Nesting of the expression's syntax tree."""
     max_weight: int = 4_000_000
-    """The size of any value: characters of strings, items of containers, words of integers, all nested."""
+    """The size of any value (its weight, `measure`): characters of strings, items of containers, all nested."""
     max_value_depth: int = 100
     """Nesting of any value (lists in lists in dicts...)."""
     max_int_bits: int = 4096
     """Bits of any integer (about 1,233 decimal digits)."""
     max_steps: int = 1_000_000
-    """Work of one evaluation: each comprehension iteration costs the size of its body."""
+    """Work of one evaluation: each comprehension iteration costs the size of its body, and a built-in whose work
+    grows faster than its arguments (``sorted``, ``pow`` with a modulus) a step per estimated microsecond of it,
+    charged before it runs."""
     timeout: float = 1.0
     """Seconds one evaluation may take; a backstop behind the deterministic bounds above."""
     max_format_width: int = 10_000
@@ -40,8 +42,29 @@ class Limits:
 DEFAULT_LIMITS = Limits()
 
 
+BYTES_PER_WEIGHT = 12
+"""What one unit of weight may take when the value is shown, logged or returned: a value of weight ``w`` takes at
+most ``12 * w`` bytes as ``str()``, ``repr()`` or ``ascii()`` text (UTF-8) or as JSON (with or without
+``ensure_ascii``, HTML-escaped or not). The weights below are chosen so: a string weighs one plus its characters (a
+character takes at most 12 bytes, as the JSON escape ``\\ud83d\\ude00``), an integer one plus a unit per 32 bits
+(about 10 digits), a float 2 (``-2.2250738585072014e-308`` is 24 characters), ``exc`` `ERROR_WEIGHT` plus its
+fields, a container one plus a unit per item. ``tests/reliability/test_sandbox_bounds.py`` checks it on random
+values."""
+
+ERROR_WEIGHT = 6
+"""What ``exc`` (`ErrorInfo`) weighs beyond its fields (its type, message, status, body and command), for the
+field names its JSON and its repr spell out."""
+
+FLOAT_WEIGHT = 2
+
+
+def int_weight(bits: int) -> int:
+    """The weight of an integer of ``bits`` bits."""
+    return 1 + (bits >> 5)
+
+
 def measure(value: object, limits: Limits = DEFAULT_LIMITS, *, depth: int = 0, budget: int | None = None) -> int:
-    """The weight of ``value``.
+    """The weight of ``value``: a bound on what it takes shown, logged or returned (`BYTES_PER_WEIGHT`).
 
     Args:
         value: What to measure.
@@ -64,11 +87,15 @@ def measure(value: object, limits: Limits = DEFAULT_LIMITS, *, depth: int = 0, b
         bits: int = value.bit_length()  # type: ignore[attr-defined]
         if bits > limits.max_int_bits:
             int_too_big(bits, limits)
-        weight = 1 + (bits >> 6)
+        weight = 1 + (bits >> 5)
         if weight > allowed:
             too_big(weight, limits)
         return weight
-    if t is float or t is bool or value is None:
+    if t is float:
+        if allowed < FLOAT_WEIGHT:
+            too_big(FLOAT_WEIGHT, limits)
+        return FLOAT_WEIGHT
+    if t is bool or value is None:
         if allowed < 1:
             too_big(1, limits)
         return 1
@@ -85,9 +112,18 @@ def measure(value: object, limits: Limits = DEFAULT_LIMITS, *, depth: int = 0, b
                 bits = v.bit_length()
                 if bits > max_bits:
                     int_too_big(bits, limits)
-                total += 1 + (bits >> 6)
-            elif t is float or t is bool or v is None or t is ErrorInfo:
+                total += 1 + (bits >> 5)
+            elif t is float:
+                total += FLOAT_WEIGHT
+            elif t is bool or v is None:
                 total += 1
+            elif t is ErrorInfo:
+                # Its message and body can be as large as any value: an error weighs what it holds.
+                if level >= max_depth:
+                    _too_deep(limits)
+                total += ERROR_WEIGHT
+                stack.append(iter((v.type, v.message, v.status, v.body, v.command)))
+                break
             elif t is list or t is tuple or t is dict:
                 if level >= max_depth:
                     _too_deep(limits)
@@ -129,16 +165,16 @@ def _flat_weight(items: list[Any] | tuple[Any, ...], limits: Limits) -> int | No
     Computed in C, without a Python step per item; the caller walks any other list.
     """
     kinds = set(map(type, items))
-    n = len(items)  # each item weighs 1, plus its characters or its integer's extra words
+    n = len(items)  # each item weighs 1, plus its characters, its integer's extra units or a float's extra unit
     if kinds <= _UNIT_TYPES:
-        return n
+        return n if float not in kinds else n + list(map(type, items)).count(float) * (FLOAT_WEIGHT - 1)
     if kinds == {str}:
         return n + sum(map(len, items))
     if kinds <= _INT_TYPES:
         widest = max(map(int.bit_length, items))
         if widest > limits.max_int_bits:
             int_too_big(widest, limits)
-        return n if widest < 64 else n + sum(map((64).__rfloordiv__, map(int.bit_length, items)))
+        return n if widest < 32 else n + sum(map((32).__rfloordiv__, map(int.bit_length, items)))
     return None
 
 
