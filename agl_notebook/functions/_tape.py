@@ -20,7 +20,7 @@ from ..errors import ReplayMissError
 from ..models.base import Model, ModelEvent, ModelRequest, TextDelta, ToolCall, TurnEnd, Usage, model_intercepts_markup
 from ..payloads import JsonObject, JsonValue
 from ..transcript import messages_to_json
-from .errors import ReplayedError
+from .errors import CommandError, ReplayedError
 
 
 class Tape:
@@ -100,10 +100,11 @@ def request_key(request: ModelRequest) -> str:
 class TapeModel:
     """A model that records the replies of ``inner`` on the tape, or replays them from it."""
 
-    def __init__(self, inner: Model | None, backend: str, tape: Tape) -> None:
+    def __init__(self, inner: Model | None, backend: str, tape: Tape, *, max_depth: int = 100) -> None:
         self._inner = inner
         self._backend = backend
         self._tape = tape
+        self._max_depth = max_depth
 
     @property
     def intercept_markup(self) -> bool:
@@ -129,12 +130,31 @@ class TapeModel:
         kept: list[JsonValue] = []
         try:
             async for event in self._inner.stream(request):
+                if isinstance(event, ToolCall):
+                    _check_input_depth(event, self._max_depth)
                 kept.append(_event_json(event))
                 yield event
         except Exception as e:
             self._tape.record({"kind": "model", "key": key, "events": kept, "error": error_entry(e)})
             raise
         self._tape.record({"kind": "model", "key": key, "events": kept})
+
+
+def _check_input_depth(call: ToolCall, limit: int) -> None:
+    """Refuse a tool call whose input nests deeper than any value may (before anything walks it recursively)."""
+    levels: list[Any] = [iter((call.args,))]
+    while levels:
+        for value in levels[-1]:
+            if isinstance(value, dict | list):
+                if len(levels) > limit:
+                    raise CommandError(
+                        f"the model called the tool {call.name!r} with input nested more than {limit} levels deep; "
+                        "it was refused."
+                    )
+                levels.append(iter(value.values() if isinstance(value, dict) else value))
+                break
+        else:
+            levels.pop()
 
 
 def _event_json(event: ModelEvent) -> JsonValue:

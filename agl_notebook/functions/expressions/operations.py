@@ -201,11 +201,15 @@ def _shown_in_parts(value: Any, show: Callable[[Any], str], room: int, limits: L
     if t is not list and t is not tuple and t is not dict and t is not ErrorInfo:
         return show(value)  # a scalar: at most 10 characters a character (a string's escapes), checked after
     if t is ErrorInfo:
-        fields = ", ".join(
-            f"{name}={_shown_in_parts(getattr(value, name), show, room, limits)}"
-            for name in ("type", "message", "status", "body", "command")
-        )
-        return f"ErrorInfo({fields})"
+        fields: list[str] = []
+        used = 11  # "ErrorInfo()"
+        for name in ("type", "message", "status", "body", "command"):
+            field = f"{name}={_shown_within(getattr(value, name), show, room - used, limits)}"
+            used += len(field) + (2 if fields else 0)
+            if used > room:
+                too_big(used, limits)
+            fields.append(field)
+        return f"ErrorInfo({', '.join(fields)})"
     items: list[Any] = list(value.items()) if t is dict else list(value)
     parts: list[str] = []
     used = 2
@@ -218,7 +222,7 @@ def _shown_in_parts(value: Any, show: Callable[[Any], str], room: int, limits: L
             part = _shown_within(chunk[0], show, room - used, limits)
         else:
             part = _shown_within(chunk, show, room - used, limits)[1:-1]  # a list of the items: "[a, b]" less "[]"
-        used += len(part) + 2
+        used += len(part) + (2 if parts else 0)  # and ", " before it
         if used > room:
             too_big(used, limits)
         parts.append(part)
@@ -235,7 +239,7 @@ def _dict_items_text(pairs: list[tuple[Any, Any]], show: Callable[[Any], str], r
     used = 0
     for key, item in pairs:
         text = f"{_shown_within(key, show, room - used, limits)}: {_shown_within(item, show, room - used, limits)}"
-        used += len(text) + 2
+        used += len(text) + (2 if texts else 0)
         if used > room:
             too_big(used, limits)
         texts.append(text)

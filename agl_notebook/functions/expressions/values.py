@@ -51,7 +51,7 @@ character takes at most 12 bytes, as the JSON escape ``\\ud83d\\ude00``), an int
 fields, a container one plus a unit per item. ``tests/reliability/test_sandbox_bounds.py`` checks it on random
 values."""
 
-ERROR_WEIGHT = 6
+ERROR_WEIGHT = 10
 """What ``exc`` (`ErrorInfo`) weighs beyond its fields (its type, message, status, body and command), for the
 field names its JSON and its repr spell out."""
 
