@@ -182,15 +182,14 @@ def to_text(value: Any, limits: Limits = DEFAULT_LIMITS) -> str:
 def bounded_text(value: Any, show: Callable[[Any], str], limits: Limits) -> str:
     """``show(value)`` (`repr` or `ascii`; `str` of a container is its repr), refused if it would be too large.
 
-    A value of weight ``w`` shows as at most ``BYTES_PER_WEIGHT * w`` characters, so a light value is shown in one C
-    call. A heavier one is shown a part at a time, the same text built from its items' texts, so a text over the
-    size bound is refused once the parts shown so far pass it, never after all of it exists.
+    A value of weight ``w`` shows as at least ``w`` characters and at most ``BYTES_PER_WEIGHT * w``: a value heavier
+    than the room is refused at once, and a light one is shown in one C call. One in between is shown a part at a
+    time, the same text built from its items' texts, so a text over the size bound is refused once the parts shown
+    so far pass it, never after all of it exists.
     """
     room = limits.max_weight - 1  # a string weighs one more than its characters
-    if measure(value, limits) * BYTES_PER_WEIGHT <= room:
-        text = show(value)
-    else:
-        text = _shown_in_parts(value, show, room, limits)
+    measure(value, limits, budget=room)
+    text = _shown_within(value, show, room, limits)
     if len(text) > room:
         too_big(len(text) + 1, limits)
     return text
@@ -247,9 +246,11 @@ def _dict_items_text(pairs: list[tuple[Any, Any]], show: Callable[[Any], str], r
 
 
 def _shown_within(value: Any, show: Callable[[Any], str], room: int, limits: Limits) -> str:
-    if measure(value, limits) * BYTES_PER_WEIGHT <= room:
-        return show(value)
-    return _shown_in_parts(value, show, room, limits)
+    try:  # weighing stops as soon as the value is too heavy to show in one call, so a large one costs little here
+        measure(value, limits, budget=room // BYTES_PER_WEIGHT)
+    except ExpressionLimitError:
+        return _shown_in_parts(value, show, room, limits)
+    return show(value)
 
 
 def _n_int(limits: Limits, value: Any = 0, base: Any = None) -> int:
@@ -460,14 +461,16 @@ def _n_round(limits: Limits, value: Any, digits: Any = None) -> Any:
 def pow_cost(*args: Any) -> int:
     """The steps ``pow(base, exponent, modulus)`` costs: a step per microsecond it may take, before it runs.
 
-    A modular power multiplies numbers the size of the modulus once or twice per bit of the exponent; each
-    multiplication takes about 4 ns per pair of 30-bit digits (0.3 s for 4,096-bit numbers, measured).
+    A modular power multiplies numbers the size of the modulus once or twice per bit of the exponent, about 4 ns
+    per pair of 30-bit digits on an idle machine (0.3 s for 4,096-bit numbers) and three times that on a loaded one
+    (1.2 s, measured): it is charged 13 ns, so a 4,096-bit one is refused and a 3,000-bit one costs 0.4 of the
+    steps an evaluation has.
     """
     if len(args) != 3 or not all(_is_int(a) for a in args):
         return 0  # a plain power is bounded by its result's size; pow() itself names wrong arguments
     base, exponent, modulus = args
     digits = modulus.bit_length() // 30 + 1
-    return (abs(exponent).bit_length() + base.bit_length() // 30 + 1) * digits * digits * 4 // 1000
+    return (abs(exponent).bit_length() + base.bit_length() // 30 + 1) * digits * digits * 13 // 1000
 
 
 def sorted_cost(values: Any = None, *args: Any, **kwargs: Any) -> int:

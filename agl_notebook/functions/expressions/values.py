@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import chain
+from operator import countOf
 from typing import Any, NoReturn
 
 from ..errors import ErrorInfo, ExpressionLimitError, ExpressionRuntimeError, SandboxError, shorten
@@ -136,12 +137,20 @@ def measure(value: object, limits: Limits = DEFAULT_LIMITS, *, depth: int = 0, b
                 if not n:
                     continue
                 if t is dict:
-                    stack.append(chain.from_iterable(v.items()))  # keys and values, one level deeper
-                    break
-                flat = _flat_weight(v, limits) if n >= 8 else None
-                if flat is None:
+                    flat = _flat_dict_weight(v, limits) if n >= 8 else None
+                    if flat is None:
+                        stack.append(chain.from_iterable(v.items()))  # keys and values, one level deeper
+                        break
+                elif n < 8:
                     stack.append(iter(v))
                     break
+                else:
+                    flat = _flat_weight(v, limits)
+                    if flat is None and level + 1 < max_depth:
+                        flat = _flat_rows_weight(v, limits, allowed - total)
+                    if flat is None:
+                        stack.append(iter(v))
+                        break
                 total += flat
             else:
                 raise SandboxError(
@@ -159,23 +168,58 @@ _UNIT_TYPES = frozenset({float, bool, type(None)})
 _INT_TYPES = frozenset({int, bool})
 
 
-def _flat_weight(items: list[Any] | tuple[Any, ...], limits: Limits) -> int | None:
+def _flat_weight(items: Any, limits: Limits, n: int | None = None) -> int | None:
     """The weight of a list's items when they are all strings, all integers or all unit scalars, else None.
 
-    Computed in C, without a Python step per item; the caller walks any other list.
+    Computed in C, without a Python step per item; the caller walks any other list. ``items`` may be a function
+    giving a new iterator over them each time (with ``n``, their number), so rows are weighed without a list of
+    their items.
     """
-    kinds = set(map(type, items))
-    n = len(items)  # each item weighs 1, plus its characters, its integer's extra units or a float's extra unit
+    if n is None:
+        n = len(items)
+        every = items.__iter__
+    else:
+        every = items
+    kinds = set(map(type, every()))
+    # Each item weighs 1, plus its characters, its integer's extra units or a float's extra unit.
     if kinds <= _UNIT_TYPES:
-        return n if float not in kinds else n + list(map(type, items)).count(float) * (FLOAT_WEIGHT - 1)
+        if float not in kinds:
+            return n
+        return n + (n if len(kinds) == 1 else countOf(map(type, every()), float)) * (FLOAT_WEIGHT - 1)
     if kinds == {str}:
-        return n + sum(map(len, items))
+        return n + sum(map(len, every()))
     if kinds <= _INT_TYPES:
-        widest = max(map(int.bit_length, items))
+        widest = max(map(int.bit_length, every()))
         if widest > limits.max_int_bits:
             int_too_big(widest, limits)
-        return n if widest < 32 else n + sum(map((32).__rfloordiv__, map(int.bit_length, items)))
+        return n if widest < 32 else n + sum(map((32).__rfloordiv__, map(int.bit_length, every())))
     return None
+
+
+def _flat_dict_weight(d: dict[Any, Any], limits: Limits) -> int | None:
+    """The weight of a dict's keys and values when each side is flat (`_flat_weight`), else None."""
+    keys = _flat_weight(d.keys().__iter__, limits, len(d))
+    if keys is None:
+        return None
+    values = _flat_weight(d.values().__iter__, limits, len(d))
+    return None if values is None else keys + values
+
+
+def _flat_rows_weight(items: list[Any] | tuple[Any, ...], limits: Limits, allowed: int) -> int | None:
+    """The weight of a list's items when they are all tuples (or all lists) of flat scalars, else None.
+
+    Rows of numbers (what ``enumerate``, ``zip`` and ``dict.items()`` make) are weighed in C too: each row is an
+    item (1), a container (1 + its length) and its scalars (each at least 1: rows too long for ``allowed`` by
+    their lengths alone are not looked into).
+    """
+    kinds = set(map(type, items))
+    if kinds != {tuple} and kinds != {list}:
+        return None
+    inner = sum(map(len, items))
+    if len(items) + 2 * inner > allowed:
+        return len(items) + 2 * inner  # too large already; the caller refuses it
+    flat = _flat_weight(lambda: chain.from_iterable(items), limits, inner) if inner else 0
+    return None if flat is None else len(items) + inner + flat
 
 
 def spread_weight(items: Any, limits: Limits, room: int) -> int:
