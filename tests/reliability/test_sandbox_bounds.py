@@ -316,5 +316,32 @@ def test_an_agent_attack_ends_fast_and_small_with_an_agl_notebook_error(
     )
 
 
-def _report(results: list[tuple[str, dict[str, Any]]]) -> str:
-    return "\n".join(f"{r.get('cpu_seconds')}s cpu {r.get('seconds')}s wall {r.get('growth_mb')}MB {r['error']}: {w}" for w, r in results)
+
+# ---------------------------------------------------------------------------------------------------------------
+# A number too long to read, anywhere in a notebook
+
+
+@pytest.mark.parametrize("command", [["list"], ["gc", "--dry-run"], ["consolidate"], ["clear", "--all"], ["explain"]])
+def test_a_notebook_holding_a_number_of_5000_digits_is_refused_by_every_command(
+    command: list[str], tmp_path: Any, capsys: Any, reliability: ReliabilityNotes
+) -> None:
+    from agl_notebook.cli import main
+
+    notebook = tmp_path / "n.ipynb"
+    cell = {"cell_type": "code", "id": "a", "metadata": {}, "source": "1", "outputs": [], "execution_count": None}
+    text = json.dumps({"cells": [cell], "metadata": {"n": 0}, "nbformat": 4, "nbformat_minor": 5}, indent=1)
+    text = text.replace('"n": 0', '"n": ' + "8" * 5000)
+    notebook.write_text(text, encoding="utf-8")
+    argv = [command[0], str(notebook), *command[1:], *(["1"] if command == ["explain"] else [])]
+    assert main(argv) == 2  # a ValueError traceback before
+    error = capsys.readouterr().err
+    at = text.index("8" * 5000)
+    line, column = text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
+    assert f"{notebook}: not a notebook: invalid JSON at line {line}, column {column} (a number of 5,000" in error
+    assert notebook.read_text(encoding="utf-8") == text
+    reliability.note(
+        "Untrusted notebooks",
+        f"`agl-notebook {command[0]}` of a notebook whose metadata holds a 5,000-digit number",
+        "exit 2 naming the file, line and column; the notebook left as it was",
+        notebooks_corrupted=0,
+    )
