@@ -206,7 +206,8 @@ class TopLevelCall:
             info = error_info(e)
             chain = tuple(getattr(e, "agl_chain", ())) or (fn.name,)
             where = f" at {info.command}" if info.command else ""
-            route = f" (call chain: {' → '.join(chain)})" if len(chain) > 1 else ""
+            shown = chain if len(chain) <= 8 else (*chain[:3], "…", *chain[-4:])  # a chain may be 100 long
+            route = f" (call chain: {' → '.join(shown)})" if len(chain) > 1 else ""
             raise FunctionCallError(
                 f"{fn.name} failed{where}{route}: {info.type}: {info.message}",
                 function=fn.name,

@@ -267,9 +267,11 @@ def worker() -> Any:
     process.wait(timeout=30)
 
 
-def _check(result: dict[str, Any], what: str) -> None:
+def _check(result: dict[str, Any], what: str, error: str | None = None, says: str = "") -> None:
     assert result["error"] not in (None, "killed", "died"), (what, result)
     assert result["agl_error"], (what, result)  # never a raw MemoryError, RecursionError or ValueError
+    assert error is None or result["error"] == error, (what, result)
+    assert says in result["message"], (what, result)
     assert result["cpu_seconds"] <= SECONDS, (what, result)
     assert result["growth_mb"] <= GROWTH_MB, (what, result)
 
@@ -280,7 +282,7 @@ def test_every_sandbox_attack_ends_fast_and_small_with_an_agl_notebook_error(
     slowest = largest = 0.0
     for source, variables in EXPRESSIONS:
         result = worker(expression=source, variables=variables)
-        _check(result, source)
+        _check(result, source, "ExpressionLimitError")  # refused by a bound, not failed some other way
         slowest, largest = max(slowest, result["cpu_seconds"]), max(largest, result["growth_mb"])
     reliability.note(
         "Fuzzing",
@@ -305,7 +307,7 @@ def test_an_agent_attack_ends_fast_and_small_with_an_agl_notebook_error(
     name: str, worker: Any, reliability: ReliabilityNotes
 ) -> None:
     result = worker(agent=name)
-    _check(result, name)
+    _check(result, name, says=AGENTS[name][1])
     reliability.note(
         "Fuzzing",
         name,

@@ -172,63 +172,62 @@ def _many_large_responses() -> Any:
     return _call(agent)
 
 
-def _errors_collected_in_a_loop() -> Any:
+def _error_body_agent(last: Any) -> Any:
+    """An agent whose ``api`` call fails with a 100-KB error body (``exc.body``), then does ``last`` with ``e``."""
+    import httpx2
+
     from agl_notebook.functions import load_agent
 
-    # Each iteration's value is an exc of 100,000 characters: the loop's result weighed 1 a copy before.
-    agent = load_agent(
+    body = json.dumps({"detail": "d" * 100_000}).encode()
+
+    def handler(request: Any) -> Any:
+        return httpx2.Response(500, content=body, headers={"content-type": "application/json"})
+
+    return load_agent(
         {
+            "profiles": {"p": {"baseUrl": "https://api.example.com"}},
             "functions": {
                 "main": {
                     "commands": [
-                        {
-                            "loop": {
-                                "over": "{ range(1000) }",
-                                "do": [
-                                    {
-                                        "set": {"x": "{ 1 / 0 }"},
-                                        "onError": [{"set": {"e": "{ exc }"}}, {"return": "{ exc }"}],
-                                    }
-                                ],
-                            }
-                        },
-                        {"return": "{ [result] * 1000 }"},
+                        {"api": {"profile": "p", "path": "/fails", "onError": [{"set": {"e": "{ exc }"}}]}},
+                        last,
                     ]
                 }
-            }
-        }
+            },
+        },
+        transport=httpx2.MockTransport(handler),
     )
-    return _call(agent)
 
 
 def _log_of_many_errors() -> Any:
-    from agl_notebook.functions import load_agent
+    # exc weighed 1 whatever it held: 100,000 copies of one holding a 100-KB body passed, then made 10 GB of log.
+    return _call(_error_body_agent({"log": "{ [e] * 100000 }"}))
 
-    agent = load_agent(
-        {
-            "functions": {
-                "main": {
-                    "commands": [
-                        {"set": {"x": "{ int('z') }"}, "onError": [{"set": {"e": "{ exc }"}}]},
-                        {"log": "{ [e] * 1000000 }"},
-                    ]
-                }
-            }
-        }
+
+def _errors_returned() -> Any:
+    return _call(_error_body_agent({"return": "{ {'errors': [e, e, e] * 20000} }"}))
+
+
+def _errors_collected_in_a_loop() -> Any:
+    return _call(
+        _error_body_agent(
+            {"loop": {"over": "{ range(1000) }", "max": 1000, "do": [{"set": {"x": "{ [e] * 50 }"}}]}}
+        )
     )
-    return _call(agent)
 
 
-AGENTS: dict[str, Callable[[], Any]] = {
-    "a call chain 400 functions long": _long_call_chain,
-    "an agent file's JSON nested 950 levels deep": _deep_agent_text,
-    "an agent given as a dict with ifs nested 5,000 deep": _deep_agent_dict,
-    "an agent file with a 5,000-digit integer": _huge_integer_in_agent,
-    "a model's tool input nested 5,000 levels deep": _deep_tool_input,
-    "150 API responses of 3.9 MB in one call": _many_large_responses,
-    "a million copies of an exc logged": _log_of_many_errors,
-    "a thousand copies of a loop's list of errors returned": _errors_collected_in_a_loop,
+AGENTS: dict[str, tuple[Callable[[], Any], str]] = {
+    "a call chain 400 functions long": (_long_call_chain, "would make the call chain 101 functions deep"),
+    "an agent file's JSON nested 950 levels deep": (_deep_agent_text, "nested more than 100 levels deep"),
+    "an agent given as a dict with ifs nested 5,000 deep": (_deep_agent_dict, "nested more than 100 levels deep"),
+    "an agent file with a 5,000-digit integer": (_huge_integer_in_agent, "(a number of 5,000 digits;"),
+    "a model's tool input nested 5,000 levels deep": (_deep_tool_input, "with input nested more than 100 levels"),
+    "150 API responses of 3.9 MB in one call": (_many_large_responses, "would make this call's recording larger"),
+    "100,000 copies of an exc holding a 100-KB error body, logged": (_log_of_many_errors, "would be too large"),
+    "60,000 copies of that exc returned": (_errors_returned, "would be too large"),
+    "a loop collecting 50 copies of that exc per item, 1,000 items": (_errors_collected_in_a_loop, "too large"),
 }
+"""Each agent attack, and what the error that ends it must say."""
 
 
 # The worker ----------------------------------------------------------------------------------------------------
@@ -253,7 +252,7 @@ def _attempt(attempt: dict[str, Any]) -> dict[str, Any]:
         if "expression" in attempt:
             evaluate(attempt["expression"], variables)
         else:
-            AGENTS[attempt["agent"]]()
+            AGENTS[attempt["agent"]][0]()
     except BaseException as e:  # noqa: BLE001 - what ended it is the result
         error = e
     elapsed, cpu = time.monotonic() - started, time.process_time() - cpu
@@ -264,8 +263,12 @@ def _attempt(attempt: dict[str, Any]) -> dict[str, Any]:
         "growth_mb": round((peak_kb - start_kb) / 1024, 1),
         "error": None if error is None else type(error).__name__,
         "agl_error": isinstance(error, InputError | UpstreamUnexpected),
-        "message": "" if error is None else str(error)[:400],
+        "message": "" if error is None else _ends(str(error)),
     }
+
+
+def _ends(text: str) -> str:
+    return text if len(text) <= 1200 else text[:400] + " … " + text[-800:]
 
 
 def _run_one(attempt: dict[str, Any]) -> dict[str, Any]:
