@@ -77,7 +77,7 @@ def number_too_long(text: str) -> str:
     import re
 
     limit = sys.get_int_max_str_digits() or 4300
-    for found in re.finditer(r"-?\d{%d,}" % (limit + 1), text):
+    for found in re.finditer(rf"-?\d{{{limit + 1},}}", text):
         before = text[: found.start()]
         if before.count('"') - before.count('\\"') & 1:
             continue  # inside a string, most likely: strings may hold digits

@@ -193,7 +193,7 @@ async def send(
                     f"characters) would make this call's recording larger than {tape.max_bytes:,} bytes (the "
                     f"responses and replies before it take {tape.size:,}); raise load_agent's max_recording_bytes "
                     "or ask for less.",
-                    status=entry.get("status") if isinstance(entry.get("status"), int) else None,
+                    status=status if isinstance(status := entry.get("status"), int) else None,
                 )
         except ApiError as e:
             tape.record(

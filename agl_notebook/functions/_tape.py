@@ -25,7 +25,6 @@ from ..payloads import JsonObject, JsonValue
 from ..transcript import messages_to_json
 from .errors import CommandError, ReplayedError
 
-
 MAX_TAPE_BYTES = 32_000_000
 """The most bytes of JSON one call's tape may take (every model reply, API response and answer it keeps)."""
 
@@ -55,8 +54,11 @@ class Tape:
         self._position = 0
 
     def fits(self, size: int) -> bool:
-        """Whether an entry of ``size`` bytes fits the tape's bound (an API response that does not becomes an
-        error; model replies and answers, bounded on their own, are always kept)."""
+        """Whether an entry of ``size`` bytes fits the tape's bound.
+
+        An API response that does not becomes an error; model replies and answers, bounded on their own, are always
+        kept.
+        """
         return self.size + size <= self.max_bytes
 
     def record(self, entry: JsonObject, size: int | None = None) -> None:

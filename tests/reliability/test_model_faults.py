@@ -235,7 +235,11 @@ FAILURES: dict[str, Callable[[], Failure]] = {
         1,
     ),
     "tool_use input with a 5,000-digit number": lambda: Failure(
-        (lambda: stream_response(reply(use("toolu_1", "look_up", '{"text": ' + "9" * 5000 + "}"), stop_reason="tool_use")),),
+        (
+            lambda: stream_response(
+                reply(use("toolu_1", "look_up", '{"text": ' + "9" * 5000 + "}"), stop_reason="tool_use")
+            ),
+        ),
         UpstreamUnexpected,
         "'look_up' could not be read: its input is not valid JSON (a number too long to read)",
         1,

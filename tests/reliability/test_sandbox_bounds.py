@@ -29,8 +29,8 @@ from agl_notebook.functions.errors import CommandError, ErrorInfo, ExpressionLim
 from agl_notebook.functions.expressions import Limits, measure
 from agl_notebook.functions.expressions.operations import bounded_text, to_text
 from agl_notebook.functions.expressions.values import BYTES_PER_WEIGHT
-from tests.support.sandbox_worker import AGENTS, P
 from tests.support.reliability_report import ReliabilityNotes
+from tests.support.sandbox_worker import AGENTS, P
 
 pytestmark = pytest.mark.reliability  # its notes make docs/reliability.md (make reliability-report)
 
@@ -108,7 +108,9 @@ def renderings(value: Any) -> dict[str, str]:
 
 @SETTINGS
 @given(value=VALUES)
-def test_a_values_weight_bounds_what_it_takes_shown_logged_or_returned(value: Any, reliability: ReliabilityNotes) -> None:
+def test_a_values_weight_bounds_what_it_takes_shown_logged_or_returned(
+    value: Any, reliability: ReliabilityNotes
+) -> None:
     weight = measure(value)
     for name, text in renderings(value).items():
         assert _utf8(text) <= BYTES_PER_WEIGHT * weight, (name, weight, text[:200])
@@ -318,7 +320,6 @@ def test_an_agent_attack_ends_fast_and_small_with_an_agl_notebook_error(
     )
 
 
-
 # ---------------------------------------------------------------------------------------------------------------
 # A number too long to read, anywhere in a notebook
 
@@ -330,7 +331,14 @@ def test_a_notebook_holding_a_number_of_5000_digits_is_refused_by_every_command(
     from agl_notebook.cli import main
 
     notebook = tmp_path / "n.ipynb"
-    cell = {"cell_type": "code", "id": "a", "metadata": {}, "source": "1", "outputs": [], "execution_count": None}
+    cell: dict[str, Any] = {
+        "cell_type": "code",
+        "id": "a",
+        "metadata": {},
+        "source": "1",
+        "outputs": [],
+        "execution_count": None,
+    }
     text = json.dumps({"cells": [cell], "metadata": {"n": 0}, "nbformat": 4, "nbformat_minor": 5}, indent=1)
     text = text.replace('"n": 0', '"n": ' + "8" * 5000)
     notebook.write_text(text, encoding="utf-8")

@@ -2,11 +2,12 @@
 
 Run as ``python -m tests.support.sandbox_worker``; it reads one JSON attempt a line on stdin and writes one JSON
 result a line on stdout. An attempt is ``{"expression": source, "variables": [names]}`` (evaluated with the
-named values of `VALUES`, built in the child) or ``{"agent": name}`` (an attack of `AGENTS`, a JSON-functions agent called with a
-scripted model and in-process HTTP). The worker imports agl_notebook once; each attempt forks a child that
-resets its peak RSS, caps its address space (``RLIMIT_AS``: what it had plus `CAP_BYTES`), runs the attempt and
-reports how it ended: the error's type and whether it is an agl_notebook error, the seconds it took (wall clock and
-CPU) and its memory growth (peak RSS less the RSS it started with). A child still running after ``wall`` seconds is killed.
+named values of `VALUES`, built in the child) or ``{"agent": name}`` (an attack of `AGENTS`, a JSON-functions
+agent called with a scripted model and in-process HTTP). The worker imports agl_notebook once; each attempt forks a
+child that resets its peak RSS, caps its address space (``RLIMIT_AS``: what it had plus `CAP_BYTES`), runs the
+attempt and reports how it ended: the error's type and whether it is an agl_notebook error, the seconds it took
+(wall clock and CPU) and its memory growth (peak RSS less the RSS it started with). A child still running after
+``wall`` seconds is killed.
 """
 
 from __future__ import annotations
@@ -160,7 +161,10 @@ def _many_large_responses() -> Any:
                             "loop": {
                                 "over": "{ range(150) }",
                                 "max": 150,
-                                "do": [{"api": {"profile": "p", "path": "/big"}}, {"set": {"n": "{ len(result['s']) }"}}],
+                                "do": [
+                                    {"api": {"profile": "p", "path": "/big"}},
+                                    {"set": {"n": "{ len(result['s']) }"}},
+                                ],
                             }
                         }
                     ]
@@ -210,9 +214,7 @@ def _errors_returned() -> Any:
 
 def _errors_collected_in_a_loop() -> Any:
     return _call(
-        _error_body_agent(
-            {"loop": {"over": "{ range(1000) }", "max": 1000, "do": [{"set": {"x": "{ [e] * 50 }"}}]}}
-        )
+        _error_body_agent({"loop": {"over": "{ range(1000) }", "max": 1000, "do": [{"set": {"x": "{ [e] * 50 }"}}]}})
     )
 
 
@@ -253,7 +255,7 @@ def _attempt(attempt: dict[str, Any]) -> dict[str, Any]:
             evaluate(attempt["expression"], variables)
         else:
             AGENTS[attempt["agent"]][0]()
-    except BaseException as e:  # noqa: BLE001 - what ended it is the result
+    except BaseException as e:
         error = e
     elapsed, cpu = time.monotonic() - started, time.process_time() - cpu
     peak_kb = max(_status_kb("VmHWM"), start_kb)
@@ -278,7 +280,7 @@ def _run_one(attempt: dict[str, Any]) -> dict[str, Any]:
         os.close(read_end)
         try:
             result = _attempt(attempt)
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             result = {"error": type(e).__name__, "agl_error": False, "message": f"the worker failed: {e}"}
         os.write(write_end, json.dumps(result).encode())
         os._exit(0)
@@ -299,8 +301,8 @@ def _run_one(attempt: dict[str, Any]) -> dict[str, Any]:
         data = f.read()
     if not data:
         return {"error": "died", "agl_error": False, "message": f"the child ended with status {status}"}
-    result: dict[str, Any] = json.loads(data)
-    return result
+    answer: dict[str, Any] = json.loads(data)
+    return answer
 
 
 def main() -> None:

@@ -75,8 +75,11 @@ class _State:
         self.tick()
 
     def tick(self) -> None:
-        """Check the deadline: before every operator, comparison and call, so no run of them outlasts it by more
-        than one operation (and one operation's cost is bounded by its operands)."""
+        """Check the deadline.
+
+        It is checked before every operator, comparison and call, so no run of them outlasts it by more than one
+        operation (and one operation's cost is bounded by its operands).
+        """
         if time.monotonic() > self.deadline:
             raise ExpressionLimitError(f"the expression ran longer than {self.limits.timeout:g} s.")
 

@@ -468,7 +468,7 @@ def pow_cost(*args: Any) -> int:
     """
     if len(args) != 3 or not all(_is_int(a) for a in args):
         return 0  # a plain power is bounded by its result's size; pow() itself names wrong arguments
-    base, exponent, modulus = args
+    base, exponent, modulus = (int(a) for a in args)
     digits = modulus.bit_length() // 30 + 1
     return (abs(exponent).bit_length() + base.bit_length() // 30 + 1) * digits * digits * 13 // 1000
 
