@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -56,11 +57,34 @@ def read_json_file(path: Path, *, kind: str | None = None) -> Any:
         raise InputError(f"{path}: cannot be read ({e}).") from None
     try:
         return json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as e:
+    except (ValueError, RecursionError) as e:
         what = f"not a {kind}: invalid JSON" if kind else "invalid JSON"
-        where = (
-            f" at line {e.lineno}, column {e.colno} ({e.msg})"
-            if isinstance(e, json.JSONDecodeError)
-            else " (nested too deeply)"
-        )
+        if isinstance(e, json.JSONDecodeError):
+            where = f" at line {e.lineno}, column {e.colno} ({e.msg})"
+        elif isinstance(e, RecursionError):
+            where = " (nested too deeply)"
+        else:
+            where = number_too_long(text)
         raise InputError(f"{path}: {what}{where}.") from None
+
+
+def number_too_long(text: str) -> str:
+    """Where JSON ``text`` holds a number too long to read, for a message (its parse raised ValueError).
+
+    Python refuses to convert an integer of more than 4,300 digits (`sys.get_int_max_str_digits`: converting one
+    takes quadratic time), so ``json.loads`` raises a plain ValueError for one, without its position.
+    """
+    import re
+
+    limit = sys.get_int_max_str_digits() or 4300
+    for found in re.finditer(rf"-?\d{{{limit + 1},}}", text):
+        before = text[: found.start()]
+        if before.count('"') - before.count('\\"') & 1:
+            continue  # inside a string, most likely: strings may hold digits
+        line = before.count("\n") + 1
+        column = found.start() - (before.rfind("\n") + 1) + 1
+        return (
+            f" at line {line}, column {column} (a number of {len(found.group().lstrip('-')):,} digits; "
+            f"numbers of more than {limit:,} digits are not read)"
+        )
+    return f" (a number of more than {limit:,} digits, which is not read)"

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..run.units import UnitOutcome
+from ._tape import MAX_TAPE_BYTES
 from .agent import Agent
 from .errors import (
     ApiConnectionError,
@@ -60,6 +61,7 @@ def load_agent(
     transport: Any = None,
     limits: Limits = DEFAULT_LIMITS,
     max_commands: int = 1_000_000,
+    max_recording_bytes: int = MAX_TAPE_BYTES,
 ) -> Agent:
     """Load and validate an agent.
 
@@ -70,12 +72,21 @@ def load_agent(
         transport: An httpx2 transport for ``api`` requests (``httpx2.MockTransport`` in tests).
         limits: The expression sandbox's bounds.
         max_commands: The most commands one top-level call may run.
+        max_recording_bytes: The most bytes one top-level call's recording (its model replies, API responses and
+            answers, as JSON) may take; an API response past it is an ``ApiError``.
 
     Raises:
         AgentInvalidError: The agent has problems; ``.problems`` lists every one with its JSON path.
     """
     spec = build_agent(source, profiles=profiles, limits=limits)
-    return Agent(spec, environ=environ, transport=transport, limits=limits, max_commands=max_commands)
+    return Agent(
+        spec,
+        environ=environ,
+        transport=transport,
+        limits=limits,
+        max_commands=max_commands,
+        max_recording_bytes=max_recording_bytes,
+    )
 
 
 def schema_path() -> Path:

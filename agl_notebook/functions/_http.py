@@ -23,7 +23,7 @@ from .._canonical import digest
 from .._secret_logs import LOG_FILTER, scrub_logs
 from .._secrets import scrub_text
 from ..payloads import JsonObject
-from ._tape import Tape, error_entry
+from ._tape import Tape, entry_size, error_entry
 from .errors import (
     ApiConnectionError,
     ApiError,
@@ -258,12 +258,23 @@ async def send(
     else:
         try:
             entry = await _live(request, client(), environ)
+            size = entry_size(entry)
+            if not tape.fits(size):
+                # Kept as the error it becomes, so the call replays the same way: every response of a call is
+                # kept for its recording, and 150 responses under their own bound took 2.25 GB here.
+                raise ApiError(
+                    f"the response to {request.method} {request.public_url} ({len(str(entry.get('text'))):,} "
+                    f"characters) would make this call's recording larger than {tape.max_bytes:,} bytes (the "
+                    f"responses and replies before it take {tape.size:,}); raise load_agent's max_recording_bytes "
+                    "or ask for less.",
+                    status=status if isinstance(status := entry.get("status"), int) else None,
+                )
         except ApiError as e:
             tape.record(
                 {"kind": "api", "key": request.key(), "request": _request_json(request), "error": error_entry(e)}
             )
             raise
-        tape.record(entry)
+        tape.record(entry, size)
     return _body(request, entry, limits)
 
 

@@ -7,11 +7,14 @@ after checking that the same thing is being asked. So a replayed call emits the 
 result, and reaches no model, no server and no person. Nothing secret is ever put on a tape: API requests are keyed
 by their public part, and responses are scrubbed of the profile's secrets before they are kept.
 
-The tape is what `Run.unit` records for a unit of work (see `agl_notebook.functions.interpreter`).
+The tape is what `Run.unit` records for a unit of work (see `agl_notebook.functions.interpreter`). It is bounded
+as a whole (`MAX_TAPE_BYTES` of JSON, ``load_agent(..., max_recording_bytes=...)``): an API response that would
+pass the bound is kept as the error it becomes instead, so the call replays the same way.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -20,21 +23,47 @@ from ..errors import ReplayMissError
 from ..models.base import Model, ModelEvent, ModelRequest, TextDelta, ToolCall, TurnEnd, Usage, model_intercepts_markup
 from ..payloads import JsonObject, JsonValue
 from ..transcript import messages_to_json
-from .errors import ReplayedError
+from .errors import CommandError, ReplayedError
+
+MAX_TAPE_BYTES = 32_000_000
+"""The most bytes of JSON one call's tape may take (every model reply, API response and answer it keeps)."""
+
+
+def entry_size(entry: JsonValue) -> int:
+    """The bytes an entry takes in a recording, at most (JSON with ASCII escapes, which no encoding exceeds)."""
+    return len(json.dumps(entry))
 
 
 class Tape:
-    """The effects of one call: recording (``recorded`` is None) or replaying ``recorded``."""
+    """The effects of one call: recording (``recorded`` is None) or replaying ``recorded``.
 
-    def __init__(self, recorded: Sequence[JsonValue] | None = None) -> None:
+    Args:
+        recorded: The entries of a recording to replay; None to record.
+        max_bytes: The most bytes the entries recorded may take (`entry_size`); see `fits`.
+    """
+
+    def __init__(self, recorded: Sequence[JsonValue] | None = None, *, max_bytes: int = MAX_TAPE_BYTES) -> None:
         self.replaying = recorded is not None
         """True when effects come from a recording."""
         self.entries: list[JsonValue] = list(recorded) if recorded is not None else []
         """The entries, in order."""
+        self.max_bytes = max_bytes
+        """The bound on the bytes of the entries recorded."""
+        self.size = 0
+        """The bytes of the entries recorded so far."""
         self._position = 0
 
-    def record(self, entry: JsonObject) -> None:
-        """Append an effect (live)."""
+    def fits(self, size: int) -> bool:
+        """Whether an entry of ``size`` bytes fits the tape's bound.
+
+        An API response that does not becomes an error; model replies and answers, bounded on their own, are always
+        kept.
+        """
+        return self.size + size <= self.max_bytes
+
+    def record(self, entry: JsonObject, size: int | None = None) -> None:
+        """Append an effect (live); ``size`` is its `entry_size`, when the caller measured it already."""
+        self.size += entry_size(entry) if size is None else size
         self.entries.append(entry)
 
     def take(self, kind: str, key: str, what: str) -> JsonObject:
@@ -100,10 +129,11 @@ def request_key(request: ModelRequest) -> str:
 class TapeModel:
     """A model that records the replies of ``inner`` on the tape, or replays them from it."""
 
-    def __init__(self, inner: Model | None, backend: str, tape: Tape) -> None:
+    def __init__(self, inner: Model | None, backend: str, tape: Tape, *, max_depth: int = 100) -> None:
         self._inner = inner
         self._backend = backend
         self._tape = tape
+        self._max_depth = max_depth
 
     @property
     def intercept_markup(self) -> bool:
@@ -129,12 +159,31 @@ class TapeModel:
         kept: list[JsonValue] = []
         try:
             async for event in self._inner.stream(request):
+                if isinstance(event, ToolCall):
+                    _check_input_depth(event, self._max_depth)
                 kept.append(_event_json(event))
                 yield event
         except Exception as e:
             self._tape.record({"kind": "model", "key": key, "events": kept, "error": error_entry(e)})
             raise
         self._tape.record({"kind": "model", "key": key, "events": kept})
+
+
+def _check_input_depth(call: ToolCall, limit: int) -> None:
+    """Refuse a tool call whose input nests deeper than any value may (before anything walks it recursively)."""
+    levels: list[Any] = [iter((call.args,))]
+    while levels:
+        for value in levels[-1]:
+            if isinstance(value, dict | list):
+                if len(levels) > limit:
+                    raise CommandError(
+                        f"the model called the tool {call.name!r} with input nested more than {limit} levels deep; "
+                        "it was refused."
+                    )
+                levels.append(iter(value.values() if isinstance(value, dict) else value))
+                break
+        else:
+            levels.pop()
 
 
 def _event_json(event: ModelEvent) -> JsonValue:

@@ -17,7 +17,7 @@ from ..events import Event
 from ..models.base import ToolSpec, model_network
 from ..payloads import JsonValue
 from ..run.units import UnitOutcome
-from ._tape import Tape
+from ._tape import MAX_TAPE_BYTES, Tape
 from .errors import (
     CommandError,
     ExpressionError,
@@ -49,6 +49,7 @@ class Agent:
         limits: The expression sandbox's bounds.
         max_commands: The most commands one top-level call may run (each loop has its own bound too; this one
             stops nested loops and long chains that together run away).
+        max_recording_bytes: The most bytes one top-level call's recording may take, as JSON (its tape).
     """
 
     def __init__(
@@ -59,6 +60,7 @@ class Agent:
         transport: Any = None,
         limits: Limits = DEFAULT_LIMITS,
         max_commands: int = 1_000_000,
+        max_recording_bytes: int = MAX_TAPE_BYTES,
     ) -> None:
         self.spec = spec
         """The validated agent."""
@@ -66,6 +68,8 @@ class Agent:
         """The expression sandbox's bounds."""
         self.max_commands = max_commands
         """The most commands one top-level call may run."""
+        self.max_recording_bytes = max_recording_bytes
+        """The most bytes one top-level call's recording may take."""
         self._environ = environ
         self._transport = transport
         self._default_run: Run | None = None
@@ -171,7 +175,7 @@ class Agent:
         self, fn: Function, args: dict[str, Any], run: Run, recorded: Sequence[JsonValue] | None
     ) -> UnitOutcome:
         """One top-level call of ``fn``: live when ``recorded`` is None, else replaying that tape."""
-        tape = Tape(recorded)
+        tape = Tape(recorded, max_bytes=self.max_recording_bytes)
         scope = current_scope.get()
         setup = AgentSetup(self.spec, self.limits, self.max_commands, self._environ, self._transport)
         call = TopLevelCall(setup, run, tape, scope.emit if scope is not None else _no_events)

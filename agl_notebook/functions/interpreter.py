@@ -95,6 +95,10 @@ FATAL: tuple[type[BaseException], ...] = (
 )
 """Errors no ``onError`` takes: handling them would hide a bug, a broken recording, or a blocked model call."""
 
+MAX_CALL_DEPTH = 100
+"""The most functions one call chain may hold at once (``func`` commands and tool calls in one another): deeper is a
+`CommandError` naming the chain, never Python's recursion limit."""
+
 REPORT_TOOL = "report_result"
 """The tool an ``llm`` command with ``output`` offers the model to hand back its result."""
 
@@ -212,7 +216,8 @@ class TopLevelCall:
             info = dataclasses.replace(info, message=scrub_text(info.message, secrets), body=body)
             chain = tuple(getattr(e, "agl_chain", ())) or (fn.name,)
             where = f" at {info.command}" if info.command else ""
-            route = f" (call chain: {' → '.join(chain)})" if len(chain) > 1 else ""
+            shown = chain if len(chain) <= 8 else (*chain[:3], "…", *chain[-4:])  # a chain may be 100 long
+            route = f" (call chain: {' → '.join(shown)})" if len(chain) > 1 else ""
             raise FunctionCallError(
                 scrub_text(f"{fn.name} failed{where}{route}: {info.type}: {info.message}", secrets),
                 function=fn.name,
@@ -242,8 +247,15 @@ class TopLevelCall:
                 "while it is running, directly or through others; repeat work with a loop.",
                 chain=chain,
             )
-        token = _running.set((*running, key))
         depth = len(running)
+        if depth >= MAX_CALL_DEPTH:
+            names = [n for _, n in running]
+            shown = " → ".join([*names[:3], "…", *names[-3:], fn.name])
+            raise CommandError(
+                f"calling {fn.name} would make the call chain {depth + 1} functions deep ({shown}); at most "
+                f"{MAX_CALL_DEPTH} may run in one another."
+            )
+        token = _running.set((*running, key))
         try:
             variables = {a.name: args.get(a.name) for a in fn.args}
             variables["result"] = None
@@ -289,7 +301,10 @@ class TopLevelCall:
             )
         self.emit(CommandStarted(frame.fn.name, command.kind, command.path))
         try:
-            value = await self._handlers[command.kind](frame, command.args, command)
+            try:
+                value = await self._handlers[command.kind](frame, command.args, command)
+            except RecursionError:  # a backstop: the bounds on nesting should keep it from ever happening
+                raise CommandError(f"{command.path} nested too deeply to run (Python's recursion limit).") from None
         except FATAL:
             raise
         except Exception as e:
@@ -478,7 +493,7 @@ class TopLevelCall:
             system = with_report_instruction(system, name, ends="your work")
         model, model_id, backend = self._model_for(args.model, command)
         outcome = await run_loop(
-            model=TapeModel(model, backend, self.tape),
+            model=TapeModel(model, backend, self.tape, max_depth=self.limits.max_value_depth),
             model_id=model_id,
             system=system,
             messages=[user_text(prompt)],

@@ -443,9 +443,16 @@ class _Reply:
             return ToolCall(tool.id, tool.name, tool.start_input)
         try:
             args = json.loads(raw)
-        except json.JSONDecodeError as e:
+        except (ValueError, RecursionError) as e:  # a number of over 4,300 digits is a plain ValueError
             excerpt = raw if len(raw) <= 200 else raw[:200] + "..."
-            self.unreadable = (tool.name, f"its input is not valid JSON ({e.msg} at character {e.pos}): {excerpt!r}")
+            reason = (
+                f"{e.msg} at character {e.pos}"
+                if isinstance(e, json.JSONDecodeError)
+                else "nested too deeply"
+                if isinstance(e, RecursionError)
+                else "a number too long to read"
+            )
+            self.unreadable = (tool.name, f"its input is not valid JSON ({reason}): {excerpt!r}")
             return None
         if not isinstance(args, dict):
             self.unreadable = (tool.name, f"its input is JSON but not an object: {raw[:200]!r}")

@@ -520,6 +520,8 @@ def _shape(value: JsonValue) -> str:
             json.loads(value)
         except json.JSONDecodeError as e:
             return f"{size} holding JSON cut short or broken (line {e.lineno}, column {e.colno}: {e.msg})"
+        except ValueError:  # a number of more than 4,300 digits
+            return f"{size} holding JSON with a number too long to read"
         except RecursionError:
             return f"{size} holding JSON nested too deeply to read"
         return f"{size} holding JSON: the block was saved as text instead of as an object"

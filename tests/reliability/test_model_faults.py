@@ -234,6 +234,26 @@ FAILURES: dict[str, Callable[[], Failure]] = {
         "'look_up' could not be read: its input is not valid JSON",
         1,
     ),
+    "tool_use input with a 5,000-digit number": lambda: Failure(
+        (
+            lambda: stream_response(
+                reply(use("toolu_1", "look_up", '{"text": ' + "9" * 5000 + "}"), stop_reason="tool_use")
+            ),
+        ),
+        UpstreamUnexpected,
+        "'look_up' could not be read: its input is not valid JSON (a number too long to read)",
+        1,
+    ),
+    "tool_use input nested 5,000 deep": lambda: Failure(
+        (
+            lambda: stream_response(
+                reply(use("toolu_1", "look_up", '{"text": ' + "[" * 5000 + "]" * 5000 + "}"), stop_reason="tool_use")
+            ),
+        ),
+        UpstreamUnexpected,
+        "'look_up' could not be read: its input is not valid JSON (nested too deeply)",
+        1,
+    ),
     "400 bad request": lambda: Failure(
         (fail(400, "invalid_request_error", "max_tokens: too large"),),
         anthropic.BadRequestError,

@@ -22,10 +22,12 @@ Attributes are read only on ``exc`` (`ErrorInfo`); no name or attribute may star
 name always calls the built-in: a variable of the same name (an argument called ``max``) is read, never called.
 
 What is bounded (`Limits`): the source's length and nesting, every value's size (its *weight*: characters plus
-items plus a word per 64 bits of an integer, shared parts counted each time they appear, since that is what
-printing or sending it costs) and depth, integer sizes, f-string widths, the work of comprehensions (steps) and,
-as a backstop, the wall-clock time of one evaluation. Sizes are checked as a value is built (each item of a display,
-each argument of a call, each comprehension value), and a dict holds at most `SAME_HASH_LIMIT` keys of one hash.
+items plus a unit per 32 bits of an integer, 2 a float, ``exc`` its fields, shared parts counted each time they
+appear, so that it bounds what showing, logging or returning the value takes: `values.BYTES_PER_WEIGHT`) and depth,
+integer sizes, f-string widths, the work of comprehensions, sorts and modular powers (steps, charged before they
+run) and, as a backstop checked around every operation, the wall-clock time of one evaluation. Sizes are checked as
+a value is built (each item of a display, each argument of a call, each comprehension value, what a built-in will
+make from its arguments), and a dict holds at most `SAME_HASH_LIMIT` keys of one hash.
 
 Every error is an `ExpressionError`: `ExpressionSyntaxError`, `SandboxError` (refused; `ExpressionLimitError` when a
 bound was hit) or `ExpressionRuntimeError` (the expression failed the ordinary way: a missing key, a division by

@@ -29,11 +29,13 @@ from ..errors import (
 )
 from .operations import (
     BINARY_OPERATORS,
+    BUILTIN_COSTS,
     BUILTINS,
     COMPARISONS,
     METHOD_NAMES,
     METHODS,
     UNARY_SYMBOLS,
+    bounded_text,
     format_value,
     to_text,
 )
@@ -63,12 +65,21 @@ class _State:
         self.deadline = time.monotonic() + limits.timeout
 
     def spend(self, steps: int) -> None:
+        """Charge ``steps`` of work (before doing it), and check the deadline."""
         self.steps += steps
         if self.steps > self.limits.max_steps:
             raise ExpressionLimitError(
-                f"the expression did more than {self.limits.max_steps:,} steps of work "
-                "(comprehensions over large or nested lists)."
+                f"the expression would do more than {self.limits.max_steps:,} steps of work "
+                "(comprehensions over large or nested lists, or sorting or modular powers of large values)."
             )
+        self.tick()
+
+    def tick(self) -> None:
+        """Check the deadline.
+
+        It is checked before every operator, comparison and call, so no run of them outlasts it by more than one
+        operation (and one operation's cost is bounded by its operands).
+        """
         if time.monotonic() > self.deadline:
             raise ExpressionLimitError(f"the expression ran longer than {self.limits.timeout:g} s.")
 
@@ -253,6 +264,7 @@ class _Compiler:
         def binop(env: Env, st: _State) -> Any:
             a, b = left(env, st), right(env, st)
             try:
+                st.tick()
                 result = op(a, b, st.limits)
                 tr = type(result)
                 if tr is int:
@@ -329,6 +341,7 @@ class _Compiler:
             for op, fn in rest:
                 b = fn(env, st)
                 try:
+                    st.tick()  # comparing two large values is linear in their weight, one C call each
                     if not op(a, b):
                         return False
                 except Exception as e:
@@ -557,12 +570,17 @@ class _Compiler:
                     f"{', '.join(sorted(BUILTINS))} and the methods of strings, lists and dicts.",
                 )
             self.calls.add(name)
+            cost = BUILTIN_COSTS.get(name)
 
             def call_builtin(env: Env, st: _State) -> Any:
                 # A variable of the same name does not hide the built-in: values are data, never functions, so a
                 # call can only mean the built-in, and an argument may be named max, len or range.
                 try:
                     positional, kwargs = gather(env, st)
+                    if cost is not None:
+                        st.spend(cost(*positional, **kwargs))  # refused before it runs, not after
+                    else:
+                        st.tick()
                     result = builtin(st.limits, *positional, **kwargs)
                     measure(result, st.limits)
                     return result
@@ -604,6 +622,7 @@ class _Compiler:
                     )
                 try:
                     positional, kwargs = gather(env, st)
+                    st.tick()
                     result = impl(st.limits, target, *positional, **kwargs)
                     measure(result, st.limits)
                     return result
@@ -727,11 +746,9 @@ class _Compiler:
             v = value(env, st)
             try:
                 if conversion == 114:  # !r
-                    measure(v, st.limits)
-                    v = repr(v)
+                    v = bounded_text(v, repr, st.limits)
                 elif conversion == 97:  # !a
-                    measure(v, st.limits)
-                    v = ascii(v)
+                    v = bounded_text(v, ascii, st.limits)
                 elif conversion == 115:  # !s
                     v = to_text(v, st.limits)
                 text = format_value(v, "" if spec is None else spec(env, st), st.limits)

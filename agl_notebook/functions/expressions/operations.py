@@ -15,7 +15,18 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import ErrorInfo, ExpressionLimitError, ExpressionRuntimeError, SandboxError, shorten
-from .values import DEFAULT_LIMITS, DictBuilder, Limits, checked_iterable, int_too_big, measure, too_big, type_name
+from .values import (
+    BYTES_PER_WEIGHT,
+    DEFAULT_LIMITS,
+    DictBuilder,
+    Limits,
+    checked_iterable,
+    int_too_big,
+    int_weight,
+    measure,
+    too_big,
+    type_name,
+)
 
 # Operators
 
@@ -27,7 +38,20 @@ def _is_int(x: object) -> bool:
 def _add(a: Any, b: Any, limits: Limits) -> Any:
     if type(a) is str and type(b) is str and len(a) + len(b) >= limits.max_weight:
         too_big(len(a) + len(b), limits)
+    if type(a) in (list, tuple) and type(a) is type(b) and len(a) + len(b) >= limits.max_weight:
+        too_big(len(a) + len(b), limits)  # each item weighs at least 1: refused before the list is made
     return a + b
+
+
+def _or(a: Any, b: Any, limits: Limits) -> Any:
+    if type(a) is dict and type(b) is dict:
+        # A union made by dict.__or__ would skip the same-hash bound, then compare colliding keys in quadratic time.
+        measure(a, limits, budget=limits.max_weight - measure(b, limits) + 1)
+        out = DictBuilder()
+        out.merge(a)
+        out.merge(b)
+        return out.out
+    return a | b
 
 
 def _mul(a: Any, b: Any, limits: Limits) -> Any:
@@ -91,7 +115,7 @@ BINARY_OPERATORS: dict[type[ast.operator], Callable[[Any, Any, Limits], Any]] = 
     ast.LShift: _lshift,
     ast.RShift: _plain(operator.rshift),
     ast.BitAnd: _plain(operator.and_),
-    ast.BitOr: _plain(operator.or_),
+    ast.BitOr: _or,
     ast.BitXor: _plain(operator.xor),
 }
 
@@ -152,8 +176,81 @@ def to_text(value: Any, limits: Limits = DEFAULT_LIMITS) -> str:
         return value
     if type(value) is ErrorInfo:
         return value.message
-    measure(value, limits)
-    return str(value)
+    return bounded_text(value, repr, limits)
+
+
+def bounded_text(value: Any, show: Callable[[Any], str], limits: Limits) -> str:
+    """``show(value)`` (`repr` or `ascii`; `str` of a container is its repr), refused if it would be too large.
+
+    A value of weight ``w`` shows as at least ``w`` characters and at most ``BYTES_PER_WEIGHT * w``: a value heavier
+    than the room is refused at once, and a light one is shown in one C call. One in between is shown a part at a
+    time, the same text built from its items' texts, so a text over the size bound is refused once the parts shown
+    so far pass it, never after all of it exists.
+    """
+    room = limits.max_weight - 1  # a string weighs one more than its characters
+    measure(value, limits, budget=room)
+    text = _shown_within(value, show, room, limits)
+    if len(text) > room:
+        too_big(len(text) + 1, limits)
+    return text
+
+
+def _shown_in_parts(value: Any, show: Callable[[Any], str], room: int, limits: Limits) -> str:
+    t = type(value)
+    if t is not list and t is not tuple and t is not dict and t is not ErrorInfo:
+        return show(value)  # a scalar: at most 10 characters a character (a string's escapes), checked after
+    if t is ErrorInfo:
+        fields: list[str] = []
+        used = 11  # "ErrorInfo()"
+        for name in ("type", "message", "status", "body", "command"):
+            field = f"{name}={_shown_within(getattr(value, name), show, room - used, limits)}"
+            used += len(field) + (2 if fields else 0)
+            if used > room:
+                too_big(used, limits)
+            fields.append(field)
+        return f"ErrorInfo({', '.join(fields)})"
+    items: list[Any] = list(value.items()) if t is dict else list(value)
+    parts: list[str] = []
+    used = 2
+    step = max(1, len(items) // 16)
+    for start in range(0, len(items), step):
+        chunk = items[start : start + step]
+        if t is dict:
+            part = _dict_items_text(chunk, show, room - used, limits)
+        elif len(chunk) == 1:
+            part = _shown_within(chunk[0], show, room - used, limits)
+        else:
+            part = _shown_within(chunk, show, room - used, limits)[1:-1]  # a list of the items: "[a, b]" less "[]"
+        used += len(part) + (2 if parts else 0)  # and ", " before it
+        if used > room:
+            too_big(used, limits)
+        parts.append(part)
+    inner = ", ".join(parts)
+    if t is dict:
+        return "{" + inner + "}"
+    if t is tuple:
+        return "(" + inner + ("," if len(items) == 1 else "") + ")"
+    return "[" + inner + "]"
+
+
+def _dict_items_text(pairs: list[tuple[Any, Any]], show: Callable[[Any], str], room: int, limits: Limits) -> str:
+    texts: list[str] = []
+    used = 0
+    for key, item in pairs:
+        text = f"{_shown_within(key, show, room - used, limits)}: {_shown_within(item, show, room - used, limits)}"
+        used += len(text) + (2 if texts else 0)
+        if used > room:
+            too_big(used, limits)
+        texts.append(text)
+    return ", ".join(texts)
+
+
+def _shown_within(value: Any, show: Callable[[Any], str], room: int, limits: Limits) -> str:
+    try:  # weighing stops as soon as the value is too heavy to show in one call, so a large one costs little here
+        measure(value, limits, budget=room // BYTES_PER_WEIGHT)
+    except ExpressionLimitError:
+        return _shown_in_parts(value, show, room, limits)
+    return show(value)
 
 
 def _n_int(limits: Limits, value: Any = 0, base: Any = None) -> int:
@@ -162,10 +259,27 @@ def _n_int(limits: Limits, value: Any = 0, base: Any = None) -> int:
             raise ExpressionRuntimeError(
                 f"int() takes a number or a string, not {type_name(value)}.", python_type="TypeError"
             )
+        if type(value) is str:
+            _check_digits(value, 10, limits)
         return int(value)
     if type(value) is not str or type(base) is not int:
         raise ExpressionRuntimeError("int(text, base) takes a string and an integer base.", python_type="TypeError")
+    _check_digits(value, base, limits)
     return int(value, base)
+
+
+def _check_digits(text: str, base: int, limits: Limits) -> None:
+    """Refuse, before parsing, a number whose digits alone make it larger than the integer bound."""
+    if len(text) < 40 or not 0 <= base <= 36:
+        return  # a short text is cheap to parse and its value is weighed after; a bad base is int()'s error
+    digits = text.strip().lstrip("+-").lower()
+    if base in (0, 2, 8, 16) and digits[:2] in ("0x", "0o", "0b"):
+        base = {"0x": 16, "0o": 8, "0b": 2}[digits[:2]]
+        digits = digits[2:]
+    stripped = digits.lstrip("0_")
+    bits = (len(stripped) - stripped.count("_") - 1) * math.log2(base or 10)
+    if bits > limits.max_int_bits:
+        int_too_big(int(bits), limits)
 
 
 def _n_float(limits: Limits, value: Any = 0.0) -> float:
@@ -181,8 +295,7 @@ def _n_str(limits: Limits, value: Any = "") -> str:
 
 
 def _n_repr(limits: Limits, value: Any) -> str:
-    measure(value, limits)
-    return repr(value)
+    return bounded_text(value, repr, limits)
 
 
 def _n_bool(limits: Limits, value: Any = False) -> bool:
@@ -193,11 +306,28 @@ def _n_len(limits: Limits, value: Any) -> int:
     return len(checked_iterable(value, "", "len()"))
 
 
+def _items_weight(values: Any, limits: Limits) -> int:
+    """The weight of the items a list of ``values``'s items holds (a string's characters, a dict's keys)."""
+    if type(values) is str:
+        return 2 * len(values)  # each character a string of weight 2
+    if type(values) is dict:
+        return measure(list(values), limits) - 1 - len(values)
+    return measure(values, limits) - 1 - len(values)
+
+
+def _check_split(values: Any, limits: Limits) -> None:
+    """Refuse turning a string into a list of its characters when that list would be too large (before it is)."""
+    if type(values) is str and 1 + 3 * len(values) > limits.max_weight:
+        too_big(1 + 3 * len(values), limits)
+
+
 def _n_list(limits: Limits, value: Any = ()) -> list[Any]:
+    _check_split(value, limits)
     return list(checked_iterable(value, "", "list()"))
 
 
 def _n_tuple(limits: Limits, value: Any = ()) -> tuple[Any, ...]:
+    _check_split(value, limits)
     return tuple(checked_iterable(value, "", "tuple()"))
 
 
@@ -222,8 +352,17 @@ def _n_range(limits: Limits, *args: Any) -> list[int]:
     if not 1 <= len(args) <= 3 or not all(_is_int(a) for a in args):
         raise ExpressionRuntimeError("range() takes one to three integers.", python_type="TypeError")
     r = range(*args)
-    if len(r) * 2 > limits.max_weight:
-        raise ExpressionLimitError(f"range() of {len(r):,} numbers is too large (at most {limits.max_weight // 2:,}).")
+    if not r:
+        return []
+    bits = max(r[0].bit_length(), r[-1].bit_length())  # the widest of its numbers is at an end
+    if bits > limits.max_int_bits:
+        int_too_big(bits, limits)
+    weight = 1 + len(r) * (1 + int_weight(bits))
+    if weight > limits.max_weight:  # weighed before the numbers exist: wide ones take 500 bytes each
+        raise ExpressionLimitError(
+            f"range() of {len(r):,} numbers of {bits:,} bits is too large (size {weight:,}, over "
+            f"{limits.max_weight:,})."
+        )
     return list(r)
 
 
@@ -257,21 +396,40 @@ def _extreme(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, An
 
 
 def _n_sorted(limits: Limits, values: Any, *, reverse: Any = False) -> list[Any]:
+    _check_split(values, limits)
     return sorted(checked_iterable(values, "", "sorted()"), reverse=bool(reverse))
 
 
 def _n_reversed(limits: Limits, values: Any) -> list[Any]:
+    _check_split(values, limits)
     return list(reversed(checked_iterable(values, "", "reversed()")))
 
 
 def _n_enumerate(limits: Limits, values: Any, start: Any = 0) -> list[tuple[int, Any]]:
     if not _is_int(start):
         raise ExpressionRuntimeError("enumerate() starts from an integer.", python_type="TypeError")
-    return list(enumerate(checked_iterable(values, "", "enumerate()"), start))
+    items = checked_iterable(values, "", "enumerate()")
+    n = len(items)
+    if n:
+        bits = max(int(start).bit_length(), (start + n - 1).bit_length())
+        if bits > limits.max_int_bits:
+            int_too_big(bits, limits)
+        # A list of n pairs: each an item of the list (1), a tuple (1 + 2), its number and the item.
+        weight = 1 + n * (4 + int_weight(bits)) + _items_weight(items, limits)
+        if weight > limits.max_weight:
+            too_big(weight, limits)
+    return list(enumerate(items, start))
 
 
 def _n_zip(limits: Limits, *values: Any) -> list[tuple[Any, ...]]:
-    return list(zip(*(checked_iterable(v, "", "zip()") for v in values), strict=False))
+    lists = [checked_iterable(v, "", "zip()") for v in values]
+    n = min(map(len, lists), default=0)
+    if n:
+        # n tuples of one item of each: weighed before they are made (a string's characters become strings).
+        weight = 1 + n * (2 + len(lists)) + sum(_items_weight(v, limits) for v in lists)
+        if weight > limits.max_weight:
+            too_big(weight, limits)
+    return list(zip(*lists, strict=False))
 
 
 def _n_any(limits: Limits, values: Any) -> bool:
@@ -298,6 +456,38 @@ def _n_round(limits: Limits, value: Any, digits: Any = None) -> Any:
     if abs(digits) > 1000:  # CPython computes 10**-digits for an integer: round(5, -10**7) takes seconds
         raise ExpressionLimitError("round() to more than 1,000 digits is refused.")
     return round(value, digits)
+
+
+def pow_cost(*args: Any) -> int:
+    """The steps ``pow(base, exponent, modulus)`` costs: a step per microsecond it may take, before it runs.
+
+    A modular power multiplies numbers the size of the modulus once or twice per bit of the exponent, about 4 ns
+    per pair of 30-bit digits on an idle machine (0.3 s for 4,096-bit numbers) and three times that on a loaded one
+    (1.2 s, measured): it is charged 13 ns, so a 4,096-bit one is refused and a 3,000-bit one costs 0.4 of the
+    steps an evaluation has.
+    """
+    if len(args) != 3 or not all(_is_int(a) for a in args):
+        return 0  # a plain power is bounded by its result's size; pow() itself names wrong arguments
+    base, exponent, modulus = (int(a) for a in args)
+    digits = modulus.bit_length() // 30 + 1
+    return (abs(exponent).bit_length() + base.bit_length() // 30 + 1) * digits * digits * 13 // 1000
+
+
+def sorted_cost(values: Any = None, *args: Any, **kwargs: Any) -> int:
+    """The steps ``sorted(values)`` costs, estimated before it runs (a step a microsecond).
+
+    It compares n log n pairs: about 30 ns a comparison of numbers or strings (the sort's own fast paths), and
+    otherwise about 20 ns per unit of the weight of what is compared (lists of lists, tuples, mixed kinds).
+    """
+    if type(values) not in (list, tuple, dict) or len(values) < 2:
+        return 0
+    n = len(values)
+    comparisons = n * n.bit_length()
+    items = list(values) if type(values) is dict else values
+    kinds = set(map(type, items))
+    if len(kinds) == 1 and kinds <= {int, float, str}:
+        return comparisons * 30 // 1000
+    return measure(items) * n.bit_length() * 20 // 1000
 
 
 def _n_pow(limits: Limits, base: Any, exponent: Any, modulus: Any = None) -> Any:
@@ -365,6 +555,10 @@ BUILTINS: dict[str, Builtin] = {
 }
 """The functions an expression may call, each pure and bounded. ``isfinite`` is math.isfinite."""
 
+BUILTIN_COSTS: dict[str, Callable[..., int]] = {"pow": pow_cost, "sorted": sorted_cost}
+"""For a built-in whose work grows faster than its arguments: the steps a call costs, from its arguments (each
+other built-in's work is linear in its arguments, whose size is bounded, and the deadline is checked around it)."""
+
 
 def _width(limits: Limits, width: Any) -> None:
     if _is_int(width) and width >= limits.max_weight:
@@ -413,9 +607,45 @@ def _m_split(name: str) -> Builtin:
     impl = getattr(str, name)
 
     def split(limits: Limits, s: str, *args: Any, **kwargs: Any) -> Any:
+        weight = 1 + 2 * _pieces(s, args, kwargs, name) + len(s)  # the list, each string, every character at most
+        if weight > limits.max_weight:
+            too_big(weight, limits)
         return impl(s, *args, **kwargs)
 
     return split
+
+
+def _m_case(name: str) -> Builtin:
+    impl = getattr(str, name)
+
+    def change_case(limits: Limits, s: str) -> str:
+        # A character can become three ('ﬃ'.upper() is 'FFI'); only text that is not ASCII can grow.
+        if not s.isascii() and 3 * len(s) >= limits.max_weight:
+            too_big(3 * len(s), limits)
+        result: str = impl(s)
+        return result
+
+    return change_case
+
+
+_WHITESPACE = "".join(c for c in map(chr, range(0x3001)) if c.isspace())  # every whitespace character is below
+_LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+
+
+def _pieces(s: str, args: tuple[Any, ...], kwargs: dict[str, Any], name: str) -> int:
+    """At most how many strings splitting ``s`` makes, counted before it is split."""
+    if name == "splitlines":
+        chars = _LINE_BREAKS if not s.isascii() else _LINE_BREAKS[:7]
+        return 1 + sum(map(s.count, chars))
+    sep = args[0] if args else kwargs.get("sep")
+    limit = args[1] if len(args) > 1 else kwargs.get("maxsplit", -1)
+    if type(sep) is str and sep:
+        found = s.count(sep)
+    else:
+        found = sum(map(s.count, _WHITESPACE if not s.isascii() else _WHITESPACE[:10]))
+    if _is_int(limit) and limit >= 0:
+        found = min(found, limit)
+    return 1 + found
 
 
 def _m_plain(owner: type, name: str) -> Builtin:
@@ -425,16 +655,22 @@ def _m_plain(owner: type, name: str) -> Builtin:
 
 def _m_dict_view(name: str) -> Builtin:
     impl = getattr(dict, name)
-    return lambda limits, target: list(impl(target))
+
+    def view(limits: Limits, target: dict[Any, Any]) -> list[Any]:
+        if name == "items":  # a tuple per pair: 3 more a pair than the dict, weighed before the pairs are made
+            measure(target, limits, budget=limits.max_weight - 3 * len(target))
+        return list(impl(target))
+
+    return view
 
 
 def _m_get(limits: Limits, d: dict[Any, Any], key: Any, default: Any = None) -> Any:
     return d.get(key, default)
 
 
+_STR_CASES = ("capitalize", "casefold", "lower", "swapcase", "title", "upper")
+
 _STR_PLAIN = (
-    "capitalize",
-    "casefold",
     "count",
     "endswith",
     "find",
@@ -449,7 +685,6 @@ _STR_PLAIN = (
     "isspace",
     "istitle",
     "isupper",
-    "lower",
     "lstrip",
     "partition",
     "removeprefix",
@@ -460,14 +695,12 @@ _STR_PLAIN = (
     "rstrip",
     "startswith",
     "strip",
-    "swapcase",
-    "title",
-    "upper",
 )
 
 METHODS: dict[type, dict[str, Builtin]] = {
     str: {
         **{name: _m_plain(str, name) for name in _STR_PLAIN},
+        **{name: _m_case(name) for name in _STR_CASES},
         **{name: _m_padding(name) for name in ("center", "ljust", "rjust")},
         "zfill": _m_zfill,
         "replace": _m_replace,

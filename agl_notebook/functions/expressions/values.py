@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import chain
+from operator import countOf
 from typing import Any, NoReturn
 
 from ..errors import ErrorInfo, ExpressionLimitError, ExpressionRuntimeError, SandboxError, shorten
@@ -24,13 +25,15 @@ class Limits:
     max_depth: int = 100
     """Nesting of the expression's syntax tree."""
     max_weight: int = 4_000_000
-    """The size of any value: characters of strings, items of containers, words of integers, all nested."""
+    """The size of any value (its weight, `measure`): characters of strings, items of containers, all nested."""
     max_value_depth: int = 100
     """Nesting of any value (lists in lists in dicts...)."""
     max_int_bits: int = 4096
     """Bits of any integer (about 1,233 decimal digits)."""
     max_steps: int = 1_000_000
-    """Work of one evaluation: each comprehension iteration costs the size of its body."""
+    """Work of one evaluation: each comprehension iteration costs the size of its body, and a built-in whose work
+    grows faster than its arguments (``sorted``, ``pow`` with a modulus) a step per estimated microsecond of it,
+    charged before it runs."""
     timeout: float = 1.0
     """Seconds one evaluation may take; a backstop behind the deterministic bounds above."""
     max_format_width: int = 10_000
@@ -40,8 +43,29 @@ class Limits:
 DEFAULT_LIMITS = Limits()
 
 
+BYTES_PER_WEIGHT = 12
+"""What one unit of weight may take when the value is shown, logged or returned: a value of weight ``w`` takes at
+most ``12 * w`` bytes as ``str()``, ``repr()`` or ``ascii()`` text (UTF-8) or as JSON (with or without
+``ensure_ascii``, HTML-escaped or not). The weights below are chosen so: a string weighs one plus its characters (a
+character takes at most 12 bytes, as the JSON escape ``\\ud83d\\ude00``), an integer one plus a unit per 32 bits
+(about 10 digits), a float 2 (``-2.2250738585072014e-308`` is 24 characters), ``exc`` `ERROR_WEIGHT` plus its
+fields, a container one plus a unit per item. ``tests/reliability/test_sandbox_bounds.py`` checks it on random
+values."""
+
+ERROR_WEIGHT = 10
+"""What ``exc`` (`ErrorInfo`) weighs beyond its fields (its type, message, status, body and command), for the
+field names its JSON and its repr spell out."""
+
+FLOAT_WEIGHT = 2
+
+
+def int_weight(bits: int) -> int:
+    """The weight of an integer of ``bits`` bits."""
+    return 1 + (bits >> 5)
+
+
 def measure(value: object, limits: Limits = DEFAULT_LIMITS, *, depth: int = 0, budget: int | None = None) -> int:
-    """The weight of ``value``.
+    """The weight of ``value``: a bound on what it takes shown, logged or returned (`BYTES_PER_WEIGHT`).
 
     Args:
         value: What to measure.
@@ -64,11 +88,15 @@ def measure(value: object, limits: Limits = DEFAULT_LIMITS, *, depth: int = 0, b
         bits: int = value.bit_length()  # type: ignore[attr-defined]
         if bits > limits.max_int_bits:
             int_too_big(bits, limits)
-        weight = 1 + (bits >> 6)
+        weight = 1 + (bits >> 5)
         if weight > allowed:
             too_big(weight, limits)
         return weight
-    if t is float or t is bool or value is None:
+    if t is float:
+        if allowed < FLOAT_WEIGHT:
+            too_big(FLOAT_WEIGHT, limits)
+        return FLOAT_WEIGHT
+    if t is bool or value is None:
         if allowed < 1:
             too_big(1, limits)
         return 1
@@ -85,9 +113,18 @@ def measure(value: object, limits: Limits = DEFAULT_LIMITS, *, depth: int = 0, b
                 bits = v.bit_length()
                 if bits > max_bits:
                     int_too_big(bits, limits)
-                total += 1 + (bits >> 6)
-            elif t is float or t is bool or v is None or t is ErrorInfo:
+                total += 1 + (bits >> 5)
+            elif t is float:
+                total += FLOAT_WEIGHT
+            elif t is bool or v is None:
                 total += 1
+            elif t is ErrorInfo:
+                # Its message and body can be as large as any value: an error weighs what it holds.
+                if level >= max_depth:
+                    _too_deep(limits)
+                total += ERROR_WEIGHT
+                stack.append(iter((v.type, v.message, v.status, v.body, v.command)))
+                break
             elif t is list or t is tuple or t is dict:
                 if level >= max_depth:
                     _too_deep(limits)
@@ -100,12 +137,20 @@ def measure(value: object, limits: Limits = DEFAULT_LIMITS, *, depth: int = 0, b
                 if not n:
                     continue
                 if t is dict:
-                    stack.append(chain.from_iterable(v.items()))  # keys and values, one level deeper
-                    break
-                flat = _flat_weight(v, limits) if n >= 8 else None
-                if flat is None:
+                    flat = _flat_dict_weight(v, limits) if n >= 8 else None
+                    if flat is None:
+                        stack.append(chain.from_iterable(v.items()))  # keys and values, one level deeper
+                        break
+                elif n < 8:
                     stack.append(iter(v))
                     break
+                else:
+                    flat = _flat_weight(v, limits)
+                    if flat is None and level + 1 < max_depth:
+                        flat = _flat_rows_weight(v, limits, allowed - total)
+                    if flat is None:
+                        stack.append(iter(v))
+                        break
                 total += flat
             else:
                 raise SandboxError(
@@ -123,23 +168,58 @@ _UNIT_TYPES = frozenset({float, bool, type(None)})
 _INT_TYPES = frozenset({int, bool})
 
 
-def _flat_weight(items: list[Any] | tuple[Any, ...], limits: Limits) -> int | None:
+def _flat_weight(items: Any, limits: Limits, n: int | None = None) -> int | None:
     """The weight of a list's items when they are all strings, all integers or all unit scalars, else None.
 
-    Computed in C, without a Python step per item; the caller walks any other list.
+    Computed in C, without a Python step per item; the caller walks any other list. ``items`` may be a function
+    giving a new iterator over them each time (with ``n``, their number), so rows are weighed without a list of
+    their items.
     """
-    kinds = set(map(type, items))
-    n = len(items)  # each item weighs 1, plus its characters or its integer's extra words
+    if n is None:
+        n = len(items)
+        every = items.__iter__
+    else:
+        every = items
+    kinds = set(map(type, every()))
+    # Each item weighs 1, plus its characters, its integer's extra units or a float's extra unit.
     if kinds <= _UNIT_TYPES:
-        return n
+        if float not in kinds:
+            return n
+        return n + (n if len(kinds) == 1 else countOf(map(type, every()), float)) * (FLOAT_WEIGHT - 1)
     if kinds == {str}:
-        return n + sum(map(len, items))
+        return n + sum(map(len, every()))
     if kinds <= _INT_TYPES:
-        widest = max(map(int.bit_length, items))
+        widest = max(map(int.bit_length, every()))
         if widest > limits.max_int_bits:
             int_too_big(widest, limits)
-        return n if widest < 64 else n + sum(map((64).__rfloordiv__, map(int.bit_length, items)))
+        return n if widest < 32 else n + sum(map((32).__rfloordiv__, map(int.bit_length, every())))
     return None
+
+
+def _flat_dict_weight(d: dict[Any, Any], limits: Limits) -> int | None:
+    """The weight of a dict's keys and values when each side is flat (`_flat_weight`), else None."""
+    keys = _flat_weight(d.keys().__iter__, limits, len(d))
+    if keys is None:
+        return None
+    values = _flat_weight(d.values().__iter__, limits, len(d))
+    return None if values is None else keys + values
+
+
+def _flat_rows_weight(items: list[Any] | tuple[Any, ...], limits: Limits, allowed: int) -> int | None:
+    """The weight of a list's items when they are all tuples (or all lists) of flat scalars, else None.
+
+    Rows of numbers (what ``enumerate``, ``zip`` and ``dict.items()`` make) are weighed in C too: each row is an
+    item (1), a container (1 + its length) and its scalars (each at least 1: rows too long for ``allowed`` by
+    their lengths alone are not looked into).
+    """
+    kinds = set(map(type, items))
+    if kinds != {tuple} and kinds != {list}:
+        return None
+    inner = sum(map(len, items))
+    if len(items) + 2 * inner > allowed:
+        return len(items) + 2 * inner  # too large already; the caller refuses it
+    flat = _flat_weight(lambda: chain.from_iterable(items), limits, inner) if inner else 0
+    return None if flat is None else len(items) + inner + flat
 
 
 def spread_weight(items: Any, limits: Limits, room: int) -> int:

@@ -16,7 +16,17 @@ from ..spec import AgentSpec, Block, Function, Template
 from .calls import Facts, check_calls
 from .commands import CommandChecks, Context
 from .flow import check_handler_reads
-from .reading import AgentInvalidError, Problem, key_path, kind_of, pairs_of, plain_json, read_source, shorten_repr
+from .reading import (
+    AgentInvalidError,
+    Problem,
+    key_path,
+    kind_of,
+    nesting_problem,
+    pairs_of,
+    plain_json,
+    read_source,
+    shorten_repr,
+)
 
 _FUNCTION_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 
@@ -65,6 +75,10 @@ class AgentChecks(CommandChecks):
         """The agent, or None and every problem found."""
         if not isinstance(data, Mapping):
             self.problem("", f"an agent file is a JSON object with 'functions' (and 'profiles'), not {kind_of(data)}.")
+            return None, self.problems
+        too_deep = nesting_problem(data)
+        if too_deep is not None:  # the checks below recurse; they never meet a file deeper than this
+            self.problems.append(too_deep)
             return None, self.problems
         top = self.fields(
             data, "", ("$schema", "version", "name", "description", "model", "profiles", "functions"), "an agent file"

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..._files import number_too_long
 from ...errors import InputError
 from ...payloads import JsonValue
 
@@ -80,6 +81,42 @@ def parse_json(text: str, *, source: str = "the agent file") -> Any:
         ) from None
     except RecursionError:
         raise AgentInvalidError([Problem("", "not readable: the JSON is nested too deeply.")], source=source) from None
+    except ValueError:  # a number of more than 4,300 digits, which Python refuses to convert
+        raise AgentInvalidError([Problem("", f"not readable{number_too_long(text)}.")], source=source) from None
+
+
+MAX_NESTING = 100
+"""How deeply an agent file's JSON may nest (objects and lists in one another): deeper is refused before any check
+walks it, so a hostile file meets a problem naming where, never Python's recursion limit."""
+
+
+def nesting_problem(data: Any, limit: int = MAX_NESTING) -> Problem | None:
+    """A problem naming where ``data`` first nests more than ``limit`` levels deep, else None.
+
+    A walk without recursion: an iterator per level, and the keys that lead to the current level (the path is
+    spelled only for the problem).
+    """
+    keys: list[str | int] = []
+    levels: list[Any] = [iter([("", data)])]
+    while levels:
+        for key, value in levels[-1]:
+            if isinstance(value, Mapping):
+                inner: Any = iter(pairs_of(value))
+            elif isinstance(value, list):
+                inner = enumerate(value)
+            else:
+                continue
+            keys[len(levels) - 1 :] = [key]
+            if len(levels) > limit:
+                path = ""
+                for k in keys[1:]:
+                    path = f"{path}[{k}]" if isinstance(k, int) else key_path(path, k)
+                return Problem(path, f"nested more than {limit} levels deep (objects and lists in one another).")
+            levels.append(inner)
+            break
+        else:
+            levels.pop()
+    return None
 
 
 def read_source(source: object) -> tuple[Any, str]:
