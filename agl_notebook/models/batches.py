@@ -195,6 +195,7 @@ class Batches:
         if participant._parked:  # back from a person's answer: the next wave waits for it again
             participant._parked = False
             self._wait(participant, -1)
+        participant._free_slot()  # its tools are done: another step's may run
         participant._asked += 1
         number = participant._asked
         loop = asyncio.get_running_loop()
@@ -207,13 +208,20 @@ class Batches:
         except asyncio.CancelledError:
             self._abandon(pending)
             raise
+        # The whole wave's replies arrive at once: the step runs the reply's tool calls once it holds a slot of its
+        # participant's limit (a map's concurrency), which it gives back when it asks again or ends.
+        await participant._take_slot()
         for event in events:
             yield event
 
     # --- participants ------------------------------------------------------------------------------------------------
 
-    def join(self, key: str) -> Participant:
+    def join(self, key: str, *, limit: asyncio.Semaphore | None = None) -> Participant:
         """Register a participant keyed ``key``; join every participant of a map before any of them starts.
+
+        ``limit``, shared by several participants, bounds how many of their steps run the tool calls of a reply at
+        once (run.map passes one of its ``concurrency``): a step holds a slot from its reply until it asks again or
+        ends (while it waits for a person too, as a live map's item holds its place).
 
         Raises:
             InputError: ``key`` is empty or another participant that has not left has it.
@@ -222,7 +230,7 @@ class Batches:
             raise InputError(f"Batches.join takes a non-empty key (an item's record key), not {key!r}.")
         if key in self._participants:
             raise InputError(f"Batches.join: a participant keyed {key!r} is already running.")
-        participant = self._participants[key] = Participant(self, key)
+        participant = self._participants[key] = Participant(self, key, limit)
         self._idle += 1
         return participant
 
