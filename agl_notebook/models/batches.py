@@ -402,7 +402,7 @@ class Batches:
         try:
             await self._wave_with(client, wave, requests)
         finally:
-            await asyncio.shield(client.close())
+            await _close_whole(client)
 
     async def _wave_with(self, client: AsyncAnthropic, wave: int, requests: list[_Request]) -> None:
         attached: dict[str, list[_Request]] = {}
@@ -662,6 +662,24 @@ class Batches:
 
     def __repr__(self) -> str:
         return f"Batches(model={self.model!r}, participants={len(self._participants)}, waves={self._wave})"
+
+
+async def _close_whole(client: AsyncAnthropic) -> None:
+    """Close a client, to the end even when cancelled meanwhile (then cancelled after).
+
+    The last wave's task is still closing its client when the steps it answered end; `asyncio.run` then cancels it
+    and closes the loop once it finished: the close must finish first, or its connections are left to a closed loop.
+    """
+    closing = asyncio.ensure_future(client.close())
+    cancelled = False
+    while not closing.done():
+        try:
+            await asyncio.shield(closing)
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    closing.result()
 
 
 def _check_int(name: str, value: object, least: int) -> None:
