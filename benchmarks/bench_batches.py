@@ -132,7 +132,7 @@ async def in_kernel(items: int, folder: str, profile: str | None = None) -> dict
     if profiler is not None:
         profiler.enable()
     results = await run.map(RESEARCHER, queries, engine=engine)
-    if profiler is not None:
+    if profiler is not None and profile:
         profiler.disable()
         profiler.dump_stats(profile)
     total = time.process_time() - start

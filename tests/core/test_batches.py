@@ -577,7 +577,8 @@ async def interrupted_in_wave_two(fake: FakeBatches) -> JsonObject:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert batches_per_wave(saved[-1]) == [1, 1]
-    return json.loads(json.dumps(saved[-1]))
+    state: JsonObject = json.loads(json.dumps(saved[-1]))
+    return state
 
 
 def ticking() -> dict[str, Any]:
@@ -643,10 +644,12 @@ async def test_a_batch_the_api_no_longer_knows_is_sent_again_in_a_new_batch_when
     assert len(other.creations) == before + sent_again and engine.creations == sent_again
     assert all(len(b.requests) == 6 for b in other.creations[before:])
     # The state notes the batches gone: an engine taking it up asks nothing of them again.
-    gone = {b["id"] for w in saved[-1]["waves"] for b in w["batches"] if b.get("gone")}  # type: ignore[union-attr,index]
+    waves: Any = saved[-1]["waves"]
+    gone = {b["id"] for w in waves for b in w["batches"] if b.get("gone")}
     assert gone == ({first} if how == "results_gone" else {first, second})
     polls = len(other.requests)
-    replayed, _ = await run_batched(engine_for(other, state=saved[-1]), inputs(6), store=run.store)
+    store: Any = run.store
+    replayed, _ = await run_batched(engine_for(other, state=saved[-1]), inputs(6), store=store)
     assert all(isinstance(o, LoopOutcome) for o in replayed)
     assert len(other.requests) == polls  # every step replays from its record
 
