@@ -241,7 +241,7 @@ async def test_a_404_past_the_grace_fails_the_steps_of_that_batch() -> None:
     fake = FakeBatches(three_turns, polls=1, not_found_first=True)
     engine = engine_for(fake, sleep=slow, clock=lambda: now[0], not_found_grace=30.0)
     outcomes, _ = await run_batched(engine, inputs(2))
-    assert all(isinstance(o, UpstreamUnexpected) and "is not found" in str(o) for o in outcomes)
+    assert all(isinstance(o, UpstreamUnexpected) and "is still not found" in str(o) for o in outcomes)
     assert len(fake.creations) == 1
 
 
