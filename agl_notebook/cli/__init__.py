@@ -15,8 +15,8 @@
   writing nothing, and says which recording each step of CELL replays from, or why the first miss missed.
 - ``agl-notebook clear NOTEBOOK (--all | ID...)`` and ``agl-notebook gc NOTEBOOK [--unknown-too]`` remove
   recordings (given ones; or the ones no cell uses), with ``--dry-run``.
-- ``agl-notebook batches list|cancel NOTEBOOK``: the Message Batches of the notebook's batch maps, from the states
-  their sidecars keep, told or canceled (`.batches`).
+- ``agl-notebook batches list|cancel|forget NOTEBOOK``: the Message Batches of the notebook's batch maps, from the
+  states their sidecars keep, told, canceled or forgotten (a reset line appended) (`.batches`).
 
 Nothing is written unless everything before the write succeeded, and a write is atomic (a temporary file in the
 same folder, then `os.replace`), so a failure leaves the original file as it was.
@@ -109,7 +109,9 @@ def _main(argv: list[str] | None, *, batch_client: ClientFactory | None) -> int:
         if args.command == "gc":
             return _gc(path, unknown_too=args.unknown_too, dry_run=args.dry_run)
         if args.command == "batches":
-            return batches_command(args.action, path, read_notebook_json(path), say=_say, client=batch_client)
+            return batches_command(
+                args.action, path, read_notebook_json(path), say=_say, client=batch_client, map_key=args.map
+            )
         return _consolidate(path)
     except InputError as e:
         _error(str(e))
@@ -256,14 +258,22 @@ def _parser() -> argparse.ArgumentParser:
 
     batches = commands.add_parser(
         "batches",
-        help="list or cancel the Message Batches of the notebook's batch maps",
+        help="list, cancel or forget the Message Batches of the notebook's batch maps",
         description="Read the batch state each batch map keeps in its sidecar file (those the notebook names, "
         "and the other sidecar files beside it), and ask the Message Batches API for each batch's status (list) "
-        "or cancel those in progress (cancel). Needs the API's credentials, as a live step does. A map run again "
-        "re-attaches to its batches; the requests of a canceled one are sent again. Nothing is written.",
+        "or cancel those in progress (cancel); both need the API's credentials, as a live step does, and write "
+        "nothing. A map run again re-attaches to its batches; the requests of a canceled one are sent again. "
+        "forget asks nothing of the API: it appends to each map's sidecar a state with no batch (never rewriting "
+        "the file), so the map run again sends its unfinished items in a new batch: the way out when the API no "
+        "longer knows a batch (deleted, another workspace's key, results past 29 days).",
     )
-    batches.add_argument("action", choices=["list", "cancel"], help="list the batches, or cancel those in progress")
+    batches.add_argument(
+        "action",
+        choices=["list", "cancel", "forget"],
+        help="list the batches, cancel those in progress, or forget them (a reset line appended to the sidecar)",
+    )
     batches.add_argument("notebook", metavar="NOTEBOOK", help="the .ipynb file")
+    batches.add_argument("--map", metavar="KEY", help="only the batch map of this key (its sidecar KEY.agl.jsonl)")
     return parser
 
 

@@ -2,11 +2,14 @@
 
 The engine counts its participants: a wave goes out once every participant joined and not left waits on a request
 (or is parked, waiting for a person). A participant routes the requests of the step running inside its ``with``
-block to the engine (a context variable, so steps under ``asyncio.gather`` stay apart). docs/batches.md.
+block to the engine (a context variable, so steps under ``asyncio.gather`` stay apart). Participants may share a
+limit (a semaphore, a map's concurrency): a step holds one of its slots from the reply it got until it asks again or
+ends, so the tool calls of a wave's replies run at most that many at once. docs/batches.md.
 """
 
 from __future__ import annotations
 
+import asyncio
 from contextvars import ContextVar, Token
 from typing import Protocol
 
@@ -35,7 +38,7 @@ class Participant:
     the engine serves (not in `Run.step_sync`, which gives a step a loop of its own).
     """
 
-    def __init__(self, engine: Engine, key: str) -> None:
+    def __init__(self, engine: Engine, key: str, limit: asyncio.Semaphore | None = None) -> None:
         self.key = key
         """The caller's key for this step (a map item's record key); its requests' ``custom_id`` derive from it."""
         self.answered_by: list[str] = []
@@ -48,6 +51,21 @@ class Participant:
         self._left = False
         self._parked = False
         self._tokens: list[Token[Participant | None]] = []
+        self._limit = limit
+        self._holding = False  # holds one of the limit's slots: its step runs its tools
+
+    async def _take_slot(self) -> None:
+        """Its step got a reply: wait for a slot of the limit before it runs the reply's tool calls."""
+        if self._limit is not None and not self._holding:
+            await self._limit.acquire()
+            self._holding = True
+
+    def _free_slot(self) -> None:
+        """Its step asks again, or ends: its tools are done, another step's may run."""
+        if self._holding:
+            self._holding = False
+            assert self._limit is not None
+            self._limit.release()
 
     @property
     def left(self) -> bool:
@@ -81,6 +99,7 @@ class Participant:
 
     def leave(self) -> None:
         """Leave the engine's waves (done when the ``with`` block ends; leaving twice is nothing)."""
+        self._free_slot()
         if not self._left:
             self._left = True
             self._engine._leave(self)

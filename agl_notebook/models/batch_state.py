@@ -6,6 +6,8 @@ The state is plain JSON (docs/batches.md, "Re-attaching")::
         {"id": "msgbatch_...", "requests": {"<custom_id>": "<digest>", ...}, "ended": false,
          "results": {"<custom_id>": "succeeded" | "errored" | "expired" | "canceled", ...}}]}]}
 
+A batch the API no longer knows, whose requests were sent again, carries ``"gone": true``.
+
 A request is known by its ``custom_id`` (derived from the participant's key and the request's number in its step)
 and the digest of its parameters: a later session asking the same request again (the same conversation, after a
 restart) finds the batch that holds it instead of submitting it twice; a request whose parameters changed is a new
@@ -64,15 +66,20 @@ class KnownBatch:
     """Its processing has ended and its results were read."""
     results: dict[str, str] = field(default_factory=dict)
     """The type of each request's result, once read."""
+    gone: bool = False
+    """The API no longer knows it (its requests were sent again): no request is answered from it."""
 
     def to_json(self) -> JsonObject:
         """The batch as the state keeps it."""
-        return {
+        data: JsonObject = {
             "id": self.id,
             "requests": dict(self.requests),
             "ended": self.ended,
             "results": dict(self.results),
         }
+        if self.gone:
+            data["gone"] = True
+        return data
 
 
 class BatchState:
@@ -99,9 +106,20 @@ class BatchState:
     def holding(self, custom_id: str, digest: str) -> KnownBatch | None:
         """The batch that holds this very request, unless its result there was a failure (it is asked again)."""
         batch = self._holding.get(custom_id)
-        if batch is None or batch.requests.get(custom_id) != digest or batch.results.get(custom_id) in _FAILED:
+        if (
+            batch is None
+            or batch.gone
+            or batch.requests.get(custom_id) != digest
+            or batch.results.get(custom_id) in _FAILED
+        ):
             return None
         return batch
+
+    def gone(self, batch_id: str) -> None:
+        """Note that the API no longer knows a batch: its requests are sent again."""
+        for batch in self.batches:
+            if batch.id == batch_id:
+                batch.gone = True
 
     def ended(self, batch_id: str, results: dict[str, str]) -> None:
         """Note that a batch ended, with the type of each of its results."""
@@ -154,9 +172,11 @@ def _batch(data: JsonValue, wave: int, where: str) -> KnownBatch:
     if odd:
         raise InputError(f"{where}.results: unknown result type {odd[0]!r}.")
     ended = data.get("ended", False)
-    if not isinstance(ended, bool):
-        raise InputError(f"{where}.ended: expected true or false.")
-    return KnownBatch(str(data["id"]), wave, requests, ended, results)
+    gone = data.get("gone", False)
+    for name, flag in (("ended", ended), ("gone", gone)):
+        if not isinstance(flag, bool):
+            raise InputError(f"{where}.{name}: expected true or false.")
+    return KnownBatch(str(data["id"]), wave, requests, bool(ended), results, bool(gone))
 
 
 def _strings(data: JsonValue, where: str) -> dict[str, str]:

@@ -40,7 +40,8 @@ from .batch_state import BatchState, KnownBatch, custom_id, request_digest
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
-    from anthropic.types.messages import MessageBatch, MessageBatchResult
+    from anthropic._decoders.jsonl import AsyncJSONLDecoder
+    from anthropic.types.messages import MessageBatch, MessageBatchIndividualResponse, MessageBatchResult
 
 __all__ = ["MAX_BATCH_BYTES", "MAX_BATCH_REQUESTS", "BatchStatus", "Batches", "Participant"]
 
@@ -52,6 +53,15 @@ _BODY_FRAME = len(b'{"requests":[]}')
 _LIVE_AT_ONCE = 8  # expired requests run live this many at a time, so a large expiry does not burst the rate limit
 
 _Sized = tuple["_Request", int, str]  # a request to send, its encoded size and its digest
+
+
+class _UnknownBatch(Exception):
+    """A batch of an earlier session the API no longer knows (its retrieve or its results are a 404)."""
+
+    def __init__(self, batch_id: str, what: str) -> None:
+        super().__init__(batch_id, what)
+        self.batch_id = batch_id
+        self.what = what
 
 
 @dataclass(eq=False)
@@ -74,13 +84,18 @@ class Batches:
     """Claude through the Message Batches API: the next request of every running step, in one batch.
 
     Args:
-        client: A configured ``anthropic.AsyncAnthropic``; without one, a client is made from the environment
-            (as `AnthropicModel` does) when the first wave goes out.
+        client: A configured ``anthropic.AsyncAnthropic``; without one, each wave makes a client from the
+            environment (as `AnthropicModel` does) and closes it when the wave ends.
         model: A model id that overrides the one each request names.
         retries: How many times an errored, expired or canceled request goes into a later wave before its step
             fails with `BatchRequestError`.
         on_expired: ``"retry"``: expired and canceled requests go into the next wave like errored ones; ``"live"``:
             they are sent at once to the live Messages API instead.
+        on_unknown_batch: What becomes of the requests of a batch from an earlier session (a saved state) that the
+            API no longer knows (deleted, created with another workspace's key, its results past the 29 days the API
+            keeps them): ``"fail"`` fails their steps with a `BatchRequestError` (``result`` ``"unknown"``) saying
+            how to send them again, so nothing is paid twice without asking; ``"send_again"`` sends them in the
+            next wave, in a new batch, and the state notes the batch gone.
         max_requests: The most requests in one batch (the API's limit by default); a wave past it is split.
         max_bytes: The largest create body in bytes (the API's 256 MB by default); a wave past it is split.
         poll_first: Seconds before the first poll of a batch just created.
@@ -111,6 +126,7 @@ class Batches:
         model: str | None = None,
         retries: int = 2,
         on_expired: Literal["retry", "live"] = "retry",
+        on_unknown_batch: Literal["fail", "send_again"] = "fail",
         max_requests: int = MAX_BATCH_REQUESTS,
         max_bytes: int = MAX_BATCH_BYTES,
         poll_first: float = 10.0,
@@ -136,12 +152,15 @@ class Batches:
                 raise InputError(f"Batches({name}=...) takes a number >= {least:g}, not {value!r}.")
         if on_expired not in ("retry", "live"):
             raise InputError(f"Batches(on_expired=...) takes 'retry' or 'live', not {on_expired!r}.")
+        if on_unknown_batch not in ("fail", "send_again"):
+            raise InputError(f"Batches(on_unknown_batch=...) takes 'fail' or 'send_again', not {on_unknown_batch!r}.")
         if model is not None and (not isinstance(model, str) or not model.strip()):
             raise InputError(f"Batches(model=...) takes a model id such as Claude.OPUS, not {model!r}.")
         self.model = model
         """The model id every request is sent to, or None to use each request's own."""
         self.retries = retries
         self.on_expired = on_expired
+        self.on_unknown_batch = on_unknown_batch
         self.max_requests = max_requests
         self.max_bytes = max_bytes
         self._poll = (float(poll_first), float(poll_factor), float(poll_most))
@@ -164,6 +183,7 @@ class Batches:
         self._wave_open = 0  # requests of the wave in flight still awaited by their steps
         self._scheduled = False
         self._created_at: dict[str, float] = {}
+        self._missing_since: dict[str, float] = {}  # an earlier session's batch: when the API first did not know it
         self._creating: set[asyncio.Future[str | None]] = set()  # creations in flight (shielded)
         self._watchers: list[tuple[Callable[[JsonObject], object] | None, Callable[[BatchStatus], object] | None]] = []
 
@@ -195,6 +215,7 @@ class Batches:
         if participant._parked:  # back from a person's answer: the next wave waits for it again
             participant._parked = False
             self._wait(participant, -1)
+        participant._free_slot()  # its tools are done: another step's may run
         participant._asked += 1
         number = participant._asked
         loop = asyncio.get_running_loop()
@@ -207,13 +228,20 @@ class Batches:
         except asyncio.CancelledError:
             self._abandon(pending)
             raise
+        # The whole wave's replies arrive at once: the step runs the reply's tool calls once it holds a slot of its
+        # participant's limit (a map's concurrency), which it gives back when it asks again or ends.
+        await participant._take_slot()
         for event in events:
             yield event
 
     # --- participants ------------------------------------------------------------------------------------------------
 
-    def join(self, key: str) -> Participant:
+    def join(self, key: str, *, limit: asyncio.Semaphore | None = None) -> Participant:
         """Register a participant keyed ``key``; join every participant of a map before any of them starts.
+
+        ``limit``, shared by several participants, bounds how many of their steps run the tool calls of a reply at
+        once (run.map passes one of its ``concurrency``): a step holds a slot from its reply until it asks again or
+        ends (while it waits for a person too, as a live map's item holds its place).
 
         Raises:
             InputError: ``key`` is empty or another participant that has not left has it.
@@ -222,7 +250,7 @@ class Batches:
             raise InputError(f"Batches.join takes a non-empty key (an item's record key), not {key!r}.")
         if key in self._participants:
             raise InputError(f"Batches.join: a participant keyed {key!r} is already running.")
-        participant = self._participants[key] = Participant(self, key)
+        participant = self._participants[key] = Participant(self, key, limit)
         self._idle += 1
         return participant
 
@@ -365,7 +393,18 @@ class Batches:
                 self._settle(pending, e)
 
     async def _send_and_collect(self, wave: int, requests: list[_Request]) -> None:
-        client = await self._client_now()
+        if self._client is not None:
+            await self._wave_with(self._client, wave, requests)
+            return
+        # A client made from the environment is the wave's own, closed as the wave ends: its connections belong to
+        # this event loop, and a script running several `asyncio.run`s must not leave them to a closed one.
+        client = await _client_from_environment(None)
+        try:
+            await self._wave_with(client, wave, requests)
+        finally:
+            await _close_whole(client)
+
+    async def _wave_with(self, client: AsyncAnthropic, wave: int, requests: list[_Request]) -> None:
         attached: dict[str, list[_Request]] = {}
         new: list[_Sized] = []
         for pending in requests:
@@ -451,13 +490,20 @@ class Batches:
         live: list[_Request] = []
         try:
             await self._until_ended(client, wave, batch_id)
-            async for line in await client.messages.batches.results(batch_id):
-                types[line.custom_id] = line.result.type
-                pending = waiting.pop(line.custom_id, None)
-                if pending is not None and not pending.abandoned:
-                    self._answer(pending, batch_id, line.result, live)
+            results = await self._results(client, batch_id)
+            try:
+                async for line in results:
+                    types[line.custom_id] = line.result.type
+                    pending = waiting.pop(line.custom_id, None)
+                    if pending is not None and not pending.abandoned:
+                        self._answer(pending, batch_id, line.result, live)
+            finally:
+                await results.close()  # read to its end or not, its connection goes back to the client's pool
         except asyncio.CancelledError:
             raise
+        except _UnknownBatch as e:
+            self._unknown(e, wave, [p for p in waiting.values() if not p.abandoned])
+            return
         except Exception as e:
             for pending in [*waiting.values(), *live]:
                 self._settle(pending, e)
@@ -473,6 +519,52 @@ class Batches:
             limit = asyncio.Semaphore(_LIVE_AT_ONCE)
             await asyncio.gather(*(self._live(client, p, limit) for p in live))
 
+    async def _results(
+        self, client: AsyncAnthropic, batch_id: str
+    ) -> AsyncJSONLDecoder[MessageBatchIndividualResponse]:
+        """The results of an ended batch; `_UnknownBatch` when an earlier session's batch has none any more."""
+        import anthropic
+
+        try:
+            return await client.messages.batches.results(batch_id)
+        except anthropic.NotFoundError:
+            if batch_id in self._created_at:
+                raise
+            raise _UnknownBatch(batch_id, "has no results any more") from None
+        except anthropic.APIError:
+            raise
+        except anthropic.AnthropicError as e:  # the SDK's own: an ended batch with no results_url
+            if batch_id in self._created_at or "results_url" not in str(e):
+                raise
+            raise _UnknownBatch(batch_id, "has no results any more") from None
+
+    def _unknown(self, unknown: _UnknownBatch, wave: int, requests: list[_Request]) -> None:
+        """An earlier session's batch the API no longer knows: send its requests again, or fail them saying how."""
+        batch_id = unknown.batch_id
+        if self.on_unknown_batch == "send_again":
+            self._state.gone(batch_id)
+            self._persist()
+            for pending in requests:
+                self._out_of_wave(pending)
+                self._queue.append(pending)  # the next wave carries it, in a new batch
+            return
+        for pending in requests:
+            self._settle(
+                pending,
+                BatchRequestError(
+                    f"The request {pending.custom_id} of {pending.participant.key!r} is in batch {batch_id} (wave "
+                    f"{wave}, from the saved state), which the API no longer knows: it {unknown.what} (deleted, "
+                    "created with another workspace's key, or its results are past the 29 days the API keeps "
+                    "them). It was not sent again, so nothing is paid twice without asking. To send it again in a "
+                    "new batch: for a batch map, `agl-notebook batches forget NOTEBOOK` (then run the cell again), "
+                    'or pass Batches(on_unknown_batch="send_again").',
+                    custom_id=pending.custom_id,
+                    batch_id=batch_id,
+                    result="unknown",
+                    error_type="not_found_error",
+                ),
+            )
+
     async def _until_ended(self, client: AsyncAnthropic, wave: int, batch_id: str) -> None:
         import anthropic
 
@@ -485,10 +577,17 @@ class Batches:
             try:
                 batch = await client.messages.batches.retrieve(batch_id)
             except anthropic.NotFoundError:
-                if created is None or self._clock() - created > self._grace:
+                if created is None:
+                    # An earlier session's batch: believed gone once it stays unknown for the grace too (one just
+                    # created before a restart may not be visible yet, and sending again is paying twice).
+                    missing = self._missing_since.setdefault(batch_id, self._clock())
+                    if self._clock() - missing > self._grace:
+                        raise _UnknownBatch(batch_id, "is not found") from None
+                elif self._clock() - created > self._grace:
                     raise UpstreamUnexpected(
-                        f"The batch {batch_id} is not found: it was deleted, or the state names a batch of another "
-                        "workspace. Its requests must be sent again (start the engine without this state)."
+                        f"The batch {batch_id} created in this session is still not found {self._grace:g} s after "
+                        "its creation (deleted, or not visible to this client's key); its steps fail. Running again "
+                        "tells how to send its requests again (Batches(on_unknown_batch=...))."
                     ) from None
             else:
                 self._tell(wave, batch)
@@ -548,11 +647,6 @@ class Batches:
 
     # --- the client, the state, the status -----------------------------------------------------------------------
 
-    async def _client_now(self) -> AsyncAnthropic:
-        if self._client is None:
-            self._client = await _client_from_environment(None)
-        return self._client
-
     def _persist(self) -> None:
         state = self._state.to_json()
         for on_state in (self._on_state, *(w[0] for w in self._watchers)):
@@ -568,6 +662,24 @@ class Batches:
 
     def __repr__(self) -> str:
         return f"Batches(model={self.model!r}, participants={len(self._participants)}, waves={self._wave})"
+
+
+async def _close_whole(client: AsyncAnthropic) -> None:
+    """Close a client, to the end even when cancelled meanwhile (then cancelled after).
+
+    The last wave's task is still closing its client when the steps it answered end; `asyncio.run` then cancels it
+    and closes the loop once it finished: the close must finish first, or its connections are left to a closed loop.
+    """
+    closing = asyncio.ensure_future(client.close())
+    cancelled = False
+    while not closing.done():
+        try:
+            await asyncio.shield(closing)
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    closing.result()
 
 
 def _check_int(name: str, value: object, least: int) -> None:

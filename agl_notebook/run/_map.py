@@ -146,7 +146,11 @@ async def run_map(
         except BaseException:
             detach()
             raise
-        joined = [(item, (tap, plan, engine.join(key))) for item, tap, plan, key in _with_keys(ready)]
+        # A wave's replies all arrive at once: their tool calls run at most `concurrency` at once, as live items do.
+        tools_at_once = asyncio.Semaphore(concurrency)
+        joined = [
+            (item, (tap, plan, engine.join(key, limit=tools_at_once))) for item, tap, plan, key in _with_keys(ready)
+        ]
         for _, (_, plan, participant) in joined:
             _park_while_waiting(plan, participant)
     if view is not None:

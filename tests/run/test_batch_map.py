@@ -16,7 +16,7 @@ import anthropic
 import httpx2
 import pytest
 
-from agl_notebook import Claude, Run
+from agl_notebook import Claude, Run, ToolResult
 from agl_notebook._scope import Decision
 from agl_notebook.approvals import ApprovalRequest, Approve, decide
 from agl_notebook.errors import BudgetExceededError, InputError
@@ -316,3 +316,38 @@ async def test_an_item_waiting_for_a_person_is_parked_and_the_waves_go_on_withou
     assert [len(b.requests) for b in fake.creations] == [4, 3, 3, 1, 1]
     live, _, _ = await live_map(4)
     assert list(results) == list(live)
+
+
+# --- Tool calls of a wave's replies, bounded by the map's concurrency ------------------------------------------------
+
+
+@pytest.mark.parametrize(("items", "concurrency"), [(30, 1), (30, 3), (25, 7), (5, 8)])
+async def test_the_tool_calls_of_a_waves_replies_run_at_most_concurrency_at_once(items: int, concurrency: int) -> None:
+    running = [0]
+    most = [0]
+    calls = [0]
+
+    async def slow_look_up(query: Query) -> ToolResult:
+        running[0] += 1
+        calls[0] += 1
+        most[0] = max(most[0], running[0])
+        try:
+            for _ in range(5):  # a handler that takes a while: the others' replies arrive meanwhile
+                await asyncio.sleep(0)
+        finally:
+            running[0] -= 1
+        return ToolResult(f"notes on {query.text}")
+
+    tools = [
+        replace(t, handler=slow_look_up) if isinstance(t, Tool) and t.name == "look_up" else t for t in RESEARCHER.tools
+    ]
+    fake = FakeBatches(three_turns, polls=0)
+    run = Run(store=MemoryStore())
+    results = await run.map(
+        replace(RESEARCHER, tools=tools), inputs(items), engine=engine_for(fake), concurrency=concurrency
+    )
+    assert not results.failures
+    assert [len(b.requests) for b in fake.creations] == [items] * 3  # still one wave per turn
+    assert calls[0] == 2 * items  # two waves of tool calls
+    # Bounded by the map's concurrency as a live map's items are, and reached: the handlers are not run one by one.
+    assert most[0] == min(concurrency, items)

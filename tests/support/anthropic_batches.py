@@ -25,8 +25,11 @@ from __future__ import annotations
 import datetime
 import json
 import re
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
 import anthropic
@@ -134,6 +137,13 @@ class FakeBatches:
     forget: bool = False
     """Keep no request, and drop a batch's requests and results once its results were served (so a benchmark's
     memory is the framework's, not the fake's)."""
+    workspace: str = ""
+    """Put in each batch id: two fakes of different workspaces never make the same id (another workspace's batch is
+    one this fake does not know)."""
+    deleted: set[str] = field(default_factory=set)
+    """Batch ids answered with the API's 404 from now on (a batch deleted since)."""
+    results_gone: set[str] = field(default_factory=set)
+    """Batch ids whose results answer the API's 404 (past the 29 days the API keeps them); retrieving still works."""
     batches: dict[str, FakeBatch] = field(default_factory=dict)
     requests: list[httpx2.Request] = field(default_factory=list)
     live: list[dict[str, Any]] = field(default_factory=list)
@@ -174,13 +184,15 @@ class FakeBatches:
         if path == "/v1/messages/batches" and method == "GET":
             return self._list(request.url.params)
         found = re.fullmatch(r"/v1/messages/batches/([^/]+)(/cancel|/results)?", path)
-        if found is None or found[1] not in self.batches:
+        if found is None or found[1] not in self.batches or found[1] in self.deleted:
             return error_response(404, "not_found_error", f"Not found: {method} {path}")
         batch = self.batches[found[1]]
         if found[2] == "/cancel" and method == "POST":
             batch.canceling = not batch.ended
             return _json(self._batch_json(batch))
         if found[2] == "/results" and method == "GET":
+            if batch.id in self.results_gone:
+                return error_response(404, "not_found_error", f"The results of {batch.id} are no longer available.")
             if not batch.ended:
                 return error_response(404, "not_found_error", f"Batch {batch.id} has no results yet.")
             lines = b"".join(
@@ -219,7 +231,7 @@ class FakeBatches:
                 return error_response(
                     400, "invalid_request_error", f"requests.{i}.params: model, max_tokens and messages are required."
                 )
-        batch_id = f"msgbatch_{len(self.batches) + 1:024d}"
+        batch_id = f"msgbatch_{self.workspace}{len(self.batches) + 1:024d}"
         # Each request's fate and results line are made now, so an in-flight batch holds little (see ``forget``).
         answers = [self._answer(r["custom_id"], r["params"]) for r in requests]
         created_at = _EPOCH + datetime.timedelta(minutes=len(self.batches))
@@ -298,3 +310,48 @@ def _line(custom_id: str, result: dict[str, Any]) -> bytes:
 
 def _json(data: dict[str, Any]) -> httpx2.Response:
     return httpx2.Response(200, headers={"request-id": "req_batches"}, json=data)
+
+
+@contextmanager
+def served(fake: FakeBatches) -> Iterator[str]:
+    """The fake behind a real HTTP server on the loopback interface (for a real client in another process); its URL.
+
+    The results URLs it answers point back at this server.
+    """
+    lock = threading.Lock()
+    url = ""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # connections kept open, as the API's are: a client's pool holds them
+
+        def answer(self) -> None:
+            body = self.rfile.read(int(self.headers.get("content-length") or 0))
+            request = httpx2.Request(self.command, url + self.path, headers=dict(self.headers), content=body)
+            with lock:
+                response = fake.handle(request)
+            content = response.read().replace(BASE_URL.encode(), url.encode())
+            self.send_response(response.status_code)
+            for name, value in response.headers.items():
+                if name.lower() not in ("content-length", "transfer-encoding", "content-encoding", "connection"):
+                    self.send_header(name, value)
+            self.send_header("content-length", str(len(content)))
+            self.end_headers()
+            self.wfile.write(content)
+
+        do_GET = do_POST = answer
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True  # a connection a client keeps open does not hold the server's end
+    server.block_on_close = False
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield url
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
