@@ -26,7 +26,8 @@ import pytest
 from tests.support.paths import ROOT
 
 INSTALL_SECONDS = 900
-"""The most the install may take: measured at 76 s without bytecode (7 minutes with it, on a loaded 2-core machine), pip's cache warm."""
+"""The most the install may take: measured at 76 s without writing bytecode (7 minutes with it, on a loaded 2-core
+machine), pip's cache warm."""
 
 
 def free_port() -> int:
