@@ -89,6 +89,12 @@ class NotebookStore:
         """The notebook file, when it can be found."""
         return self._where()
 
+    def unlocated(self) -> str | None:
+        """Why a headless kernel reads no recordings (it cannot tell its notebook), and the fix; None otherwise."""
+        if not _kernel.in_kernel() or _kernel.interactive() or self._where() is not None:
+            return None
+        return not_found_message(locate())
+
     async def ready(self) -> None:
         """Before the first lookup: give the frontend extension a moment to hand over unsaved recordings.
 
@@ -264,6 +270,10 @@ class NotebookMapStore:
         self._file_records: dict[str, StepRecord] | None = None  # the sidecar file's, read once
         self._replayed_from_file = False  # a record was found in the sidecar: the saved block names it
         self._appended: set[str] = set()  # ids this map appended to the sidecar
+
+    def unlocated(self) -> str | None:
+        """Why a headless kernel reads no recordings for this map (it cannot tell its notebook); None otherwise."""
+        return self.parent.unlocated()
 
     def _path(self) -> Path | None:
         notebook = self.parent.path
@@ -499,7 +509,10 @@ def _tell_unlocated() -> None:
     stream = sys.__stderr__
     if stream is not None:
         try:
-            stream.write(not_found_message(locate()) + "\n")
+            stream.write(
+                f"agl_notebook: {not_found_message(locate())} Until then a step that would call a model or a server "
+                "fails rather than run live on a guess; the others run live in mode auto, as with no recordings.\n"
+            )
             stream.flush()
         except (OSError, ValueError):  # a closed stderr: nothing to tell it to
             pass
