@@ -68,6 +68,7 @@ class NotebookStore:
         self._locate = locate
         self._found: Path | None = None
         self._looked_in: str | None = "never"
+        self._unlocated: tuple[str | None, str] | None = None  # (cell execution, why the notebook is not known)
         if _frontend_may_answer():  # headless runners (nbclient, nbval) have no frontend extension to greet
             link().open()  # greet it now: its answer (unsaved recordings) arrives before long
         self._read: tuple[Path, int, NotebookRecords] | None = None
@@ -93,7 +94,11 @@ class NotebookStore:
         """Why a headless kernel reads no recordings (it cannot tell its notebook), and the fix; None otherwise."""
         if not _kernel.in_kernel() or _kernel.interactive() or self._where() is not None:
             return None
-        return not_found_message(locate())
+        # Said once per cell execution, as the notebook is looked for: a map's every refused item asks again, and
+        # telling it reads every notebook in the folder.
+        if self._unlocated is None or self._unlocated[0] != self._looked_in:
+            self._unlocated = (self._looked_in, not_found_message(locate()))
+        return self._unlocated[1]
 
     async def ready(self) -> None:
         """Before the first lookup: give the frontend extension a moment to hand over unsaved recordings.

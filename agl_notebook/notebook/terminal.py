@@ -69,7 +69,7 @@ def _headless_runner(variable: str, option: str) -> tuple[str, str]:
             f"set {variable}=VALUE in papermill's environment (its kernel inherits it), or run it with `{execute}`"
         )
     if runner == "nbval":
-        return "nbval runs this notebook headless, and this step is not recorded", (
+        return "nbval runs this notebook headless, and this step runs live", (
             f"record it with them first (`{execute} --record`), or set {variable}=VALUE in pytest's environment "
             "(nbval's kernels inherit it)"
         )

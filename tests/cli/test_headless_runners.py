@@ -243,7 +243,8 @@ def test_a_headless_run_with_two_candidate_notebooks_makes_no_model_request(
     assert done.returncode != 0, said
     assert served.requests == 1, "no model request was made"
     assert "ModelCallBlockedError" in said
-    assert "cannot tell which notebook it runs: 2 notebooks in" in said
+    # papermill's output is a third (a runner's copy, which gives way, but is named).
+    assert re.search(r"cannot tell which notebook it runs: [23] notebooks in", said), said
     assert copy in said and "claude.ipynb" in said
     assert f"{PATH_VARIABLE}=/path/to/notebook.ipynb" in said
     assert notebook.read_bytes() == before

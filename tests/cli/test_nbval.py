@@ -178,5 +178,6 @@ def test_a_live_question_under_nbval_names_nbval_and_how_to_record_it_with_answe
     assert result.returncode != 0
     assert "NoAnswerError" in said
     assert "Nobody can answer 'Which day suits you?' here: nbval runs this notebook headless, and this step" in said
+    assert "this step runs live." in said
     assert "(`agl-notebook execute meeting.ipynb --answers VALUE --record`)" in said
     assert "set AGL_NOTEBOOK_ANSWERS=VALUE in pytest's environment (nbval's kernels inherit it)" in said
