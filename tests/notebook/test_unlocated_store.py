@@ -24,7 +24,9 @@ class Answer:
     text: str = describe("The answer.")
 
 
-ROLE = Role(name="oracle", instructions="Answer.", tools=[reporting_tool("answer", "Give the answer.", Answer)])
+ROLE: Role[Answer] = Role(
+    name="oracle", instructions="Answer.", tools=[reporting_tool("answer", "Give the answer.", Answer)]
+)
 REPLY = [{"calls": [{"name": "answer", "args": {"text": "forty-two"}}]}]
 
 
