@@ -74,6 +74,13 @@ ANSWERS = Setting(
     "The answers to the questions a headless run asks live: a list used in order; a run.map item's from the object "
     '{"<map key>": {"<item index>": {"<question text>": answer}}}. `agl-notebook execute --answers` sets it.',
 )
+RUNNER = Setting(
+    "AGL_NOTEBOOK_RUNNER",
+    "agl-notebook execute, papermill or nbval; unset: another runner (nbclient, nbconvert, jupyter execute)",
+    "Which headless runner started the kernel, so an error tells its fix in that runner's terms (a question with "
+    "no answer names --answers or AGL_NOTEBOOK_ANSWERS). Set by `agl-notebook execute`, the papermill engine and "
+    "the pytest plugin under --nbval; nothing else reads it.",
+)
 APPROVALS = Setting(
     "AGL_NOTEBOOK_APPROVALS",
     "approve, deny, or the path of a JSON file of decisions; unset: a tool call that asks for approval in a "
@@ -121,6 +128,7 @@ SETTINGS: tuple[Setting, ...] = (
     NOTEBOOK_PATH,
     PRICES_FILE,
     ANSWERS,
+    RUNNER,
     APPROVALS,
     QUESTIONS,
     SIDECAR_BYTES,

@@ -3,7 +3,8 @@
 papermill runs the kernel in its own working folder (or ``--cwd``) and tells it nothing of the notebook; before the
 kernel starts it writes its output copy, with every code cell's outputs cleared, which for ``papermill NB.ipynb
 NB.ipynb`` overwrites the records the notebook kept in its outputs. This engine, papermill's own nbclient engine
-otherwise, sets ``AGL_NOTEBOOK_PATH`` to the input notebook for the kernel and, when the output overwrites the
+otherwise, sets ``AGL_NOTEBOOK_PATH`` to the input notebook for the kernel (and ``AGL_NOTEBOOK_RUNNER`` to
+``papermill``, so a headless error speaks of papermill) and, when the output overwrites the
 input, first moves the records in outputs' metadata into the notebook metadata, where the copy keeps them.
 
 The ``papermill.engine`` entry point names this module, which papermill imports when it starts: the module is the
@@ -21,7 +22,11 @@ from typing import Any
 
 from papermill.engines import NBClientEngine, papermill_engines
 
-from ._settings import NOTEBOOK_PATH, set_for_kernels
+from ._settings import NOTEBOOK_PATH, RUNNER, set_for_kernels
+
+PAPERMILL_RUNNER = "papermill"
+"""What `AGL_NOTEBOOK_RUNNER` says in the kernels papermill starts through this engine (a headless error names
+papermill's way to give answers)."""
 
 
 class NotebookPathEngine(NBClientEngine):  # type: ignore[misc]
@@ -36,7 +41,7 @@ class NotebookPathEngine(NBClientEngine):  # type: ignore[misc]
 
             consolidate(nb)
         named = {} if source is None or NOTEBOOK_PATH.get() else {NOTEBOOK_PATH.name: str(source)}  # the person's wins
-        with set_for_kernels(named):
+        with set_for_kernels({**named, RUNNER.name: PAPERMILL_RUNNER}):
             return super().execute_notebook(nb, kernel_name, output_path=output_path, **kwargs)
 
 

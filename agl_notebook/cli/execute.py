@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .._files import write_atomically
-from .._settings import ANSWERS, APPROVALS, MODE, NOTEBOOK_PATH, UNDER_NBVAL, set_for_kernels
+from .._settings import ANSWERS, APPROVALS, MODE, NOTEBOOK_PATH, RUNNER, UNDER_NBVAL, set_for_kernels
 from ..notebook.nbfile import METADATA_KEY, consolidate, records_in_notebook
 from ._common import (
     _ANSI,
@@ -27,6 +27,9 @@ from ._common import (
     _say,
     _warn,
 )
+
+EXECUTE_RUNNER = "agl-notebook execute"
+"""What `AGL_NOTEBOOK_RUNNER` says in the kernels this command starts."""
 
 # Commands ----------------------------------------------------------------------------------------------------------
 
@@ -65,7 +68,12 @@ def _execute(
 
     progress = _Progress(nb, sys.stderr)
     client = _client(nb, path, timeout, progress)
-    settings: dict[str, str | None] = {NOTEBOOK_PATH.name: str(path), UNDER_NBVAL.name: None}
+    # RUNNER: a headless error (a question with no answer) then names this command's --answers.
+    settings: dict[str, str | None] = {
+        NOTEBOOK_PATH.name: str(path),
+        UNDER_NBVAL.name: None,
+        RUNNER.name: EXECUTE_RUNNER,
+    }
     if mode is not None:
         settings[MODE.name] = mode
     if answers is not None:

@@ -10,7 +10,9 @@ Headless runners leave copies beside the notebook they run: ``NB.nbconvert.ipynb
 papermill's output, written before the kernel starts and naming its input in ``metadata.papermill``. A copy whose
 source notebook also holds the code is passed over, so a stale copy never brings back records that were cleared in
 the notebook being run. The newest file is not the answer: papermill's output is always the newest, and an old
-nbconvert output is newer than a notebook nobody saved since.
+nbconvert output is newer than a notebook nobody saved since. Nor is any other copy (JupyterLab's Duplicate
+``NB-Copy1.ipynb``, a backup, ``jupyter execute --output``'s): two notebooks holding the code are not guessed
+between, and a headless kernel that cannot tell runs nothing live that would reach a model (docs/notebooks.md).
 """
 
 from __future__ import annotations
@@ -142,17 +144,20 @@ def _has_code_cell(nb: dict[str, Any], source: str) -> bool:
 
 
 def not_found_message(location: Location) -> str:
-    """What to tell a person whose headless kernel cannot tell its notebook (one paragraph, plain text)."""
+    """What to tell a person whose headless kernel cannot tell its notebook (plain text): the candidates, the fix.
+
+    It names every candidate, folder included, so the person can tell which one to name.
+    """
     if location.matches:
-        names = ", ".join(p.name for p in location.matches[:5]) + (", ..." if len(location.matches) > 5 else "")
+        shown = location.matches[:5]
+        names = ", ".join(p.name for p in shown) + (", ..." if len(location.matches) > len(shown) else "")
         why = f"{len(location.matches)} notebooks in {location.folder} hold the running cell's code ({names})"
     else:
         why = f"no notebook in {location.folder} holds the running cell's code"
     if location.named:
         why = f"{PATH_VARIABLE}={location.named} names no notebook file, and {why}"
     return (
-        f"agl_notebook: this kernel cannot tell which notebook it runs: {why}. No recordings are read, so "
-        f"steps run live (mode auto) or fail (mode replay). Name the notebook for the kernel with "
-        f"{PATH_VARIABLE}=/path/to/notebook.ipynb in the kernel's environment, or run it with "
-        f"`agl-notebook execute`."
+        f"This kernel cannot tell which notebook it runs: {why}, so it reads no recordings. Name the notebook for "
+        f"the kernel with {PATH_VARIABLE}=/path/to/notebook.ipynb in the environment the kernel starts with, or "
+        f"run it with `agl-notebook execute NOTEBOOK.ipynb`, which names it."
     )

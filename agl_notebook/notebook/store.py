@@ -80,6 +80,7 @@ class NotebookStore:
         self._locate = locate
         self._found: Path | None = None
         self._looked_in: str | None = "never"
+        self._unlocated: tuple[str | None, str] | None = None  # (cell execution, why the notebook is not known)
         if _frontend_may_answer():  # headless runners (nbclient, nbval) have no frontend extension to greet
             link().open()  # greet it now: its answer (unsaved recordings) arrives before long
         self._read: tuple[Path, int, NotebookRecords] | None = None
@@ -101,6 +102,16 @@ class NotebookStore:
     def path(self) -> Path | None:
         """The notebook file, when it can be found."""
         return self._where()
+
+    def unlocated(self) -> str | None:
+        """Why a headless kernel reads no recordings (it cannot tell its notebook), and the fix; None otherwise."""
+        if not _kernel.in_kernel() or _kernel.interactive() or self._where() is not None:
+            return None
+        # Said once per cell execution, as the notebook is looked for: a map's every refused item asks again, and
+        # telling it reads every notebook in the folder.
+        if self._unlocated is None or self._unlocated[0] != self._looked_in:
+            self._unlocated = (self._looked_in, not_found_message(locate()))
+        return self._unlocated[1]
 
     async def ready(self) -> None:
         """Before the first lookup: give the frontend extension a moment to hand over unsaved recordings.
@@ -333,6 +344,10 @@ class NotebookMapStore:
         self._replayed_from_file = False  # a record was found in the sidecar: the saved block names it
         self._appended: set[str] = set()  # ids this map appended to the sidecar
         self._uses: dict[CellUse, list[str]] = {}  # sidecar records this cell replayed but the file does not name it
+
+    def unlocated(self) -> str | None:
+        """Why a headless kernel reads no recordings for this map (it cannot tell its notebook); None otherwise."""
+        return self.parent.unlocated()
 
     def _path(self) -> Path | None:
         notebook = self.parent.path
@@ -592,7 +607,10 @@ def _tell_unlocated() -> None:
     stream = sys.__stderr__
     if stream is not None:
         try:
-            stream.write(not_found_message(locate()) + "\n")
+            stream.write(
+                f"agl_notebook: {not_found_message(locate())} Until then a step that would call a model or a server "
+                "fails rather than run live on a guess; the others run live in mode auto, as with no recordings.\n"
+            )
             stream.flush()
         except (OSError, ValueError):  # a closed stderr: nothing to tell it to
             pass

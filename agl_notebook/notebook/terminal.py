@@ -17,6 +17,7 @@ it is a `NoDecisionError` naming the tool and the variable, before the tool's ha
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from .. import _settings
@@ -47,11 +48,60 @@ def questions_by_stdin() -> bool:
 
 
 _scripted: ScriptedTerminal | None = None
+_given = 0  # how many answers the list in AGL_NOTEBOOK_ANSWERS held (said when they run out)
+
+
+def _headless_runner(variable: str, option: str) -> tuple[str, str]:
+    """Which headless runner runs this kernel, as a clause, and how that runner takes ``variable`` (or ``option``).
+
+    Told by ``AGL_NOTEBOOK_RUNNER``, which `agl-notebook execute`, the papermill engine and the nbval plugin set;
+    any other runner is nbclient's (nbconvert, ``jupyter execute``, papermill's own engine, a script).
+    """
+    runner = _settings.RUNNER.text()
+    notebook = Path(_settings.NOTEBOOK_PATH.text()).name if _settings.NOTEBOOK_PATH.text() else "NOTEBOOK.ipynb"
+    execute = f"agl-notebook execute {notebook} {option} VALUE"
+    if runner == "agl-notebook execute":
+        return "`agl-notebook execute` runs this notebook headless", (
+            f"pass {option} VALUE (it sets {variable} for the kernel)"
+        )
+    if runner == "papermill":
+        return "papermill runs this notebook headless", (
+            f"set {variable}=VALUE in papermill's environment (its kernel inherits it), or run it with `{execute}`"
+        )
+    if runner == "nbval":
+        return "nbval runs this notebook headless, and this step runs live", (
+            f"record it with them first (`{execute} --record`), or set {variable}=VALUE in pytest's environment "
+            "(nbval's kernels inherit it)"
+        )
+    return "a headless runner (nbclient: jupyter nbconvert --execute, jupyter execute, a script) runs this notebook", (
+        f"set {variable}=VALUE in the environment the kernel starts with, or run it with `{execute}`"
+    )
+
+
+def no_answer_message(screen: Screen[Any], *, used: int | None = None) -> str:
+    """A live question in a headless run with no answer for it: the runner in use, and its way to give answers.
+
+    ``used``: how many answers ``AGL_NOTEBOOK_ANSWERS`` gave, all taken by earlier questions (None: it gave none).
+    """
+    runs, fix = _headless_runner(ANSWERS_VARIABLE, "--answers")
+    example = json.dumps(["<answer>"] * ((used or 0) + 1))
+    if used is None:
+        given = ""
+    elif used == 0:
+        given = f", and {ANSWERS_VARIABLE} holds no answer"
+    else:
+        taken = "answer {} gave was taken by an earlier question" if used == 1 else "answers {} gave were all taken"
+        given = f", and the {'one' if used == 1 else used} {taken.format(ANSWERS_VARIABLE)}"
+    return (
+        f"Nobody can answer {screen.text!r} here: {runs}{given}. Give the answers as VALUE, a JSON list used in "
+        f"order (here {example}): {fix}. Or record the step where a person can answer (JupyterLab), or pass "
+        "Run(answers=[...]) in the notebook."
+    )
 
 
 def _headless_answers() -> ScriptedTerminal | None:
     """The answers given to a headless run, shared by every terminal of the kernel (used once each, in order)."""
-    global _scripted
+    global _scripted, _given
     if _scripted is None:
         raw = _settings.ANSWERS.text()
         if not raw:
@@ -69,7 +119,7 @@ def _headless_answers() -> ScriptedTerminal | None:
             )
         if not isinstance(answers, list):
             raise InputError(f"{ANSWERS_VARIABLE} must be a JSON list of answers, not {type(answers).__name__}.")
-        _scripted = ScriptedTerminal(answers)
+        _scripted, _given = ScriptedTerminal(answers), len(answers)
     return _scripted
 
 
@@ -83,11 +133,11 @@ def keyed_answer(screen: Screen[T], item: MapItemContext) -> T:
     except json.JSONDecodeError as e:
         raise InputError(f"{ANSWERS_VARIABLE} must be JSON: {e.msg} at column {e.colno}.") from None
     if not isinstance(given, dict):
+        runs, fix = _headless_runner(ANSWERS_VARIABLE, "--answers")
         raise NoAnswerError(
-            f"Nobody can answer {screen.text!r} of {where} here: this notebook runs headless, and a map's items "
-            f"run in no fixed order, so their answers are keyed by map, item and question, not taken from a list. "
-            f"Set {ANSWERS_VARIABLE} to a JSON object such as {example}, or record the map where a person can "
-            "answer (JupyterLab)."
+            f"Nobody can answer {screen.text!r} of {where} here: {runs}, and a map's items run in no fixed "
+            f"order, so their answers are keyed by map, item and question, not taken from a list. Give them as "
+            f"VALUE, a JSON object such as {example}: {fix}. Or record the map where a person can answer (JupyterLab)."
         )
     answers = given.get(item.map_key)
     answers = answers.get(str(item.index)) if isinstance(answers, dict) else None
@@ -112,12 +162,12 @@ class WidgetTerminal(Terminal):
             if item is not None:  # items run in no fixed order: their answers are keyed, never taken in order
                 return keyed_answer(screen, item)
             scripted = _headless_answers()
-            if scripted is not None:
+            if scripted is None:
+                raise NoAnswerError(no_answer_message(screen))
+            try:
                 return await scripted.ask(screen)
-            raise NoAnswerError(
-                f"Nobody can answer {screen.text!r} here: this notebook runs headless (nbclient or nbval). Record "
-                "the step where a person can answer (JupyterLab), or pass answers with Run(answers=[...])."
-            )
+            except NoAnswerError:  # every answer given was used: say so in the runner's terms
+                raise NoAnswerError(no_answer_message(screen, used=_given)) from None
         if questions_by_stdin():
             return await ConsoleTerminal().ask(screen)
         scope = current_scope.get()
@@ -135,11 +185,11 @@ class WidgetTerminal(Terminal):
         if not _kernel.interactive():
             verdict = setting_verdict(request)
             if verdict is None:
+                runs, fix = _headless_runner(SETTING, "--approvals")
                 raise NoDecisionError(
-                    f"Nobody can approve the call to tool {request.tool!r} here: this notebook runs headless "
-                    "(nbclient, papermill, agl-notebook execute), so the call was not run. Set "
-                    f"{SETTING}=approve, {SETTING}=deny, or {SETTING}=<a JSON file of decisions> (agl-notebook "
-                    "execute --approvals), or record the step where a person can approve it (JupyterLab)."
+                    f"Nobody can approve the call to tool {request.tool!r} here: {runs}, so the call was not run. "
+                    f"Decide it as VALUE, approve, deny or a JSON file of decisions: {fix}. Or record the step "
+                    "where a person can approve it (JupyterLab)."
                 )
             return decide(request, verdict, by="setting")
         if questions_by_stdin():

@@ -79,6 +79,20 @@ class PartialStore(Protocol):
 
 
 @runtime_checkable
+class LocatedStore(Protocol):
+    """A store that must first find where its records are, and may not be able to (the notebook's, in a kernel)."""
+
+    def unlocated(self) -> str | None:
+        """Why its records cannot be read, with the fix, when it cannot tell where they are and no person watches.
+
+        None when it can tell, or a person is there to see what runs. While it says why, the engine runs nothing
+        live in mode ``auto`` that would reach a model or a server (that would be live on a guess), and a replay
+        miss carries the reason.
+        """
+        ...
+
+
+@runtime_checkable
 class MapStore(Store, Protocol):
     """The store of one map's item records: a `Store`, and what the map's final display saves of it."""
 

@@ -13,13 +13,13 @@ from typing import Any, TypeVar
 
 from .._protocols import implements
 from .._scope import CANCELLED_BY_INTERRUPT, current_scope
-from ..errors import MissingCredentialsError, RecordedItemError, ReplayMissError, warn
+from ..errors import MissingCredentialsError, ModelCallBlockedError, RecordedItemError, ReplayMissError, warn
 from ..events import StepFailed, StepReplayed, StepStarted, input_label
 from ..replay import modes
 from ..replay.explain import Miss, explain_miss, note_miss, note_used
 from ..replay.modes import Mode
 from ..replay.records import RecordedFailure, StepRecord, recorded_failure
-from ..replay.stores import PartialStore, RecordingWarning, Store
+from ..replay.stores import LocatedStore, PartialStore, RecordingWarning, Store
 from .environment import Environment
 from .occurrences import Occurrences
 from .units import Resumable, Unit
@@ -116,8 +116,10 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
             )
         elif mode == "replay":
             message, nearest, differing = explain_miss(name, fp, occurrence, store.records(), where=repr(store))
+            unlocated = _unlocated(store)
             raise ReplayMissError(
-                f"{message} Mode 'replay' never calls a model: run it in mode 'auto' or 'refresh' to record it.",
+                f"{message} Mode 'replay' never calls a model: run it in mode 'auto' or 'refresh' to record it."
+                + (f" {unlocated}" if unlocated else ""),
                 nearest=nearest,
                 differing=differing,
             )
@@ -128,6 +130,8 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
                 show_miss(view, miss)
             if unit.network:
                 modes.refuse_blocked_call(unit.blocked)
+                if mode == "auto":
+                    _refuse_a_guess(store, unit.blocked)
             if partials is not None:
                 keeper, resumable = partials
                 waiting_before = scope.on_waiting
@@ -261,6 +265,22 @@ def _replayed_failure(record: StepRecord, name: str, *, map_item: bool, where: s
         nearest=record,
         differing=(),
     )
+
+
+def _unlocated(store: Store) -> str | None:
+    """Why ``store`` reads no records, when it cannot tell where they are and nobody watches (a headless kernel)."""
+    return store.unlocated() if implements(store, LocatedStore) else None
+
+
+def _refuse_a_guess(store: Store, what: str) -> None:
+    """Refuse a live call in mode ``auto`` where the store cannot tell where its records are (docs/notebooks.md).
+
+    A headless kernel beside two notebooks holding its code (a duplicate, a backup, a runner's copy) would otherwise
+    run every step live, spending money with a key, where the notebook it runs holds their recordings.
+    """
+    why = _unlocated(store)
+    if why is not None:
+        raise ModelCallBlockedError(f"{what}; a headless run refuses to, rather than go live on a guess. {why}")
 
 
 def _partials(unit: Unit[Out], store: Store, mode: Mode) -> tuple[PartialStore, Resumable[Out]] | None:

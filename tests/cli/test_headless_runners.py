@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +21,10 @@ import pytest
 from agl_notebook.cli import main
 from agl_notebook.notebook.locate import PATH_VARIABLE, locate
 from agl_notebook.notebook.nbfile import records_in_notebook
-from tests.support.oracle_notebook import NOTEBOOK_SETTINGS, load, make_notebook, printed_calls
+from tests.support.loopback_messages import CLAUDE_SETUP, CLAUDE_STEP, Served, fake_key, messages_server
+from tests.support.oracle_notebook import NOTEBOOK_SETTINGS, load, make_notebook, nbformat, printed_calls, v4
 from tests.support.paths import ROOT
+from tests.support.planner_notebook import CELLS as PLANNER_CELLS
 
 pytest.importorskip("papermill")
 
@@ -179,6 +183,158 @@ def test_a_kernel_that_cannot_tell_its_notebook_says_so_once_on_the_runners_stde
     executed = load(tmp_path / "oracle.nbconvert.ipynb")
     assert printed_calls(executed) == "1"  # ran live, as the warning says
     assert "cannot tell" not in all_outputs_text(executed)  # nothing of it in a saved output
+
+
+# A kernel that cannot tell its notebook never goes live on a guess ----------------------------------------------
+# The notebook's role runs on Claude; the kernel has a key-like value and the address of a counting loopback server,
+# so a step that went live would show as a request there. Recorded once, the notebook then gets a copy beside it.
+
+
+@pytest.fixture
+def claude(
+    tmp_path: Path, clean_environment: None, runner_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Served, dict[str, str]]]:
+    """The counting server, and a runner environment with a planted key and the server's address."""
+    with messages_server() as served:
+        planted = {"ANTHROPIC_API_KEY": fake_key(), "ANTHROPIC_BASE_URL": served.url}
+        for name, value in planted.items():
+            monkeypatch.setenv(name, value)  # for `agl-notebook execute`, in this process, when recording
+        yield served, runner_env | planted
+
+
+def claude_notebook(path: Path, served: Served) -> Path:
+    """A notebook with one step on Claude, recorded live once (one request to the server)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(v4.new_notebook(cells=[v4.new_code_cell(CLAUDE_SETUP), v4.new_code_cell(CLAUDE_STEP)]), path)
+    assert main(["execute", str(path)]) == 0
+    assert served.requests == 1
+    return path
+
+
+def attempt(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """A runner's run that may fail."""
+    return subprocess.run(
+        [sys.executable, "-m", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+NBCONVERT = ["jupyter", "nbconvert", "--to", "notebook", "--execute"]
+
+
+@pytest.mark.parametrize(
+    ("copy", "runner"),
+    [
+        ("claude-Copy1.ipynb", [*NBCONVERT, "claude.ipynb"]),  # JupyterLab's Duplicate
+        (".~claude.ipynb", ["jupyter", "execute", "claude.ipynb"]),  # an editor's backup
+        ("claude.bak.ipynb", ["papermill", "--engine", "nbclient", "-k", "python3", "claude.ipynb", "out.ipynb"]),
+    ],
+)
+def test_a_headless_run_with_two_candidate_notebooks_makes_no_model_request(
+    tmp_path: Path, claude: tuple[Served, dict[str, str]], copy: str, runner: list[str]
+) -> None:
+    served, env = claude
+    notebook = claude_notebook(tmp_path / "claude.ipynb", served)
+    (tmp_path / copy).write_bytes(notebook.read_bytes())
+    before = notebook.read_bytes()
+
+    done = attempt(runner, tmp_path, env)
+
+    said = done.stdout + done.stderr
+    assert done.returncode != 0, said
+    assert served.requests == 1, "no model request was made"
+    assert "ModelCallBlockedError" in said
+    # papermill's output is a third (a runner's copy, which gives way, but is named).
+    assert re.search(r"cannot tell which notebook it runs: [23] notebooks in", said), said
+    assert copy in said and "claude.ipynb" in said
+    assert f"{PATH_VARIABLE}=/path/to/notebook.ipynb" in said
+    assert notebook.read_bytes() == before
+
+    # Named, the same run replays, still with no request.
+    run(runner, tmp_path, env | {PATH_VARIABLE: str(notebook)})
+    assert served.requests == 1
+
+
+def test_a_jupyter_execute_output_copy_beside_the_notebook_in_a_subfolder_makes_no_model_request(
+    tmp_path: Path, claude: tuple[Served, dict[str, str]]
+) -> None:
+    served, env = claude
+    claude_notebook(tmp_path / "nbs" / "claude.ipynb", served)
+    # The first run is alone in its folder: it replays, and leaves its copy beside the notebook.
+    run(["jupyter", "execute", "nbs/claude.ipynb", "--output", "claude-run"], tmp_path, env)
+    assert (tmp_path / "nbs" / "claude-run.ipynb").is_file()
+    assert served.requests == 1
+
+    done = attempt([*NBCONVERT, "nbs/claude.ipynb"], tmp_path, env)
+
+    assert done.returncode != 0
+    assert served.requests == 1
+    assert "claude-run.ipynb" in done.stderr and PATH_VARIABLE in done.stderr
+
+
+def test_papermill_with_its_engine_replays_with_a_copy_beside_the_notebook(
+    tmp_path: Path, claude: tuple[Served, dict[str, str]]
+) -> None:
+    served, env = claude
+    notebook = claude_notebook(tmp_path / "claude.ipynb", served)
+    (tmp_path / "claude-Copy1.ipynb").write_bytes(notebook.read_bytes())
+
+    run(["papermill", "-k", "python3", "claude.ipynb", "out.ipynb"], tmp_path, env)
+
+    assert served.requests == 1
+    assert "forty-two" in all_outputs_text(load(tmp_path / "out.ipynb"))
+
+
+def test_in_mode_replay_a_kernel_that_cannot_tell_its_notebook_names_the_candidates(
+    tmp_path: Path, claude: tuple[Served, dict[str, str]]
+) -> None:
+    served, env = claude
+    notebook = claude_notebook(tmp_path / "claude.ipynb", served)
+    (tmp_path / "claude (1).ipynb").write_bytes(notebook.read_bytes())
+
+    done = attempt([*NBCONVERT, "claude.ipynb"], tmp_path, env | {"AGL_NOTEBOOK_MODE": "replay"})
+
+    assert done.returncode != 0
+    assert served.requests == 1
+    said = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", done.stderr)  # a traceback's colours
+    # The error itself says it, not only the kernel's line on stderr.
+    assert re.search(r"ReplayMissError: [^\n]*claude \(1\)\.ipynb[^\n]*AGL_NOTEBOOK_PATH=", said), said
+
+
+# A live question nobody can answer names the runner and its way to give answers ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("runner", "runs", "fix"),
+    [
+        (
+            ["papermill", "-k", "python3", "meeting.ipynb", "out.ipynb"],
+            "papermill runs this notebook headless",
+            "set AGL_NOTEBOOK_ANSWERS=VALUE in papermill's environment (its kernel inherits it), or run it with "
+            "`agl-notebook execute meeting.ipynb --answers VALUE`",
+        ),
+        (
+            [*NBCONVERT, "meeting.ipynb"],
+            "a headless runner (nbclient: jupyter nbconvert --execute, jupyter execute, a script) runs this notebook",
+            "set AGL_NOTEBOOK_ANSWERS=VALUE in the environment the kernel starts with, or run it with "
+            "`agl-notebook execute NOTEBOOK.ipynb --answers VALUE`",
+        ),
+    ],
+)
+def test_a_live_question_headless_names_the_runner_and_its_way_to_give_answers(
+    tmp_path: Path, clean_environment: None, runner_env: dict[str, str], runner: list[str], runs: str, fix: str
+) -> None:
+    nbformat.write(v4.new_notebook(cells=[v4.new_code_cell(c) for c in PLANNER_CELLS]), tmp_path / "meeting.ipynb")
+
+    done = attempt(runner, tmp_path, runner_env)
+
+    assert done.returncode != 0
+    said = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", done.stdout + done.stderr)  # a traceback's colours
+    assert "NoAnswerError" in said
+    assert f"Nobody can answer 'Which day suits you?' here: {runs}. Give the answers as VALUE" in said
+    assert fix in said
+    assert "nbclient or nbval" not in said
+
+    run(runner, tmp_path, runner_env | {"AGL_NOTEBOOK_ANSWERS": '["Sunday"]'})  # the fix named works
 
 
 # Choosing among the notebooks of the working folder, without a kernel -------------------------------------------

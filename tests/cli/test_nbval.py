@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 from agl_notebook import pytest_plugin
+from agl_notebook._settings import RUNNER
 from agl_notebook.cli import main
 from agl_notebook.notebook.locate import PATH_VARIABLE
 from agl_notebook.replay.modes import BLOCK_VARIABLE, NBVAL_VARIABLE
@@ -48,6 +52,7 @@ def test_the_plugin_spells_the_variables_as_the_package_reads_them() -> None:
     assert pytest_plugin.NBVAL_VARIABLE == NBVAL_VARIABLE
     assert pytest_plugin.BLOCK_VARIABLE == BLOCK_VARIABLE
     assert pytest_plugin.PATH_VARIABLE == PATH_VARIABLE
+    assert RUNNER.name == pytest_plugin.RUNNER_VARIABLE
 
 
 GATHERED_SETUP = """import asyncio, hashlib
@@ -90,3 +95,89 @@ def test_fifty_steps_gathered_and_recorded_headlessly_pass_nbval(tmp_path: Path)
     result = nbval(notebook)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "3 passed" in result.stdout
+
+
+# The plugin names each notebook to its kernel: copies beside it, another working folder, a subfolder --------------
+
+
+def recorded(path: Path) -> Path:
+    """The oracle notebook at ``path``, recorded into its metadata with `agl-notebook execute --record`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    make_notebook(path, NO_CALLS)
+    data = load(path)
+    data["cells"][4]["source"] = "# NBVAL_IGNORE_OUTPUT\nprint(MODEL.calls)"  # 1 when recorded, 0 on replay
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert main(["execute", str(path), "--record"]) == 0
+    return path
+
+
+def test_nbval_passes_on_a_notebook_with_copies_beside_it_run_from_another_folder(tmp_path: Path) -> None:
+    notebook = recorded(tmp_path / "nbs" / "oracle.ipynb")
+    for copy in ("oracle-Copy1.ipynb", ".~oracle.ipynb", "oracle.bak.ipynb"):  # a Duplicate and two backups
+        (notebook.parent / copy).write_bytes(notebook.read_bytes())
+    (tmp_path / "elsewhere").mkdir()
+
+    result = nbval(notebook, cwd=tmp_path / "elsewhere")
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "5 passed" in result.stdout
+
+
+def test_nbval_on_a_folder_names_each_notebook_beside_a_jupyter_execute_copy(tmp_path: Path) -> None:
+    notebook = recorded(tmp_path / "nbs" / "oracle.ipynb")
+    done = subprocess.run(
+        [sys.executable, "-m", "jupyter", "execute", "oracle.ipynb", "--output", "oracle-run"],
+        cwd=notebook.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    # The copy differs from the notebook: its recordings are cleared, so its step can only fail, and only there.
+    copy = notebook.parent / "oracle-run.ipynb"
+    assert main(["clear", str(copy), "--all"]) == 0
+
+    result = nbval(notebook.parent, cwd=tmp_path)
+
+    assert result.returncode != 0
+    assert "9 passed" in result.stdout and "1 failed" in result.stdout, result.stdout
+    (failed,) = [line for line in result.stdout.splitlines() if line.startswith("FAILED")]
+    assert "oracle-run.ipynb" in failed, failed
+    assert "No recording of a step of role 'oracle' exists in the notebook oracle-run.ipynb" in result.stdout
+
+
+def test_the_plugin_gives_other_tests_the_persons_notebook_path_back(tmp_path: Path) -> None:
+    import nbformat
+
+    v4: Any = nbformat.v4
+    nbformat.write(v4.new_notebook(cells=[v4.new_code_cell("x = 1")]), tmp_path / "a.ipynb")  # type: ignore[no-untyped-call]
+    (tmp_path / "test_z.py").write_text(
+        "import os\n\ndef test_path():\n    assert os.environ.get('AGL_NOTEBOOK_PATH') == '/persons/own.ipynb'\n",
+        encoding="utf-8",
+    )
+
+    result = nbval(tmp_path, {PATH_VARIABLE: "/persons/own.ipynb"})
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 passed" in result.stdout
+
+
+def test_a_live_question_under_nbval_names_nbval_and_how_to_record_it_with_answers(tmp_path: Path) -> None:
+    import nbformat
+
+    from tests.support.planner_notebook import CELLS
+
+    v4: Any = nbformat.v4
+    notebook = tmp_path / "meeting.ipynb"
+    nbformat.write(v4.new_notebook(cells=[v4.new_code_cell(c) for c in CELLS]), notebook)  # type: ignore[no-untyped-call]
+
+    result = nbval(notebook, {"AGL_NOTEBOOK_MODE": "auto"})  # mode auto: the scripted step runs live, and asks
+
+    said = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", result.stdout)  # a traceback's colours
+    assert result.returncode != 0
+    assert "NoAnswerError" in said
+    assert "Nobody can answer 'Which day suits you?' here: nbval runs this notebook headless, and this step" in said
+    assert "this step runs live." in said
+    assert "(`agl-notebook execute meeting.ipynb --answers VALUE --record`)" in said
+    assert "set AGL_NOTEBOOK_ANSWERS=VALUE in pytest's environment (nbval's kernels inherit it)" in said

@@ -99,8 +99,9 @@ def test_a_headless_run_without_a_policy_fails_before_the_handler_naming_the_too
     assert main(["execute", str(path)]) == 1
     err = capsys.readouterr().err
     assert "NoDecisionError" in err
-    assert "Nobody can approve the call to tool 'send_mail' here: this notebook runs headless" in err
-    assert "AGL_NOTEBOOK_APPROVALS=approve" in err and "--approvals" in err
+    assert "Nobody can approve the call to tool 'send_mail' here: `agl-notebook execute` runs this notebook" in err
+    assert "pass --approvals VALUE (it sets AGL_NOTEBOOK_APPROVALS for the kernel)" in err
+    assert "approve, deny or a JSON file of decisions" in err
     assert not (tmp_path / "sent.txt").exists(), "the handler did not run"
     assert path.read_bytes() == before
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import nbformat as _nbformat
 
+from agl_notebook._settings import RUNNER
 from agl_notebook.notebook.locate import PATH_VARIABLE
 from agl_notebook.notebook.nbfile import METADATA_KEY
 from agl_notebook.replay.modes import BLOCK_VARIABLE, ENV_VAR, NBVAL_VARIABLE
@@ -71,5 +72,6 @@ def step_result(nb: dict[str, Any]) -> str:
     return "".join(results[0]["data"]["text/plain"])
 
 
-NOTEBOOK_SETTINGS = (ENV_VAR, PATH_VARIABLE, NBVAL_VARIABLE, BLOCK_VARIABLE)
+RUNNER_VARIABLE = RUNNER.name
+NOTEBOOK_SETTINGS = (ENV_VAR, PATH_VARIABLE, NBVAL_VARIABLE, BLOCK_VARIABLE, RUNNER_VARIABLE)
 """The settings a kernel, a notebook run or nbval sets: a test starts without them (``clean_environment``)."""
