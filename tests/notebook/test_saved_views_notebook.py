@@ -179,3 +179,24 @@ def test_a_planted_secret_with_html_characters_is_in_no_saved_view_nor_the_html_
 def test_the_saved_records_keep_no_json_escaped_echo_of_the_planted_secret(leaky_notebook: tuple[Path, str]) -> None:
     path, secret = leaky_notebook
     assert not leaked([path.read_text(encoding="utf-8")], secret)
+
+
+def test_a_large_maps_sidecar_keeps_no_planted_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The map's and the comparison's records in sidecar files (every record, a failure record too) hold no secret."""
+    secret = planted_secret()
+    path = tmp_path / "leaky.ipynb"
+    cells = [
+        "%env AGL_NOTEBOOK_SIDECAR_BYTES=0\n" + LEAKY_SETUP,  # every map keeps its records in a sidecar file
+        "results = await run.map(role, INPUTS)",
+        'grid = await run.compare({"a": role, "b": role}, INPUTS)\ngrid',
+    ]
+    nbformat.write(v4.new_notebook(cells=[v4.new_code_cell(c) for c in cells]), path)
+    monkeypatch.setenv("AGL_TEST_SERVICE_PASSWORD", secret)
+    assert cli("execute", path) == 0
+    sidecars = sorted(tmp_path.glob("*.agl.jsonl"))
+    assert len(sidecars) >= 2, sorted(p.name for p in tmp_path.iterdir())
+    texts = [p.read_text(encoding="utf-8") for p in sidecars]
+    assert any('"failure"' in t for t in texts), "the failed item's failure record is in a sidecar too"
+    assert any("[REDACTED]" in t for t in texts), "the planted value reached the records, scrubbed"
+    every_file = [p.read_text(encoding="utf-8", errors="replace") for p in tmp_path.iterdir() if p.is_file()]
+    assert not leaked(every_file, secret), leaked(every_file, secret)
