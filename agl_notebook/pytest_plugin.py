@@ -3,8 +3,9 @@
 Under ``pytest --nbval`` (or ``--nbval-lax``) it sets, in the environment the notebook kernels inherit:
 ``AGL_NOTEBOOK_UNDER_NBVAL=1`` (the default mode becomes ``replay``), ``AGL_NOTEBOOK_BLOCK_MODELS=1`` (any model
 call fails loudly), and, before each notebook's kernel starts, ``AGL_NOTEBOOK_PATH`` (nbval tells the kernel nothing
-about its notebook). Without nbval it does nothing, and it imports nothing of agl_notebook, so it costs every other
-pytest run nothing.
+about its notebook). At the end of the run it says what each notebook's kernel replayed and the model calls made,
+then how to open the notebooks in JupyterLab (`agl_notebook._nbval_summary`). Without nbval it does nothing, and it
+imports nothing of agl_notebook, so it costs every other pytest run nothing.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if _nbval_active(config):
         os.environ[NBVAL_VARIABLE] = "1"
         os.environ[BLOCK_VARIABLE] = "1"
+        # What each notebook replayed and the model calls made, said at the end (`make demo`'s last lines).
+        from ._nbval_summary import NbvalSummary
+
+        config.pluginmanager.register(NbvalSummary(), "agl_notebook_nbval_summary")
 
 
 @pytest.hookimpl(tryfirst=True)
