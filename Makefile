@@ -1,6 +1,7 @@
 # The two commands of the README:
 #   make demo   set up, then run the main job offline: the example notebooks, replayed from their recordings (needs no
-#               Node.js: the JupyterLab extension is not built for it)
+#               Node.js: the JupyterLab extension is not built for it); it ends with what each notebook's kernel
+#               replayed, the model calls made (0), and the command that opens them in JupyterLab
 #   make test   set up, then run every check and test (what .ci/run runs)
 # and `make reliability-report`, which rewrites docs/reliability.md from a run of the reliability tests.
 VENV ?= .venv

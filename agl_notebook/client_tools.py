@@ -62,6 +62,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypedDict, Unpack
 
+from . import _tally
 from .approvals import ApprovalPolicy, check_policy
 from .errors import InputError
 from .events import (
@@ -339,7 +340,8 @@ class Runner:
         """Run the step; its events go to ``forward``, or (without one) into the result's ``events``."""
         events: list[Event] = []
         collector = _Collector(forward or events.append)
-        outcome = await self.session.step_outcome(call.role, call.message, mode=call.mode, on_event=collector)
+        with _tally.counted_as("client-tools run"):
+            outcome = await self.session.step_outcome(call.role, call.message, mode=call.mode, on_event=collector)
         return RunResult(
             tuple(events),
             "".join(collector.text),

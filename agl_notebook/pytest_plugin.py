@@ -3,8 +3,10 @@
 Under ``pytest --nbval`` (or ``--nbval-lax``) it sets, in the environment the notebook kernels inherit:
 ``AGL_NOTEBOOK_UNDER_NBVAL=1`` (the default mode becomes ``replay``), ``AGL_NOTEBOOK_BLOCK_MODELS=1`` (any model
 call fails loudly), ``AGL_NOTEBOOK_RUNNER=nbval`` (what a headless error names as the runner), and, before each
-notebook's kernel starts, ``AGL_NOTEBOOK_PATH`` (nbval tells the kernel nothing about its notebook). Without nbval it
-does nothing, and it imports nothing of agl_notebook, so it costs every other pytest run nothing.
+notebook's kernel starts, ``AGL_NOTEBOOK_PATH`` (nbval tells the kernel nothing about its notebook). At the end
+of the run it says what each notebook's kernel replayed and the model calls made, then how to open the notebooks
+in JupyterLab (`agl_notebook._nbval_summary`). Without nbval it does nothing, and it imports nothing of
+agl_notebook, so it costs every other pytest run nothing.
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[BLOCK_VARIABLE] = "1"
         os.environ[RUNNER_VARIABLE] = "nbval"
         config.stash[_PERSONS_PATH] = os.environ.get(PATH_VARIABLE)
+        # What each notebook replayed and the model calls made, said at the end (`make demo`'s last lines).
+        from ._nbval_summary import NbvalSummary
+
+        config.pluginmanager.register(NbvalSummary(), "agl_notebook_nbval_summary")
 
 
 def notebook_of(item: pytest.Item) -> Path | None:

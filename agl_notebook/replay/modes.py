@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal, TypeAlias, TypeGuard
 
-from .. import _settings
+from .. import _settings, _tally
 from ..errors import InputError, ModelCallBlockedError
 
 Mode: TypeAlias = Literal["auto", "replay", "refresh", "off"]
@@ -55,6 +55,7 @@ def refuse_blocked_call(what: str) -> None:
         >>> refuse_blocked_call("A step of role 'oracle' would call a model")  # doctest: +SKIP
     """
     if session.block_model_calls:
+        _tally.blocked()  # counted: the nbval summary says a call was tried, though none left
         raise ModelCallBlockedError(
             f"{what}, and model and network calls are blocked here (under nbval, or {BLOCK_VARIABLE}=1). Record it "
             "first: run the notebook with `agl-notebook execute --record`, or run the cell in JupyterLab and save."

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from .. import _tally
 from .._protocols import implements
 from .._scope import CANCELLED_BY_INTERRUPT, current_scope
 from ..errors import MissingCredentialsError, ModelCallBlockedError, RecordedItemError, ReplayMissError, warn
@@ -22,7 +23,7 @@ from ..replay.records import RecordedFailure, StepRecord, recorded_failure
 from ..replay.stores import LocatedStore, PartialStore, RecordingWarning, Store
 from .environment import Environment
 from .occurrences import Occurrences
-from .units import Resumable, Unit
+from .units import Resumable, TapedUnit, Unit
 from .views import show_miss
 
 Out = TypeVar("Out")
@@ -68,6 +69,10 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
     partials = _partials(unit, store, mode)
     partial: StepRecord | None = None  # a partial record found: the step resumes from it
     waited = False  # a partial record was kept by this run, or resumed by it: a failure or an interrupt discards it
+    # What the unit is counted as, and how it ended (agl_notebook._tally: the nbval summary of `make demo`).
+    kind, kind_token = _tally.claim_kind(_unit_kind(unit, context))
+    how: _tally.How = "failed"
+    replays_failure = False  # a map item's recorded failure, replayed: its error is how it ends
     try:
         # Told before the first await, so views take their places in the order steps start.
         input_json = unit.input_json
@@ -98,11 +103,13 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
 
             raise asyncio.CancelledError
         if found is not None:
+            how = "replayed"
             emit(StepReplayed(name, found.id, found.backend))
             outcome = await unit.replay(found)
             kept = found
             note_used(context.cell_id(), execution, found.id)
         elif mode == "replay" and failed_before is not None:
+            how, replays_failure = "replayed", True
             note_used(context.cell_id(), execution, failed_before.id)
             raise _replayed_failure(failed_before, name, map_item=context.keeps_failures, where=repr(store))
         elif mode == "replay" and partial is not None:
@@ -148,6 +155,7 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
                         waited = True
 
                 scope.on_waiting = keep_partial
+            how = "live" if unit.network else "offline"
             try:
                 if partial is not None and implements(unit, Resumable):
                     waited = True
@@ -172,6 +180,8 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
                 kept = store.put(unit.record(record_id, occurrence, outcome, context.cell_id()))
                 note_used(context.cell_id(), execution, kept.id)
     except BaseException as e:  # KeyboardInterrupt and cancellation wipe the step too
+        if not replays_failure:
+            how = "missed" if isinstance(e, ReplayMissError) else "failed"
         scope.wipe()
         if not context.keeps_failures:
             context.occurrences.give_back(context.execution_key(), fp.base, occurrence)
@@ -195,12 +205,21 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
         raise
     finally:
         current_scope.reset(token)
+        _tally.release(kind_token)
+        _tally.count(kind, how)
         if watch is not None:
             watch.cancel()
     emit(unit.finished(outcome))
     if view is not None:
         view.finish(kept)
     return outcome
+
+
+def _unit_kind(unit: Unit[Any], context: Context) -> _tally.Kind:
+    """What ``unit`` is counted as unless its caller said (`_tally.counted_as`)."""
+    if context.keeps_failures:
+        return "map item"
+    return "JSON-function call" if isinstance(unit, TapedUnit) else "step"
 
 
 def failure_record(

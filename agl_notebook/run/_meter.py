@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .. import _tally
 from .._fieldwise import Fieldwise
 from .._scope import current_scope
 from ..errors import BudgetExceededError, InputError, PriceUnknownError
@@ -258,6 +259,8 @@ class MeteredModel(ModelWrapper):
         reservation = await self.meter.reserve(
             self.model.backend_id(request.model), request, batched=model_batched(self.model)
         )
+        if model_network(self.model):
+            _tally.model_request()  # what the nbval summary reports as model calls
         began = False
         try:
             async for event in self.model.stream(request):
