@@ -42,7 +42,7 @@ lint: setup
 	$(VENV)/bin/lint-imports --no-cache
 
 test: lint
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q --durations=25
 	$(NBVAL)
 	bash binder/check.sh
 
