@@ -102,8 +102,27 @@ def _char_forms(char: str) -> str:
     return "(?:" + "|".join(forms) + ")"
 
 
+class _Spellings:
+    """One secret and the regex matching its every spelling (a plain class: nothing to generate at import)."""
+
+    __slots__ = ("escapes", "pattern", "secret")
+
+    def __init__(self, secret: str) -> None:
+        self.secret = secret
+        self.pattern = re.compile("".join(_char_forms(c) for c in secret))
+        # The characters that begin an escaped spelling of a character (`_char_forms`): a text holding none of them
+        # can hold the secret only as written, which ``str.replace`` finds, five times faster than the regex.
+        self.escapes = ("\\", "&", "%", "+") if " " in secret else ("\\", "&", "%")
+
+    def sub(self, text: str) -> str:
+        """``text`` with every spelling of the secret replaced by `REDACTED`."""
+        if any(escape in text for escape in self.escapes):
+            return self.pattern.sub(REDACTED, text)
+        return text.replace(self.secret, REDACTED) if self.secret in text else text
+
+
 @functools.lru_cache(maxsize=256)
-def _patterns(secrets: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
+def _patterns(secrets: tuple[str, ...]) -> tuple[_Spellings, ...]:
     """A regex per secret matching its every spelling, longest first (so a secret inside another goes whole).
 
     One regex each, not one for all: a regex whose first character is one of a few lets ``re`` skip ahead to the
@@ -111,7 +130,7 @@ def _patterns(secrets: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
     an alternation of secrets would try every secret at every character (ten times slower on a record).
     """
     ordered = sorted({s for s in secrets if s}, key=len, reverse=True)
-    return tuple(re.compile("".join(_char_forms(c) for c in secret)) for secret in ordered)
+    return tuple(_Spellings(secret) for secret in ordered)
 
 
 def scrub_text(text: str, secrets: Iterable[str] = ()) -> str:
@@ -124,9 +143,9 @@ def scrub_text(text: str, secrets: Iterable[str] = ()) -> str:
     return _replace(text, _patterns(tuple(secrets)))
 
 
-def _replace(text: str, patterns: tuple[re.Pattern[str], ...]) -> str:
-    for pattern in patterns:
-        text = pattern.sub(REDACTED, text)
+def _replace(text: str, patterns: tuple[_Spellings, ...]) -> str:
+    for spellings in patterns:
+        text = spellings.sub(text)
     lowered = text.lower()
     if any(marker in lowered for marker in _MARKERS):
         return _KEY_SHAPES.sub(REDACTED, text)
@@ -143,7 +162,7 @@ def scrub(value: JsonValue, secrets: Iterable[str] | None = None) -> JsonValue:
     return _scrub(value, _patterns((*secrets_from_environment(), *(secrets or ()))))
 
 
-def _scrub(value: JsonValue, patterns: tuple[re.Pattern[str], ...]) -> JsonValue:
+def _scrub(value: JsonValue, patterns: tuple[_Spellings, ...]) -> JsonValue:
     if isinstance(value, str):
         return _replace(value, patterns)
     if isinstance(value, list):
