@@ -182,6 +182,8 @@ class Batches:
         self._wave_task: asyncio.Task[None] | None = None
         self._wave_open = 0  # requests of the wave in flight still awaited by their steps
         self._scheduled = False
+        self._hold_last = False  # the wave in flight made its own client: its last answer waits for the close
+        self._held: tuple[_Request, list[ModelEvent] | BaseException, str] | None = None
         self._created_at: dict[str, float] = {}
         self._missing_since: dict[str, float] = {}  # an earlier session's batch: when the API first did not know it
         self._creating: set[asyncio.Future[str | None]] = set()  # creations in flight (shielded)
@@ -323,6 +325,9 @@ class Batches:
         if pending.future.cancelled():  # its step was cancelled and has not resumed yet to say so
             self._abandon(pending)
             return
+        if self._hold_last and pending.in_wave and self._wave_open == 1 and self._held is None:
+            self._held = (pending, events, by)  # the wave's last answer: handed out once its client is closed
+            return
         pending.settled = True
         self._out_of_wave(pending)
         self._wait(pending.participant, -1)
@@ -398,11 +403,21 @@ class Batches:
             return
         # A client made from the environment is the wave's own, closed as the wave ends: its connections belong to
         # this event loop, and a script running several `asyncio.run`s must not leave them to a closed one.
+        # Its last answer is held back until the client is closed: once the last step has its answer, a script's
+        # `asyncio.run` may end and cancel every task left, a close under way too (anyio's shields do not stop
+        # asyncio's cancel), leaving the connections it had not closed yet to a closed loop.
         client = await _client_from_environment(None)
+        self._hold_last = True
         try:
             await self._wave_with(client, wave, requests)
         finally:
-            await _close_whole(client)
+            try:
+                await _close_whole(client)
+            finally:
+                self._hold_last = False
+                held, self._held = self._held, None
+                if held is not None:
+                    self._settle(*held)
 
     async def _wave_with(self, client: AsyncAnthropic, wave: int, requests: list[_Request]) -> None:
         attached: dict[str, list[_Request]] = {}
