@@ -27,7 +27,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Literal
 
 from .._secret_logs import scrub_logs
 from ..errors import BatchRequestError, InputError, UpstreamUnexpected
@@ -52,7 +52,8 @@ MAX_BATCH_BYTES = 256_000_000
 _BODY_FRAME = len(b'{"requests":[]}')
 _LIVE_AT_ONCE = 8  # expired requests run live this many at a time, so a large expiry does not burst the rate limit
 
-_Sized = tuple["_Request", int, str]  # a request to send, its encoded size and its digest
+# A request to send: its encoded size, its digest, and its encoded line when kept (else made again at its creation).
+_Sized = tuple["_Request", int, str, bytes | None]
 
 
 class _UnknownBatch(Exception):
@@ -422,17 +423,17 @@ class Batches:
     async def _wave_with(self, client: AsyncAnthropic, wave: int, requests: list[_Request]) -> None:
         attached: dict[str, list[_Request]] = {}
         new: list[_Sized] = []
+        kept = 0  # the bytes of the encoded requests kept for their creation: at most one batch's worth
         for pending in requests:
-            params = request_params(pending.request, pending.model)
-            body = json.dumps(
-                {"custom_id": pending.custom_id, "params": params}, ensure_ascii=False, separators=(",", ":")
-            ).encode()
+            body = _encoded(pending)
             digest = request_digest(body)
             known = self._state.holding(pending.custom_id, digest)
             if known is not None:
                 attached.setdefault(known.id, []).append(pending)
-            else:
-                new.append((pending, len(body), digest))
+                continue
+            keep = kept + len(body) <= self.max_bytes
+            kept += len(body) if keep else 0
+            new.append((pending, len(body), digest, body if keep else None))
         chunks = self._split(new)
         del new
         while chunks:
@@ -444,7 +445,7 @@ class Batches:
             created = await asyncio.shield(creating)
             if created is not None:
                 attached[created] = [pending for pending, *_ in chunk]
-            del chunk  # the requests' parameters are the API's now: polling holds none of them
+            del chunk  # its encoded requests are the API's now: polling holds none of them
         await asyncio.gather(*(self._collect(client, wave, bid, group) for bid, group in attached.items()))
 
     def _split(self, new: list[_Sized]) -> list[list[_Sized]]:
@@ -452,7 +453,7 @@ class Batches:
         chunk: list[_Sized] = []
         size = _BODY_FRAME
         for item in new:
-            pending, length, _ = item
+            pending, length, *_ = item
             if _BODY_FRAME + length > self.max_bytes:
                 self._settle(
                     pending,
@@ -477,23 +478,21 @@ class Batches:
 
     async def _create(self, client: AsyncAnthropic, wave: int, chunk: list[_Sized]) -> str | None:
         """Create one batch and keep it in the state (told to ``on_state``); None when the API refused it."""
+        from anthropic.types.messages import MessageBatch
+
         scrub_logs("anthropic", "anthropic._base_client", "httpx2")  # the SDK logs request bodies at DEBUG
+        # The body is the requests as encoded for their digests, joined: what is sent is what the state's digests
+        # name, and the SDK neither copies the wave's parameters (as `batches.create` does) nor encodes them again.
+        body = b'{"requests":[' + b",".join(line or _encoded(p) for p, _, _, line in chunk) + b"]}"
         try:
-            batch = await client.messages.batches.create(
-                # Each request's parameters made again as the SDK takes them (it copies what it is given): the wave
-                # never holds every request's parameters beside the SDK's copy.
-                requests=(
-                    {"custom_id": p.custom_id, "params": cast(Any, request_params(p.request, p.model))}
-                    for p, _, _ in chunk
-                )
-            )
+            batch = await client.post("/v1/messages/batches", cast_to=MessageBatch, content=body)
         except Exception as e:
             for pending, *_ in chunk:
                 self._settle(pending, e)
             return None
         self.creations += 1
         self._created_at[batch.id] = self._clock()
-        self._state.add(KnownBatch(batch.id, wave, {p.custom_id: digest for p, _, digest in chunk}))
+        self._state.add(KnownBatch(batch.id, wave, {p.custom_id: digest for p, _, digest, _ in chunk}))
         self._persist()
         self._tell(wave, batch)
         return batch.id
@@ -677,6 +676,13 @@ class Batches:
 
     def __repr__(self) -> str:
         return f"Batches(model={self.model!r}, participants={len(self._participants)}, waves={self._wave})"
+
+
+def _encoded(pending: _Request) -> bytes:
+    """One request of a create body, as JSON (the request built as a live one: `request_params`)."""
+    params = request_params(pending.request, pending.model)
+    line = {"custom_id": pending.custom_id, "params": params}
+    return json.dumps(line, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()  # as the SDK encodes
 
 
 async def _close_whole(client: AsyncAnthropic) -> None:
