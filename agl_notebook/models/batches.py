@@ -22,12 +22,13 @@ submitted again. An interrupt (the steps cancelled) stops the polling; the batch
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 from .._secret_logs import scrub_logs
 from ..errors import BatchRequestError, InputError, UpstreamUnexpected
@@ -40,8 +41,7 @@ from .batch_state import BatchState, KnownBatch, custom_id, request_digest
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
-    from anthropic._decoders.jsonl import AsyncJSONLDecoder
-    from anthropic.types.messages import MessageBatch, MessageBatchIndividualResponse, MessageBatchResult
+    from anthropic.types.messages import MessageBatch
 
 __all__ = ["MAX_BATCH_BYTES", "MAX_BATCH_REQUESTS", "BatchStatus", "Batches", "Participant"]
 
@@ -504,15 +504,16 @@ class Batches:
         live: list[_Request] = []
         try:
             await self._until_ended(client, wave, batch_id)
-            results = await self._results(client, batch_id)
-            try:
-                async for line in results:
-                    types[line.custom_id] = line.result.type
-                    pending = waiting.pop(line.custom_id, None)
+            # Read to its end or not, the results' connection goes back to the client's pool as this block ends.
+            async with self._results(client, batch_id) as results:
+                async for custom_id, result, kind in results:
+                    types[custom_id] = kind
+                    pending = waiting.pop(custom_id, None)
                     if pending is not None and not pending.abandoned:
-                        self._answer(pending, batch_id, line.result, live)
-            finally:
-                await results.close()  # read to its end or not, its connection goes back to the client's pool
+                        try:
+                            self._answer(pending, batch_id, result, kind, live)
+                        except Exception as e:  # an answer that broke fails its own step: none is left waiting
+                            self._settle(pending, e)
         except asyncio.CancelledError:
             raise
         except _UnknownBatch as e:
@@ -533,22 +534,29 @@ class Batches:
             limit = asyncio.Semaphore(_LIVE_AT_ONCE)
             await asyncio.gather(*(self._live(client, p, limit) for p in live))
 
+    @contextlib.asynccontextmanager
     async def _results(
         self, client: AsyncAnthropic, batch_id: str
-    ) -> AsyncJSONLDecoder[MessageBatchIndividualResponse]:
-        """The results of an ended batch; `_UnknownBatch` when an earlier session's batch has none any more."""
+    ) -> AsyncIterator[AsyncIterator[tuple[str, JsonObject, str]]]:
+        """The results of an ended batch, line by line, read as JSON (`_result_lines`), not as the SDK's models.
+
+        Raises `_UnknownBatch` when an earlier session's batch has none any more.
+        """
         import anthropic
 
+        opened = False
         try:
-            return await client.messages.batches.results(batch_id)
+            async with client.messages.batches.with_streaming_response.results(batch_id) as response:
+                opened = True
+                yield _result_lines(response.iter_lines(), batch_id)
         except anthropic.NotFoundError:
-            if batch_id in self._created_at:
+            if opened or batch_id in self._created_at:
                 raise
             raise _UnknownBatch(batch_id, "has no results any more") from None
         except anthropic.APIError:
             raise
         except anthropic.AnthropicError as e:  # the SDK's own: an ended batch with no results_url
-            if batch_id in self._created_at or "results_url" not in str(e):
+            if opened or batch_id in self._created_at or "results_url" not in str(e):
                 raise
             raise _UnknownBatch(batch_id, "has no results any more") from None
 
@@ -610,21 +618,21 @@ class Batches:
             delay = min(delay * factor, most) if delay else min(1.0, most)
             await self._sleep(delay)
 
-    def _answer(self, pending: _Request, batch_id: str, result: MessageBatchResult, live: list[_Request]) -> None:
-        """Answer one request from its batch result, or send it on: into the next wave, or live."""
-        if result.type == "succeeded":
+    def _answer(self, pending: _Request, batch_id: str, result: JsonObject, kind: str, live: list[_Request]) -> None:
+        """Answer one request from its batch result (of type ``kind``), or send it on: into the next wave, or live."""
+        if kind == "succeeded":
             try:
-                events = message_events(result.message)
+                events = message_events(result.get("message"))
             except UpstreamUnexpected as e:
                 self._settle(pending, e)
             else:
                 self._settle(pending, events, batch_id)
             return
         error_type = api_message = ""
-        if result.type == "errored":
-            error_type, api_message = result.error.error.type, result.error.error.message
+        if kind == "errored":
+            error_type, api_message = _api_error(result)
             if error_type == "invalid_request_error":
-                self._settle(pending, self._failure(pending, batch_id, result.type, error_type, api_message))
+                self._settle(pending, self._failure(pending, batch_id, kind, error_type, api_message))
                 return
         elif self.on_expired == "live":
             live.append(pending)
@@ -634,7 +642,7 @@ class Batches:
             self._out_of_wave(pending)
             self._queue.append(pending)  # the step still waits: the next wave carries it again
             return
-        self._settle(pending, self._failure(pending, batch_id, result.type, error_type, api_message))
+        self._settle(pending, self._failure(pending, batch_id, kind, error_type, api_message))
 
     def _failure(self, pending: _Request, batch_id: str, result: str, error_type: str, message: str) -> Exception:
         said = f" ({error_type}: {message})" if error_type else ""
@@ -676,6 +684,41 @@ class Batches:
 
     def __repr__(self) -> str:
         return f"Batches(model={self.model!r}, participants={len(self._participants)}, waves={self._wave})"
+
+
+async def _result_lines(lines: AsyncIterator[str], batch_id: str) -> AsyncIterator[tuple[str, JsonObject, str]]:
+    """Each results line of ``batch_id`` as its custom_id, its result and the result's type.
+
+    Raises:
+        UpstreamUnexpected: A line is not JSON, or names no custom_id or no typed result.
+    """
+    number = 0
+    async for text in lines:
+        if not text.strip():
+            continue
+        number += 1
+        try:
+            line = json.loads(text)
+        except ValueError:
+            raise UpstreamUnexpected(f"Line {number} of the results of batch {batch_id} is not JSON.") from None
+        custom_id = line.get("custom_id") if isinstance(line, dict) else None
+        result = line.get("result") if isinstance(line, dict) else None
+        kind = result.get("type") if isinstance(result, dict) else None
+        if not isinstance(custom_id, str) or not isinstance(kind, str):
+            raise UpstreamUnexpected(
+                f"Line {number} of the results of batch {batch_id} names no custom_id or no result type."
+            )
+        yield custom_id, cast(JsonObject, result), kind
+
+
+def _api_error(result: JsonObject) -> tuple[str, str]:
+    """An errored result's error type and message (empty where the result does not say)."""
+    response = result.get("error")
+    error = response.get("error") if isinstance(response, dict) else None
+    if not isinstance(error, dict):
+        return "", ""
+    kind, message = error.get("type"), error.get("message")
+    return (kind if isinstance(kind, str) else "", message if isinstance(message, str) else "")
 
 
 def _encoded(pending: _Request) -> bytes:
