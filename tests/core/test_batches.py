@@ -556,7 +556,7 @@ async def test_a_malformed_results_line_fails_its_step_with_an_error_naming_it(h
             line = spoil(json.loads(line))
         return cid, outcome, line
 
-    fake._answer = spoiling  # type: ignore[method-assign]
+    fake._answer = spoiling  # type: ignore[method-assign,assignment]
     outcomes, _ = await asyncio.wait_for(run_batched(engine_for(fake), inputs(4)), 60)  # before: two hung for ever
     spoiled = outcomes[1]
     assert isinstance(spoiled, UpstreamUnexpected) and says in str(spoiled), spoiled
@@ -571,9 +571,9 @@ async def test_a_malformed_results_line_fails_its_step_with_an_error_naming_it(h
 async def test_a_result_whose_reading_raises_fails_its_step_and_leaves_none_waiting(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from agl_notebook.models import batches
+    from agl_notebook.models import batch_replies, batches
 
-    real = batches.message_events
+    real = batch_replies.message_events
 
     def breaking(message: Any) -> Any:
         if "topic 2" in json.dumps(message):
@@ -591,8 +591,13 @@ def test_a_results_line_is_read_with_its_usage_and_its_one_hour_cache_writes() -
     from agl_notebook.models.base import TextDelta, ToolCall, TurnEnd
     from agl_notebook.models.batch_replies import message_events
 
-    usage = {"input_tokens": 7, "output_tokens": 3, "cache_read_input_tokens": 11, "cache_creation_input_tokens": 5}
-    message = {
+    usage: JsonObject = {
+        "input_tokens": 7,
+        "output_tokens": 3,
+        "cache_read_input_tokens": 11,
+        "cache_creation_input_tokens": 5,
+    }
+    message: JsonObject = {
         "id": "msg_1",
         "content": [
             {"type": "thinking", "thinking": "..."},  # a block the loop has no event for is passed over
@@ -608,7 +613,7 @@ def test_a_results_line_is_read_with_its_usage_and_its_one_hour_cache_writes() -
         ToolCall("toolu_1", "look_up", {"text": "x"}),
         TurnEnd("tool_use", Usage(7, 3, 5, 11, 2)),
     ]
-    bare = {
+    bare: JsonObject = {
         "id": "msg_2",
         "content": [],
         "stop_reason": "end_turn",
