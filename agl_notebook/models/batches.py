@@ -22,12 +22,13 @@ submitted again. An interrupt (the steps cancelled) stops the polling; the batch
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Literal, cast
 
 from .._secret_logs import scrub_logs
 from ..errors import BatchRequestError, InputError, UpstreamUnexpected
@@ -40,8 +41,7 @@ from .batch_state import BatchState, KnownBatch, custom_id, request_digest
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
-    from anthropic._decoders.jsonl import AsyncJSONLDecoder
-    from anthropic.types.messages import MessageBatch, MessageBatchIndividualResponse, MessageBatchResult
+    from anthropic.types.messages import MessageBatch
 
 __all__ = ["MAX_BATCH_BYTES", "MAX_BATCH_REQUESTS", "BatchStatus", "Batches", "Participant"]
 
@@ -52,7 +52,8 @@ MAX_BATCH_BYTES = 256_000_000
 _BODY_FRAME = len(b'{"requests":[]}')
 _LIVE_AT_ONCE = 8  # expired requests run live this many at a time, so a large expiry does not burst the rate limit
 
-_Sized = tuple["_Request", int, str]  # a request to send, its encoded size and its digest
+# A request to send: its encoded size, its digest, and its encoded line when kept (else made again at its creation).
+_Sized = tuple["_Request", int, str, bytes | None]
 
 
 class _UnknownBatch(Exception):
@@ -182,6 +183,8 @@ class Batches:
         self._wave_task: asyncio.Task[None] | None = None
         self._wave_open = 0  # requests of the wave in flight still awaited by their steps
         self._scheduled = False
+        self._hold_last = False  # the wave in flight made its own client: its last answer waits for the close
+        self._held: tuple[_Request, list[ModelEvent] | BaseException, str] | None = None
         self._created_at: dict[str, float] = {}
         self._missing_since: dict[str, float] = {}  # an earlier session's batch: when the API first did not know it
         self._creating: set[asyncio.Future[str | None]] = set()  # creations in flight (shielded)
@@ -323,6 +326,9 @@ class Batches:
         if pending.future.cancelled():  # its step was cancelled and has not resumed yet to say so
             self._abandon(pending)
             return
+        if self._hold_last and pending.in_wave and self._wave_open == 1 and self._held is None:
+            self._held = (pending, events, by)  # the wave's last answer: handed out once its client is closed
+            return
         pending.settled = True
         self._out_of_wave(pending)
         self._wait(pending.participant, -1)
@@ -398,26 +404,36 @@ class Batches:
             return
         # A client made from the environment is the wave's own, closed as the wave ends: its connections belong to
         # this event loop, and a script running several `asyncio.run`s must not leave them to a closed one.
+        # Its last answer is held back until the client is closed: once the last step has its answer, a script's
+        # `asyncio.run` may end and cancel every task left, a close under way too (anyio's shields do not stop
+        # asyncio's cancel), leaving the connections it had not closed yet to a closed loop.
         client = await _client_from_environment(None)
+        self._hold_last = True
         try:
             await self._wave_with(client, wave, requests)
         finally:
-            await _close_whole(client)
+            try:
+                await _close_whole(client)
+            finally:
+                self._hold_last = False
+                held, self._held = self._held, None
+                if held is not None:
+                    self._settle(*held)
 
     async def _wave_with(self, client: AsyncAnthropic, wave: int, requests: list[_Request]) -> None:
         attached: dict[str, list[_Request]] = {}
         new: list[_Sized] = []
+        kept = 0  # the bytes of the encoded requests kept for their creation: at most one batch's worth
         for pending in requests:
-            params = request_params(pending.request, pending.model)
-            body = json.dumps(
-                {"custom_id": pending.custom_id, "params": params}, ensure_ascii=False, separators=(",", ":")
-            ).encode()
+            body = _encoded(pending)
             digest = request_digest(body)
             known = self._state.holding(pending.custom_id, digest)
             if known is not None:
                 attached.setdefault(known.id, []).append(pending)
-            else:
-                new.append((pending, len(body), digest))
+                continue
+            keep = kept + len(body) <= self.max_bytes
+            kept += len(body) if keep else 0
+            new.append((pending, len(body), digest, body if keep else None))
         chunks = self._split(new)
         del new
         while chunks:
@@ -429,7 +445,7 @@ class Batches:
             created = await asyncio.shield(creating)
             if created is not None:
                 attached[created] = [pending for pending, *_ in chunk]
-            del chunk  # the requests' parameters are the API's now: polling holds none of them
+            del chunk  # its encoded requests are the API's now: polling holds none of them
         await asyncio.gather(*(self._collect(client, wave, bid, group) for bid, group in attached.items()))
 
     def _split(self, new: list[_Sized]) -> list[list[_Sized]]:
@@ -437,7 +453,7 @@ class Batches:
         chunk: list[_Sized] = []
         size = _BODY_FRAME
         for item in new:
-            pending, length, _ = item
+            pending, length, *_ = item
             if _BODY_FRAME + length > self.max_bytes:
                 self._settle(
                     pending,
@@ -462,23 +478,21 @@ class Batches:
 
     async def _create(self, client: AsyncAnthropic, wave: int, chunk: list[_Sized]) -> str | None:
         """Create one batch and keep it in the state (told to ``on_state``); None when the API refused it."""
+        from anthropic.types.messages import MessageBatch
+
         scrub_logs("anthropic", "anthropic._base_client", "httpx2")  # the SDK logs request bodies at DEBUG
+        # The body is the requests as encoded for their digests, joined: what is sent is what the state's digests
+        # name, and the SDK neither copies the wave's parameters (as `batches.create` does) nor encodes them again.
+        body = b'{"requests":[' + b",".join(line or _encoded(p) for p, _, _, line in chunk) + b"]}"
         try:
-            batch = await client.messages.batches.create(
-                # Each request's parameters made again as the SDK takes them (it copies what it is given): the wave
-                # never holds every request's parameters beside the SDK's copy.
-                requests=(
-                    {"custom_id": p.custom_id, "params": cast(Any, request_params(p.request, p.model))}
-                    for p, _, _ in chunk
-                )
-            )
+            batch = await client.post("/v1/messages/batches", cast_to=MessageBatch, content=body)
         except Exception as e:
             for pending, *_ in chunk:
                 self._settle(pending, e)
             return None
         self.creations += 1
         self._created_at[batch.id] = self._clock()
-        self._state.add(KnownBatch(batch.id, wave, {p.custom_id: digest for p, _, digest in chunk}))
+        self._state.add(KnownBatch(batch.id, wave, {p.custom_id: digest for p, _, digest, _ in chunk}))
         self._persist()
         self._tell(wave, batch)
         return batch.id
@@ -490,15 +504,16 @@ class Batches:
         live: list[_Request] = []
         try:
             await self._until_ended(client, wave, batch_id)
-            results = await self._results(client, batch_id)
-            try:
-                async for line in results:
-                    types[line.custom_id] = line.result.type
-                    pending = waiting.pop(line.custom_id, None)
+            # Read to its end or not, the results' connection goes back to the client's pool as this block ends.
+            async with self._results(client, batch_id) as results:
+                async for custom_id, result, kind in results:
+                    types[custom_id] = kind
+                    pending = waiting.pop(custom_id, None)
                     if pending is not None and not pending.abandoned:
-                        self._answer(pending, batch_id, line.result, live)
-            finally:
-                await results.close()  # read to its end or not, its connection goes back to the client's pool
+                        try:
+                            self._answer(pending, batch_id, result, kind, live)
+                        except Exception as e:  # an answer that broke fails its own step: none is left waiting
+                            self._settle(pending, e)
         except asyncio.CancelledError:
             raise
         except _UnknownBatch as e:
@@ -519,22 +534,29 @@ class Batches:
             limit = asyncio.Semaphore(_LIVE_AT_ONCE)
             await asyncio.gather(*(self._live(client, p, limit) for p in live))
 
+    @contextlib.asynccontextmanager
     async def _results(
         self, client: AsyncAnthropic, batch_id: str
-    ) -> AsyncJSONLDecoder[MessageBatchIndividualResponse]:
-        """The results of an ended batch; `_UnknownBatch` when an earlier session's batch has none any more."""
+    ) -> AsyncIterator[AsyncIterator[tuple[str, JsonObject, str]]]:
+        """The results of an ended batch, line by line, read as JSON (`_result_lines`), not as the SDK's models.
+
+        Raises `_UnknownBatch` when an earlier session's batch has none any more.
+        """
         import anthropic
 
+        opened = False
         try:
-            return await client.messages.batches.results(batch_id)
+            async with client.messages.batches.with_streaming_response.results(batch_id) as response:
+                opened = True
+                yield _result_lines(response.iter_lines(), batch_id)
         except anthropic.NotFoundError:
-            if batch_id in self._created_at:
+            if opened or batch_id in self._created_at:
                 raise
             raise _UnknownBatch(batch_id, "has no results any more") from None
         except anthropic.APIError:
             raise
         except anthropic.AnthropicError as e:  # the SDK's own: an ended batch with no results_url
-            if batch_id in self._created_at or "results_url" not in str(e):
+            if opened or batch_id in self._created_at or "results_url" not in str(e):
                 raise
             raise _UnknownBatch(batch_id, "has no results any more") from None
 
@@ -596,21 +618,21 @@ class Batches:
             delay = min(delay * factor, most) if delay else min(1.0, most)
             await self._sleep(delay)
 
-    def _answer(self, pending: _Request, batch_id: str, result: MessageBatchResult, live: list[_Request]) -> None:
-        """Answer one request from its batch result, or send it on: into the next wave, or live."""
-        if result.type == "succeeded":
+    def _answer(self, pending: _Request, batch_id: str, result: JsonObject, kind: str, live: list[_Request]) -> None:
+        """Answer one request from its batch result (of type ``kind``), or send it on: into the next wave, or live."""
+        if kind == "succeeded":
             try:
-                events = message_events(result.message)
+                events = message_events(result.get("message"))
             except UpstreamUnexpected as e:
                 self._settle(pending, e)
             else:
                 self._settle(pending, events, batch_id)
             return
         error_type = api_message = ""
-        if result.type == "errored":
-            error_type, api_message = result.error.error.type, result.error.error.message
+        if kind == "errored":
+            error_type, api_message = _api_error(result)
             if error_type == "invalid_request_error":
-                self._settle(pending, self._failure(pending, batch_id, result.type, error_type, api_message))
+                self._settle(pending, self._failure(pending, batch_id, kind, error_type, api_message))
                 return
         elif self.on_expired == "live":
             live.append(pending)
@@ -620,7 +642,7 @@ class Batches:
             self._out_of_wave(pending)
             self._queue.append(pending)  # the step still waits: the next wave carries it again
             return
-        self._settle(pending, self._failure(pending, batch_id, result.type, error_type, api_message))
+        self._settle(pending, self._failure(pending, batch_id, kind, error_type, api_message))
 
     def _failure(self, pending: _Request, batch_id: str, result: str, error_type: str, message: str) -> Exception:
         said = f" ({error_type}: {message})" if error_type else ""
@@ -662,6 +684,48 @@ class Batches:
 
     def __repr__(self) -> str:
         return f"Batches(model={self.model!r}, participants={len(self._participants)}, waves={self._wave})"
+
+
+async def _result_lines(lines: AsyncIterator[str], batch_id: str) -> AsyncIterator[tuple[str, JsonObject, str]]:
+    """Each results line of ``batch_id`` as its custom_id, its result and the result's type.
+
+    Raises:
+        UpstreamUnexpected: A line is not JSON, or names no custom_id or no typed result.
+    """
+    number = 0
+    async for text in lines:
+        if not text.strip():
+            continue
+        number += 1
+        try:
+            line = json.loads(text)
+        except ValueError:
+            raise UpstreamUnexpected(f"Line {number} of the results of batch {batch_id} is not JSON.") from None
+        custom_id = line.get("custom_id") if isinstance(line, dict) else None
+        result = line.get("result") if isinstance(line, dict) else None
+        kind = result.get("type") if isinstance(result, dict) else None
+        if not isinstance(custom_id, str) or not isinstance(kind, str):
+            raise UpstreamUnexpected(
+                f"Line {number} of the results of batch {batch_id} names no custom_id or no result type."
+            )
+        yield custom_id, cast(JsonObject, result), kind
+
+
+def _api_error(result: JsonObject) -> tuple[str, str]:
+    """An errored result's error type and message (empty where the result does not say)."""
+    response = result.get("error")
+    error = response.get("error") if isinstance(response, dict) else None
+    if not isinstance(error, dict):
+        return "", ""
+    kind, message = error.get("type"), error.get("message")
+    return (kind if isinstance(kind, str) else "", message if isinstance(message, str) else "")
+
+
+def _encoded(pending: _Request) -> bytes:
+    """One request of a create body, as JSON (the request built as a live one: `request_params`)."""
+    params = request_params(pending.request, pending.model)
+    line = {"custom_id": pending.custom_id, "params": params}
+    return json.dumps(line, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()  # as the SDK encodes
 
 
 async def _close_whole(client: AsyncAnthropic) -> None:

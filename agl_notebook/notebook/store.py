@@ -14,6 +14,7 @@ source), so ``agl-notebook gc`` can tell from the notebook alone which cells sti
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -617,7 +618,32 @@ def _tell_unlocated() -> None:
 
 
 def _key(path: Path | None) -> str:
-    return str(path.resolve()) if path else ""
+    """The notebook's session key: its resolved path (empty when not found).
+
+    Resolving walks every part of the path (an lstat each), and a map looks its notebook's key up several times per
+    item: the key is kept per path, and kept only while the path still names the same file (one stat), so a path
+    whose symlink now points elsewhere, or a file put in its place, is resolved again.
+    """
+    if not path:
+        return ""
+    text = str(path)
+    try:
+        status = os.stat(text)
+    except OSError:
+        return str(path.resolve())
+    same_file = (status.st_dev, status.st_ino)
+    known = _resolved.get(text)
+    if known is not None and known[0] == same_file:
+        return known[1]
+    if len(_resolved) >= _RESOLVED_MOST:
+        _resolved.clear()
+    key = str(path.resolve())
+    _resolved[text] = (same_file, key)
+    return key
+
+
+_resolved: dict[str, tuple[tuple[int, int], str]] = {}  # a path as given: the file it named, its resolved path
+_RESOLVED_MOST = 64  # a kernel works with a few notebooks; past this many paths the cache starts again
 
 
 def forget(record_ids: Iterable[str]) -> None:

@@ -101,6 +101,8 @@ class Reservation:
 
     def settle_at_estimate(self) -> None:
         """The request broke off after its reply began (so it was billed, its usage unknown): spend the estimate."""
+        if not self._open:  # settled already, as every whole reply is: no estimate to make (it encodes the request)
+            return
         cost = self.estimate or (estimate(self._request, self.rates) if self.rates is not None else None)
         self._close(cost.likely if cost is not None else None, Usage())
 

@@ -164,6 +164,30 @@ async def test_a_refused_request_spends_nothing_and_one_cut_off_mid_reply_spends
     assert run.meter.reserved_usd == 0
 
 
+@pytest.mark.parametrize(("budget", "estimates"), [(None, 0), (10.0, 1)])
+async def test_a_whole_reply_is_estimated_only_to_reserve_it(
+    monkeypatch: pytest.MonkeyPatch, budget: float | None, estimates: int
+) -> None:
+    """An estimate encodes the whole conversation: a request settled with its usage makes none after its reply.
+
+    A batch map of 2,000 items made 6,000 of them, each thrown away (its reservation was settled already).
+    """
+    made: list[object] = []
+
+    def counted(request: Any, rates: Rates) -> _meter.Estimate:
+        made.append(request)
+        return real(request, rates)
+
+    real = _meter.estimate
+    monkeypatch.setattr(_meter, "estimate", counted)
+    fake = CountingAPI()
+    run = Run(model=fake.model(), budget_usd=budget)
+    outcomes = await run_many(run, [f"{i}: a note" for i in range(5)])
+    assert all(isinstance(o, Summary) for o in outcomes)
+    assert len(made) == estimates * len(fake.costs) and len(fake.costs) >= 5
+    assert run.spent_usd == pytest.approx(sum(fake.costs))
+
+
 async def test_a_batch_engine_reserves_and_settles_at_the_batch_discount() -> None:
     from agl_notebook.models.base import ModelRequest, Usage
     from agl_notebook.transcript import user_text
