@@ -7,10 +7,8 @@ by a real HTTP server on the loopback interface in the test process, so they out
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx2
@@ -38,44 +36,17 @@ print("failures", len(results.failures), "created", engine.creations, "replayed"
 """
 
 
+def _hold_the_second_wave(fake: FakeBatches, request: httpx2.Request) -> None:
+    if len(fake.creations) == 2 and request.method == "POST" and fake.polls == 1:
+        fake.polls = 10**9  # wave 2 stays in flight until the kernel is killed
+
+
 @pytest.fixture
-def served(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[FakeBatches, str]]:
+def served() -> Iterator[tuple[FakeBatches, str]]:
     """The fake, behind a loopback HTTP server; its second batch holds (in progress) until the test lets it end."""
     fake = FakeBatches(three_turns, polls=1)
-    lock = threading.Lock()
-
-    class Handler(BaseHTTPRequestHandler):
-        def answer(self) -> None:
-            body = self.rfile.read(int(self.headers.get("content-length") or 0))
-            request = httpx2.Request(self.command, url + self.path, headers=dict(self.headers), content=body)
-            with lock:
-                response = fake.handle(request)
-                if len(fake.creations) == 2 and self.command == "POST" and fake.polls == 1:
-                    fake.polls = 10**9  # wave 2 stays in flight until the kernel is killed
-            content = response.read()
-            self.send_response(response.status_code)
-            for name, value in response.headers.items():
-                if name.lower() not in ("content-length", "transfer-encoding", "content-encoding", "connection"):
-                    self.send_header(name, value)
-            self.send_header("content-length", str(len(content)))
-            self.end_headers()
-            self.wfile.write(content)
-
-        do_GET = do_POST = answer
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    url = f"http://127.0.0.1:{server.server_address[1]}"
-    monkeypatch.setattr(anthropic_batches, "BASE_URL", url)  # results_url points back here
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with anthropic_batches.served(fake, after=_hold_the_second_wave) as url:
         yield fake, url
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_a_kernel_killed_after_a_wave_was_created_re_attaches_and_creates_the_next_wave_once(

@@ -313,10 +313,11 @@ def _json(data: dict[str, Any]) -> httpx2.Response:
 
 
 @contextmanager
-def served(fake: FakeBatches) -> Iterator[str]:
+def served(fake: FakeBatches, after: Callable[[FakeBatches, httpx2.Request], None] | None = None) -> Iterator[str]:
     """The fake behind a real HTTP server on the loopback interface (for a real client in another process); its URL.
 
-    The results URLs it answers point back at this server.
+    The results URLs it answers point back at this server. ``after``, when given, is called with each request once
+    the fake has answered it, under the same lock (a test's way to change the fake as a wave goes on).
     """
     lock = threading.Lock()
     url = ""
@@ -329,6 +330,8 @@ def served(fake: FakeBatches) -> Iterator[str]:
             request = httpx2.Request(self.command, url + self.path, headers=dict(self.headers), content=body)
             with lock:
                 response = fake.handle(request)
+                if after is not None:
+                    after(fake, request)
             content = response.read().replace(BASE_URL.encode(), url.encode())
             self.send_response(response.status_code)
             for name, value in response.headers.items():
