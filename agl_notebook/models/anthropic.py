@@ -6,12 +6,35 @@ and ``ANTHROPIC_BASE_URL`` are read by ``anthropic.AsyncAnthropic``; or pass a c
 stays fast.
 
 Each turn sends the whole conversation (backends hold no state), the system text and the tools, with a prompt-caching
-mark on the system text block and on the last tool, so the unchanging prefix of a step is read from the cache on every
-turn after the first.
+mark on the system text block, on the last tool and on the conversation's last block written here, so the unchanging
+prefix of a step is read from the cache on every turn after the first.
+
+What is sent, only when set (a request without them is byte for byte what it was before they existed): the request's
+``thinking`` (`Thinking.to_json()`, its ``display`` always explicit), ``output_config: {"effort": ...}``, and
+``"strict": true`` on a tool whose `ToolSpec` is strict.
+
+What is kept: a reply's blocks as the API sent them. Text streams as `TextDelta`s and a tool_use block becomes a
+`ToolCall` (the loop rebuilds those two); every other block (``thinking``, ``redacted_thinking``, and any type this
+backend does not read, ``server_tool_use`` and block types newer than this code included) is yielded whole as a
+`RawBlock` when it closes, its JSON exactly as streamed: the content_block_start object, keys in the order the API
+sent them, with its deltas applied as the SDK's own accumulator applies them (``thinking_delta`` appends to
+``thinking``, ``signature_delta`` sets ``signature``, ``text_delta`` appends to ``text``, ``citations_delta`` to
+``citations``, ``input_json_delta`` pieces are read into ``input`` when the block closes). A thinking block's text also
+streams as `ThinkingDelta`s for the live view. A delta of a type not listed is not applied (the SDK drops it too) and
+is logged as a warning. The loop sends each `RawBlock` back unchanged on every later turn and never puts a cache mark
+on one, so a thinking block's signature goes back as it came. A kept block still open when the reply ends is an
+`UpstreamUnexpected`, unless ``max_tokens`` cut it: then it is dropped (it has no signature to send back). Usage is the
+API's: ``output_tokens`` (the last ``message_delta``'s) already counts the thinking tokens, so nothing is added.
+
+The stream is read from the SDK's own server-sent-event decoder (``AsyncStream.raw_events``), each event's JSON as the
+API sent it, not from its typed events: those are pydantic models whose dump puts a block's keys in field order
+(``signature`` before ``thinking``), and a block of a type the SDK does not know is built as its first variant (a
+``TextBlock``, whose dump warns), so neither gives back the block as it came.
 
 Errors, by whose move it was:
 
-- The API said no (``anthropic.APIStatusError`` and its subclasses: ``BadRequestError`` for a 400,
+- The API said no (``anthropic.APIStatusError`` and its subclasses: ``BadRequestError`` for a 400, a thinking mode
+  or effort the model does not take included,
   ``AuthenticationError``, ``RateLimitError`` or ``OverloadedError`` once the retries are spent, and so on), or the
   connection failed (``anthropic.APIConnectionError``): the SDK's error propagates unchanged. Its message carries the
   API's own error text (``error.message``, also on ``.api_message``) and it keeps ``.status_code`` and
@@ -184,20 +207,23 @@ class AnthropicModel:
         return resolve_backend_id(self.model or model)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        """Stream Claude's reply to ``request``: text deltas, one `ToolCall` per tool_use block, then `TurnEnd`.
+        """Stream Claude's reply to ``request``: text deltas, tool calls, thinking, kept blocks, then `TurnEnd`.
 
         Args:
-            request: The system text, the whole conversation, the tools and the output token limit.
+            request: The system text, the whole conversation, the tools, the output token limit, and the thinking
+                and effort settings (sent only when set).
 
         Yields:
-            `TextDelta` for each streamed piece of text, a complete `ToolCall` when each tool_use block closes, and a
-            final `TurnEnd` with the stop reason (``pause_turn`` and ``refusal`` included) and the usage.
+            `TextDelta` for each streamed piece of text, a complete `ToolCall` when each tool_use block closes,
+            `ThinkingDelta` for each piece of readable thinking, a `RawBlock` (the block's JSON as the API sent it)
+            when each other block closes, and a final `TurnEnd` with the stop reason (``pause_turn`` and
+            ``refusal`` included) and the usage.
 
         Raises:
             MissingCredentialsError: No client was given and the environment holds no credentials.
             ModelOutputTruncatedError: The reply hit ``max_tokens`` in the middle of a tool call.
             UpstreamUnexpected: The stream broke its own rules (invalid tool input, no ``message_stop``, no or an
-                unknown stop reason).
+                unknown stop reason, a block left open).
             anthropic.APIStatusError: The API refused the request (e.g. ``BadRequestError`` with the API's message),
                 after the retries for the retryable statuses (each wait at most ``max_retry_wait``).
             anthropic.APIConnectionError: The API could not be reached, after the retries.
