@@ -17,7 +17,7 @@ What is kept: a reply's blocks as the API sent them. Text streams as `TextDelta`
 `ToolCall` (the loop rebuilds those two); every other block (``thinking``, ``redacted_thinking``, and any type this
 backend does not read, ``server_tool_use`` and block types newer than this code included) is yielded whole as a
 `RawBlock` when it closes, its JSON exactly as streamed: the content_block_start object, keys in the order the API
-sent them, with its deltas applied as the SDK's own accumulator applies them (``thinking_delta`` appends to
+sent them, each delta the SDK's own accumulator knows filling the field it fills there (``thinking_delta`` appends to
 ``thinking``, ``signature_delta`` sets ``signature``, ``text_delta`` appends to ``text``, ``citations_delta`` to
 ``citations``, ``input_json_delta`` pieces are read into ``input`` when the block closes). A thinking block's text also
 streams as `ThinkingDelta`s for the live view. A delta of a type not listed is not applied (the SDK drops it too) and
@@ -497,12 +497,13 @@ class _KeptBlock:
     """A block kept as the API sent it (thinking, redacted thinking, a type not read here), while it streams.
 
     ``data`` is the block's JSON from content_block_start, the very object, and its deltas are applied to it in
-    place, as the SDK's own accumulator applies them, so its keys stay in the order the API sent them:
-    ``thinking_delta`` appends to ``thinking``, ``text_delta`` to ``text``, ``signature_delta`` sets ``signature``,
-    ``citations_delta`` appends its citation to ``citations`` (a field the block lacks starts empty), and the
-    ``partial_json`` of ``input_json_delta``s is joined and read into ``input`` when the block closes. A delta of
-    any other type, or one whose field holds a value of another kind, is not applied (the SDK's accumulator drops it
-    too) and is logged as a warning, so a reply the API later refuses can be traced to it.
+    place, so its keys stay in the order the API sent them. Each delta type the SDK's own accumulator knows fills
+    the field it fills there: ``thinking_delta`` appends to ``thinking``, ``text_delta`` to ``text``,
+    ``signature_delta`` sets ``signature``, ``citations_delta`` appends its citation to ``citations`` (a field the
+    block lacks starts empty), and the ``partial_json`` of ``input_json_delta``s is joined and read into ``input``
+    when the block closes. A delta of any other type, or one whose field holds a value of another kind, is not
+    applied (the SDK's accumulator drops an unknown delta too) and is logged as a warning, so a reply the API later
+    refuses can be traced to it.
     """
 
     data: JsonObject

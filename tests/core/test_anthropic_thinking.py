@@ -391,3 +391,53 @@ def test_the_fakes_thinking_events_are_the_sdks_own() -> None:
         "signature": "",
     }
     assert block_stop(0)[1] == {"type": "content_block_stop", "index": 0}
+
+
+# --- A backend of one's own, written before any of this ------------------------------------------------------------
+
+
+class OldBackend:
+    """A backend written before thinking existed: no ``thinking`` capability, only text, tool calls and TurnEnd."""
+
+    def __init__(self) -> None:
+        self.requests: list[ModelRequest] = []
+
+    def backend_id(self, model: str) -> str:
+        return "old:1"
+
+    async def stream(self, request: ModelRequest) -> Any:
+        self.requests.append(request)
+        if len(request.messages) == 1:
+            yield TextDelta("Let me ")
+            yield TextDelta("look.")
+            yield ToolCall("toolu_1", "look_up", {"text": "retries"})
+        else:
+            yield ToolCall("toolu_2", "report", {"summary": "Found."})
+        yield TurnEnd("tool_use", Usage(10, 5))
+
+
+async def test_a_backend_that_emits_only_the_earlier_events_still_works_and_replays() -> None:
+    model = OldBackend()
+    run = Run(model=model, store=MemoryStore())
+    assert await run.step(researcher(), "Retries?") == Answer("Found.")
+    reply_sent_back = model.requests[1].messages[1]
+    assert reply_sent_back == Message(
+        "assistant", (TextBlock("Let me look."), ToolUseBlock("toolu_1", "look_up", {"text": "retries"}))
+    )
+    assert model.requests[1].thinking is None and model.requests[1].effort is None
+    again = Run(model=OldBackend(), store=run.store, mode="replay")
+    assert await again.step(researcher(), "Retries?") == Answer("Found.")
+
+
+@pytest.mark.parametrize(
+    ("event", "said"),
+    [
+        (("content_block_start", {"type": "content_block_start", "index": 0}), "without its 'content_block'"),
+        (("content_block_delta", {"type": "content_block_delta", "delta": {}}), "without a block index"),
+        (("content_block_start", ["not", "an", "object"]), "'content_block_start' event that is not a JSON object"),
+    ],
+)
+async def test_a_malformed_event_is_upstream_unexpected(event: Any, said: str) -> None:
+    events = [message_start(), event, message_delta("end_turn"), MESSAGE_STOP]
+    with pytest.raises(UpstreamUnexpected, match=said):
+        await collect(AnthropicModel(client=api(events).client()))
