@@ -404,6 +404,7 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None, *, liv
         f' · <span title="What the recording says it was made with">{esc(_provenance(trace))}</span>'
         "</div>",
     ]
+
     def keep(key: str) -> str:  # live only: the widget's script keeps this block open or closed across redraws
         return f' data-agl-keep="{key}"' if live else ""
 

@@ -57,8 +57,11 @@ _HERE = Path(__file__).parent
 
 @cache
 def step_widget_class() -> type[Any]:
-    """The live widget of a running step: the kernel's HTML of its trace (``value``), drawn by step.js, which keeps
-    each block the person opened open across redraws. Made on first use: a headless run never imports anywidget."""
+    """The class of a running step's live widget, made on first use (a headless run never imports anywidget).
+
+    Its ``value`` is the kernel's HTML of the trace; step.js draws it, keeping each block the person opened open
+    across redraws.
+    """
     import anywidget
     import traitlets
 
