@@ -65,7 +65,7 @@ def step_widget_class() -> type[Any]:
     import anywidget
     import traitlets
 
-    class StepWidget(anywidget.AnyWidget):  # type: ignore[misc]
+    class StepWidget(anywidget.AnyWidget):
         _esm = (_HERE / "step.js").read_text(encoding="utf-8")
         value = traitlets.Unicode("").tag(sync=True)
         """The live drawing of the trace (`render_html` with ``live=True``)."""

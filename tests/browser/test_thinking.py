@@ -93,7 +93,7 @@ def test_thinking_streams_collapsed_opens_on_a_click_and_reads_in_light_and_dark
     nb.wait_until(lambda: "Thinking…" in live.locator("summary").inner_text(), "the streaming summary", UI_ACTION)
     assert block_state(live)["open"] is False, "collapsed while it streams"
     assert not live.locator("div").is_visible()
-    live.scroll_into_view_if_needed()
+    nb.output(STEP_CELL).scroll_into_view_if_needed()  # the block itself is replaced at each redraw
     nb.shot("live-collapsed")
     # Opened by a click while it streams: it stays open as more thinking arrives (each arrival redraws the widget).
     live.locator("summary").click(timeout=UI_ACTION * 1000)

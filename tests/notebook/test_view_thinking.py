@@ -274,3 +274,36 @@ def test_thinking_streams_into_a_collapsed_block_of_the_live_widget_kept_open_ac
     view.event(StepFinished("thinker", None, 1))
     view.finish(None)
     assert "data-agl-keep" not in final_bundle(display)["text/html"]
+
+
+# --- A map's item views --------------------------------------------------------------------------------------------
+
+
+async def test_opening_a_map_row_shows_that_item_s_thinking_collapsed() -> None:
+    import asyncio
+
+    from agl_notebook.notebook.map_view import MapWidget, NotebookMapView
+    from tests.support.widgets import from_browser
+
+    gate = asyncio.Event()
+
+    class Gated(Thinker):  # the second item waits, so the map is still live when the first one's row is opened
+        async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+            if "second" in request.messages[0].text:
+                await gate.wait()
+            async for event in super().stream(request):
+                yield event
+
+    view = NotebookMapView(ROLE, display=FakeDisplay())
+    task = asyncio.ensure_future(Run(model=Gated(["Six sevens ", "are 42."])).map(ROLE, ["first", "second"], view=view))
+    for _ in range(500):
+        if view._traces.get(0) is not None:
+            break
+        await asyncio.sleep(0.01)
+    (widget,) = [w for w in view._box.children if isinstance(w, MapWidget)]
+    from_browser(widget, {"kind": "open", "index": 0})
+    assert summaries(widget.detail) == ["Thinking", "Thinking (redacted)"]
+    assert " open" not in "".join(thinking_blocks(widget.detail)) and "Six sevens are 42." in widget.detail
+    assert SIGNATURE not in widget.detail and ENCRYPTED not in widget.detail
+    gate.set()
+    await task
