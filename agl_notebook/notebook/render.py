@@ -410,12 +410,19 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None, *, liv
 
     if trace.input is not None:
         parts.append(f"<details{keep('input')}><summary>Input</summary>{val(trace.input)}</details>")
+    streaming = len(trace.items) - 1 if live and trace.state == "running" else -1  # the item text streams into
+
+    def held(text: str, index: int) -> str:  # the start of a secret still streaming in is not drawn yet
+        return _without_secret_start(text, secrets) if index == streaming else text
+
     for index, item in enumerate(trace.items):
         if isinstance(item, list):
-            text = "".join(item)
+            text = held("".join(item), index)
             if text.strip():
                 parts.append(f'<div style="{_TEXT}">{esc(text)}</div>')
         elif isinstance(item, ThinkingTrace):
+            if item.state == "streaming":
+                item = ThinkingTrace([held("".join(item.pieces), index)])
             parts.append(_thinking_html(item, trace.state == "running", esc, keep(f"item-{index}")))
         elif isinstance(item, KeptBlockNote):
             kind = clipped(item.type, secrets, LABEL_LENGTH)
@@ -459,6 +466,22 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None, *, liv
         )
     parts.append("</div>")
     return "".join(parts)
+
+
+def _without_secret_start(text: str, secrets: tuple[str, ...]) -> str:
+    """``text`` without a tail that begins a secret (as written, JSON- or HTML-escaped) the next piece may complete.
+
+    The scrubber finds a secret only once it is whole; a live redraw between the two pieces of a secret split across
+    deltas would otherwise draw its first part. Held back, that tail is drawn with the next piece, scrubbed.
+    """
+    cut = 0
+    for secret in secrets:
+        for spelled in (secret, json.dumps(secret)[1:-1], html.escape(secret)):
+            for length in range(min(len(spelled) - 1, len(text)), cut, -1):  # the longest first
+                if text.endswith(spelled[:length]):
+                    cut = length
+                    break
+    return text[: len(text) - cut]
 
 
 def _thinking_html(item: ThinkingTrace, running: bool, esc: _Escape, keep: str) -> str:

@@ -307,3 +307,30 @@ async def test_opening_a_map_row_shows_that_item_s_thinking_collapsed() -> None:
     assert SIGNATURE not in widget.detail and ENCRYPTED not in widget.detail
     gate.set()
     await task
+
+
+@pytest.mark.parametrize("form", ["plain", "json-escaped", "html-escaped"])
+@pytest.mark.parametrize("kind", ["thinking", "text"])
+def test_the_start_of_a_secret_still_streaming_in_is_not_drawn_live(form: str, kind: str) -> None:
+    secret = planted()
+    spelled = spellings(secret)[form]
+    delta = ReasoningTextDelta if kind == "thinking" else OutputTextDelta
+    trace = StepTrace("thinker")
+    trace.apply(StepStarted("thinker", "go", "thinker:1"))
+    for cut in (1, 9, len(spelled) // 2, len(spelled) - 1):
+        trace.apply(delta(f"The key is {spelled[:cut]}"))  # a redraw here: only the first part of it has arrived
+        live = render_html(trace, (secret,), live=True)
+        assert "The key is" in live
+        started = f"key is {spelled[:cut]}"
+        assert started not in live and started not in html.unescape(live), (cut, live[-300:])
+        trace.apply(delta(f"{spelled[cut:]}. Then more."))
+        live = render_html(trace, (secret,), live=True)
+        assert_no_secret(live, secret)
+        assert "[REDACTED]. Then more." in html.unescape(live)
+    # Nothing held back where nothing looks like the start of a secret, nor once the step ends.
+    trace.apply(delta(" Done, s"))
+    assert "Done, s<" in render_html(trace, (secret,), live=True)
+    trace.apply(delta(" and Plan"))
+    assert "Done, s and <" in render_html(trace, (secret,), live=True)
+    trace.apply(StepFinished("thinker", None, 1))
+    assert "Done, s and Plan<" in render_html(trace, (secret,), live=True)
