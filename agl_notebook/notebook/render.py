@@ -6,6 +6,13 @@ ids of widgets or whether the step was live or replayed, so a replay draws exact
 saved notebook and nbval compares them equal. Everything is escaped, and secrets are scrubbed before drawing
 (before anything is shortened, so a cut never keeps part of a secret).
 
+The model's thinking is drawn under its turn, before that turn's text and tool calls, as a collapsed "Thinking"
+block (a ``<details>``): live, its text grows as it streams; once its block closes, the kept block alone decides
+what is drawn, so a replay (which streams the whole thinking at once) draws what the live run drew. Thinking the API
+sent without its text (display "omitted") and redacted thinking are drawn as such; a block of a type this version
+does not read is a small chip naming its type. Opaque fields (signatures, encrypted data) are never drawn, and
+``text/plain`` leaves thinking out.
+
 Colours read in every theme and every reader: text is never coloured (no colour reads at 4.5:1 on both a light and a
 dark background), it inherits the theme's; states are semi-transparent tinted backgrounds and borders, which blend
 with whatever is behind them. No ``var(--jp-*)``: JupyterLab's sanitizer strips them from untrusted notebooks, and
@@ -38,6 +45,8 @@ from ..events import (
     PayloadRejected,
     QuestionAnswered,
     QuestionAsked,
+    ReasoningTextDelta,
+    ReplyBlockKept,
     RunTruncated,
     StepFailed,
     StepFinished,
@@ -97,6 +106,24 @@ class MarkupNote:
 
 
 @dataclass
+class ThinkingTrace:
+    """One thinking block of a model turn: its text as it streams, then as its kept block says."""
+
+    pieces: list[str] = field(default_factory=list)
+    """The thinking's text: the streamed pieces (joined when drawn), then the kept block's text alone."""
+    state: Literal["streaming", "kept", "omitted", "redacted"] = "streaming"
+    """``streaming``: its block has not closed; ``omitted``: the API sent no text (display "omitted");
+    ``redacted``: a redacted_thinking block (encrypted, never readable)."""
+
+
+@dataclass
+class KeptBlockNote:
+    """A block of the reply of a type this version does not read, kept as received: drawn by its type only."""
+
+    type: str
+
+
+@dataclass
 class FunctionNote:
     """A line of a running agent function: a call, its return, a log message, an API response, a handled error."""
 
@@ -116,9 +143,11 @@ class StepTrace:
     label: str = ""
     """A short label telling this step from others of the role (from the input, or `Run.step`'s ``label``)."""
     backend: str = ""
-    items: list[list[str] | CallTrace | QuestionTrace | MarkupNote | FunctionNote] = field(default_factory=list)
-    """Text (kept as its pieces, joined when drawn: appending to one string would copy it per delta), tool calls
-    and questions, in order."""
+    items: list[list[str] | CallTrace | QuestionTrace | MarkupNote | FunctionNote | ThinkingTrace | KeptBlockNote] = (
+        field(default_factory=list)
+    )
+    """Text (kept as its pieces, joined when drawn: appending to one string would copy it per delta), thinking,
+    other kept blocks, tool calls and questions, in order."""
     roundtrips: int = 0
     max_roundtrips: int = 0
     result: JsonValue = None
@@ -155,6 +184,16 @@ class StepTrace:
                 last.append(event.delta)
             else:
                 self.items.append([event.delta])
+        elif isinstance(event, ReasoningTextDelta):
+            self.waiting_for_model = False
+            last = self.items[-1] if self.items else None
+            if isinstance(last, ThinkingTrace) and last.state == "streaming":
+                last.pieces.append(event.delta)
+            else:
+                self.items.append(ThinkingTrace([event.delta]))
+        elif isinstance(event, ReplyBlockKept):
+            self.waiting_for_model = False
+            self._kept(event.block)
         elif isinstance(event, ClientToolRequested):
             self.waiting_for_model = False
             self.items.append(CallTrace(event.tool_call_id, event.name, event.args))
@@ -222,6 +261,22 @@ class StepTrace:
         elif len(running) == 1:
             error = f"{error} in the handler of tool {running[0].name}"
         self.state, self.error = "failed", (error, message)
+
+    def _kept(self, block: JsonObject) -> None:
+        """A reply block closed: thinking settles the streamed block (its text is the block's, not the deltas')."""
+        kind = block.get("type")
+        if kind == "thinking":
+            text = block.get("thinking")
+            text = text if isinstance(text, str) else ""
+            last = self.items[-1] if self.items else None
+            thinking = last if isinstance(last, ThinkingTrace) and last.state == "streaming" else ThinkingTrace()
+            if thinking is not last:
+                self.items.append(thinking)
+            thinking.pieces, thinking.state = [text], "kept" if text else "omitted"
+        elif kind == "redacted_thinking":
+            self.items.append(ThinkingTrace(state="redacted"))
+        else:
+            self.items.append(KeptBlockNote(kind if isinstance(kind, str) and kind else "(no type)"))
 
     def _function(self, event: FunctionCalled | FunctionReturned | Logged | ApiResponded | ErrorHandled) -> None:
         depth = self._depth
@@ -306,6 +361,8 @@ def render_text(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
             lines.append(f"  tool {show(item.name)}: {_STATUS_WORDS[item.status]}{decided}")
         elif isinstance(item, MarkupNote):
             lines.append(f"  markup error: {show(item.message)}")
+        elif isinstance(item, KeptBlockNote):  # thinking is left out of the text; a block of another type is named
+            lines.append(f"  kept block: {clip(item.type, LABEL_LENGTH)}")
         elif isinstance(item, FunctionNote):
             lines.append(f"  {'  ' * item.depth}{_FUNCTION_WORDS[item.kind]} {clip(item.text, 100)}")
         elif isinstance(item, QuestionTrace):
@@ -324,10 +381,12 @@ def render_text(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
     return scrub_text("\n".join(lines), secrets)  # a net: every value above is scrubbed already
 
 
-def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str:
-    """The deterministic ``text/html`` view of a step: collapsible tool calls, the result as a table.
+def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None, *, live: bool = False) -> str:
+    """The deterministic ``text/html`` view of a step: collapsible thinking and tool calls, the result as a table.
 
-    Each value is scrubbed, then capped at `agl_notebook._view_values.VIEW_VALUE_BYTES`, then escaped.
+    Each value is scrubbed, then capped at `agl_notebook._view_values.VIEW_VALUE_BYTES`, then escaped. ``live``: the
+    drawing of the live widget, whose collapsible blocks carry a ``data-agl-keep`` key (their place in the trace)
+    so the widget keeps each one open or closed as the person left it across redraws; never in a saved drawing.
     """
     secrets = secrets_from_environment() if secrets is None else secrets
 
@@ -345,15 +404,34 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
         f' · <span title="What the recording says it was made with">{esc(_provenance(trace))}</span>'
         "</div>",
     ]
+
+    def keep(key: str) -> str:  # live only: the widget's script keeps this block open or closed across redraws
+        return f' data-agl-keep="{key}"' if live else ""
+
     if trace.input is not None:
-        parts.append(f"<details><summary>Input</summary>{val(trace.input)}</details>")
-    for item in trace.items:
+        parts.append(f"<details{keep('input')}><summary>Input</summary>{val(trace.input)}</details>")
+    streaming = len(trace.items) - 1 if live and trace.state == "running" else -1  # the item text streams into
+
+    def held(text: str, index: int) -> str:  # the start of a secret still streaming in is not drawn yet
+        return _without_secret_start(text, secrets) if index == streaming else text
+
+    for index, item in enumerate(trace.items):
         if isinstance(item, list):
-            text = "".join(item)
+            text = held("".join(item), index)
             if text.strip():
                 parts.append(f'<div style="{_TEXT}">{esc(text)}</div>')
+        elif isinstance(item, ThinkingTrace):
+            if item.state == "streaming":
+                item = ThinkingTrace([held("".join(item.pieces), index)])
+            parts.append(_thinking_html(item, trace.state == "running", esc, keep(f"item-{index}")))
+        elif isinstance(item, KeptBlockNote):
+            kind = clipped(item.type, secrets, LABEL_LENGTH)
+            parts.append(
+                f'<div style="{_CALL}" title="A block of the reply of a type this version does not draw, kept as'
+                f' received and sent back unchanged">{_chip(f"block: {kind}", "plain")}</div>'
+            )
         elif isinstance(item, CallTrace):
-            parts.append(_call_html(item, esc, val))
+            parts.append(_call_html(item, esc, val, keep(f"item-{index}")))
         elif isinstance(item, MarkupNote):
             parts.append(f'<div style="{_ERROR}">A tool call written as text was dropped: {esc(item.message)}</div>')
         elif isinstance(item, FunctionNote):
@@ -390,7 +468,40 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
     return "".join(parts)
 
 
-def _call_html(call: CallTrace, esc: _Escape, val: _Draw) -> str:
+def _without_secret_start(text: str, secrets: tuple[str, ...]) -> str:
+    """``text`` without a tail that begins a secret (as written, JSON- or HTML-escaped) the next piece may complete.
+
+    The scrubber finds a secret only once it is whole; a live redraw between the two pieces of a secret split across
+    deltas would otherwise draw its first part. Held back, that tail is drawn with the next piece, scrubbed.
+    """
+    cut = 0
+    for secret in secrets:
+        for spelled in (secret, json.dumps(secret)[1:-1], html.escape(secret)):
+            for length in range(min(len(spelled) - 1, len(text)), cut, -1):  # the longest first
+                if text.endswith(spelled[:length]):
+                    cut = length
+                    break
+    return text[: len(text) - cut]
+
+
+def _thinking_html(item: ThinkingTrace, running: bool, esc: _Escape, keep: str) -> str:
+    """A thinking block, collapsed: its text (scrubbed, capped, escaped), or what the API sent instead of it."""
+    if item.state == "redacted":
+        summary = "Thinking (redacted)"
+        body = "The API sent this thinking encrypted: it is kept and sent back as it came, never shown."
+    elif item.state == "omitted":
+        summary = "Thinking (omitted by the API)"
+        body = "The API sent this thinking without its text (display omitted): its signature is kept and sent back."
+    else:
+        summary = "Thinking" if item.state == "kept" else "Thinking…" if running else "Thinking (cut short)"
+        body = "".join(item.pieces)
+    return (
+        f'<details class="agl-thinking" style="{_THINKING}"{keep}><summary>{summary}</summary>'
+        f'<div style="{_TEXT}">{esc(body)}</div></details>'
+    )
+
+
+def _call_html(call: CallTrace, esc: _Escape, val: _Draw, keep: str = "") -> str:
     body = [val(call.args)]
     decided = ""
     if call.decided is not None:
@@ -405,7 +516,7 @@ def _call_html(call: CallTrace, esc: _Escape, val: _Draw) -> str:
     if call.result is not None:
         body.append(f'<div><b>Result</b></div><div style="{_SCROLL}"><pre style="{PRE}">{esc(call.result)}</pre></div>')
     return (
-        f'<details style="{_CALL}"><summary><code>{esc(call.name)}</code> · '
+        f'<details style="{_CALL}"{keep}><summary><code>{esc(call.name)}</code> · '
         f"{_chip(_STATUS_WORDS[call.status], _STATUS_TINT.get(call.status, 'plain'))}{decided}</summary>"
         f"{''.join(body)}</details>"
     )
@@ -489,6 +600,7 @@ _HEAD = "margin:2px 0 6px 0"
 _SCROLL = "max-height:24em;overflow:auto"
 _TEXT = "white-space:pre-wrap;overflow-wrap:anywhere;margin:4px 0;max-height:24em;overflow:auto"
 _CALL = "margin:2px 0"
+_THINKING = "margin:4px 0;padding:2px 6px;background:rgba(130,80,223,0.10);border-left:3px solid rgba(130,80,223,0.55)"
 _FUNCTION = "margin:2px 0;white-space:pre-wrap;"
 _QUESTION = "margin:4px 0;padding:4px 6px;background:rgba(127,127,127,0.14);border-left:3px solid rgba(127,127,127,0.5)"
 _NOTE = "opacity:0.8;margin:4px 0"

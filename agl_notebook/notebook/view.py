@@ -16,6 +16,9 @@ step of the cell that started before it has displayed its own.
 
 Drawing is coalesced: the widget is redrawn at most `REDRAWS_PER_SECOND` times a second however many deltas and
 tool events arrive; whatever arrived since the last redraw is drawn within one interval, or by the final update.
+Each redraw replaces the widget's HTML; its script (step.js) gives every collapsible block (the model's thinking
+as it streams, a tool call) the open state and scroll position the person left it with, so a block opened while the
+model thinks stays open as its text grows. The final static bundle draws every block collapsed.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 from .._scope import Decision
@@ -47,6 +52,25 @@ HEADLINE_LENGTH = 240
 """The most characters of an error's message a failed step's view shows."""
 SAVED_WHILE_RUNNING = "was running when the notebook was saved; run the cell again"
 """What a live display's placeholder says: it is seen only where the widget is not (a saved file, reopened)."""
+_HERE = Path(__file__).parent
+
+
+@cache
+def step_widget_class() -> type[Any]:
+    """The class of a running step's live widget, made on first use (a headless run never imports anywidget).
+
+    Its ``value`` is the kernel's HTML of the trace; step.js draws it, keeping each block the person opened open
+    across redraws.
+    """
+    import anywidget
+    import traitlets
+
+    class StepWidget(anywidget.AnyWidget):
+        _esm = (_HERE / "step.js").read_text(encoding="utf-8")
+        value = traitlets.Unicode("").tag(sync=True)
+        """The live drawing of the trace (`render_html` with ``live=True``)."""
+
+    return StepWidget
 
 
 class NotebookView:
@@ -90,7 +114,7 @@ class NotebookView:
             return
         import ipywidgets as widgets
 
-        self._html = widgets.HTML(value=render_html(self.trace, self._secrets))
+        self._html = step_widget_class()(value=render_html(self.trace, self._secrets, live=True))
         self._questions = widgets.VBox([])
         self._box = widgets.VBox([self._html, self._questions])
         bundle = {
@@ -202,7 +226,7 @@ class NotebookView:
             if self._miss is not None
             else ""
         )
-        self._html.value = miss + render_html(self.trace, self._secrets)
+        self._html.value = miss + render_html(self.trace, self._secrets, live=True)
         self.redraws += 1
 
     def _final(self, record: StepRecord | None) -> None:

@@ -65,7 +65,7 @@ def test_an_interrupt_while_waiting_ends_the_step_cleanly(kernel: Kernel, form: 
         'await run.step(planner, "Plan a meeting")' if form == "await" else 'run.step_sync(planner, "Plan a meeting")'
     )
     msg_id = kernel.execute(f"run = Run(model=MODEL)\n{call}")
-    kernel.wait_for(lambda: bool(kernel.widget_ids("AnyModel")))
+    kernel.wait_for(lambda: bool(kernel.question_forms()))
     kernel.km.interrupt_kernel()
     reply = kernel.wait_reply(msg_id)["content"]
     assert reply["status"] == "error"
@@ -133,7 +133,7 @@ def test_where_widgets_cannot_answer_the_question_is_asked_on_stdin(tmp_path: Pa
         assert k.answer_stdin("Friday") == "Answer: "
         assert k.wait_reply(msg_id)["content"]["status"] == "ok"
         assert k.stream(msg_id) == "Which day suits you?\nPlan(steps=['Meet on Friday'])\n"
-        assert k.widget_ids("AnyModel") == []
+        assert k.question_forms() == []
     finally:
         k.close()
 

@@ -89,7 +89,7 @@ def test_a_failing_handler_shows_the_persons_frames_and_none_of_the_librarys(ker
 )
 def test_an_interrupted_step_ends_the_cell_with_one_line(kernel: Kernel, call: str) -> None:
     msg_id = kernel.execute(f"run = Run(model=MODEL)\n{call}")
-    kernel.wait_for(lambda: bool(kernel.widget_ids("AnyModel")))
+    kernel.wait_for(lambda: bool(kernel.question_forms()))
     kernel.km.interrupt_kernel()
     reply: dict[str, Any] = kernel.wait_reply(msg_id)["content"]
     assert (reply["ename"], reply["evalue"]) == ("StepInterrupted", INTERRUPTED.removeprefix("StepInterrupted: "))
@@ -105,7 +105,7 @@ def test_an_interrupt_is_still_a_cancellation_for_the_persons_code(kernel: Kerne
         'run = Run(model=MODEL)\ntry:\n    await run.step(planner, "Plan a meeting")\n'
         'except asyncio.CancelledError as e:\n    print("cancelled:", type(e).__name__)'
     )
-    kernel.wait_for(lambda: bool(kernel.widget_ids("AnyModel")))
+    kernel.wait_for(lambda: bool(kernel.question_forms()))
     kernel.km.interrupt_kernel()
     kernel.wait_reply(msg_id)
     assert kernel.stream(msg_id) == "cancelled: StepInterrupted\n"

@@ -412,7 +412,7 @@ def test_an_interrupt_while_waiting_for_an_answer_keeps_nothing(
     )
     run_ok(kernel, "run = Run(model=MODEL); CALLS.clear()")
     msg_id = kernel.execute(call)
-    kernel.wait_for(lambda: bool(kernel.widget_ids("AnyModel")))
+    kernel.wait_for(lambda: bool(kernel.question_forms()))
     reply, took = interrupted(kernel, msg_id)
     assert printed(kernel, "print(len(run.store.records()), len(run.outcomes), len(CALLS))") == "0 0 1\n"
     # The same question, asked again, is answered and recorded.

@@ -159,6 +159,10 @@ class Kernel:
     def widget_ids(self, model_name: str) -> list[str]:
         return [cid for cid, state in self.widgets.items() if state.get("_model_name") == model_name]
 
+    def question_forms(self) -> list[str]:
+        """The question forms shown now (a step's live view is an anywidget too, without fields)."""
+        return [c for c in self.widget_ids("AnyModel") if "fields" in self.widgets[c]]
+
     def final_outputs(self, msg_id: str) -> list[dict[str, Any]]:
         """The cell's outputs as a notebook would save them: displays with update_display_data applied."""
         outputs: list[dict[str, Any]] = []
