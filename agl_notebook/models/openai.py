@@ -69,6 +69,7 @@ from .anthropic import _INITIAL_RETRY_DELAY, _MAX_BACKOFF, MAX_RETRY_WAIT, _retr
 from .base import UNKNOWN_USAGE, ModelEvent, ModelRequest, StopReason, TextDelta, ToolCall, ToolSpec, TurnEnd, Usage
 
 if TYPE_CHECKING:
+    import httpx2
     from openai import AsyncOpenAI
     from openai.types.chat import ChatCompletionChunk
 
@@ -108,6 +109,7 @@ class OpenAIModel:
         api_key_env: The environment variable holding the key; ``OPENAI_API_KEY`` for OpenAI's own server, none for
             another unless named (so an OpenAI key never goes to another host by default).
         client: A configured ``openai.AsyncOpenAI`` to send with instead (its base URL names the server).
+        http_client: The ``httpx2.AsyncClient`` the backend's own client sends through (a proxy, a test transport).
         max_retries: How many times a failed request is retried (429, 5xx, connection errors); 2 by default.
         max_retry_wait: The longest wait before a retry, in seconds, whatever the server's ``retry-after`` asks.
         connect_timeout: Seconds to wait for a connection, per attempt.
@@ -134,6 +136,7 @@ class OpenAIModel:
         api_key: str | None = None,
         api_key_env: str | None = None,
         client: AsyncOpenAI | None = None,
+        http_client: httpx2.AsyncClient | None = None,
         max_retries: int = 2,
         max_retry_wait: float = MAX_RETRY_WAIT,
         connect_timeout: float = CONNECT_TIMEOUT,
@@ -185,6 +188,7 @@ class OpenAIModel:
             else (OPENAI_KEY_VARIABLE if self.server.id == _Server.parse(OPENAI_BASE_URL).id else None)
         )
         self._client = client
+        self._http_client = http_client
         self._env_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[str, AsyncOpenAI]]
         self._env_clients = weakref.WeakKeyDictionary()
         if free or rates is not None:
@@ -230,6 +234,7 @@ class OpenAIModel:
             default_query=self.server.query or None,
             max_retries=0,
             timeout=httpx2.Timeout(READ_TIMEOUT, connect=self.connect_timeout),
+            http_client=self._http_client,
         )
         self._env_clients[loop] = (key, client)
         if cached is not None:
