@@ -46,16 +46,21 @@ from .events import (
     ClientToolRoundtrip,
     OutputTextDelta,
     PayloadRejected,
+    ReasoningTextDelta,
+    ReplyBlockKept,
     RunTruncated,
     StepReported,
 )
 from .models.base import (
     NO_USAGE,
+    Effort,
     Model,
     ModelEvent,
     ModelRequest,
     StopReason,
     TextDelta,
+    Thinking,
+    ThinkingDelta,
     ToolCall,
     ToolSpec,
     TurnEnd,
@@ -64,7 +69,7 @@ from .models.base import (
 )
 from .models.markup import MarkupDropped, intercept
 from .payloads import JsonObject, JsonValue
-from .transcript import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
+from .transcript import Block, Message, RawBlock, TextBlock, ToolResultBlock, ToolUseBlock
 
 if TYPE_CHECKING:
     from .events import Event
@@ -184,6 +189,8 @@ async def run_loop(
     max_tokens: int = 4096,
     role: str = "",
     progress: Progress | None = None,
+    thinking: Thinking | None = None,
+    effort: Effort | None = None,
 ) -> LoopOutcome:
     """Run the loop until the agent reports, stops calling tools, or the round-trip limit is reached.
 
@@ -205,7 +212,7 @@ async def run_loop(
     requests = roundtrips = pauses = 0
     reminders_left = reminders
     while True:
-        request = ModelRequest(model_id, system, tuple(transcript), specs, max_tokens, role)
+        request = ModelRequest(model_id, system, tuple(transcript), specs, max_tokens, role, thinking, effort)
         # The guard's list comes from the request actually sent, so it is right for this turn by construction.
         offered = {s.name for s in request.tools}
         content, stop, turn_usage = await _one_reply(model, request, emit)
@@ -339,7 +346,11 @@ def error_text(error: BaseException) -> str:
 async def _one_reply(
     model: Model, request: ModelRequest, emit: Callable[[Event], None]
 ) -> tuple[tuple[Block, ...], StopReason, Usage]:
-    """Stream one reply, emitting text deltas, and assemble its blocks in order."""
+    """Stream one reply, emitting text and thinking deltas, and assemble its blocks in order.
+
+    Text is joined into text blocks and tool calls become tool_use blocks; every other block comes whole as a
+    `RawBlock` and is kept as it came, between the text before and after it.
+    """
     __tracebackhide__ = True
     blocks: list[Block] = []
     text: list[str] = []
@@ -354,6 +365,15 @@ async def _one_reply(
                 blocks.append(TextBlock("".join(text)))
                 text.clear()
             blocks.append(ToolUseBlock(event.id, event.name, event.args))
+        elif isinstance(event, ThinkingDelta):
+            if event.text:
+                emit(ReasoningTextDelta(event.text))
+        elif isinstance(event, RawBlock):
+            if text:
+                blocks.append(TextBlock("".join(text)))
+                text.clear()
+            blocks.append(event)
+            emit(ReplyBlockKept(event.data))
         elif isinstance(event, MarkupDropped):
             # The consumer never sees the span; the transcript keeps what the model wrote, so a replay drops it again.
             emit(event.error)

@@ -8,10 +8,11 @@ import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, cast
 
 from ._fieldwise import Fieldwise
 from .errors import InputError
+from .models.base import EFFORTS, Effort, Thinking, ThinkingMode
 from .payloads import payload_spec
 from .tools import ReportingTool, Tool
 
@@ -56,6 +57,14 @@ class Role(Fieldwise, Generic[T]):
     """How many tool round trips a step may take, so at most this many plus one model requests."""
     reminders: int = 1
     """How many framed reminders to report the agent gets before the step raises `RoleIncompleteError`."""
+    thinking: Thinking | ThinkingMode | None = None
+    """How the agent thinks before it answers: a `Thinking`, or ``"adaptive"``, ``"between_tools"`` or
+    ``"disabled"``; None sends nothing (the model's default). Part of the fingerprint only when set."""
+    effort: Effort | None = None
+    """How much effort each reply takes (``"low"`` to ``"max"``); None sends nothing. Fingerprinted only when set."""
+    strict_tools: bool = False
+    """Whether every tool (the reporting tool included) is offered with a strict schema, so the API guarantees
+    arguments that fit it (the loop still validates them). Fingerprinted only when set."""
     _tools_by_name: dict[str, Tool[Any]] = field(init=False, repr=False, compare=False)
     _reporting: ReportingTool[Any] | None = field(init=False, repr=False, compare=False)
 
@@ -93,6 +102,14 @@ class Role(Fieldwise, Generic[T]):
                 payload_spec(accepted)  # an accepted input must be a payload the model can be shown as JSON
         if self.max_tool_roundtrips < 0 or self.reminders < 0 or self.max_tokens < 1:
             raise InputError(f"Role {self.name!r}: max_tool_roundtrips and reminders must be >= 0 and max_tokens >= 1.")
+        object.__setattr__(self, "thinking", _thinking(self.name, self.thinking, self.max_tokens))
+        if self.effort is not None and self.effort not in EFFORTS:
+            raise InputError(
+                f"Role {self.name!r}: effort={self.effort!r} is not an effort level; use one of "
+                f"{', '.join(map(repr, EFFORTS))}."
+            )
+        if not isinstance(self.strict_tools, bool):
+            raise InputError(f"Role {self.name!r}: strict_tools takes True or False, not {self.strict_tools!r}.")
         object.__setattr__(self, "_tools_by_name", by_name)
         object.__setattr__(self, "_reporting", reporting)
 
@@ -104,6 +121,44 @@ class Role(Fieldwise, Generic[T]):
     def tool_named(self, name: str) -> Tool[Any] | None:
         """The (non-reporting) tool called ``name``, if the role has one."""
         return self._tools_by_name.get(name)
+
+
+MIN_THINKING_BUDGET = 1024
+"""The smallest ``budget_tokens`` the Messages API takes for ``Thinking.enabled``."""
+
+
+def _thinking(role: str, value: object, max_tokens: int) -> Thinking | None:
+    """The role's thinking setting as a `Thinking`, or an `InputError` naming what is wrong."""
+    if value is None or (isinstance(value, Thinking) and value.mode in ("adaptive", "between_tools", "disabled")):
+        return value
+    if isinstance(value, str):
+        if value in ("adaptive", "between_tools", "disabled"):
+            return Thinking.adaptive() if value == "adaptive" else Thinking(cast(ThinkingMode, value))
+        if value == "enabled":
+            raise InputError(
+                f"Role {role!r}: thinking='enabled' needs a budget: thinking=Thinking.enabled(budget_tokens=...)."
+            )
+    if not isinstance(value, Thinking):
+        raise InputError(
+            f"Role {role!r}: thinking takes a Thinking (Thinking.adaptive(), Thinking.enabled(budget_tokens)) or "
+            f"'adaptive', 'between_tools' or 'disabled', not {value!r}."
+        )
+    if value.mode != "enabled":
+        raise InputError(f"Role {role!r}: {value.mode!r} is not a thinking mode.")
+    budget = value.budget_tokens
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < MIN_THINKING_BUDGET:
+        raise InputError(
+            f"Role {role!r}: Thinking.enabled(budget_tokens={budget!r}): the API takes a budget of at least "
+            f"{MIN_THINKING_BUDGET} tokens."
+        )
+    if budget >= max_tokens:
+        raise InputError(
+            f"Role {role!r}: Thinking.enabled(budget_tokens={budget}) must be under the role's max_tokens "
+            f"({max_tokens}): thinking tokens count toward it. Raise max_tokens or lower the budget."
+        )
+    if value.display not in ("summarized", "omitted"):
+        raise InputError(f"Role {role!r}: thinking display {value.display!r} is not 'summarized' or 'omitted'.")
+    return value
 
 
 class RoleFactory(Generic[Params, T]):

@@ -1,8 +1,12 @@
-"""The transcript of a step: messages made of text, tool_use and tool_result blocks.
+"""The transcript of a step: messages made of text, tool_use and tool_result blocks, and blocks kept as received.
 
 The shape is the Anthropic Messages API's on purpose: it is what every backend is sent (the whole history each
 turn, no server-held threads), what a record stores, and what `RoleIncompleteError` carries. Every tool_use block
 of an assistant message is answered by a tool_result block with the same id in the next user message.
+
+Any other block of a reply (thinking, redacted thinking, a block type this version does not know) is a `RawBlock`:
+its JSON exactly as the API sent it, sent back unchanged on every later turn (the API refuses thinking whose
+signature does not match), kept in records as it is, and read back as it is.
 """
 
 from __future__ import annotations
@@ -50,7 +54,38 @@ class ToolResultBlock(Fieldwise):
     type: Literal["tool_result"] = "tool_result"
 
 
-Block: TypeAlias = TextBlock | ToolUseBlock | ToolResultBlock
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class RawBlock(Fieldwise):
+    """A block of a reply kept exactly as the API sent it, and sent back unchanged.
+
+    Thinking (``{"type": "thinking", "thinking": ..., "signature": ...}``), redacted thinking
+    (``{"type": "redacted_thinking", "data": ...}``) and every block type this version does not read are kept so:
+    their opaque fields (signatures, encrypted data) are never changed, cut or scrubbed. Never mutate ``data``.
+    """
+
+    data: JsonObject
+    """The block's JSON as received, ``type`` included."""
+
+    @property
+    def type(self) -> str:
+        """The block's ``type`` (``thinking``, ``redacted_thinking``, ...)."""
+        kind = self.data.get("type")
+        return kind if isinstance(kind, str) else ""
+
+    @property
+    def thinking(self) -> str | None:
+        """The readable thinking text of a thinking block ("" when the API omitted it), else None."""
+        if self.type != "thinking":
+            return None
+        text = self.data.get("thinking")
+        return text if isinstance(text, str) else ""
+
+
+THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
+"""The block types that are the model's thinking."""
+
+
+Block: TypeAlias = TextBlock | ToolUseBlock | ToolResultBlock | RawBlock
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -72,6 +107,11 @@ class Message(Fieldwise):
         """The message's text blocks joined."""
         return "".join(b.text for b in self.content if isinstance(b, TextBlock))
 
+    @property
+    def raw_blocks(self) -> tuple[RawBlock, ...]:
+        """The blocks kept as received (thinking and the rest), in order."""
+        return tuple(b for b in self.content if isinstance(b, RawBlock))
+
 
 def user_text(text: str) -> Message:
     """A user message holding one text block."""
@@ -79,7 +119,9 @@ def user_text(text: str) -> Message:
 
 
 def block_to_json(block: Block) -> JsonObject:
-    """The Messages API JSON of a block."""
+    """The Messages API JSON of a block (a `RawBlock`'s own JSON, as received: the same object, not a copy)."""
+    if isinstance(block, RawBlock):
+        return block.data
     if isinstance(block, TextBlock):
         return {"type": "text", "text": block.text}
     if isinstance(block, ToolUseBlock):
@@ -128,4 +170,9 @@ def _block_from_json(data: JsonValue, where: str) -> Block:
             return ToolUseBlock(str(data["id"]), str(data["name"]), tool_input)
         if kind == "tool_result" and isinstance(data.get("tool_use_id"), str) and isinstance(data.get("content"), str):
             return ToolResultBlock(str(data["tool_use_id"]), str(data["content"]), data.get("is_error") is True)
-    raise InputError(f"{where}: not a text, tool_use or tool_result block.")
+        if isinstance(kind, str) and kind and kind not in _READ_TYPES:
+            return RawBlock(data)  # kept as it came: thinking, and any block type this version does not read
+    raise InputError(f"{where}: not a text, tool_use or tool_result block, nor a block of another type kept as is.")
+
+
+_READ_TYPES = frozenset({"text", "tool_use", "tool_result"})

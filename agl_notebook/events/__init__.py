@@ -63,6 +63,28 @@ class OutputTextDelta(Fieldwise):
 
 
 @dataclass(frozen=True, eq=False, repr=False)
+class ReasoningTextDelta(Fieldwise):
+    """A piece of the model's readable thinking, as it streams (drawn live only; the block that ends it is kept)."""
+
+    delta: str
+    """The new thinking text."""
+    type: Literal["response.reasoning_text.delta"] = field(default="response.reasoning_text.delta", init=False)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class ReplyBlockKept(Fieldwise):
+    """A block of the model's reply kept as the API sent it: thinking, redacted thinking, or a type not read here.
+
+    Views draw a thinking block (collapsed), a redacted one as redacted, and any other type by its name; its opaque
+    fields (signatures, encrypted data) are never drawn.
+    """
+
+    block: JsonObject
+    """The block's JSON as received."""
+    type: Literal["response.content_block.kept"] = field(default="response.content_block.kept", init=False)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class ClientToolRequested(Fieldwise):
     """The model asked for a tool call."""
 
@@ -312,6 +334,8 @@ class ModelSpent(Fieldwise):
 StepEvent: TypeAlias = (
     StepStarted
     | OutputTextDelta
+    | ReasoningTextDelta
+    | ReplyBlockKept
     | ClientToolRequested
     | ClientToolExecuting
     | ClientToolResult
@@ -335,6 +359,8 @@ StepEvent: TypeAlias = (
 STEP_EVENT_TYPES: tuple[type[StepEvent], ...] = (
     StepStarted,
     OutputTextDelta,
+    ReasoningTextDelta,
+    ReplyBlockKept,
     ClientToolRequested,
     ClientToolExecuting,
     ClientToolResult,

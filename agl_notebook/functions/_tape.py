@@ -20,9 +20,19 @@ from typing import Any
 
 from .._canonical import digest
 from ..errors import ReplayMissError
-from ..models.base import Model, ModelEvent, ModelRequest, TextDelta, ToolCall, TurnEnd, Usage, model_intercepts_markup
+from ..models.base import (
+    Model,
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    TurnEnd,
+    Usage,
+    model_intercepts_markup,
+)
 from ..payloads import JsonObject, JsonValue
-from ..transcript import messages_to_json
+from ..transcript import RawBlock, messages_to_json
 from .errors import CommandError, ReplayedError
 
 MAX_TAPE_BYTES = 32_000_000
@@ -191,6 +201,10 @@ def _event_json(event: ModelEvent) -> JsonValue:
         return {"text": event.text}
     if isinstance(event, ToolCall):
         return {"call": {"id": event.id, "name": event.name, "args": event.args}}
+    if isinstance(event, ThinkingDelta):
+        return {"thinking": event.text}
+    if isinstance(event, RawBlock):
+        return {"block": event.data}  # kept as the API sent it, to be sent back unchanged
     usage = event.usage
     return {
         "end": event.stop_reason,
@@ -214,6 +228,10 @@ def _events(data: Any) -> list[ModelEvent]:
             call = item["call"]
             args = call.get("args")
             events.append(ToolCall(str(call.get("id")), str(call.get("name")), args if isinstance(args, dict) else {}))
+        elif "thinking" in item:
+            events.append(ThinkingDelta(str(item["thinking"])))
+        elif "block" in item and isinstance(item["block"], dict):
+            events.append(RawBlock(item["block"]))
         elif "end" in item:
             counts = item.get("usage")
             usage = Usage(*counts) if isinstance(counts, list) and len(counts) == 4 else Usage()

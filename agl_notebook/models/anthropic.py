@@ -176,6 +176,9 @@ class AnthropicModel:
         """
         return cls(model=model_id)
 
+    thinking = True
+    """Claude takes thinking, effort and strict tools (sent when a role sets them)."""
+
     def backend_id(self, model: str) -> str:
         """``anthropic:<model id>``: the model this backend would actually use for a request naming ``model``."""
         return resolve_backend_id(self.model or model)

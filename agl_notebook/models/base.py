@@ -1,24 +1,81 @@
 """The one small interface every model backend implements.
 
-A backend is given a `ModelRequest` (system text, the whole conversation, tool specs) and streams `ModelEvent`s:
-text deltas, complete tool calls, and one `TurnEnd` with the stop reason and usage. Backends hold no conversation
-state, so any request can be replayed or retried as it is.
+A backend is given a `ModelRequest` (system text, the whole conversation, tool specs, the thinking and effort
+settings) and streams `ModelEvent`s: text deltas, complete tool calls, thinking deltas (for the live view), every
+other block of the reply whole as a `RawBlock` (as the API sent it), and one `TurnEnd` with the stop reason and
+usage. Backends hold no conversation state, so any request can be replayed or retried as it is.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypeAlias, cast, runtime_checkable
+from typing import Literal, Protocol, TypeAlias, cast, get_args, runtime_checkable
 
 from .._fieldwise import Fieldwise
 from .._protocols import implements
 from ..payloads import JsonObject
-from ..transcript import Message
+from ..transcript import Message, RawBlock
 
 StopReason: TypeAlias = Literal[
     "end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal", "model_context_window_exceeded"
 ]
+
+
+Effort: TypeAlias = Literal["low", "medium", "high", "xhigh", "max"]
+"""How much effort the model puts into a reply (the Messages API's ``output_config.effort``)."""
+
+EFFORTS: tuple[Effort, ...] = get_args(Effort)
+"""Every effort level, lowest first."""
+
+ThinkingMode: TypeAlias = Literal["adaptive", "enabled", "disabled", "between_tools"]
+ThinkingDisplay: TypeAlias = Literal["summarized", "omitted"]
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Thinking(Fieldwise):
+    """How the model thinks before it answers (the Messages API's ``thinking``): one setting per step.
+
+    Build it with `Thinking.adaptive()` (the model decides how much), `Thinking.enabled(budget_tokens)` (at most
+    that many thinking tokens), `Thinking.between_tools()` or `Thinking.disabled()`. ``display`` is always sent
+    for the modes that take it: ``summarized`` (the thinking's text comes back) or ``omitted`` (only its signature).
+    """
+
+    mode: ThinkingMode
+    """The API's ``type``."""
+    budget_tokens: int | None = None
+    """The most thinking tokens (``enabled`` only)."""
+    display: ThinkingDisplay | None = None
+    """Whether the thinking's text comes back (``adaptive`` and ``enabled`` only)."""
+
+    @classmethod
+    def adaptive(cls, *, display: ThinkingDisplay = "summarized") -> Thinking:
+        """The model decides when and how much to think."""
+        return cls("adaptive", None, display)
+
+    @classmethod
+    def enabled(cls, budget_tokens: int, *, display: ThinkingDisplay = "summarized") -> Thinking:
+        """The model thinks, using at most ``budget_tokens`` (at least 1,024, and under the role's ``max_tokens``)."""
+        return cls("enabled", budget_tokens, display)
+
+    @classmethod
+    def between_tools(cls) -> Thinking:
+        """The model thinks between tool calls only."""
+        return cls("between_tools")
+
+    @classmethod
+    def disabled(cls) -> Thinking:
+        """No thinking (said explicitly, for a model that thinks by default)."""
+        return cls("disabled")
+
+    def to_json(self) -> JsonObject:
+        """The Messages API's ``thinking`` parameter."""
+        data: JsonObject = {"type": self.mode}
+        if self.budget_tokens is not None:
+            data["budget_tokens"] = self.budget_tokens
+        if self.display is not None:
+            data["display"] = self.display
+        return data
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -31,6 +88,8 @@ class ToolSpec(Fieldwise):
     """What the model reads to decide to call it."""
     input_schema: JsonObject
     """The JSON Schema of its arguments."""
+    strict: bool = False
+    """Whether the API guarantees arguments that fit the schema (strict tool use); sent only when True."""
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -49,6 +108,10 @@ class ModelRequest(Fieldwise):
     """The most output tokens for the reply."""
     role: str = ""
     """The name of the role whose step this is (for scripted models keyed by role; not sent to the API)."""
+    thinking: Thinking | None = None
+    """How the model thinks, or None: the model's default (nothing sent)."""
+    effort: Effort | None = None
+    """How much effort the reply takes, or None: the model's default (nothing sent)."""
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -98,6 +161,16 @@ class TextDelta(Fieldwise):
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
+class ThinkingDelta(Fieldwise):
+    """A piece of the model's readable thinking, streamed for the live view.
+
+    Only shown: the thinking is kept by the `RawBlock` that follows when its block closes, as the API sent it.
+    """
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class ToolCall(Fieldwise):
     """A complete tool call: streamed arguments are assembled by the backend before it yields this."""
 
@@ -114,7 +187,10 @@ class TurnEnd(Fieldwise):
     usage: Usage = NO_USAGE
 
 
-ModelEvent: TypeAlias = TextDelta | ToolCall | TurnEnd
+ModelEvent: TypeAlias = TextDelta | ToolCall | TurnEnd | ThinkingDelta | RawBlock
+"""What a backend streams. A `RawBlock` is a whole block of the reply (not text, not a tool call) as the API sent it:
+the loop keeps it in the reply, in order, and sends it back unchanged. A backend that yields only text, tool calls
+and its `TurnEnd` still works."""
 
 
 @runtime_checkable
@@ -130,6 +206,8 @@ class Model(Protocol):
     - ``intercept_markup: bool`` (default True): tool calls the model writes as text markup are turned into calls.
     - ``batched: bool`` (default False): its requests go through the Message Batches
       API, so a Run's account reserves and settles them at the batch price.
+    - ``thinking: bool`` (default False): it sends a request's ``thinking`` and ``effort`` (and strict tools), and
+      streams thinking back; a role with any of them on a backend without it is refused before any request.
 
     And a method, read through `model_engine_record` (default None): ``engine_record() -> JsonObject | None``, what
     answered the running step besides the backend, kept in its record and never fingerprinted; its ``live_usage``
@@ -173,6 +251,11 @@ def model_batched(model: object) -> bool:
     return bool(getattr(model, "batched", False))
 
 
+def model_thinks(model: object) -> bool:
+    """Whether ``model`` takes thinking, effort and strict tools (its declared ``thinking``; False by default)."""
+    return bool(getattr(model, "thinking", False))
+
+
 def model_intercepts_markup(model: object) -> bool:
     """Whether tool calls ``model`` writes as markup become calls (``intercept_markup``; True by default)."""
     return bool(getattr(model, "intercept_markup", True))
@@ -203,6 +286,11 @@ class ModelWrapper:
     def batched(self) -> bool:
         """The wrapped model's ``batched`` capability."""
         return model_batched(self.model)
+
+    @property
+    def thinking(self) -> bool:
+        """The wrapped model's ``thinking`` capability."""
+        return model_thinks(self.model)
 
     def backend_id(self, model: str) -> str:
         """The wrapped model's backend (so a step's fingerprint is the same through the wrapper)."""

@@ -93,6 +93,9 @@ class ScriptedModel:
         self.requests: deque[ModelRequest] = deque(maxlen=_KEPT_REQUESTS)
         """The latest requests, oldest first (the last 256, so a long-lived model does not grow without bound)."""
 
+    thinking = True
+    """A script may think: its thinking, redacted thinking and other kept blocks are replayed like Claude's."""
+
     network = False
     """A scripted model reaches no network, so it runs even where model calls are blocked (under nbval)."""
 

@@ -20,19 +20,22 @@ from ..models.base import (
     ModelEvent,
     ModelRequest,
     TextDelta,
+    Thinking,
+    ThinkingDelta,
     ToolCall,
     ToolSpec,
     TurnEnd,
     Usage,
     model_engine_record,
     model_intercepts_markup,
+    model_thinks,
 )
 from ..payloads import JsonValue, dump, payload_spec
 from ..replay.fingerprint import Fingerprint, fingerprint
 from ..replay.records import RecordedQuestion, StepRecord, Waiting
 from ..roles import Role
 from ..tools import ReportingTool, Tool, ToolResult, with_report_instruction
-from ..transcript import Message, TextBlock, ToolResultBlock, ToolUseBlock, user_text
+from ..transcript import Message, RawBlock, TextBlock, ToolResultBlock, ToolUseBlock, user_text
 from ._approvals import Gatekeeper
 from .views import StepView
 
@@ -67,6 +70,26 @@ def input_message(value: object) -> str:
 
 def _input_json(value: object) -> JsonValue:
     return value if isinstance(value, str) else dump(value)
+
+
+def step_settings(role: Role[Any]) -> dict[str, JsonValue]:
+    """The settings part of a step's fingerprint.
+
+    A setting added since the first format is in it only when set, so every record made before it was added still
+    matches a step that does not set it.
+    """
+    settings: dict[str, JsonValue] = {
+        "max_tokens": role.max_tokens,
+        "max_tool_roundtrips": role.max_tool_roundtrips,
+        "reminders": role.reminders,
+    }
+    if isinstance(role.thinking, Thinking):
+        settings["thinking"] = role.thinking.to_json()
+    if role.effort is not None:
+        settings["effort"] = role.effort
+    if role.strict_tools:
+        settings["strict_tools"] = True
+    return settings
 
 
 def check_input(role: Role[Any], value: object) -> None:
@@ -136,6 +159,11 @@ class StepPlan:
         gatekeeper: Gatekeeper,
         prices: PriceTable | None = None,
     ) -> StepPlan:
+        if (role.thinking is not None or role.effort is not None or role.strict_tools) and not model_thinks(model):
+            raise InputError(
+                f"Role {role.name!r} asks for thinking, effort or strict tools, but its model {model!r} does not "
+                "declare them (a backend of your own says it can with a true `thinking` attribute)."
+            )
         tools = [t for t in role.tools if isinstance(t, Tool)]
         reporting = _reporting(role.reporting_tool)
         backend = model.backend_id(model_id)
@@ -149,11 +177,7 @@ class StepPlan:
             reporting=reporting.spec if reporting else None,
             input_type=type(value).__qualname__,
             input=input_json,
-            settings={
-                "max_tokens": role.max_tokens,
-                "max_tool_roundtrips": role.max_tool_roundtrips,
-                "reminders": role.reminders,
-            },
+            settings=step_settings(role),
         )
         return cls(
             role,
@@ -306,6 +330,8 @@ class StepPlan:
             max_tokens=self.role.max_tokens,
             role=self.role.name,
             progress=self.progress,
+            thinking=self.role.thinking if isinstance(self.role.thinking, Thinking) else None,
+            effort=self.role.effort,
         )
 
     def _live_tool(self, t: Tool[Any]) -> LoopTool:
@@ -415,6 +441,11 @@ class RecordedModel:
                 yield TextDelta(block.text)
             elif isinstance(block, ToolUseBlock):
                 yield ToolCall(block.id, block.name, block.input)
+            elif isinstance(block, RawBlock):
+                thought = block.thinking
+                if thought:  # drawn live as it was when recorded, then kept whole
+                    yield ThinkingDelta(thought)
+                yield block
         paused = k + 1 < len(transcript) and transcript[k + 1].role == "assistant"
         yield TurnEnd("pause_turn" if paused else "tool_use" if reply.tool_uses else "end_turn")
 

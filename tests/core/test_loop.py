@@ -494,6 +494,8 @@ VOCABULARY: list[tuple[type[Any], str, list[str]]] = [
         ["name", "tool_call_id", "decision", "by", "always", "changed", "arguments", "message"],
     ),
     (ev.MarkupError, "markup.error", ["message", "text"]),
+    (ev.ReasoningTextDelta, "response.reasoning_text.delta", ["delta"]),
+    (ev.ReplyBlockKept, "response.content_block.kept", ["block"]),
     (ev.StepFinished, "step.finished", ["role", "result", "requests", "truncated"]),
     (ev.StepFailed, "step.failed", ["role", "error", "message"]),
     (ev.StepReplayed, "step.replayed", ["role", "record_id", "backend"]),
@@ -518,6 +520,8 @@ def test_the_vocabulary_is_complete() -> None:
             "client.tool.result",
             "client.tool.roundtrip",
             "response.output_text.delta",
+            "response.reasoning_text.delta",
+            "response.content_block.kept",
             "step.started",
             "step.finished",
             "step.failed",
@@ -707,3 +711,109 @@ async def test_a_full_context_window_fails_the_step_rather_than_ending_it(report
         await run.step(make_role(Recorder(), reporting=reporting), "go")
     assert len(model.requests) == 1, "no reminder is sent into a full context"
     assert run.outcomes == []
+
+
+class ThinkingModel:
+    """A backend of one's own that thinks: readable thinking, a redacted block and an unknown type, kept whole."""
+
+    thinking = True
+    network = False
+
+    def __init__(self) -> None:
+        self.requests: list[ModelRequest] = []
+
+    def backend_id(self, model: str) -> str:
+        return "thinker:1"
+
+    async def stream(self, request: ModelRequest) -> Any:
+        from agl_notebook.models.base import TextDelta, ThinkingDelta, ToolCall, TurnEnd
+        from agl_notebook.transcript import RawBlock
+
+        self.requests.append(request)
+        turn = sum(1 for m in request.messages if m.role == "assistant")
+        yield ThinkingDelta(f"Turn {turn}: ")
+        yield ThinkingDelta("let me think.")
+        yield RawBlock({"type": "thinking", "thinking": f"Turn {turn}: let me think.", "signature": f"sig{turn}=="})
+        if turn == 0:
+            yield RawBlock({"type": "redacted_thinking", "data": "EncryptedBlob=="})
+            yield TextDelta("Looking.")
+            yield RawBlock({"type": "future_block", "payload": {"nested": [1, 2]}})
+            yield ToolCall("toolu_1", "look_up", {"text": "retries"})
+            yield TurnEnd("tool_use")
+        else:
+            yield ToolCall("toolu_2", "report_review", {"issues": ["found"]})
+            yield TurnEnd("tool_use")
+
+
+async def test_blocks_a_backend_keeps_whole_are_sent_back_unchanged_in_their_place() -> None:
+    from agl_notebook.transcript import RawBlock, message_from_json, message_to_json
+
+    model = ThinkingModel()
+    events: list[Event] = []
+    run = Run(model=model, on_event=events.append)
+    role = make_role(Recorder(), thinking="adaptive", effort="high")
+    assert await run.step(role, "go") == Review(["found"])
+    second = model.requests[1]
+    assert second.thinking is not None and second.thinking.to_json() == {"type": "adaptive", "display": "summarized"}
+    assert second.effort == "high"
+    reply = second.messages[1]
+    assert [type(b).__name__ for b in reply.content] == [
+        "RawBlock",
+        "RawBlock",
+        "TextBlock",
+        "RawBlock",
+        "ToolUseBlock",
+    ]
+    content = message_to_json(reply)["content"]
+    assert isinstance(content, list)
+    assert content[:2] == [
+        {"type": "thinking", "thinking": "Turn 0: let me think.", "signature": "sig0=="},
+        {"type": "redacted_thinking", "data": "EncryptedBlob=="},
+    ]
+    assert content[3] == {"type": "future_block", "payload": {"nested": [1, 2]}}
+    assert message_from_json(message_to_json(reply)) == reply  # read back as it was written
+    assert isinstance(reply.content[0], RawBlock) and reply.content[0].thinking == "Turn 0: let me think."
+    kinds = [e.type for e in events if isinstance(e, ev.ReasoningTextDelta | ev.ReplyBlockKept)]
+    assert kinds[:4] == [
+        "response.reasoning_text.delta",
+        "response.reasoning_text.delta",
+        "response.content_block.kept",
+        "response.content_block.kept",
+    ]
+
+
+async def test_thinking_on_a_backend_that_does_not_declare_it_is_refused_before_any_request() -> None:
+    class Plain:
+        def backend_id(self, model: str) -> str:
+            return "plain:1"
+
+        async def stream(self, request: ModelRequest) -> Any:
+            if request.messages:
+                raise AssertionError("no request may be sent")
+            yield
+
+    with pytest.raises(InputError, match="thinking, effort or strict tools"):
+        await Run(model=Plain()).step(make_role(Recorder(), effort="low"), "go")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"effort": "extreme"}, "not an effort level"),
+        ({"thinking": "enabled"}, "needs a budget"),
+        ({"thinking": "sometimes"}, "thinking takes a Thinking"),
+    ],
+)
+def test_bad_thinking_and_effort_settings_are_input_errors(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        make_role(Recorder(), **options)
+
+
+def test_a_thinking_budget_under_the_minimum_or_not_under_max_tokens_is_an_input_error() -> None:
+    from agl_notebook.models.base import Thinking
+
+    with pytest.raises(InputError, match="at least 1024"):
+        make_role(Recorder(), thinking=Thinking.enabled(1023))
+    with pytest.raises(InputError, match="under the role's max_tokens"):
+        make_role(Recorder(), thinking=Thinking.enabled(4096), max_tokens=4096)
+    assert make_role(Recorder(), thinking=Thinking.enabled(2048), max_tokens=4096).thinking == Thinking.enabled(2048)

@@ -35,6 +35,7 @@ from agl_notebook.payloads import JsonObject, JsonValue, payload_spec
 from agl_notebook.replay.records import StepRecord, record_from_json
 from agl_notebook.replay.stores import MemoryStore
 from agl_notebook.terminals import ConsoleTerminal, ScriptedTerminal, Terminal
+from agl_notebook.transcript import ToolResultBlock
 from tests.support.approvals import ASKED, Address, Forecast, Summary, Weather, weather_role
 
 
@@ -70,7 +71,12 @@ def recorded_decisions(run: Run) -> list[JsonObject]:
 
 
 def results(run: Run) -> list[tuple[str, bool]]:
-    return [(b.content, b.is_error) for m in run.outcomes[-1].transcript for b in m.content if b.type == "tool_result"]
+    return [
+        (b.content, b.is_error)
+        for m in run.outcomes[-1].transcript
+        for b in m.content
+        if isinstance(b, ToolResultBlock)
+    ]
 
 
 class Nobody(Terminal):
