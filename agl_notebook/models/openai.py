@@ -21,12 +21,13 @@ an escape or a character, is harmless) and yielded when the reply ends; the stop
 and ``stop`` from a server that sent calls anyway, are ``tool_use``; ``length`` is ``max_tokens``, or a
 `ModelOutputTruncatedError` when a call was being written; ``content_filter`` is ``refusal``). Reasoning text a server
 streams in the delta's extra fields (``reasoning_content``: DeepSeek, vLLM; ``reasoning``: Ollama, OpenRouter) is
-yielded as `ReasoningDelta`. Tool calls a model writes as DSML text are turned into calls below the loop, as for every
-backend (`agl_notebook.models.markup`).
+shown as thinking (`ThinkingDelta`) and kept in the reply and its record as a thinking block (a `RawBlock` with no
+signature), never sent back (Chat Completions takes none). Tool calls a model writes as DSML text are turned into
+calls below the loop, as for every backend (`agl_notebook.models.markup`).
 
 Usage: input tokens are the prompt tokens minus the cached ones (``prompt_tokens_details.cached_tokens``, counted as
 cache reads); the request asks for the usage chunk (``stream_options``). A server that sends none ends the turn with
-``usage_known=False``: the Run's account settles the request at its estimate and the record says "usage unknown".
+`UNKNOWN_USAGE`: the Run's account settles the request at its estimate and the record says "usage unknown".
 
 Errors: every failure after the retries is a `ModelServerError` naming the server and the model, with the server's own
 message (a model it does not know, tools it refuses, a key it rejects, a server that does not answer); nothing of
@@ -64,9 +65,20 @@ from ..errors import (
 )
 from ..events import ModelRetryWaiting
 from ..payloads import JsonObject, JsonValue
-from ..transcript import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from ..transcript import THINKING_TYPES, Message, RawBlock, TextBlock, ToolResultBlock, ToolUseBlock
 from .anthropic import _INITIAL_RETRY_DELAY, _MAX_BACKOFF, MAX_RETRY_WAIT, _retry_after, _status_of
-from .base import UNKNOWN_USAGE, ModelEvent, ModelRequest, StopReason, TextDelta, ToolCall, ToolSpec, TurnEnd, Usage
+from .base import (
+    UNKNOWN_USAGE,
+    ModelEvent,
+    ModelRequest,
+    StopReason,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolSpec,
+    TurnEnd,
+    Usage,
+)
 
 if TYPE_CHECKING:
     import httpx2
@@ -432,7 +444,7 @@ def _message_json(message: Message, index: int, model: str) -> list[JsonValue]:
     texts: list[str] = []
     calls: list[JsonValue] = []
     results: list[JsonValue] = []
-    blocks: tuple[object, ...] = message.content  # other kinds of block are coming (thinking, images)
+    blocks: tuple[object, ...] = message.content  # other kinds of block are coming (images, documents)
     for block in blocks:
         if isinstance(block, TextBlock):
             texts.append(block.text)
@@ -442,7 +454,7 @@ def _message_json(message: Message, index: int, model: str) -> list[JsonValue]:
         elif isinstance(block, ToolResultBlock):
             content = f"Error: {block.content}" if block.is_error else block.content
             results.append({"role": "tool", "tool_call_id": block.tool_use_id, "content": content})
-        elif getattr(block, "type", None) in ("thinking", "redacted_thinking"):
+        elif isinstance(block, RawBlock) and block.type in THINKING_TYPES:
             continue  # Chat Completions takes no reasoning back (DeepSeek refuses it)
         else:
             kind = getattr(block, "type", type(block).__name__)
@@ -569,6 +581,9 @@ class _Reply:
                     reasoning = extra.get(name)
                     if isinstance(reasoning, str) and reasoning:
                         self.reasoning.append(reasoning)
+                        out.append(ThinkingDelta(reasoning))
+                if delta.content or delta.refusal or delta.tool_calls:
+                    out.extend(self._close_reasoning())
                 if delta.content:
                     out.append(TextDelta(delta.content))
                 if delta.refusal:
@@ -607,7 +622,8 @@ class _Reply:
                 f"The stream from {self.where} ended without a finish reason, so the reply is incomplete (the "
                 "connection was probably cut)."
             )
-        events: list[ModelEvent] = [self._call(turn, n, call) for n, call in enumerate(ordered)]
+        events: list[ModelEvent] = [*self._close_reasoning()]
+        events += [self._call(turn, n, call) for n, call in enumerate(ordered)]
         stop: StopReason
         if ordered:
             stop = "tool_use"  # "tool_calls"; also "stop" from a server that sent calls anyway
@@ -621,6 +637,17 @@ class _Reply:
             raise UpstreamUnexpected(f"The stream from {self.where} ended with an unknown finish reason {reason!r}.")
         events.append(TurnEnd(stop, self.usage if self.usage is not None else UNKNOWN_USAGE))
         return events
+
+    def _close_reasoning(self) -> list[ModelEvent]:
+        """The reasoning streamed so far as one thinking block (none when there is none).
+
+        It is kept in the reply, and so its record, before what follows it.
+        """
+        if not self.reasoning:
+            return []
+        text = "".join(self.reasoning)
+        self.reasoning.clear()
+        return [RawBlock({"type": "thinking", "thinking": text})]
 
     def _call(self, turn: int, n: int, call: _Call) -> ToolCall:
         if not call.name:

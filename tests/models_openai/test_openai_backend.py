@@ -375,3 +375,49 @@ async def test_a_local_model_is_free_only_when_the_person_says_so() -> None:
         await Run(model=model, store=store).step(researcher(), "x")
         (record,) = list(store.records())
         assert record.cost is not None and record.cost.words() == words
+
+
+# --- Reasoning text -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+async def test_reasoning_text_streams_as_thinking_and_is_kept_before_the_reply(field: str) -> None:
+    from agl_notebook.models.base import ThinkingDelta
+    from agl_notebook.transcript import RawBlock
+
+    fake = chat(reply("Answer.", reasoning=("Let me ", "think: é🙂"), reasoning_field=field))
+    events = await collect(fake.model())
+    assert [e.text for e in events if isinstance(e, ThinkingDelta)] == ["Let me ", "think: é🙂"]
+    kept = [i for i, e in enumerate(events) if isinstance(e, RawBlock)]
+    first_text = next(i for i, e in enumerate(events) if isinstance(e, TextDelta))
+    assert len(kept) == 1 and kept[0] < first_text
+    assert events[kept[0]] == RawBlock({"type": "thinking", "thinking": "Let me think: é🙂"})
+
+
+async def test_a_step_s_reasoning_is_shown_kept_in_the_record_never_sent_back_and_replayed() -> None:
+    from agl_notebook.events import ReasoningTextDelta
+    from agl_notebook.transcript import RawBlock
+
+    fake = chat(
+        reply(calls=(call(0, "c1", "look_up", '{"text": "x"}'),), reasoning=("I should ", "look it up.")),
+        reply(calls=(call(0, "c2", "report", '{"summary": "found"}'),), reasoning=("Now report.",)),
+    )
+    events: list[Event] = []
+    store = MemoryStore()
+    answer = await Run(model=fake.model(), store=store, on_event=events.append).step(researcher(), "x")
+    assert answer == Answer("found")
+    assert "".join(e.delta for e in events if isinstance(e, ReasoningTextDelta)) == "I should look it up.Now report."
+    second = fake.bodies()[1]["messages"]
+    assert "look it up" not in json.dumps(second)  # Chat Completions takes no reasoning back
+    (record,) = list(store.records())
+    assert record.transcript[1].content[0] == RawBlock({"type": "thinking", "thinking": "I should look it up."})
+    replayed: list[Event] = []
+    nothing = chat()
+    again = await Run(model=nothing.model(), store=store, mode="replay", on_event=replayed.append).step(
+        researcher(), "x"
+    )
+    assert again == answer and not nothing.requests
+    from agl_notebook.events import ReplyBlockKept
+
+    kept = [e for e in replayed if isinstance(e, ReplyBlockKept)]
+    assert [e.block["thinking"] for e in kept] == ["I should look it up.", "Now report."], kept
