@@ -34,7 +34,7 @@ import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import httpx2
 import openai
@@ -155,9 +155,9 @@ def make_variants(url: str) -> dict[str, Callable[[], Awaitable[int]]]:
         for request in (1, 2):
             stream = await bare.chat.completions.create(
                 model=MODEL,
-                messages=messages,  # type: ignore[arg-type]
+                messages=cast(Any, messages),
                 tools=tools,
-                max_tokens=1024,
+                max_tokens=first["max_tokens"],
                 stream=True,
                 stream_options={"include_usage": True},
             )

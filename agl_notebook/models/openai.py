@@ -283,11 +283,9 @@ class OpenAIModel:
                 if pacer is not None:
                     ticket = await pacer.acquire()
                 try:
-                    chunks = await once.chat.completions.create(
-                        **cast(Any, params),
-                        stream=True,
-                        extra_headers={"x-stainless-retry-count": str(attempt)},
-                    )
+                    # A retry says which it is, as the client's own retries do (the first attempt's 0 it sends itself).
+                    headers = {"x-stainless-retry-count": str(attempt)} if attempt else None
+                    chunks = await once.chat.completions.create(**cast(Any, params), stream=True, extra_headers=headers)
                     break
                 except BaseException as e:  # a cancelled attempt gives its slot back too
                     if pacer is not None:
