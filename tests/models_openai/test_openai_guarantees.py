@@ -21,6 +21,7 @@ from agl_notebook.replay.stores import MemoryStore
 from tests.support.anthropic_api import api, use
 from tests.support.anthropic_api import reply as claude_reply
 from tests.support.openai_api import FakeChat, call, chat, error_response, fake_key, reply, stream_response
+from tests.support.reliability_report import ReliabilityNotes
 from tests.support.steps import Answer, Query
 
 ROLE: Role[Answer] = Role(
@@ -51,7 +52,10 @@ class ThrottlingChat(FakeChat):
         return stream_response(reply(calls=(call(0, "call_1", "report_answer", args),)))
 
 
-async def test_a_429_storm_in_a_map_runs_every_item_once_and_concurrency_falls_then_recovers() -> None:
+@pytest.mark.reliability
+async def test_a_429_storm_in_a_map_runs_every_item_once_and_concurrency_falls_then_recovers(
+    reliability: ReliabilityNotes,
+) -> None:
     fake = ThrottlingChat(throttled=24)
     store = MemoryStore()
     run = Run(model=OpenAIModel("gpt-4.1", client=fake.client(), max_retries=0), store=store)
@@ -69,6 +73,12 @@ async def test_a_429_storm_in_a_map_runs_every_item_once_and_concurrency_falls_t
         ROLE, [Query(f"text {i}") for i in range(40)], concurrency=8
     )
     assert list(again) == list(results) and not nothing.requests
+    reliability.note(
+        "Model faults",
+        "an OpenAI-compatible server answering 429 to the first 24 requests of a 40-item map (the real openai client)",
+        "every item finishes once; the map's concurrency falls 8, 4, 2, 1 and grows back to 8; replayed, no request",
+        records_lost=0,
+    )
 
 
 @pytest.fixture
@@ -93,7 +103,10 @@ def unanswering_port() -> Iterator[int]:
         server.close()
 
 
-async def test_a_base_url_that_does_not_answer_fails_within_ten_seconds(unanswering_port: int) -> None:
+@pytest.mark.reliability
+async def test_a_base_url_that_does_not_answer_fails_within_ten_seconds(
+    unanswering_port: int, reliability: ReliabilityNotes
+) -> None:
     model = OpenAIModel("llama3", base_url=f"http://127.0.0.1:{unanswering_port}/v1", free=True)
     store = MemoryStore()
     began = time.monotonic()
@@ -102,6 +115,13 @@ async def test_a_base_url_that_does_not_answer_fails_within_ten_seconds(unanswer
     took = time.monotonic() - began
     assert took < DEAD_SERVER_SECONDS <= 10, took
     assert not list(store.records())
+    reliability.note(
+        "Model faults",
+        "an OpenAI-compatible base URL whose port never accepts a connection",
+        "one ModelServerError naming the server and the model, within 10 s; nothing recorded",
+        measured={"A base URL that does not answer: time to the error": f"{took:.1f} s"},
+        how="OpenAIModel over the real openai client; a loopback port whose accept queue is full; wall time",
+    )
 
 
 async def test_a_refused_connection_fails_at_once_naming_server_and_model() -> None:
@@ -114,7 +134,10 @@ async def test_a_refused_connection_fails_at_once_naming_server_and_model() -> N
     assert time.monotonic() - began < DEAD_SERVER_SECONDS
 
 
-async def test_a_key_in_the_base_url_s_query_or_in_code_never_reaches_a_record_or_an_error() -> None:
+@pytest.mark.reliability
+async def test_a_key_in_the_base_url_s_query_or_in_code_never_reaches_a_record_or_an_error(
+    reliability: ReliabilityNotes,
+) -> None:
     in_query = "".join(["q", "k", "-"]) + "planted-query-secret-0042"
     in_code = fake_key() + "-given-in-code"
     seen: list[httpx2.Request] = []
@@ -158,6 +181,14 @@ async def test_a_key_in_the_base_url_s_query_or_in_code_never_reaches_a_record_o
         await Run(model=model).step(ROLE, Query("x"))
     assert in_code in str(e.value)  # the server echoed it; every exit scrubs it, as an environment key:
     assert in_code not in scrub_text(str(e.value), secrets_from_environment())
+    reliability.note(
+        "Secrets",
+        "a key in an OpenAI-compatible base URL's query and a key given in code, echoed back by the model and "
+        "by the server's error",
+        "sent with every request; never in the record or the backend id; scrubbed from the error as an environment "
+        "key is",
+        secrets_found=0,
+    )
 
 
 # --- run.compare: Claude and an OpenAI-compatible model ---------------------------------------------------------------
