@@ -52,7 +52,7 @@ def register_secret(value: str) -> None:
     For a key given in code rather than the environment (``OpenAIModel(api_key=...)``, a key in a server's URL): every
     exit that scrubs asks `secrets_from_environment`, which then names it too.
     """
-    if isinstance(value, str) and len(value) >= _MIN_SECRET_LENGTH // 2:
+    if isinstance(value, str) and len(value) >= _MIN_SECRET_LENGTH:  # shorter would redact ordinary words
         _REGISTERED.add(value)
 
 

@@ -217,7 +217,7 @@ class OpenAIModel:
             return self._api_key
         if self._api_key_env is None:
             return NO_KEY
-        import os
+        import os  # the variable the person named (OPENAI_API_KEY is agl_notebook._settings.OPENAI_API_KEY)
 
         key = os.environ.get(self._api_key_env, "")
         if not key:

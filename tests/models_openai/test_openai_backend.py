@@ -421,3 +421,36 @@ async def test_a_step_s_reasoning_is_shown_kept_in_the_record_never_sent_back_an
 
     kept = [e for e in replayed if isinstance(e, ReplyBlockKept)]
     assert [e.block["thinking"] for e in kept] == ["I should look it up.", "Now report."], kept
+
+
+async def test_the_key_comes_from_the_variable_named_and_openai_s_only_for_openai(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agl_notebook.errors import MissingCredentialsError
+
+    planted = "-".join(["sk", "planted", "env", "key", "0001"])
+    monkeypatch.setenv("OPENAI_API_KEY", planted)
+    monkeypatch.setenv("MY_SERVER_KEY", planted + "-other")
+    sent: list[str] = []
+
+    def answer(request: Any) -> Any:
+        sent.append(request.headers["authorization"])
+        from tests.support.openai_api import stream_response
+
+        return stream_response(reply("ok"))
+
+    import httpx2
+
+    def model(**kwargs: Any) -> OpenAIModel:
+        return OpenAIModel("m", http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(answer)), **kwargs)
+
+    await collect(model())  # OpenAI's own server: OPENAI_API_KEY
+    await collect(model(base_url="http://localhost:11434/v1"))  # another server: no key of OpenAI's
+    await collect(model(base_url="https://api.example.com/v1", api_key_env="MY_SERVER_KEY"))
+    assert sent == [f"Bearer {planted}", "Bearer no-key-needed", f"Bearer {planted}-other"]
+    monkeypatch.delenv("MY_SERVER_KEY")
+    with pytest.raises(
+        MissingCredentialsError, match=r"MY_SERVER_KEY is not set.*'m' at https://api\.example\.com:443/v1"
+    ):
+        await collect(model(base_url="https://api.example.com/v1", api_key_env="MY_SERVER_KEY"))
+    assert len(sent) == 3
