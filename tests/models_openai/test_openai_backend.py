@@ -454,3 +454,37 @@ async def test_the_key_comes_from_the_variable_named_and_openai_s_only_for_opena
     ):
         await collect(model(base_url="https://api.example.com/v1", api_key_env="MY_SERVER_KEY"))
     assert len(sent) == 3
+
+
+async def test_over_a_real_loopback_connection_the_client_s_own_transport_works() -> None:
+    from tests.support.openai_api import chat_server
+
+    def answer(body: dict[str, Any]) -> list[str]:
+        answered = any(m["role"] == "tool" for m in body["messages"])
+        if answered:
+            return reply(calls=(call(0, "c2", "report", '{"summary": "over TCP"}'),))
+        return reply("Checking.", calls=(call(0, "c1", "look_up", '{"text": "wire"}'),))
+
+    with chat_server(answer) as served:
+        store = MemoryStore()
+        model = OpenAIModel("llama3", base_url=served.url, free=True)
+        assert await Run(model=model, store=store).step(researcher("llama3"), "x") == Answer("over TCP")
+        assert served.requests == 2
+        (record,) = list(store.records())
+        assert record.backend == f"openai:llama3@{served.url}"
+        assert record.cost is not None and record.cost.words() == "$0.0000"
+
+
+async def test_an_error_sent_inside_the_stream_is_one_server_error() -> None:
+    from tests.support.openai_api import sse
+
+    def broken(_request: Any) -> Any:
+        import httpx2
+
+        body = sse([chunk({"content": "Hal"})])[: -len(b"data: [DONE]\n\n")]
+        body += b'data: {"error": {"message": "the model crashed", "type": "server_error"}}\n\n'
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+
+    fake = chat(broken)
+    with pytest.raises(ModelServerError, match="the model crashed"):
+        await collect(fake.model())
