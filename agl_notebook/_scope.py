@@ -92,6 +92,8 @@ class StepScope:
     in order, when the handler asks the same questions once more."""
     view: Any = field(default=None, repr=False)
     """The step's view, where a terminal that draws inside it (the notebook's) shows questions."""
+    usage_unknown: bool = False
+    """Whether a server answered one of the step's requests without saying its usage (its record says so)."""
     _undo: list[Callable[[], object]] = field(default_factory=list, repr=False)
     _scratch: Path | None = field(default=None, repr=False)
 

@@ -43,10 +43,26 @@ _SECRET_NAME = re.compile(
 _MIN_SECRET_LENGTH = 8  # shorter values of secret-named variables ("1", "true") would redact ordinary words
 
 
+_REGISTERED: set[str] = set()  # keys given in code (`register_secret`), scrubbed for the rest of the process
+
+
+def register_secret(value: str) -> None:
+    """Scrub ``value`` wherever the environment's secrets are scrubbed, from now on in this process.
+
+    For a key given in code rather than the environment (``OpenAIModel(api_key=...)``, a key in a server's URL): every
+    exit that scrubs asks `secrets_from_environment`, which then names it too.
+    """
+    if isinstance(value, str) and len(value) >= _MIN_SECRET_LENGTH:  # shorter would redact ordinary words
+        _REGISTERED.add(value)
+
+
 def secrets_from_environment(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
-    """The values of environment variables whose names say they hold a secret, longest first."""
+    """The values of environment variables whose names say they hold a secret, longest first.
+
+    Read from the process's environment (no ``environ`` given), the keys given in code (`register_secret`) too.
+    """
     env = os.environ if environ is None else environ
-    found = set()
+    found = set(_REGISTERED) if environ is None else set()
     for name in env:
         if _is_secret_name(name):
             value = env.get(name, "")

@@ -120,6 +120,12 @@ ANTHROPIC_BASE_URL = Setting(
     "a URL; unset: the SDK's default",
     "Read by the anthropic SDK: where requests go. A change makes AnthropicModel make a new client.",
 )
+OPENAI_API_KEY = Setting(
+    "OPENAI_API_KEY",
+    "an OpenAI API key; unset: no key",
+    "Read by OpenAIModel for OpenAI's own server only (another server's key is read from the variable its "
+    "api_key_env names), when a request is made. Never written to a record, a view, a log or an error.",
+)
 
 SETTINGS: tuple[Setting, ...] = (
     MODE,
@@ -136,6 +142,7 @@ SETTINGS: tuple[Setting, ...] = (
     ANTHROPIC_API_KEY,
     ANTHROPIC_AUTH_TOKEN,
     ANTHROPIC_BASE_URL,
+    OPENAI_API_KEY,
 )
 """Every environment variable agl_notebook reads by name."""
 

@@ -181,6 +181,22 @@ class MissingCredentialsError(UpstreamUnexpected):
     """
 
 
+class ModelServerError(UpstreamUnexpected):
+    """A model server refused a request or could not be reached, after the retries.
+
+    Its message is the server's own, naming the server (``scheme://host:port/path``, never a key) and the model.
+    """
+
+    def __init__(self, message: str, *, server: str, model: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.server = server
+        """The server, as the backend id names it."""
+        self.model = model
+        """The model asked for."""
+        self.status_code = status_code
+        """The HTTP status, or None when no response came."""
+
+
 class ModelCallBlockedError(UpstreamUnexpected):
     """A step would call a model where model calls are blocked (under nbval, or with AGL_NOTEBOOK_BLOCK_MODELS=1)."""
 

@@ -1048,6 +1048,118 @@ print("spent:", run.spent_usd)""",
 ]
 
 
+MODELS = [
+    (
+        "md",
+        """\
+# 11. Models side by side: Claude, OpenAI and a local model
+
+People choose a model by trying several on the same inputs. A role names its model, and besides Claude that can be
+any server that speaks OpenAI's Chat Completions: OpenAI, DeepSeek, or a model running on your own machine (Ollama,
+vLLM, llama.cpp's server), with no key at all. `run.compare` runs the same role on each and puts the answers, the
+disagreements and the dollars in one grid.
+
+This notebook runs anywhere, offline: its recordings were made by **three scripted models**, and they are named for
+what they are. A recording never claims to come from a model that never answered it: each step's view says
+`recorded with scripted:…`. The cell at the end shows the code that runs the same comparison on real models.""",
+    ),
+    ("code", imports("Role", "Run", "ScriptedModel", "describe", "reporting_tool")),
+    (
+        "code",
+        """\
+import json
+
+
+@dataclass(frozen=True)
+class Email:
+    text: str = describe("An email, as it arrived.")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    spam: bool = describe("Whether the email is spam.")
+
+
+def spam_judge(model) -> Role[Verdict]:
+    # The one role every variant runs: only its model differs.
+    return Role(
+        name="spam_judge",
+        instructions="Say whether the email is spam.",
+        model=model,
+        accepts=(Email,),
+        tools=[reporting_tool("report_verdict", "Report the verdict.", Verdict)],
+    )""",
+    ),
+    (
+        "md",
+        """\
+Three scripted stand-ins with three habits: one flags any email with a link or money in it, one flags only
+what shouts, one trusts everything. Each is a function of the request, so nothing here reaches a network.""",
+    ),
+    (
+        "code",
+        """\
+def judging(flags):
+    def script(request):
+        text = json.loads(request.messages[0].text.split("\\n", 1)[1])["text"]
+        return {"calls": [{"name": "report_verdict", "args": {"spam": flags(text)}}]}
+
+    return ScriptedModel(script)
+
+
+variants = {
+    "scripted_cautious": spam_judge(judging(lambda t: any(w in t.lower() for w in ("http", "$", "prize")))),
+    "scripted_shouting": spam_judge(judging(lambda t: t.isupper() or "!!" in t)),
+    "scripted_trusting": spam_judge(judging(lambda t: False)),
+}
+emails = [
+    Email("YOU WON A PRIZE!! CLAIM NOW"),
+    Email("Lunch at noon? The usual place."),
+    Email("Your invoice: $120, pay at http://pay.example"),
+    Email("Minutes of Tuesday's meeting attached."),
+]
+run = Run()
+grid = await run.compare(variants, emails)
+grid""",
+    ),
+    (
+        "md",
+        """\
+The grid marks the rows where the variants disagree, and under it gives each variant's tokens, its dollars (`-`
+for a scripted model, which is never billed) and each field's agreement. Run the cell again and every item replays
+from its recording.""",
+    ),
+    ("code", "print(grid.agreement)"),
+    (
+        "md",
+        """\
+## The same comparison on real models
+
+This is the code that runs the same role on Claude, on OpenAI and on a local model served by Ollama (it is not run
+here: it needs `ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, `pip install 'agl_notebook[openai]'`, and `ollama pull
+llama3.2`). Each variant records under its own backend, `anthropic:claude-haiku-5-5`,
+`openai:gpt-4.1@https://api.openai.com:443/v1` and `openai:llama3.2@http://localhost:11434/v1`, so no recording of
+one is ever replayed for another, and none of the scripted recordings above would be.
+
+```python
+from agl_notebook import Claude
+from agl_notebook.models.openai import OpenAIModel
+
+real = {
+    "claude_haiku": spam_judge(Claude.HAIKU),
+    "gpt_4_1": spam_judge(OpenAIModel("gpt-4.1")),
+    "llama_local": spam_judge(OpenAIModel("llama3.2", base_url="http://localhost:11434/v1", free=True)),
+}
+grid = await Run(budget_usd=0.50).compare(real, emails)
+```
+
+Claude and gpt-4.1 are priced from the library's dated table; the local model costs nothing only because
+`free=True` says so (otherwise its dollars are "price unknown"). The settings for DeepSeek, vLLM and llama.cpp's
+server are in [docs/models.md](../docs/models.md).""",
+    ),
+]
+
+
 NOTEBOOKS = {
     "01_first_step.ipynb": FIRST_STEP,
     "02_tools_and_retries.ipynb": TOOLS,
@@ -1057,6 +1169,7 @@ NOTEBOOKS = {
     "06_client_tools.ipynb": CLIENT_TOOLS,
     "07_json_functions.ipynb": FUNCTIONS,
     "08_map.ipynb": MAP,
+    "11_models_side_by_side.ipynb": MODELS,
 }
 
 ANSWERS = {"03_asking_questions.ipynb": ["Saturday", ["Birch", True]], "06_client_tools.ipynb": ["Lisbon"]}

@@ -148,6 +148,10 @@ class Usage(Fieldwise):
 NO_USAGE = Usage()
 """No tokens: the shared start of every sum and the default of every record (a `Usage` never changes)."""
 
+UNKNOWN_USAGE = Usage()
+"""The usage of a reply whose server said none (no usage chunk): told apart by identity, counted as no tokens. A
+Run's account settles such a request at its estimate, and the step's record says "usage unknown"."""
+
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class TextDelta(Fieldwise):
@@ -307,3 +311,20 @@ def resolve_backend_id(model_id: str) -> str:
     A fingerprint names the backend a live run would use; a replay needs that name, not the backend.
     """
     return f"anthropic:{model_id}"
+
+
+def model_accepts(model: object, kind: str) -> bool:
+    """Whether a request to ``model`` may hold ``kind`` (``"images"``, ``"documents"``, ``"server_tools"``, ...).
+
+    A backend that declares ``accepts: frozenset[str]`` takes only those kinds; one that declares nothing takes any.
+    A wrapper (the Run's account, a map item's tap) is asked through the model it wraps.
+    """
+    for _ in range(16):  # wrappers nest a few deep at most
+        accepts = getattr(model, "accepts", None)
+        if isinstance(accepts, frozenset):
+            return kind in accepts
+        inner = getattr(model, "model", None)
+        if inner is None or isinstance(inner, str):
+            return True
+        model = inner
+    return True

@@ -150,11 +150,18 @@ class PriceTable(Fieldwise):
     def rates_for(self, backend: str) -> Rates | None:
         """The rates of ``backend``, or None: no price is known.
 
-        ``backend`` is ``anthropic:<model id>``, a bare model id, or a backend id the table names whole.
+        ``backend`` is ``anthropic:<model id>``, a bare model id, or a backend id the table names whole. An
+        OpenAI-compatible backend (``openai:<model>@<server>``) is priced by its whole id in the table, else as its
+        `OpenAIModel` was told (``free=True``, ``rates=``), else by its server's provider in the genai-prices
+        snapshot (`OPENAI_COMPATIBLE_PRICES`), else not at all.
         """
         found = self._by_id.get(backend)
-        if found is not None or not backend.startswith("anthropic:"):
+        if found is not None:
             return found
+        if backend.startswith("openai:"):
+            return _openai_compatible_rates(backend)
+        if not backend.startswith("anthropic:"):
+            return None
         return self._by_id.get(backend.removeprefix("anthropic:"))
 
     def cost(self, backend: str, usage: Usage) -> float | None:
@@ -167,7 +174,7 @@ class PriceTable(Fieldwise):
 
         A scripted backend is not (it costs nothing, and its steps show no dollars).
         """
-        return backend.startswith("anthropic:") or backend in self._by_id
+        return backend.startswith(("anthropic:", "openai:")) or backend in self._by_id
 
     def with_rates(
         self, rates: Mapping[str, Rates], *, as_of: str | None = None, source: str | None = None
@@ -206,12 +213,16 @@ class RecordedCost(Fieldwise):
     """What a recorded step cost when it was recorded, kept in its record so a view never prices it again."""
 
     usd: float | None
-    """Dollars, or None: the model had no price then ("price unknown")."""
+    """Dollars, or None: the model had no price then ("price unknown"), or its server said no usage."""
     rates_as_of: str
     """The day the rates used were taken."""
+    usage_unknown: bool = False
+    """A server answered some request of the step without saying its usage, so what it cost is not known."""
 
     def words(self) -> str:
-        """``$0.0123`` or ``price unknown``, as views show it."""
+        """``$0.0123``, ``price unknown`` or ``usage unknown``, as views show it."""
+        if self.usage_unknown:
+            return "usage unknown"
         return "price unknown" if self.usd is None else dollars(self.usd)
 
 
@@ -301,6 +312,56 @@ PRICES = PriceTable(
     as_of="2026-12-01",
 )
 """The prices the library knows (see docs/cost.md for each figure's source)."""
+
+
+def _flat(input: float, output: float, read: float) -> Rates:
+    # Chat Completions servers bill no cache writes (caching is automatic): a written token costs an input token's.
+    return Rates(input, output, input, input, read, 0.5)
+
+
+OPENAI_COMPATIBLE_PRICES: Mapping[str, Mapping[str, Rates]] = {
+    # Every row: the genai-prices 0.2.3 snapshot as of PRICES.as_of (input, output, cached input per million
+    # tokens), by the host its provider's api_pattern names; tests/core/test_prices.py checks each against it.
+    "api.openai.com": {
+        "gpt-5.2": _flat(1.75, 14, 0.175),
+        "gpt-5.1": _flat(1.25, 10, 0.125),
+        "gpt-5": _flat(1.25, 10, 0.125),
+        "gpt-5-mini": _flat(0.25, 2, 0.025),
+        "gpt-5-nano": _flat(0.05, 0.4, 0.005),
+        "gpt-4.1": _flat(2, 8, 0.5),
+        "gpt-4.1-mini": _flat(0.4, 1.6, 0.1),
+        "gpt-4.1-nano": _flat(0.1, 0.4, 0.025),
+        "gpt-4o": _flat(2.5, 10, 1.25),
+        "gpt-4o-mini": _flat(0.15, 0.6, 0.075),
+        "o3": _flat(2, 8, 0.5),
+        "o4-mini": _flat(1.1, 4.4, 0.275),
+    },
+    "api.deepseek.com": {
+        "deepseek-chat": _flat(0.135, 0.55, 0.035),
+        "deepseek-reasoner": _flat(0.135, 0.55, 0.035),
+        "deepseek-v4-flash": _flat(0.15, 0.6, 0.003),
+        "deepseek-v4-pro": _flat(0.66, 1.98, 0.022),
+    },
+}
+"""Prices of models on hosted OpenAI-compatible servers, by host and model (docs/models.md)."""
+
+_DECLARED: dict[str, Rates] = {}  # what an OpenAIModel was told its model costs (free=True, rates=...)
+
+
+def declare_rates(backend: str, rates: Rates) -> None:
+    """Price ``backend`` (an ``openai:`` backend id) at ``rates`` in this process: the person said so."""
+    if not isinstance(rates, Rates):
+        raise InputError(f"OpenAIModel(rates=...) takes Rates(input, output, ...), not {rates!r}.")
+    _DECLARED[backend] = rates
+
+
+def _openai_compatible_rates(backend: str) -> Rates | None:
+    declared = _DECLARED.get(backend)
+    if declared is not None:
+        return declared
+    model, _, server = backend.removeprefix("openai:").rpartition("@")
+    host = server.partition("://")[2].rpartition(":")[0]
+    return OPENAI_COMPATIBLE_PRICES.get(host, {}).get(model)
 
 
 def prices_from_json(path: str | Path) -> PriceTable:

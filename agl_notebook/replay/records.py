@@ -266,7 +266,10 @@ class StepRecord(Fieldwise):
         if usage:
             data["usage"] = usage
         if self.cost is not None:
-            data["cost"] = {"usd": self.cost.usd, "rates": self.cost.rates_as_of}
+            cost: JsonObject = {"usd": self.cost.usd, "rates": self.cost.rates_as_of}
+            if self.cost.usage_unknown:
+                cost["usage"] = "unknown"  # a server said no usage (docs/cost.md)
+            data["cost"] = cost
         if self.tape:
             data["tape"] = list(self.tape)
         if self.engine is not None:
@@ -448,7 +451,7 @@ def _cost(data: JsonValue, where: str) -> RecordedCost | None:
         raise InputError(f'{where}: expected {{"usd": dollars >= 0 or null, "rates": the rates\' day}}.')
     from ..models.prices import RecordedCost  # the first record that has a cost loads the prices
 
-    return RecordedCost(None if usd is None else float(usd), rates)
+    return RecordedCost(None if usd is None else float(usd), rates, data.get("usage") == "unknown")
 
 
 _USAGE_FIELDS_IN_ORDER = (

@@ -31,6 +31,7 @@ from ..errors import BudgetExceededError, InputError, PriceUnknownError
 from ..events import ModelSpent
 from ..models.base import (
     NO_USAGE,
+    UNKNOWN_USAGE,
     Model,
     ModelEvent,
     ModelRequest,
@@ -99,12 +100,17 @@ class Reservation:
         self._close(cost, usage)
         return cost
 
-    def settle_at_estimate(self) -> None:
-        """The request broke off after its reply began (so it was billed, its usage unknown): spend the estimate."""
+    def settle_at_estimate(self) -> float | None:
+        """The request was billed for a usage nobody said: spend its estimate, and return it (None: no price).
+
+        Its reply broke off after it began, or its server sent no usage.
+        """
         if not self._open:  # settled already, as every whole reply is: no estimate to make (it encodes the request)
-            return
+            return None
         cost = self.estimate or (estimate(self._request, self.rates) if self.rates is not None else None)
-        self._close(cost.likely if cost is not None else None, Usage())
+        usd = cost.likely if cost is not None else None
+        self._close(usd, Usage())
+        return usd
 
     def release(self) -> None:
         """The request failed before any reply (nothing was billed): the reservation ends, nothing is spent."""
@@ -267,8 +273,13 @@ class MeteredModel(ModelWrapper):
         try:
             async for event in self.model.stream(request):
                 if isinstance(event, TurnEnd):
-                    cost = reservation.settle(event.usage, batched=_answered_in_a_batch(self.model))
                     scope = current_scope.get()
+                    if event.usage is UNKNOWN_USAGE:  # the server said no usage: billed, by how much unknown
+                        cost = reservation.settle_at_estimate()
+                        if scope is not None:
+                            scope.usage_unknown = True
+                    else:
+                        cost = reservation.settle(event.usage, batched=_answered_in_a_batch(self.model))
                     if scope is not None:
                         scope.emit(ModelSpent(cost, self.meter.spent_usd))
                 began = True

@@ -290,6 +290,8 @@ class StepPlan:
             # Each request's usage, when they add up to the step's (not so for a resumed step's earlier requests).
             requests = outcome.request_usages if sum(outcome.request_usages, NO_USAGE) == outcome.usage else ()
             self.cost = self.prices.record_cost(self.backend, outcome.usage, batched=batched, requests=requests)
+            if self.scope.usage_unknown and self.cost is not None:  # a server said no usage: no dollars to claim
+                self.cost = dataclasses.replace(self.cost, usd=None, usage_unknown=True)
         return StepRecord(
             id=record_id,
             parts=self.fingerprint.parts,

@@ -1,0 +1,275 @@
+"""OpenAI-compatible path overhead: one 2-request run over the real ``openai`` client on a local wire, three ways.
+
+The wire: a fake Chat Completions server on 127.0.0.1, in its own process (so its CPU is not counted), answering
+request 1 with a streamed call of ``look_up`` and request 2 with a streamed call of the reporting tool (whichever tool
+of the request is not ``look_up``), in real SSE chunks serialized by the SDK's own ``ChatCompletionChunk``; a
+request that does not ask to stream is answered with the same reply as one JSON completion.
+
+The three, each one full 2-request run per iteration, the same prompt and tools, request count asserted == 2:
+
+- **bare client**: ``AsyncOpenAI.chat.completions.create(stream=True)`` twice, with the very system text, prompt and
+  tool schemas agl_notebook sends, the call's arguments assembled from the chunks and parsed, the handler run, its
+  result sent back as a ``tool`` message; the least any program can do.
+- **agl_notebook**: ``await Run(model=OpenAIModel(...)).step(ROLE, PROMPT)``: the loop, validation, events, the
+  record, the account; a new ``Run`` per iteration.
+- **pydantic-ai**: ``await agent.run(PROMPT)`` on an ``Agent(OpenAIChatModel(...), output_type=Answer)`` over the same
+  kind of client (pydantic-ai's ``agent.run`` sends non-streaming requests; the server answers them in kind).
+
+Every variant's client is made once and reused, with its connections kept alive. Timing: CPU time of this process
+(``time.process_time``: the server's work is in another process), per variant warm-up runs, then rounds of runs with
+the variants interleaved within each round; the figure is the median over the rounds of (CPU per run).
+
+Run: ``.venv/bin/python benchmarks/bench_openai.py`` (``--runs N --repeats R`` to change the sizes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import json
+import multiprocessing
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+import httpx2
+import openai
+from _step import ANSWER_ARGS, EXPECTED, INSTRUCTIONS, PROMPT, ROLE, TOOL_ARGS, Answer, Lookup
+
+from agl_notebook import Run
+from agl_notebook.models.openai import OpenAIModel
+
+MODEL = "bench-model"
+GOAL = 0.02  # agl_notebook's CPU per run within 2% of the bare client's
+
+
+# --- The wire: a fake server in its own process ---------------------------------------------------------------------
+
+
+def _serve(port_out: Any) -> None:
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, usage: dict[str, int] | None = None) -> str:
+        data: dict[str, Any] = {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion.chunk",
+            "created": 1_700_000_000,
+            "model": MODEL,
+            "choices": [] if usage else [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        if usage:
+            data["usage"] = usage
+        return ChatCompletionChunk.model_validate(data).model_dump_json(exclude_unset=True)
+
+    usage = {"prompt_tokens": 120, "completion_tokens": 20, "total_tokens": 140}
+
+    def answer(body: dict[str, Any]) -> tuple[str, str]:
+        names = [t["function"]["name"] for t in body.get("tools", [])]
+        answered = any(m.get("role") == "tool" for m in body["messages"])
+        name = next(n for n in names if n != "look_up") if answered else "look_up"
+        args = json.dumps(ANSWER_ARGS if answered else TOOL_ARGS)
+        return name, args
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))))
+            name, args = answer(body)
+            call = {"index": 0, "id": "call_1", "type": "function", "function": {"name": name, "arguments": ""}}
+            if body.get("stream"):
+                chunks = [
+                    chunk({"role": "assistant", "content": None}),
+                    chunk({"tool_calls": [call]}),
+                    chunk({"tool_calls": [{"index": 0, "function": {"arguments": args[: len(args) // 2]}}]}),
+                    chunk({"tool_calls": [{"index": 0, "function": {"arguments": args[len(args) // 2 :]}}]}),
+                    chunk({}, "tool_calls"),
+                    chunk({}, usage=usage),
+                ]
+                data = "".join(f"data: {c}\n\n" for c in [*chunks, "[DONE]"]).encode()
+                kind = "text/event-stream"
+            else:
+                message = {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{**call, "function": {"name": name, "arguments": args}}],
+                }
+                completion = {
+                    "id": "chatcmpl-bench",
+                    "object": "chat.completion",
+                    "created": 1_700_000_000,
+                    "model": MODEL,
+                    "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+                    "usage": usage,
+                }
+                data = ChatCompletion.model_validate(completion).model_dump_json(exclude_unset=True).encode()
+                kind = "application/json"
+            self.send_response(200)
+            self.send_header("content-type", kind)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    port_out.put(server.server_address[1])
+    server.serve_forever()
+
+
+# --- The three --------------------------------------------------------------------------------------------------------
+
+KEY = "no-key-needed"
+
+
+def agl_first_request() -> dict[str, Any]:
+    """The body agl_notebook sends first for the step, so the bare client sends the very same system text, prompt
+    and tool schemas (the client's own cost grows with what it is given to send)."""
+    bodies: list[dict[str, Any]] = []
+
+    def capture(request: httpx2.Request) -> httpx2.Response:
+        bodies.append(json.loads(request.content))
+        raise httpx2.ConnectError("captured")
+
+    client = httpx2.AsyncClient(transport=httpx2.MockTransport(capture))
+    model = OpenAIModel(MODEL, base_url="http://capture.invalid/v1", free=True, max_retries=0, http_client=client)
+    with contextlib.suppress(Exception):  # the step fails once its first request is captured
+        asyncio.run(Run(model=model).step(ROLE, PROMPT))
+    return bodies[0]
+
+
+def make_variants(url: str) -> dict[str, Callable[[], Awaitable[int]]]:
+    bare = openai.AsyncOpenAI(api_key=KEY, base_url=url, max_retries=0)
+    first = agl_first_request()
+    tools, opening = first["tools"], first["messages"]
+
+    async def bare_run() -> int:
+        messages: list[dict[str, Any]] = list(opening)
+        for request in (1, 2):
+            stream = await bare.chat.completions.create(
+                model=MODEL,
+                messages=cast(Any, messages),
+                tools=tools,
+                max_tokens=first["max_tokens"],
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+            name, call_id, parts = "", "", []
+            async for chunk in stream:
+                for choice in chunk.choices:
+                    for piece in choice.delta.tool_calls or ():
+                        call_id = piece.id or call_id
+                        if piece.function is not None:
+                            name = piece.function.name or name
+                            parts.append(piece.function.arguments or "")
+            args = json.loads("".join(parts))
+            if request == 1:
+                assert name == "look_up"
+                result = f"{Lookup(**args).topic}:{Lookup(**args).limit}"
+                call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+                messages.append({"role": "tool", "tool_call_id": call_id, "content": result})
+            else:
+                assert Answer(**args) == EXPECTED
+        return 2
+
+    agl_model = OpenAIModel(MODEL, base_url=url, free=True)
+
+    async def agl_run() -> int:
+        run = Run(model=agl_model)
+        result = await run.step(ROLE, PROMPT)
+        assert result == EXPECTED, result
+        return run.meter.requests
+
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    pai_client = openai.AsyncOpenAI(api_key=KEY, base_url=url, max_retries=0)
+    agent = Agent(
+        OpenAIChatModel(MODEL, provider=OpenAIProvider(openai_client=pai_client)),
+        output_type=Answer,
+        instructions=INSTRUCTIONS,
+    )
+
+    @agent.tool_plain
+    async def look_up(payload: Lookup) -> str:
+        """Look a topic up."""
+        return f"{payload.topic}:{payload.limit}"
+
+    async def pai_run() -> int:
+        result = await agent.run(PROMPT)
+        assert result.output == EXPECTED, result.output
+        return sum(isinstance(m, ModelResponse) for m in result.all_messages())
+
+    return {"bare openai client": bare_run, "agl_notebook": agl_run, "pydantic-ai": pai_run}
+
+
+async def batch(run: Callable[[], Awaitable[int]], n: int) -> float:
+    """CPU seconds of this process for ``n`` sequential runs, each exactly 2 requests."""
+    start = time.process_time()
+    for _ in range(n):
+        requests = await run()
+        assert requests == 2, f"{run} made {requests} requests, not 2"
+    return time.process_time() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+
+    ports: Any = multiprocessing.get_context("spawn").Queue()
+    server = multiprocessing.get_context("spawn").Process(target=_serve, args=(ports,), daemon=True)
+    server.start()
+    url = f"http://127.0.0.1:{ports.get(timeout=30)}/v1"
+    loop = asyncio.new_event_loop()
+    try:
+        variants = make_variants(url)
+        for run in variants.values():
+            loop.run_until_complete(batch(run, args.warmup))
+        per_run: dict[str, list[float]] = {name: [] for name in variants}
+        for _ in range(args.repeats):
+            for name, run in variants.items():
+                gc.collect()
+                per_run[name].append(loop.run_until_complete(batch(run, args.runs)) / args.runs)
+    finally:
+        loop.close()
+        server.terminate()
+        server.join()
+
+    median = {name: statistics.median(times) * 1e6 for name, times in per_run.items()}
+    print(
+        f"Python {sys.version.split()[0]}, openai {openai.__version__}, httpx2 {httpx2.__version__}; a loopback "
+        f"server in its own process; warm-up {args.warmup}, then {args.repeats} rounds of {args.runs} runs per "
+        "variant, interleaved; CPU time of this process, median per run over the rounds."
+    )
+    print()
+    print(f"{'variant':<22}{'CPU µs/run':>12}{'min':>10}{'max':>10}{'vs bare':>10}")
+    bare = median["bare openai client"]
+    for name, times in per_run.items():
+        print(
+            f"{name:<22}{median[name]:>12.0f}{min(times) * 1e6:>10.0f}{max(times) * 1e6:>10.0f}"
+            f"{(median[name] / bare - 1) * 100:>+9.1f}%"
+        )
+    overhead = median["agl_notebook"] / bare - 1
+    print()
+    print(
+        f"agl_notebook's overhead over the bare client: {overhead * 100:+.1f}% "
+        f"({median['agl_notebook'] - bare:+.0f} µs per 2-request run); goal within {GOAL * 100:.0f}%: "
+        f"{'met' if overhead <= GOAL else 'NOT met'}"
+    )
+
+
+if __name__ == "__main__":
+    main()
