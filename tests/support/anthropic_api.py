@@ -4,6 +4,13 @@ Streams are server-sent events built block by block (``reply``), failures the AP
 `FakeAPI` serves them in order through ``httpx2.MockTransport`` and keeps every request, so the SDK's own request
 building, SSE decoding, event parsing and retries all run. Retries are made fast with the API's ``retry-after-ms``
 header, which the SDK honours, rather than switched off.
+
+Thinking stream builders: ``thought`` (a thinking block: ``thinking_delta`` pieces, then one ``signature_delta``),
+``redacted`` (a ``redacted_thinking`` block) and ``opaque`` (a block of a type the SDK does not know, hand JSON, with
+hand deltas) go into ``reply`` like ``text`` and ``use``. Thinking events are built from the SDK's own event models
+(``anthropic.types``), their keys put in the API's order (``type`` first), so the format is the SDK's. ``assembled``
+is the JSON a block must be sent back as on later turns, byte for byte (compare with ``exact``, which keeps key
+order); ``message_json`` is a whole reply as a message (what a batch result holds).
 """
 
 from __future__ import annotations
@@ -55,6 +62,132 @@ def use(id: str, name: str, *pieces: str, close: bool = True) -> Use:
     return Use(id, name, pieces, close)
 
 
+@dataclass(frozen=True)
+class Thought:
+    """A thinking block: its text streams as ``thinking_delta`` pieces, then one ``signature_delta``."""
+
+    pieces: tuple[str, ...]
+    signature: str
+
+
+@dataclass(frozen=True)
+class Redacted:
+    """A ``redacted_thinking`` block: its encrypted ``data`` comes whole in content_block_start, no deltas."""
+
+    data: str
+
+    @property
+    def pieces(self) -> tuple[str, ...]:
+        return ()
+
+
+@dataclass(frozen=True)
+class Opaque:
+    """A block sent as this hand JSON (any type, keys in any order), then these hand-JSON deltas.
+
+    ``kept`` is what the block must be sent back as: the start JSON with its deltas applied (the test says it, since
+    only the test knows what its deltas mean); the start JSON itself when not given.
+    """
+
+    start: dict[str, Any]
+    deltas: tuple[dict[str, Any], ...] = ()
+    kept: dict[str, Any] | None = None
+
+    @property
+    def pieces(self) -> tuple[dict[str, Any], ...]:
+        return self.deltas
+
+
+Block = Text | Use | Thought | Redacted | Opaque
+
+
+def thought(*pieces: str, signature: str = "EqQBCkgIARABGAIiQL2fake+signature/not-real==") -> Thought:
+    """A thinking block streaming ``pieces`` (``thinking_delta``s), then ``signature`` (one ``signature_delta``)."""
+    return Thought(pieces, signature)
+
+
+def redacted(data: str = "EmwKAhgBEgy3va3pzix/fake+encrypted/not-real==") -> Redacted:
+    """A ``redacted_thinking`` block holding ``data``."""
+    return Redacted(data)
+
+
+def opaque(start: dict[str, Any], *deltas: dict[str, Any], kept: dict[str, Any] | None = None) -> Opaque:
+    """A block the SDK does not know: ``start`` as its content_block_start JSON, ``deltas`` as its deltas' JSON."""
+    return Opaque(start, deltas, kept)
+
+
+def assembled(block: Thought | Redacted | Opaque) -> dict[str, Any]:
+    """The JSON a kept block must be sent back as, keys in the order the API sent them."""
+    if isinstance(block, Thought):
+        return {"type": "thinking", "thinking": "".join(block.pieces), "signature": block.signature}
+    if isinstance(block, Redacted):
+        return {"type": "redacted_thinking", "data": block.data}
+    return json.loads(json.dumps(block.kept if block.kept is not None else block.start))
+
+
+def message_json(*blocks: Block) -> list[dict[str, Any]]:
+    """The content of a whole reply made of ``blocks``, as a non-streamed message (or a batch result) holds it."""
+    content: list[dict[str, Any]] = []
+    for block in blocks:
+        if isinstance(block, Text):
+            content.append({"type": "text", "text": "".join(block.pieces)})
+        elif isinstance(block, Use):
+            args = "".join(block.pieces)
+            content.append({"type": "tool_use", "id": block.id, "name": block.name, "input": json.loads(args or "{}")})
+        else:
+            content.append(assembled(block))
+    return content
+
+
+def exact(value: Any) -> str:
+    """``value`` as JSON with its keys in their order: equal only when equal byte for byte, key order included."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _api_order(data: dict[str, Any], *first: str) -> dict[str, Any]:
+    """``data`` (an SDK model's ``to_dict``, whose keys come in the SDK's field order) with ``type`` first, then
+    ``first``, then the rest: the order the API sends them in."""
+    keys = ["type", *first]
+    return {**{k: data[k] for k in keys if k in data}, **{k: v for k, v in data.items() if k not in keys}}
+
+
+def _sdk_start(index: int, block: Thought | Redacted) -> Event:
+    from anthropic.types import RawContentBlockStartEvent, RedactedThinkingBlock, ThinkingBlock
+
+    if isinstance(block, Thought):
+        content: Any = ThinkingBlock(type="thinking", thinking="", signature="")
+        order: tuple[str, ...] = ("thinking", "signature")
+    else:
+        content, order = RedactedThinkingBlock(type="redacted_thinking", data=block.data), ("data",)
+    event = RawContentBlockStartEvent(type="content_block_start", index=index, content_block=content)
+    data = _api_order(event.to_dict(mode="json"), "index")
+    data["content_block"] = _api_order(data["content_block"], *order)
+    return "content_block_start", data
+
+
+def _sdk_delta(index: int, delta: Any, *order: str) -> Event:
+    from anthropic.types import RawContentBlockDeltaEvent
+
+    event = RawContentBlockDeltaEvent(type="content_block_delta", index=index, delta=delta)
+    data = _api_order(event.to_dict(mode="json"), "index")
+    data["delta"] = _api_order(data["delta"], *order)
+    return "content_block_delta", data
+
+
+def thinking_delta(index: int, piece: str) -> Event:
+    """A ``thinking_delta`` event, built from the SDK's ``ThinkingDelta``."""
+    from anthropic.types import ThinkingDelta
+
+    return _sdk_delta(index, ThinkingDelta(type="thinking_delta", thinking=piece), "thinking")
+
+
+def signature_delta(index: int, signature: str) -> Event:
+    """A ``signature_delta`` event, built from the SDK's ``SignatureDelta``."""
+    from anthropic.types import SignatureDelta
+
+    return _sdk_delta(index, SignatureDelta(type="signature_delta", signature=signature), "signature")
+
+
 def message_start(input_tokens: int = 10, cache_creation: int = 0, cache_read: int = 0) -> Event:
     return "message_start", {
         "type": "message_start",
@@ -76,7 +209,11 @@ def message_start(input_tokens: int = 10, cache_creation: int = 0, cache_read: i
     }
 
 
-def block_start(index: int, block: Text | Use) -> Event:
+def block_start(index: int, block: Block) -> Event:
+    if isinstance(block, Thought | Redacted):
+        return _sdk_start(index, block)
+    if isinstance(block, Opaque):
+        return "content_block_start", {"type": "content_block_start", "index": index, "content_block": block.start}
     content: dict[str, Any] = (
         {"type": "text", "text": ""}
         if isinstance(block, Text)
@@ -85,7 +222,11 @@ def block_start(index: int, block: Text | Use) -> Event:
     return "content_block_start", {"type": "content_block_start", "index": index, "content_block": content}
 
 
-def block_delta(index: int, block: Text | Use, piece: str) -> Event:
+def block_delta(index: int, block: Block, piece: Any) -> Event:
+    if isinstance(block, Thought):
+        return thinking_delta(index, piece)
+    if isinstance(block, Opaque):
+        return "content_block_delta", {"type": "content_block_delta", "index": index, "delta": piece}
     delta = (
         {"type": "text_delta", "text": piece}
         if isinstance(block, Text)
@@ -110,7 +251,7 @@ MESSAGE_STOP: Event = ("message_stop", {"type": "message_stop"})
 
 
 def reply(
-    *blocks: Text | Use,
+    *blocks: Block,
     stop_reason: str = "end_turn",
     input_tokens: int = 10,
     output_tokens: int = 5,
@@ -123,6 +264,8 @@ def reply(
     for i, block in enumerate(blocks):
         events.append(block_start(i, block))
         events.extend(block_delta(i, block, p) for p in block.pieces)
+        if isinstance(block, Thought):
+            events.append(signature_delta(i, block.signature))
         if not isinstance(block, Use) or block.close:
             events.append(block_stop(i))
     events.append(message_delta(stop_reason, output_tokens))
