@@ -6,12 +6,35 @@ and ``ANTHROPIC_BASE_URL`` are read by ``anthropic.AsyncAnthropic``; or pass a c
 stays fast.
 
 Each turn sends the whole conversation (backends hold no state), the system text and the tools, with a prompt-caching
-mark on the system text block and on the last tool, so the unchanging prefix of a step is read from the cache on every
-turn after the first.
+mark on the system text block, on the last tool and on the conversation's last block written here, so the unchanging
+prefix of a step is read from the cache on every turn after the first.
+
+What is sent, only when set (a request without them is byte for byte what it was before they existed): the request's
+``thinking`` (`Thinking.to_json()`, its ``display`` always explicit), ``output_config: {"effort": ...}``, and
+``"strict": true`` on a tool whose `ToolSpec` is strict.
+
+What is kept: a reply's blocks as the API sent them. Text streams as `TextDelta`s and a tool_use block becomes a
+`ToolCall` (the loop rebuilds those two); every other block (``thinking``, ``redacted_thinking``, and any type this
+backend does not read, ``server_tool_use`` and block types newer than this code included) is yielded whole as a
+`RawBlock` when it closes, its JSON exactly as streamed: the content_block_start object, keys in the order the API
+sent them, with its deltas applied as the SDK's own accumulator applies them (``thinking_delta`` appends to
+``thinking``, ``signature_delta`` sets ``signature``, ``text_delta`` appends to ``text``, ``citations_delta`` to
+``citations``, ``input_json_delta`` pieces are read into ``input`` when the block closes). A thinking block's text also
+streams as `ThinkingDelta`s for the live view. A delta of a type not listed is not applied (the SDK drops it too) and
+is logged as a warning. The loop sends each `RawBlock` back unchanged on every later turn and never puts a cache mark
+on one, so a thinking block's signature goes back as it came. A kept block still open when the reply ends is an
+`UpstreamUnexpected`, unless ``max_tokens`` cut it: then it is dropped (it has no signature to send back). Usage is the
+API's: ``output_tokens`` (the last ``message_delta``'s) already counts the thinking tokens, so nothing is added.
+
+The stream is read from the SDK's own server-sent-event decoder (``AsyncStream.raw_events``), each event's JSON as the
+API sent it, not from its typed events: those are pydantic models whose dump puts a block's keys in field order
+(``signature`` before ``thinking``), and a block of a type the SDK does not know is built as its first variant (a
+``TextBlock``, whose dump warns), so neither gives back the block as it came.
 
 Errors, by whose move it was:
 
-- The API said no (``anthropic.APIStatusError`` and its subclasses: ``BadRequestError`` for a 400,
+- The API said no (``anthropic.APIStatusError`` and its subclasses: ``BadRequestError`` for a 400, a thinking mode
+  or effort the model does not take included,
   ``AuthenticationError``, ``RateLimitError`` or ``OverloadedError`` once the retries are spent, and so on), or the
   connection failed (``anthropic.APIConnectionError``): the SDK's error propagates unchanged. Its message carries the
   API's own error text (``error.message``, also on ``.api_message``) and it keeps ``.status_code`` and
@@ -53,12 +76,13 @@ from .._settings import anthropic_configuration
 from ..errors import InputError, MissingCredentialsError, ModelOutputTruncatedError, UpstreamUnexpected
 from ..events import ModelRetryWaiting
 from ..payloads import JsonObject, JsonValue
-from ..transcript import messages_to_json
+from ..transcript import RawBlock, messages_to_json
 from .base import (
     ModelEvent,
     ModelRequest,
     StopReason,
     TextDelta,
+    ThinkingDelta,
     ToolCall,
     ToolSpec,
     TurnEnd,
@@ -68,7 +92,6 @@ from .base import (
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
-    from anthropic.types import RawMessageStreamEvent
 
 __all__ = ["AnthropicModel", "request_params"]
 
@@ -184,20 +207,23 @@ class AnthropicModel:
         return resolve_backend_id(self.model or model)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        """Stream Claude's reply to ``request``: text deltas, one `ToolCall` per tool_use block, then `TurnEnd`.
+        """Stream Claude's reply to ``request``: text deltas, tool calls, thinking, kept blocks, then `TurnEnd`.
 
         Args:
-            request: The system text, the whole conversation, the tools and the output token limit.
+            request: The system text, the whole conversation, the tools, the output token limit, and the thinking
+                and effort settings (sent only when set).
 
         Yields:
-            `TextDelta` for each streamed piece of text, a complete `ToolCall` when each tool_use block closes, and a
-            final `TurnEnd` with the stop reason (``pause_turn`` and ``refusal`` included) and the usage.
+            `TextDelta` for each streamed piece of text, a complete `ToolCall` when each tool_use block closes,
+            `ThinkingDelta` for each piece of readable thinking, a `RawBlock` (the block's JSON as the API sent it)
+            when each other block closes, and a final `TurnEnd` with the stop reason (``pause_turn`` and
+            ``refusal`` included) and the usage.
 
         Raises:
             MissingCredentialsError: No client was given and the environment holds no credentials.
             ModelOutputTruncatedError: The reply hit ``max_tokens`` in the middle of a tool call.
             UpstreamUnexpected: The stream broke its own rules (invalid tool input, no ``message_stop``, no or an
-                unknown stop reason).
+                unknown stop reason, a block left open).
             anthropic.APIStatusError: The API refused the request (e.g. ``BadRequestError`` with the API's message),
                 after the retries for the retryable statuses (each wait at most ``max_retry_wait``).
             anthropic.APIConnectionError: The API could not be reached, after the retries.
@@ -228,6 +254,8 @@ class AnthropicModel:
                         messages=cast(Any, params["messages"]),
                         system=cast(Any, params.get("system", _omit())),
                         tools=cast(Any, params.get("tools", _omit())),
+                        thinking=cast(Any, params.get("thinking", _omit())),
+                        output_config=cast(Any, params.get("output_config", _omit())),
                         stream=True,
                         extra_headers={"x-stainless-retry-count": str(attempt)},  # as the SDK's own retries send
                     )
@@ -248,7 +276,7 @@ class AnthropicModel:
                 stack.callback(pacer.release, ticket, None)
             reply = _Reply(request.max_tokens)
             try:
-                async for event in events:
+                async for event in _stream_json(events):
                     for out in reply.feed(event):
                         yield out
             except (ValueError, _transport_errors()) as e:  # JSON and Unicode decoding errors are ValueErrors
@@ -330,23 +358,26 @@ def request_params(request: ModelRequest, model: str) -> dict[str, JsonValue]:
     """The Messages API parameters for ``request`` (without ``stream``), as JSON.
 
     The system text becomes one text block; the system text, the last tool and the last block of the conversation
-    carry the prompt-caching mark (``cache_control: {"type": "ephemeral"}``: three of the four the API allows); an
-    empty system text or tool list is left out.
+    written here (text, tool_use or tool_result: a block kept as received is sent back unchanged, with no mark)
+    carry the prompt-caching mark (``cache_control: {"type": "ephemeral"}``: three of the four the API
+    allows); an empty system text or tool list is left out. ``thinking`` (the role's `Thinking`, its ``display``
+    explicit), ``output_config`` (``{"effort": ...}``) and a tool's ``"strict": true`` are sent only when set, so a
+    request without them is the same, byte for byte, as before they existed.
 
     Args:
         request: The request to send.
         model: The model id to send it to.
 
     Returns:
-        ``model``, ``max_tokens``, ``messages`` and, when not empty, ``system`` and ``tools``.
+        ``model``, ``max_tokens``, ``messages`` and, when set, ``system``, ``tools``, ``thinking`` and
+        ``output_config``.
     """
     messages = messages_to_json(request.messages)
     # The conversation only grows within a step: marking its last block caches everything before it, so each
-    # turn of a tool loop reads the earlier turns from the cache instead of paying for them again.
-    last = messages[-1] if messages else None
-    blocks = last.get("content") if isinstance(last, dict) else None
-    if isinstance(blocks, list) and blocks and isinstance(blocks[-1], dict):
-        blocks[-1] = {**blocks[-1], "cache_control": {"type": "ephemeral"}}
+    # turn of a tool loop reads the earlier turns from the cache instead of paying for them again. A kept block
+    # (thinking, a type not read here) never gets the mark: it goes back exactly as it came, and the API takes no
+    # cache mark on thinking; the mark goes on the last block written here before it (a paused reply may hold none).
+    _mark_last_written_block(request, messages)
     params: dict[str, JsonValue] = {
         "model": model,
         "max_tokens": request.max_tokens,
@@ -359,11 +390,34 @@ def request_params(request: ModelRequest, model: str) -> dict[str, JsonValue]:
         last = cast(JsonObject, tools[-1])
         last["cache_control"] = {"type": "ephemeral"}
         params["tools"] = tools
+    if request.thinking is not None:
+        params["thinking"] = request.thinking.to_json()
+    if request.effort is not None:
+        params["output_config"] = {"effort": request.effort}
     return params
 
 
+def _mark_last_written_block(request: ModelRequest, messages: list[JsonValue]) -> None:
+    """Put the cache mark on the conversation's last block that is not a kept one.
+
+    The marked block is a copy: the transcript's blocks are never changed.
+    """
+    for message, sent in zip(reversed(request.messages), reversed(messages), strict=True):
+        blocks = sent.get("content") if isinstance(sent, dict) else None
+        if not isinstance(blocks, list):
+            continue
+        for i in reversed(range(len(message.content))):
+            block = blocks[i]
+            if not isinstance(message.content[i], RawBlock) and isinstance(block, dict):
+                blocks[i] = {**block, "cache_control": {"type": "ephemeral"}}
+                return
+
+
 def _tool_json(spec: ToolSpec) -> JsonObject:
-    return {"name": spec.name, "description": spec.description, "input_schema": spec.input_schema}
+    tool: JsonObject = {"name": spec.name, "description": spec.description, "input_schema": spec.input_schema}
+    if spec.strict:
+        tool["strict"] = True
+    return tool
 
 
 def _omit() -> Any:
@@ -389,6 +443,47 @@ async def _client_from_environment(max_retries: int | None) -> AsyncAnthropic:
     return client
 
 
+async def _stream_json(events: Any) -> AsyncIterator[JsonObject]:
+    """The JSON of each event of a streamed reply, exactly as the API sent it (keys in its order).
+
+    Read from the SDK's own server-sent-event decoder (``AsyncStream.raw_events``) rather than its typed events: the
+    SDK builds those as pydantic models, whose dump puts a block's keys in the model's field order (``signature``
+    before ``thinking``), and it builds a block of a type it does not know as its first variant (a ``TextBlock``
+    whose dump warns), so neither gives back the block as it came. Pings and nameless or empty events are skipped,
+    and an ``error`` event raises ``anthropic.APIStatusError`` with the API's error, as the SDK's own stream does.
+    """
+    import anthropic
+
+    async for sse in anthropic.AsyncStream.raw_events(events.response):
+        if sse.event in ("ping", None) or not sse.data:
+            continue
+        if sse.event == "error":
+            try:
+                body: object = sse.json()
+                message = f"{body}"
+            except ValueError:
+                body, message = sse.data, sse.data
+            raise anthropic.APIStatusError(message, response=events.response, body=body)
+        data = sse.json()
+        if not isinstance(data, dict):
+            raise UpstreamUnexpected(f"The Anthropic stream sent a {sse.event!r} event that is not a JSON object.")
+        yield cast(JsonObject, data)
+
+
+def _object(event: JsonObject, name: str) -> JsonObject:
+    value = event.get(name)
+    if not isinstance(value, dict):
+        raise UpstreamUnexpected(f"The Anthropic stream sent a {event.get('type')!r} event without its {name!r}.")
+    return value
+
+
+def _index(event: JsonObject) -> int:
+    value = event.get("index")
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise UpstreamUnexpected(f"The Anthropic stream sent a {event.get('type')!r} event without a block index.")
+    return value
+
+
 @dataclass
 class _ToolBlock:
     id: str
@@ -397,46 +492,137 @@ class _ToolBlock:
     parts: list[str] = field(default_factory=list)
 
 
+@dataclass
+class _KeptBlock:
+    """A block kept as the API sent it (thinking, redacted thinking, a type not read here), while it streams.
+
+    ``data`` is the block's JSON from content_block_start, the very object, and its deltas are applied to it in
+    place, as the SDK's own accumulator applies them, so its keys stay in the order the API sent them:
+    ``thinking_delta`` appends to ``thinking``, ``text_delta`` to ``text``, ``signature_delta`` sets ``signature``,
+    ``citations_delta`` appends its citation to ``citations`` (a field the block lacks starts empty), and the
+    ``partial_json`` of ``input_json_delta``s is joined and read into ``input`` when the block closes. A delta of
+    any other type, or one whose field holds a value of another kind, is not applied (the SDK's accumulator drops it
+    too) and is logged as a warning, so a reply the API later refuses can be traced to it.
+    """
+
+    data: JsonObject
+    json_parts: list[str] = field(default_factory=list)
+
+    def apply(self, delta: JsonObject) -> list[ModelEvent]:
+        """Add ``delta`` to the block; the thinking text it adds, for the live view."""
+        kind = delta.get("type")
+        if kind in _APPENDED and isinstance(piece := delta.get(_APPENDED[kind]), str):
+            field_name = _APPENDED[kind]
+            held = self.data.get(field_name, "")
+            if isinstance(held, str):
+                self.data[field_name] = held + piece
+                return [ThinkingDelta(piece)] if kind == "thinking_delta" and piece else []
+        elif kind == "signature_delta" and isinstance(signature := delta.get("signature"), str):
+            self.data["signature"] = signature
+            return []
+        elif kind == "citations_delta" and "citation" in delta:
+            held_citations = self.data.get("citations")
+            if held_citations is None or isinstance(held_citations, list):
+                self.data["citations"] = [*(held_citations or []), delta["citation"]]
+                return []
+        elif kind == "input_json_delta" and isinstance(part := delta.get("partial_json"), str):
+            self.json_parts.append(part)
+            return []
+        log.warning(
+            "A %r delta for a %r block of the reply was not applied (this version does not know how); the block is "
+            "kept as the API sent it otherwise.",
+            kind,
+            self.data.get("type"),
+        )
+        return []
+
+    def finish(self) -> RawBlock:
+        """The whole block, its streamed tool input read into ``input``."""
+        raw = "".join(self.json_parts)
+        if raw.strip():
+            try:
+                self.data["input"] = json.loads(raw)
+            except (ValueError, RecursionError) as e:
+                raise UpstreamUnexpected(
+                    f"The input of the reply's {self.data.get('type')!r} block is not valid JSON: "
+                    f"{raw if len(raw) <= 200 else raw[:200] + '...'!r}"
+                ) from e
+        return RawBlock(self.data)
+
+
+_APPENDED = {"thinking_delta": "thinking", "text_delta": "text"}
+"""The delta types whose text is appended to a kept block's field of that name (the delta's field of that name)."""
+
+
 class _Reply:
-    """Assembles one streamed reply: open tool_use blocks by index, the stop reason and the usage."""
+    """Assembles one streamed reply, from each event's JSON as sent: open blocks by index, stop reason and usage.
+
+    Text streams as `TextDelta`s and a tool_use block becomes a `ToolCall` when it closes (as they always did);
+    every other block is kept as the API sent it and yielded whole as a `RawBlock` when it closes, a thinking
+    block's text streaming first as `ThinkingDelta`s for the live view.
+    """
 
     def __init__(self, max_tokens: int) -> None:
         self.max_tokens = max_tokens
         self.tools: dict[int, _ToolBlock] = {}
+        self.kept: dict[int, _KeptBlock] = {}
         self.unreadable: tuple[str, str] | None = None  # (tool name, why) of a tool_use block whose input is bad
         self.stop_reason: str | None = None
         self.stopped = False
         self.usage: dict[str, int] = {}
 
-    def feed(self, event: RawMessageStreamEvent) -> list[ModelEvent]:
+    def feed(self, event: JsonObject) -> list[ModelEvent]:
         """The events to yield for one stream event (none once a tool call could not be read)."""
         out: list[ModelEvent] = []
-        if event.type == "message_start":
-            self._take_usage(event.message.usage)
-        elif event.type == "content_block_start":
-            block = event.content_block
-            if block.type == "tool_use":
-                self.tools[event.index] = _ToolBlock(block.id, block.name, cast(JsonObject, dict(block.input or {})))
-            elif block.type == "text" and block.text:
-                out.append(TextDelta(block.text))
-        elif event.type == "content_block_delta":
-            delta = event.delta
-            if delta.type == "text_delta":
-                if delta.text:
-                    out.append(TextDelta(delta.text))
-            elif delta.type == "input_json_delta" and event.index in self.tools:
-                self.tools[event.index].parts.append(delta.partial_json)
-        elif event.type == "content_block_stop":
-            tool = self.tools.pop(event.index, None)
+        kind = event.get("type")
+        if kind == "message_start":
+            self._take_usage(_object(event, "message").get("usage"))
+        elif kind == "content_block_start":
+            index, block = _index(event), _object(event, "content_block")
+            block_type = block.get("type")
+            if block_type == "tool_use":
+                start_input = block.get("input")
+                self.tools[index] = _ToolBlock(
+                    str(block.get("id")),
+                    str(block.get("name")),
+                    dict(start_input) if isinstance(start_input, dict) else {},
+                )
+            elif block_type == "text":
+                if isinstance(piece := block.get("text"), str) and piece:
+                    out.append(TextDelta(piece))
+            else:
+                self.kept[index] = _KeptBlock(block)
+                if block_type == "thinking" and isinstance(piece := block.get("thinking"), str) and piece:
+                    out.append(ThinkingDelta(piece))
+        elif kind == "content_block_delta":
+            index, delta = _index(event), _object(event, "delta")
+            if index in self.kept:
+                out.extend(self.kept[index].apply(delta))
+            elif delta.get("type") == "text_delta":
+                if isinstance(piece := delta.get("text"), str) and piece:
+                    out.append(TextDelta(piece))
+            elif (
+                delta.get("type") == "input_json_delta"
+                and index in self.tools
+                and isinstance(part := delta.get("partial_json"), str)
+            ):
+                self.tools[index].parts.append(part)
+        elif kind == "content_block_stop":
+            index = _index(event)
+            tool = self.tools.pop(index, None)
             if tool is not None:
                 call = self._call(tool)
                 if call is not None:
                     out.append(call)
-        elif event.type == "message_delta":
-            if event.delta.stop_reason is not None:
-                self.stop_reason = event.delta.stop_reason
-            self._take_usage(event.usage)
-        elif event.type == "message_stop":
+            kept = self.kept.pop(index, None)
+            if kept is not None:
+                out.append(kept.finish())
+        elif kind == "message_delta":
+            stop_reason = _object(event, "delta").get("stop_reason")
+            if stop_reason is not None:
+                self.stop_reason = str(stop_reason)
+            self._take_usage(event.get("usage"))
+        elif kind == "message_stop":
             self.stopped = True
         return [] if self.unreadable is not None else out
 
@@ -462,14 +648,19 @@ class _Reply:
             return None
         return ToolCall(tool.id, tool.name, cast(JsonObject, args))
 
-    def _take_usage(self, usage: Any) -> None:
+    def _take_usage(self, usage: JsonValue) -> None:
+        if not isinstance(usage, dict):
+            return
         for name in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
-            value = getattr(usage, name, None)
-            if isinstance(value, int):
-                self.usage[name] = value  # message_delta's figures are cumulative, so the last one counts
+            value = usage.get(name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                # message_delta's figures are cumulative, so the last one counts; output_tokens already counts the
+                # thinking tokens, so nothing is added for thinking.
+                self.usage[name] = value
         # What was written for an hour is billed at its own rate (docs/cost.md); message_start breaks it down.
-        one_hour = getattr(getattr(usage, "cache_creation", None), "ephemeral_1h_input_tokens", None)
-        if isinstance(one_hour, int):
+        cache_creation = usage.get("cache_creation")
+        one_hour = cache_creation.get("ephemeral_1h_input_tokens") if isinstance(cache_creation, dict) else None
+        if isinstance(one_hour, int) and not isinstance(one_hour, bool):
             self.usage["cache_creation_1h_input_tokens"] = one_hour
 
     def finish(self) -> TurnEnd:
@@ -494,6 +685,13 @@ class _Reply:
             raise UpstreamUnexpected(
                 f"The model's reply ended with its call to tool {cut[0]!r} still open (no "
                 f"content_block_stop), with stop reason {self.stop_reason!r}."
+            )
+        # A kept block cut by max_tokens is dropped: it never got its signature, so the API would refuse it back.
+        open_kept = [k.data.get("type") for k in self.kept.values()]
+        if open_kept and self.stop_reason != "max_tokens":
+            raise UpstreamUnexpected(
+                f"The model's reply ended with its {open_kept[0]!r} block still open (no content_block_stop), with "
+                f"stop reason {self.stop_reason!r}."
             )
         if self.stop_reason is None:
             raise UpstreamUnexpected("The Anthropic stream ended without a stop reason.")

@@ -8,6 +8,7 @@ works.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -21,8 +22,25 @@ from agl_notebook import Claude, Role, Run, ToolResult, reporting_tool, tool
 from agl_notebook.errors import UpstreamUnexpected
 from agl_notebook.events import Event
 from agl_notebook.models.anthropic import AnthropicModel
+from agl_notebook.models.base import Thinking
 from agl_notebook.notebook.view import NotebookView
-from tests.support.anthropic_api import FakeAPI, Responder, api, fail, reply, sse, stream_response, text, use
+from tests.support.anthropic_api import (
+    MESSAGE_STOP,
+    FakeAPI,
+    Responder,
+    api,
+    block_start,
+    fail,
+    message_delta,
+    message_start,
+    opaque,
+    reply,
+    sse,
+    stream_response,
+    text,
+    thought,
+    use,
+)
 from tests.support.reliability_report import ReliabilityNotes
 from tests.support.steps import Answer, Query
 from tests.support.widgets import FakeDisplay, views_on
@@ -203,6 +221,7 @@ class Failure:
     error: type[BaseException]
     fragment: str
     requests: int
+    role: Role[Answer] = ROLE
 
 
 FAILURES: dict[str, Callable[[], Failure]] = {
@@ -260,6 +279,48 @@ FAILURES: dict[str, Callable[[], Failure]] = {
         "max_tokens: too large",
         1,
     ),
+    "a thinking mode the model does not take": lambda: Failure(
+        (fail(400, "invalid_request_error", "thinking.type.enabled is not supported for this model."),),
+        anthropic.BadRequestError,
+        "thinking.type.enabled is not supported for this model.",
+        1,
+        dataclasses.replace(ROLE, thinking=Thinking.enabled(2048)),
+    ),
+    "a thinking block left open": lambda: Failure(
+        (
+            lambda: stream_response(
+                [message_start(), block_start(0, thought("Hm")), message_delta("end_turn"), MESSAGE_STOP]
+            ),
+        ),
+        UpstreamUnexpected,
+        "its 'thinking' block still open (no content_block_stop)",
+        1,
+    ),
+    "a kept block's streamed input not JSON": lambda: Failure(
+        (
+            lambda: stream_response(
+                reply(
+                    opaque({"type": "server_tool_use", "input": {}}, {"type": "input_json_delta", "partial_json": "{"})
+                )
+            ),
+        ),
+        UpstreamUnexpected,
+        "The input of the reply's 'server_tool_use' block is not valid JSON",
+        1,
+    ),
+    "an error event after a thinking block": lambda: Failure(
+        (
+            lambda: stream_response(
+                [
+                    *reply(thought("Let me think."), text("Hi"))[:7],
+                    ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+                ]
+            ),
+        ),
+        anthropic.APIStatusError,
+        "Overloaded",
+        1,
+    ),
 }
 
 
@@ -271,7 +332,7 @@ async def test_a_fault_fails_the_step_clearly_records_nothing_shows_it_and_the_n
     case = FAILURES[fault]()
     h = Harness(api(*case.responders, report("next works")), max_retries=1)
     with pytest.raises(case.error) as raised:
-        await h.run.step(ROLE, "What do we know?")
+        await h.run.step(case.role, "What do we know?")
     assert case.fragment in str(raised.value)
     assert len(h.fake.requests) == case.requests
     assert h.run.store.records() == ()

@@ -122,7 +122,8 @@ def assembled(block: Thought | Redacted | Opaque) -> dict[str, Any]:
         return {"type": "thinking", "thinking": "".join(block.pieces), "signature": block.signature}
     if isinstance(block, Redacted):
         return {"type": "redacted_thinking", "data": block.data}
-    return json.loads(json.dumps(block.kept if block.kept is not None else block.start))
+    copy: dict[str, Any] = json.loads(json.dumps(block.kept if block.kept is not None else block.start))
+    return copy
 
 
 def message_json(*blocks: Block) -> list[dict[str, Any]]:
@@ -139,9 +140,10 @@ def message_json(*blocks: Block) -> list[dict[str, Any]]:
     return content
 
 
-def exact(value: Any) -> str:
-    """``value`` as JSON with its keys in their order: equal only when equal byte for byte, key order included."""
-    return json.dumps(value, ensure_ascii=False)
+def exact(value: Any) -> bytes:
+    """``value`` as the SDK writes it into a request body (compact, UTF-8, keys in their order): a block sent back
+    byte for byte is found as ``exact(assembled(block)) in request.content``."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def _api_order(data: dict[str, Any], *first: str) -> dict[str, Any]:
