@@ -77,8 +77,14 @@ async def test_a_batched_thinking_loop_sends_every_earlier_block_back_byte_for_b
             topic = topic_of(params)
             expected = [exact(assembled(b)) for t in range(wave) for b in kept_of(topic, t)]  # type: ignore[arg-type]
             assert sent_back(params) == expected, (wave, topic)
-            # T1 assert params.get("thinking") == {"type": "adaptive", "display": "summarized"}
-            # T1 assert params.get("output_config") == {"effort": "high"}
+            assert params.get("thinking") == {"type": "adaptive", "display": "summarized"}
+            assert params.get("output_config") == {"effort": "high"}
+    # Byte for byte in the create bodies as the real client sent them.
+    bodies = [r.content for r in fake.requests if r.method == "POST" and r.url.path == "/v1/messages/batches"]
+    assert len(bodies) == 3
+    for wave, body in enumerate(bodies):
+        for query in queries:
+            assert all(exact(assembled(b)) in body for t in range(wave) for b in kept_of(query.text, t))  # type: ignore[arg-type]
     # The records keep the blocks as the batch replies held them, and replay with no request.
     before = len(fake.requests)
     replayed = Run(model=engine_for(fake), store=run.store, mode="replay")

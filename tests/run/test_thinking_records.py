@@ -8,6 +8,7 @@ thinking block with a signature, on the first a redacted block and a block of a 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -287,3 +288,62 @@ async def test_a_step_of_a_thinking_model_waits_while_its_partial_is_kept(tmp_pa
         await task
     (partial,) = saved(copy)
     assert kept_json(partial.transcript) == [json.dumps(b) for b in model.sent[0] + model.sent[1]]
+
+
+# The Anthropic backend, through the real client over the fake API ------------------------------------------------
+
+
+async def test_a_resume_on_the_anthropic_backend_sends_every_earlier_block_back_byte_for_byte(tmp_path: Path) -> None:
+    from agl_notebook.models.anthropic import AnthropicModel
+    from tests.support.anthropic_api import api, assembled, exact, opaque, redacted, reply, text, thought, use
+
+    file, crashed = tmp_path / "records.json", tmp_path / "after-crash.json"
+    turn0 = [
+        thought("The user wants ", "a forecast.", signature="EqQBCkgIARAB/turn0+sig=="),
+        redacted("EmwKAhgBEgy3va3pzix/turn0=="),
+        opaque({"type": "future_block", "z": 0, "a": {"nested": [1, "two", None]}}),
+    ]
+    turn1 = [thought("Now Bergen.", signature="EqQBCkgIARAB/turn1+sig==")]
+    turn2 = [thought("Both done: report.", signature="EqQBCkgIARAB/turn2+sig==")]
+    oslo, bergen = json.dumps(OSLO), json.dumps(BERGEN)
+    first_api = api(
+        reply(turn0[0], turn0[1], text("Looking."), turn0[2], use("toolu_a", "weather", oslo), stop_reason="tool_use"),
+        reply(*turn1, use("toolu_b", "weather", bergen), stop_reason="tool_use"),
+    )
+    role = dataclasses.replace(weather_role(Weather()), thinking="adaptive")
+    person = Person(approve=1)
+    model = AnthropicModel(model="claude-test", client=first_api.client())
+    await wait_then_crash(Run(model=model, terminal=person, store=JsonFileStore(file)), role, person, file, crashed)
+    first_bodies = first_api.bodies()
+    assert len(first_bodies) == 2
+    assert sent_kept(first_bodies[1]) == [exact(assembled(b)) for b in turn0]
+    assert all(exact(assembled(b)) in first_api.requests[1].content for b in turn0), "byte for byte in the body"
+
+    report = json.dumps({"text": "Bergen: sunny for 2 days"})
+    second_api = api(reply(*turn2, use("toolu_c", "report", report), stop_reason="tool_use"))
+    again = Person(approve=1)
+    model = AnthropicModel(model="claude-test", client=second_api.client())
+    result = await Run(model=model, terminal=again, store=JsonFileStore(crashed)).step(role, "Go")
+    assert result == Summary("Bergen: sunny for 2 days")
+    (body,) = second_api.bodies()
+    # The resumed request: every earlier block, the waiting turn's thinking included, byte for byte as received.
+    assert sent_kept(body) == [exact(assembled(b)) for b in turn0 + turn1]
+    assert all(exact(assembled(b)) in second_api.requests[0].content for b in turn0 + turn1)
+    assert body["thinking"] == {"type": "adaptive", "display": "summarized"}
+    (record,) = saved(crashed)
+    assert [exact(b.data) for m in record.transcript for b in m.raw_blocks] == [
+        exact(assembled(b)) for b in turn0 + turn1 + turn2
+    ]
+
+
+def sent_kept(body: dict[str, Any]) -> list[bytes]:
+    """The blocks of a request body's assistant messages that are neither text nor a tool call, as exact JSON."""
+    from tests.support.anthropic_api import exact
+
+    return [
+        exact(b)
+        for m in body["messages"]
+        if m["role"] == "assistant"
+        for b in m["content"]
+        if b["type"] not in ("text", "tool_use")
+    ]
