@@ -10,12 +10,18 @@ The format (docs/recordings.md), version `FORMAT`::
               "decisions": [{"tool_call_id", "tool", "decision", "always", "arguments"?, "message"?, "by"?}],
               "usage": {...}, "cost"?: {"usd": dollars or null, "rates": day}, "tape": [...], "engine": {...}?,
               "recorded_at": ..., "partial": {"waiting": "approval" | "question", "tool_call_id": ..., "tool": ...}?,
-              "cells"?: [{"id"?: cell id, "source": digest of the cell's source}], "cells_dropped"?: true}
+              "cells"?: [{"id"?: cell id, "source": digest of the cell's source}], "cells_dropped"?: true,
+              "scrubbed_blocks"?: [[message, block], ...]}
 
     failure record = {"kind": "failure", "format": 1, "id": ..., "parts": {...}, "occurrence": n, "cell_id"?: ...,
               "role": ..., "backend": ..., "input": ..., "recorded_at": ...,
               "failure": {"status": "failed" | "not_run", "type": <error class name>, "message": <scrubbed>},
               "cells"?: [...], "cells_dropped"?: true}
+
+A step record holding a block kept as the API sent it (thinking and the rest, `RawBlock`; in its transcript or its
+tape) is ``"format": 2`` (`KEPT_BLOCKS_FORMAT`), so a reader from before kept blocks keeps it aside instead of
+replaying it without them; ``scrubbed_blocks`` says which kept blocks had a secret scrubbed out of their readable
+text (docs/recordings.md, "Thinking and other kept blocks").
 
 ``decisions`` (approvals of tool calls), ``cost``, ``engine`` and ``partial`` came after format 1 was first written:
 each is left out when empty, so records without them read as they did. A record with ``partial`` is the progress of
