@@ -26,6 +26,7 @@ import pytest
 
 from agl_notebook import Role, reporting_tool, tool
 from agl_notebook.models.base import Thinking
+from agl_notebook.payloads import JsonObject
 from agl_notebook.replay.records import StepRecord, block_to_json
 from agl_notebook.run._step import step_settings
 from agl_notebook.transcript import Message, RawBlock, TextBlock, user_text
@@ -123,7 +124,7 @@ OLD_READER = textwrap.dedent(
 
 
 def kept_records() -> list[StepRecord]:
-    thinking = {"type": "thinking", "thinking": "Let me see.", "signature": "EqQBCkgIARAB/sig=="}
+    thinking: JsonObject = {"type": "thinking", "thinking": "Let me see.", "signature": "EqQBCkgIARAB/sig=="}
     plain = StepRecord(
         id="plain_0",
         parts={},

@@ -66,7 +66,7 @@ class Thinker:
             yield TextDelta("Looking.")
             yield ToolCall("toolu_a", "weather", OSLO)
         elif turn == 1:
-            yield ToolCall("toolu_b", "weather", BERGEN)
+            yield ToolCall("toolu_b", "weather", json.loads(json.dumps(BERGEN)))
         else:
             yield ToolCall("toolu_c", "report", {"text": "Bergen: sunny for 2 days"})
         yield TurnEnd("tool_use")
@@ -246,7 +246,9 @@ def test_a_tapes_kept_blocks_keep_their_opaque_fields_and_its_thinking_is_scrubb
     )
     kept = scrubbed(record_with(tape=tape))
     assert kept.format == KEPT_BLOCKS_FORMAT, "a tape holding a kept block is a record of the new format"
-    assert kept.tape[0]["events"] == [  # type: ignore[index]
+    entry = kept.tape[0]
+    assert isinstance(entry, dict)
+    assert entry["events"] == [
         {"thinking": "[REDACTED]"},
         {"block": {"type": "thinking", "thinking": "[REDACTED]", "signature": signature}},
         {"text": "[REDACTED]"},
@@ -295,16 +297,29 @@ async def test_a_step_of_a_thinking_model_waits_while_its_partial_is_kept(tmp_pa
 
 async def test_a_resume_on_the_anthropic_backend_sends_every_earlier_block_back_byte_for_byte(tmp_path: Path) -> None:
     from agl_notebook.models.anthropic import AnthropicModel
-    from tests.support.anthropic_api import api, assembled, exact, opaque, redacted, reply, text, thought, use
+    from tests.support.anthropic_api import (
+        Opaque,
+        Redacted,
+        Thought,
+        api,
+        assembled,
+        exact,
+        opaque,
+        redacted,
+        reply,
+        text,
+        thought,
+        use,
+    )
 
     file, crashed = tmp_path / "records.json", tmp_path / "after-crash.json"
-    turn0 = [
+    turn0: list[Thought | Redacted | Opaque] = [
         thought("The user wants ", "a forecast.", signature="EqQBCkgIARAB/turn0+sig=="),
         redacted("EmwKAhgBEgy3va3pzix/turn0=="),
         opaque({"type": "future_block", "z": 0, "a": {"nested": [1, "two", None]}}),
     ]
-    turn1 = [thought("Now Bergen.", signature="EqQBCkgIARAB/turn1+sig==")]
-    turn2 = [thought("Both done: report.", signature="EqQBCkgIARAB/turn2+sig==")]
+    turn1: list[Thought | Redacted | Opaque] = [thought("Now Bergen.", signature="EqQBCkgIARAB/turn1+sig==")]
+    turn2: list[Thought | Redacted | Opaque] = [thought("Both done: report.", signature="EqQBCkgIARAB/turn2+sig==")]
     oslo, bergen = json.dumps(OSLO), json.dumps(BERGEN)
     first_api = api(
         reply(turn0[0], turn0[1], text("Looking."), turn0[2], use("toolu_a", "weather", oslo), stop_reason="tool_use"),
@@ -317,7 +332,7 @@ async def test_a_resume_on_the_anthropic_backend_sends_every_earlier_block_back_
     first_bodies = first_api.bodies()
     assert len(first_bodies) == 2
     assert sent_kept(first_bodies[1]) == [exact(assembled(b)) for b in turn0]
-    assert all(exact(assembled(b)) in first_api.requests[1].content for b in turn0), "byte for byte in the body"
+    assert all(exact(assembled(b)) in bytes(first_api.requests[1].content) for b in turn0), "byte for byte in the body"
 
     report = json.dumps({"text": "Bergen: sunny for 2 days"})
     second_api = api(reply(*turn2, use("toolu_c", "report", report), stop_reason="tool_use"))
@@ -328,7 +343,7 @@ async def test_a_resume_on_the_anthropic_backend_sends_every_earlier_block_back_
     (body,) = second_api.bodies()
     # The resumed request: every earlier block, the waiting turn's thinking included, byte for byte as received.
     assert sent_kept(body) == [exact(assembled(b)) for b in turn0 + turn1]
-    assert all(exact(assembled(b)) in second_api.requests[0].content for b in turn0 + turn1)
+    assert all(exact(assembled(b)) in bytes(second_api.requests[0].content) for b in turn0 + turn1)
     assert body["thinking"] == {"type": "adaptive", "display": "summarized"}
     (record,) = saved(crashed)
     assert [exact(b.data) for m in record.transcript for b in m.raw_blocks] == [
