@@ -27,7 +27,7 @@ import pytest
 from agl_notebook import Role, reporting_tool, tool
 from agl_notebook.models.base import Thinking
 from agl_notebook.payloads import JsonObject
-from agl_notebook.replay.records import StepRecord, block_to_json
+from agl_notebook.replay.records import StepRecord, Waiting, block_to_json
 from agl_notebook.run._step import step_settings
 from agl_notebook.transcript import Message, RawBlock, TextBlock, user_text
 from tests.support.nbval import nbval
@@ -182,4 +182,50 @@ def test_an_older_reader_keeps_a_record_holding_a_kept_block_aside_with_a_warnin
         "a record holding thinking or another kept block (in its transcript or a JSON function's tape) read by the "
         f"version before kept blocks ({BEFORE})",
         "kept aside with a warning naming its format (2), written back whole; never replayed without its blocks",
+    )
+
+
+def test_a_secret_in_the_models_thinking_is_scrubbed_and_its_signature_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reliability: ReliabilityNotes
+) -> None:
+    from agl_notebook.replay.records import resume_refusal
+    from agl_notebook.replay.stores import JsonFileStore
+
+    planted = "planted-" + "5e1d" * 6  # built at run time, never a real secret
+    monkeypatch.setenv("RECORDS_TEST_API_KEY", planted)
+    signature = "EqQBCkgIARAB/" + planted  # an opaque field holding the same characters: sent back as it came
+    blocks: list[JsonObject] = [
+        {"type": "thinking", "thinking": f"The key is {planted}.", "signature": signature},
+        {"type": "redacted_thinking", "data": planted},
+        {"type": "web_search_tool_result", "content": [{"title": planted, "encrypted_content": planted}]},
+    ]
+    record = dataclasses.replace(
+        kept_records()[1],
+        transcript=(user_text("x"), Message("assistant", (*map(RawBlock, blocks), TextBlock(f"Done: {planted}")))),
+    )
+    store = JsonFileStore(tmp_path / "records.json")
+    kept = store.put(record)
+    text = (tmp_path / "records.json").read_text()
+    thinking, redacted, result, answer = kept.transcript[1].content
+    assert isinstance(thinking, RawBlock) and isinstance(redacted, RawBlock) and isinstance(result, RawBlock)
+    assert thinking.data == {"type": "thinking", "thinking": "The key is [REDACTED].", "signature": signature}
+    assert redacted.data == blocks[1]
+    assert result.data == {
+        "type": "web_search_tool_result",
+        "content": [{"title": "[REDACTED]", "encrypted_content": planted}],
+    }
+    assert answer == TextBlock("Done: [REDACTED]")
+    assert kept.scrubbed_blocks == ((1, 0), (1, 2))
+    assert json.loads(text)["records"][0]["scrubbed_blocks"] == [[1, 0], [1, 2]]
+    # Every readable place is clean; the planted characters remain only inside the three opaque fields.
+    assert text.count(planted) == 3
+    partial = dataclasses.replace(kept, partial=Waiting("approval", "toolu_1", "weather"))
+    assert "cannot be resumed" in (resume_refusal(partial, "researcher") or "")
+    reliability.note(
+        "Secrets",
+        "a secret in the model's thinking and in a kept block of an unknown type, and the same characters inside a "
+        "signature, redacted data and encrypted content",
+        "scrubbed from the readable text only; the opaque fields kept byte for byte; the record names the changed "
+        "blocks, and a partial record holding one is refused on resume rather than sent with a broken signature "
+        "(the characters stay inside the opaque fields, as the issue requires: they are sent back as received)",
     )
