@@ -407,9 +407,11 @@ def record_from_json(data: JsonValue, *, where: str = "record") -> StepRecord:
 
 def holds_kept_blocks(transcript: Sequence[Message], tape: Sequence[JsonValue] = ()) -> bool:
     """Whether a transcript or a tape holds a block kept as the API sent it (a record of `KEPT_BLOCKS_FORMAT`)."""
-    if any(isinstance(b, RawBlock) for m in transcript for b in m.content):
-        return True
-    return any(tape_kept_blocks(entry) for entry in tape)
+    for message in transcript:  # loops, not a generator: every record read passes here
+        for block in message.content:
+            if type(block) is RawBlock:
+                return True
+    return any(tape_kept_blocks(entry) for entry in tape) if tape else False
 
 
 def tape_kept_blocks(entry: JsonValue) -> list[JsonObject]:

@@ -156,28 +156,33 @@ def scrubbed(record: StepRecord, secrets: Iterable[str] = ()) -> StepRecord:
     stand_in = RawBlock({"type": _STAND_IN})
     transcript = tuple(
         Message(m.role, tuple(stand_in if (i, j) in places else b for j, b in enumerate(m.content)))
+        if any(isinstance(b, RawBlock) for b in m.content)
+        else m
         for i, m in enumerate(record.transcript)
     )
     tape = tuple(_tape_entry(entry, lambda event: {**event, "block": {"type": _STAND_IN}}) for entry in record.tape)
-    rest = _scrubbed_json(dataclasses.replace(record, transcript=transcript, tape=tape), known)
-    changed = set(record.scrubbed_blocks)
+    set_aside = dataclasses.replace(record, transcript=transcript, tape=tape)
+    rest = _scrubbed_json(set_aside, known)
+    changed: set[tuple[int, int]] = set()
     clean: dict[tuple[int, int], Block] = {}
     for place, block in places.items():
         data = scrub_kept_block(block.data, known)
-        clean[place] = block if data == block.data else RawBlock(data)
-        if data != block.data:
+        if data is block.data:
+            clean[place] = block
+        else:
+            clean[place] = RawBlock(data)
             changed.add(place)
+    tape_clean = [scrub_kept_block(block, known) for block in tape_places]
+    if rest is set_aside and not changed and all(a is b for a, b in zip(tape_clean, tape_places, strict=True)):
+        return record  # no secret anywhere: the record as it is
     transcript = tuple(
         Message(m.role, tuple(clean.get((i, j), b) for j, b in enumerate(m.content)))
         for i, m in enumerate(rest.transcript)
     )
-    kept_tape = iter(tape_places)
-    tape = tuple(
-        _tape_entry(entry, lambda event: {**event, "block": scrub_kept_block(next(kept_tape), known)})
-        for entry in rest.tape
-    )
-    result = dataclasses.replace(rest, transcript=transcript, tape=tape, scrubbed_blocks=tuple(sorted(changed)))
-    return record if result == record else result
+    kept_tape = iter(tape_clean)
+    tape = tuple(_tape_entry(entry, lambda event: {**event, "block": next(kept_tape)}) for entry in rest.tape)
+    scrubbed_blocks = tuple(sorted(changed | set(record.scrubbed_blocks)))
+    return dataclasses.replace(rest, transcript=transcript, tape=tape, scrubbed_blocks=scrubbed_blocks)
 
 
 def scrub_kept_block(block: JsonObject, secrets: Sequence[str]) -> JsonObject:
