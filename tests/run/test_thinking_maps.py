@@ -4,6 +4,7 @@ a budget counts a thinking reply's output tokens once, and estimates a request w
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -118,3 +119,22 @@ def test_a_requests_estimate_counts_its_kept_blocks() -> None:
     thinking = ModelRequest("m", "", (user_text("go"), Message("assistant", (thought,)), user_text("more")), (), 1024)
     grown = _meter.estimate(thinking, rates).likely - _meter.estimate(plain, rates).likely
     assert grown * 1_000_000 >= 60_000 / _meter.CHARACTERS_PER_TOKEN
+
+
+async def test_a_map_item_whose_partial_record_cannot_be_resumed_fails_and_keeps_it() -> None:
+    from agl_notebook.replay.records import Waiting
+
+    store = MemoryStore()
+    await Run(model=Thinker(), store=store).map(labeller(thinking="adaptive"), NOTES[:2], name="labels")
+    finished = list(store.records())
+    # The first item's record as the partial record of a step that waited, its thinking scrubbed when kept.
+    unresumable = dataclasses.replace(
+        finished[0], result=None, partial=Waiting("approval", "toolu_0", "report_label"), scrubbed_blocks=((1, 0),)
+    )
+    store = MemoryStore([unresumable, finished[1]])
+    model = Thinker()
+    results = await Run(model=model, store=store).map(labeller(thinking="adaptive"), NOTES[:2], name="labels")
+    (failure,) = results.failures
+    assert failure.index == 0 and "cannot be resumed" in str(failure.error)
+    assert model.requests == [], "nothing sent; the second item replayed"
+    assert store.get(unresumable.id) == unresumable, "the partial record is kept, no failure record over it"
