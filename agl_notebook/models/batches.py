@@ -119,6 +119,9 @@ class Batches:
     """Replies come from the API."""
     batched = True
     """Requests are billed at the batch price (a Run's account reserves and settles them so; docs/cost.md)."""
+    thinking = True
+    """Requests carry a role's thinking, effort and strict tools as a live request would (`request_params`), and a
+    reply's thinking and other kept blocks come back whole (`message_events`)."""
 
     def __init__(
         self,

@@ -10,12 +10,18 @@ The format (docs/recordings.md), version `FORMAT`::
               "decisions": [{"tool_call_id", "tool", "decision", "always", "arguments"?, "message"?, "by"?}],
               "usage": {...}, "cost"?: {"usd": dollars or null, "rates": day}, "tape": [...], "engine": {...}?,
               "recorded_at": ..., "partial": {"waiting": "approval" | "question", "tool_call_id": ..., "tool": ...}?,
-              "cells"?: [{"id"?: cell id, "source": digest of the cell's source}], "cells_dropped"?: true}
+              "cells"?: [{"id"?: cell id, "source": digest of the cell's source}], "cells_dropped"?: true,
+              "scrubbed_blocks"?: [[message, block], ...]}
 
     failure record = {"kind": "failure", "format": 1, "id": ..., "parts": {...}, "occurrence": n, "cell_id"?: ...,
               "role": ..., "backend": ..., "input": ..., "recorded_at": ...,
               "failure": {"status": "failed" | "not_run", "type": <error class name>, "message": <scrubbed>},
               "cells"?: [...], "cells_dropped"?: true}
+
+A step record holding a block kept as the API sent it (thinking and the rest, `RawBlock`; in its transcript or its
+tape) is ``"format": 2`` (`KEPT_BLOCKS_FORMAT`), so a reader from before kept blocks keeps it aside instead of
+replaying it without them; ``scrubbed_blocks`` says which kept blocks had a secret scrubbed out of their readable
+text (docs/recordings.md, "Thinking and other kept blocks").
 
 ``decisions`` (approvals of tool calls), ``cost``, ``engine`` and ``partial`` came after format 1 was first written:
 each is left out when empty, so records without them read as they did. A record with ``partial`` is the progress of
@@ -51,13 +57,20 @@ from .._fieldwise import Fieldwise
 from .._scope import Decision, DecisionKind
 from ..models.base import Usage
 from ..payloads import JsonObject, JsonValue
-from ..transcript import Message, message_from_json
+from ..transcript import Message, RawBlock, message_from_json
 
 if TYPE_CHECKING:
     from ..models.prices import RecordedCost
 
 FORMAT = 1
-"""The record format this version writes and reads."""
+"""The record format of a step whose replies hold only text and tool calls: what every version writes and reads."""
+KEPT_BLOCKS_FORMAT = 2
+"""The format of a record holding a block kept as the API sent it (thinking, redacted thinking, a type not read
+here; `RawBlock`), in its transcript or its tape. A reader from before kept blocks reads format 1 only, so it keeps
+such a record aside as unreadable, with a warning, instead of replaying it without its blocks. The fingerprint's
+``format`` part stays `FORMAT`: a step recorded before kept blocks existed still replays."""
+READ_FORMATS = (FORMAT, KEPT_BLOCKS_FORMAT)
+"""The step record formats this version reads."""
 FAILURE_FORMAT = 1
 """The format of failure records (kind ``failure``) this version writes and reads."""
 RECORD_KINDS = ("step", "failure")
@@ -218,6 +231,11 @@ class StepRecord(Fieldwise):
     from before cells were kept). Never part of the fingerprint."""
     cells_dropped: bool = False
     """More than `MAX_CELLS` cells used it, and the oldest were dropped from `cells`."""
+
+    scrubbed_blocks: tuple[tuple[int, int], ...] = ()
+    """Where scrubbing a secret changed a kept block's readable text (its thinking): ``(message, block)`` indexes into
+    the transcript. Such a block no longer matches its signature, so the API would refuse it: the record replays,
+    but a partial record with any is never resumed (`resume_refusal`)."""
     kind: str = field(default="step", init=False)
     format: int = field(default=FORMAT, init=False)
 
@@ -225,6 +243,8 @@ class StepRecord(Fieldwise):
         if self.failure is not None:
             object.__setattr__(self, "kind", "failure")
             object.__setattr__(self, "format", FAILURE_FORMAT)
+        elif holds_kept_blocks(self.transcript, self.tape):
+            object.__setattr__(self, "format", KEPT_BLOCKS_FORMAT)
 
     @property
     def finished(self) -> bool:
@@ -282,6 +302,8 @@ class StepRecord(Fieldwise):
             data["cells"] = [c.to_json() for c in self.cells]
         if self.cells_dropped:
             data["cells_dropped"] = True
+        if self.scrubbed_blocks:
+            data["scrubbed_blocks"] = [[m, b] for m, b in self.scrubbed_blocks]
         return data
 
     def _failure_json(self, failure: RecordedFailure) -> JsonObject:
@@ -332,8 +354,11 @@ def record_from_json(data: JsonValue, *, where: str = "record") -> StepRecord:
         return _failure_record(data, where)
     if data.get("kind") != "step":
         raise InputError(f"{where}.kind: expected 'step' or 'failure', got {data.get('kind')!r}.")
-    if data.get("format") != FORMAT:
-        raise InputError(f"{where}.format: this version reads format {FORMAT}, the record has {data.get('format')!r}.")
+    if data.get("format") not in READ_FORMATS or isinstance(data.get("format"), bool):
+        raise InputError(
+            f"{where}.format: this version reads formats {' and '.join(map(str, READ_FORMATS))}, the record has "
+            f"{data.get('format')!r}."
+        )
     parts = data.get("parts")
     if not isinstance(parts, dict) or not all(isinstance(v, str) for v in parts.values()):
         raise InputError(f"{where}.parts: expected an object of digests.")
@@ -379,7 +404,60 @@ def record_from_json(data: JsonValue, *, where: str = "record") -> StepRecord:
         partial=_waiting(data["partial"], f"{where}.partial") if "partial" in data else None,
         cells=_cells(data.get("cells", []), f"{where}.cells"),
         cells_dropped=data.get("cells_dropped") is True,
+        scrubbed_blocks=_scrubbed_blocks(data.get("scrubbed_blocks", []), f"{where}.scrubbed_blocks"),
     )
+
+
+def holds_kept_blocks(transcript: Sequence[Message], tape: Sequence[JsonValue] = ()) -> bool:
+    """Whether a transcript or a tape holds a block kept as the API sent it (a record of `KEPT_BLOCKS_FORMAT`)."""
+    for message in transcript:  # loops, not a generator: every record read passes here
+        for block in message.content:
+            if type(block) is RawBlock:
+                return True
+    return any(tape_kept_blocks(entry) for entry in tape) if tape else False
+
+
+def tape_kept_blocks(entry: JsonValue) -> list[JsonObject]:
+    """The events of a tape entry that keep a reply's block or its thinking (``{"block": ...}``, ``{"thinking": ...}``).
+
+    A model reply's entry is ``{"kind": "model", "events": [...]}`` (`agl_notebook.functions._tape`).
+    """
+    events = entry.get("events") if isinstance(entry, dict) else None
+    if not isinstance(events, list):
+        return []
+    return [e for e in events if isinstance(e, dict) and ("block" in e or "thinking" in e)]
+
+
+def resume_refusal(record: StepRecord, role: str) -> str | None:
+    """Why a partial record cannot be resumed, or None when it can.
+
+    A kept block whose readable thinking had a secret scrubbed out no longer matches its signature: sent back on
+    resume, the API would refuse the request, so the step must run again from the start instead.
+    """
+    if not record.scrubbed_blocks:
+        return None
+    places = ", ".join(f"message {m} block {b}" for m, b in record.scrubbed_blocks)
+    return (
+        f"The partial record {record.id} of role {role!r} cannot be resumed: a secret was scrubbed out of the "
+        f"model's thinking before it was kept ({places}), so that thinking no longer matches its signature and the "
+        "API would refuse it when it is sent back. Run the step in mode 'refresh' to run it again from the start "
+        "(its new records replace this one)."
+    )
+
+
+def _scrubbed_blocks(data: JsonValue, where: str) -> tuple[tuple[int, int], ...]:
+    if not isinstance(data, list):
+        raise InputError(f"{where}: expected a list of [message, block] indexes.")
+    places: list[tuple[int, int]] = []
+    for i, item in enumerate(data):
+        if not (
+            isinstance(item, list)
+            and len(item) == 2
+            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in item)
+        ):
+            raise InputError(f"{where}[{i}]: expected [message index, block index], whole numbers >= 0.")
+        places.append((int(item[0]), int(item[1])))  # type: ignore[arg-type]
+    return tuple(places)
 
 
 def _failure_record(data: dict[str, JsonValue], where: str) -> StepRecord:

@@ -7,8 +7,9 @@ person decides what to do with the file.
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -17,7 +18,8 @@ from .._protocols import implements
 from .._secrets import scrub, scrub_text, secrets_from_environment
 from ..errors import InputError, warn
 from ..payloads import JsonObject, JsonValue
-from .records import RecordsBlock, StepRecord, block_from_json, block_to_json, record_from_json
+from ..transcript import Block, Message, RawBlock
+from .records import RecordsBlock, StepRecord, block_from_json, block_to_json, record_from_json, tape_kept_blocks
 
 
 class RecordingWarning(UserWarning):
@@ -138,12 +140,106 @@ def merge_records(*layers: Mapping[str, StepRecord]) -> dict[str, StepRecord]:
 
 
 def scrubbed(record: StepRecord, secrets: Iterable[str] = ()) -> StepRecord:
-    """The record with every secret scrubbed.
+    """The record with every secret scrubbed, the opaque fields of its kept blocks untouched.
 
-    The same record when there was none, else one read back from the scrubbed JSON (what a reader would get).
+    The same record when there was none, else one read back from the scrubbed JSON (what a reader would get). A
+    block kept as the API sent it (`RawBlock`, in the transcript or on the tape) is scrubbed on its own, field by
+    field (`scrub_kept_block`): its opaque fields (signatures, encrypted data) are never changed, and where its
+    readable text did change, the record says so in ``scrubbed_blocks`` (a partial record with any is not resumed).
     """
-    text = json.dumps(record.to_json(), ensure_ascii=False)
     known = (*secrets_from_environment(), *secrets)
+    places, tape_places = _kept_places(record)
+    if not places and not tape_places:
+        return _scrubbed_json(record, known)
+    # Scrub the rest with a stand-in in each kept block's place (no string of it can match), then put back each
+    # kept block scrubbed field by field.
+    stand_in = RawBlock({"type": _STAND_IN})
+    transcript = tuple(
+        Message(m.role, tuple(stand_in if (i, j) in places else b for j, b in enumerate(m.content)))
+        if any(isinstance(b, RawBlock) for b in m.content)
+        else m
+        for i, m in enumerate(record.transcript)
+    )
+    tape = tuple(_tape_entry(entry, lambda event: {**event, "block": {"type": _STAND_IN}}) for entry in record.tape)
+    set_aside = dataclasses.replace(record, transcript=transcript, tape=tape)
+    rest = _scrubbed_json(set_aside, known)
+    changed: set[tuple[int, int]] = set()
+    clean: dict[tuple[int, int], Block] = {}
+    for place, block in places.items():
+        data = scrub_kept_block(block.data, known)
+        if data is block.data:
+            clean[place] = block
+        else:
+            clean[place] = RawBlock(data)
+            changed.add(place)
+    tape_clean = [scrub_kept_block(block, known) for block in tape_places]
+    if rest is set_aside and not changed and all(a is b for a, b in zip(tape_clean, tape_places, strict=True)):
+        return record  # no secret anywhere: the record as it is
+    transcript = tuple(
+        Message(m.role, tuple(clean.get((i, j), b) for j, b in enumerate(m.content)))
+        for i, m in enumerate(rest.transcript)
+    )
+    kept_tape = iter(tape_clean)
+    tape = tuple(_tape_entry(entry, lambda event: {**event, "block": next(kept_tape)}) for entry in rest.tape)
+    scrubbed_blocks = tuple(sorted(changed | set(record.scrubbed_blocks)))
+    return dataclasses.replace(rest, transcript=transcript, tape=tape, scrubbed_blocks=scrubbed_blocks)
+
+
+def scrub_kept_block(block: JsonObject, secrets: Sequence[str]) -> JsonObject:
+    """A kept block's JSON with secrets scrubbed from its readable text only; ``block`` itself when there were none.
+
+    Readable: every string of the block (a thinking block's ``thinking``, an unknown type's text and inputs) except
+    its ``type``, its keys, and what is under an opaque key at any depth: ``signature``, ``data`` and any key
+    starting with ``encrypted`` (a thinking block's signature, a redacted block's data, encrypted content). Those
+    are sent back to the API exactly as it sent them, so they are never changed.
+    """
+    patterns = tuple(secrets)
+
+    def walk(value: JsonValue, top: bool) -> JsonValue:
+        if isinstance(value, str):
+            return scrub_text(value, patterns)
+        if isinstance(value, list):
+            return [walk(v, False) for v in value]
+        if isinstance(value, dict):
+            return {k: v if _opaque_key(k) or (top and k == "type") else walk(v, False) for k, v in value.items()}
+        return value
+
+    clean = walk(block, True)
+    return block if clean == block else clean  # type: ignore[return-value]
+
+
+def _opaque_key(key: str) -> bool:
+    return key in ("signature", "data") or key.startswith("encrypted")
+
+
+_STAND_IN = "agl_notebook.kept_block"
+
+
+def _kept_places(record: StepRecord) -> tuple[dict[tuple[int, int], RawBlock], list[JsonObject]]:
+    """The record's kept blocks: by (message, block) in the transcript, and those on the tape in order."""
+    places = {
+        (i, j): b for i, m in enumerate(record.transcript) for j, b in enumerate(m.content) if isinstance(b, RawBlock)
+    }
+    on_tape = [e["block"] for entry in record.tape for e in tape_kept_blocks(entry) if isinstance(e.get("block"), dict)]
+    return places, on_tape  # type: ignore[return-value]
+
+
+def _tape_entry(entry: JsonValue, replace: Callable[[JsonObject], JsonObject]) -> JsonValue:
+    """A tape entry with each ``{"block": ...}`` event replaced by ``replace(event)``; the entry when it has none."""
+    if not any(isinstance(e.get("block"), dict) for e in tape_kept_blocks(entry)):
+        return entry
+    assert isinstance(entry, dict)  # tape_kept_blocks found events in it
+    events = entry["events"]
+    assert isinstance(events, list)
+    return {
+        **entry,
+        "events": [replace(e) if isinstance(e, dict) and isinstance(e.get("block"), dict) else e for e in events],
+    }
+
+
+def _scrubbed_json(record: StepRecord, known: Sequence[str]) -> StepRecord:
+    """The record scrubbed as JSON text: the same record when there was no secret, else the scrubbed JSON read back."""
+    text = json.dumps(record.to_json(), ensure_ascii=False)
     clean = scrub_text(text, known)
     if clean == text:
         return record

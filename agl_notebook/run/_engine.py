@@ -14,12 +14,19 @@ from typing import Any, TypeVar
 from .. import _tally
 from .._protocols import implements
 from .._scope import CANCELLED_BY_INTERRUPT, current_scope
-from ..errors import MissingCredentialsError, ModelCallBlockedError, RecordedItemError, ReplayMissError, warn
+from ..errors import (
+    InputError,
+    MissingCredentialsError,
+    ModelCallBlockedError,
+    RecordedItemError,
+    ReplayMissError,
+    warn,
+)
 from ..events import StepFailed, StepReplayed, StepStarted, input_label
 from ..replay import modes
 from ..replay.explain import Miss, explain_miss, note_miss, note_used
 from ..replay.modes import Mode
-from ..replay.records import RecordedFailure, StepRecord, recorded_failure
+from ..replay.records import RecordedFailure, StepRecord, recorded_failure, resume_refusal
 from ..replay.stores import LocatedStore, PartialStore, RecordingWarning, Store
 from .environment import Environment
 from .occurrences import Occurrences
@@ -131,6 +138,8 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
                 differing=differing,
             )
         else:
+            if partial is not None and (refusal := resume_refusal(partial, name)) is not None:
+                raise InputError(refusal)  # before it counts as resumed: the partial record is kept as it is
             if mode == "auto" and unfit_message is None and partial is None:  # a miss to explain (not a resume)
                 miss = Miss(name, fp, occurrence, tuple(store.records()), repr(store), context.cell_id())
                 note_miss(miss)
@@ -259,8 +268,10 @@ def keep_failure(
     store = context.store
     try:
         held = store.get(record_id)
-        if held is not None and held.finished:
-            return  # the person's recording of the step stays; the failure is shown, not kept
+        if held is not None and (held.finished or held.scrubbed_blocks):
+            # The person's recording of the step stays (a partial one that cannot be resumed too, until a refresh
+            # replaces it); the failure is shown, not kept.
+            return
         kept = store.put(failure_record(unit, record_id, occurrence, context.cell_id(), failure))
         note_used(context.cell_id(), context.execution_key(), kept.id)
     except Exception as keeping_error:

@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .._map_scope import MapItemContext, current_map_item, current_pacer
 from ..errors import BudgetExceededError, InputError, ItemNotRunError, RecordedItemError, RoleIncompleteError
-from ..models.base import Model, ModelEvent, ModelRequest, model_engine_record, model_intercepts_markup
+from ..models.base import (
+    Model,
+    ModelEvent,
+    ModelRequest,
+    model_engine_record,
+    model_intercepts_markup,
+    model_thinks,
+)
 from ..models.prices import dollars
 from ..payloads import JsonObject, dump, payload_spec
 from ..replay.modes import Mode, resolve_mode
@@ -440,12 +447,13 @@ def _check_options(concurrency: object, retries: object, on_error: object, score
 class _Tap:
     """The item's model, passed through, keeping what it was last sent (a failed item's transcript)."""
 
-    __slots__ = ("intercept_markup", "messages", "model", "network", "requests")
+    __slots__ = ("intercept_markup", "messages", "model", "network", "requests", "thinking")
 
     def __init__(self, model: Model) -> None:
         self.model = model
         self.network = getattr(model, "network", True)
         self.intercept_markup = model_intercepts_markup(model)
+        self.thinking = model_thinks(model)  # a role that thinks is refused on a model that does not say it can
         self.messages: tuple[Message, ...] = ()
         self.requests = 0
 

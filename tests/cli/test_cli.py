@@ -398,7 +398,7 @@ def test_list_shows_each_recording_and_whether_a_cell_uses_it(
     assert rows[record_id(6)[:12]].endswith("3 days ago   output    used (cell 3)")
     assert lines[8] == "2 used, 3 unused, 1 unknown."
     assert "gc` removes these" in lines[9] and "--unknown-too" in lines[10]
-    assert "format: this version reads format 1" in captured.err  # the unreadable record is reported, not listed
+    assert "format: this version reads formats 1 and 2" in captured.err  # the unreadable record is reported, not listed
     assert path.read_bytes() == before
 
     data = listed(path, capsys)

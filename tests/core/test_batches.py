@@ -588,8 +588,9 @@ async def test_a_result_whose_reading_raises_fails_its_step_and_leaves_none_wait
 
 
 def test_a_results_line_is_read_with_its_usage_and_its_one_hour_cache_writes() -> None:
-    from agl_notebook.models.base import TextDelta, ToolCall, TurnEnd
+    from agl_notebook.models.base import TextDelta, ThinkingDelta, ToolCall, TurnEnd
     from agl_notebook.models.batch_replies import message_events
+    from agl_notebook.transcript import RawBlock
 
     usage: JsonObject = {
         "input_tokens": 7,
@@ -600,7 +601,7 @@ def test_a_results_line_is_read_with_its_usage_and_its_one_hour_cache_writes() -
     message: JsonObject = {
         "id": "msg_1",
         "content": [
-            {"type": "thinking", "thinking": "..."},  # a block the loop has no event for is passed over
+            {"type": "thinking", "thinking": "...", "signature": "c2ln"},  # kept whole, after its text is drawn
             {"type": "text", "text": ""},
             {"type": "text", "text": "Looking."},
             {"type": "tool_use", "id": "toolu_1", "name": "look_up", "input": {"text": "x"}},
@@ -609,6 +610,8 @@ def test_a_results_line_is_read_with_its_usage_and_its_one_hour_cache_writes() -
         "usage": {**usage, "cache_creation": {"ephemeral_1h_input_tokens": 2, "ephemeral_5m_input_tokens": 3}},
     }
     assert message_events(message) == [
+        ThinkingDelta("..."),
+        RawBlock({"type": "thinking", "thinking": "...", "signature": "c2ln"}),
         TextDelta("Looking."),
         ToolCall("toolu_1", "look_up", {"text": "x"}),
         TurnEnd("tool_use", Usage(7, 3, 5, 11, 2)),

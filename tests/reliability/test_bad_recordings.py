@@ -304,7 +304,7 @@ def wrong_records(good: dict[str, Any]) -> list[tuple[Any, str]]:
     return [
         (42, ": expected an object."),
         (bad(2, kind="unit"), ".kind: expected 'step' or 'failure', got 'unit'."),
-        (bad(3, format="1"), ".format: this version reads format 1, the record has '1'."),
+        (bad(3, format="1"), ".format: this version reads formats 1 and 2, the record has '1'."),
         ({**good, "id": 7}, ".id: expected a non-empty string."),
         (bad(5, parts=["role", "backend"]), ".parts: expected an object of digests."),
         (bad(6, occurrence="0"), ".occurrence: expected a whole number >= 0."),
@@ -315,8 +315,10 @@ def wrong_records(good: dict[str, Any]) -> list[tuple[Any, str]]:
             ".transcript[0]: expected an object with role 'user' or 'assistant'.",
         ),
         (
-            bad(10, transcript=[{"role": "user", "content": [{"type": "image"}]}]),
-            ".transcript[0].content[0]: not a text, tool_use or tool_result block.",
+            # a block of a type not read here is kept as it is (RawBlock); one with no type is not a block
+            bad(10, transcript=[{"role": "user", "content": [{"kind": "image"}]}]),
+            ".transcript[0].content[0]: not a text, tool_use or tool_result block, nor a block of another type kept "
+            "as is.",
         ),
         (bad(11, usage={"input_tokens": "many"}), ".usage: expected an object of token counts."),
         (bad(12, questions="none"), ".questions: expected a list."),

@@ -35,7 +35,17 @@ from typing import Any, Literal
 import anthropic
 import httpx2
 
-from tests.support.anthropic_api import BASE_URL, KEY, Text, Use, error_response, reply, stream_response
+from tests.support.anthropic_api import (
+    BASE_URL,
+    KEY,
+    Block,
+    Text,
+    Use,
+    assembled,
+    error_response,
+    reply,
+    stream_response,
+)
 
 Outcome = Literal["succeeded", "errored", "expired", "canceled", "invalid"]
 """What becomes of one batch request: ``invalid`` is errored with an ``invalid_request_error``."""
@@ -48,7 +58,7 @@ _EPOCH = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 class Turn:
     """One reply of the script: the same blocks, stop reason and usage whether streamed live or in a batch."""
 
-    blocks: tuple[Text | Use, ...]
+    blocks: tuple[Block, ...]
     stop_reason: str = "end_turn"
     input_tokens: int = 10
     output_tokens: int = 5
@@ -72,6 +82,8 @@ class Turn:
         for block in self.blocks:
             if isinstance(block, Text):
                 content.append({"type": "text", "text": "".join(block.pieces), "citations": None})
+            elif not isinstance(block, Use):  # thinking, redacted thinking, another type: whole, as the API sends it
+                content.append(assembled(block))
             else:
                 content.append(
                     {"type": "tool_use", "id": block.id, "name": block.name, "input": json.loads("".join(block.pieces))}
