@@ -287,6 +287,7 @@ def _pct(level: float) -> str:
 
 
 def _fmt(value: float, interval: Interval) -> str:
-    """Two decimals, or three when the interval is narrower than 0.02 (a narrower one would read as a point)."""
-    text = f"{value:.3f}" if abs(interval.high - interval.low) < 0.02 else f"{value:.2f}"
+    """Two decimals, three when the interval is narrower than 0.02 (it would read as a point), 3 digits when none."""
+    width = abs(interval.high - interval.low)
+    text = f"{value:.3g}" if width == 0 else f"{value:.3f}" if width < 0.02 else f"{value:.2f}"
     return text.lstrip("-") if float(text) == 0 else text  # never "-0.00"
