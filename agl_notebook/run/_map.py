@@ -389,7 +389,8 @@ async def _scored(score: Score, item: MapItem, scoring: Scoring) -> tuple[float 
         current_scoring.reset(token)
     reasoning: str | None = None
     if isinstance(value, Verdict):
-        value, reasoning = value.score, value.reasoning
+        reasoning = value.reasoning
+        value = value.score
     if isinstance(value, bool):
         return value, reasoning
     if isinstance(value, int | float) and value == value:  # not NaN
@@ -469,7 +470,7 @@ def _check_options(concurrency: object, retries: object, on_error: object, score
     if score is not None and not callable(score):
         raise InputError(f"run.map(score=...) takes a function of (input, result), not {score!r}.")
     if isinstance(score, Judge):
-        judge(score.role, score.rubric)  # checked again: a Judge made by hand must still be able to report
+        judge(score.role, score.rubric)  # type: ignore[unreachable]  # checked again: a Judge made by hand
 
 
 class _Tap:
