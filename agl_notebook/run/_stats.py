@@ -27,6 +27,7 @@ distinct values (a judge's free scores) the draws are made one by one when that 
 from __future__ import annotations
 
 import bisect
+import hashlib
 import math
 import operator
 import random
@@ -37,7 +38,9 @@ from itertools import accumulate
 RESAMPLES = 2000
 """How many bootstrap resamples every interval is read from."""
 SEED = 33_2026
-"""The bootstrap's seed: every interval is read from the same stream, so it replays equal."""
+"""The bootstrap's base seed. Each interval's stream is seeded from it and a digest of the values resampled, so the
+same scores always give the same interval, while different score arrays do not share one stream (a shared stream
+would make every interval err the same way: a fixed seed alone left the calibration test's intervals 5% narrow)."""
 LEVEL = 0.95
 """The intervals' confidence, before any correction for several comparisons."""
 DETECTABLE = 0.05
@@ -137,7 +140,7 @@ def input_scores(repeats: Sequence[Sequence[float | None]]) -> list[float | None
 
 
 def mean_interval(
-    values: Sequence[float | None], *, comparisons: int = 1, resamples: int = RESAMPLES, seed: int = SEED
+    values: Sequence[float | None], *, comparisons: int = 1, resamples: int = RESAMPLES, seed: int | None = None
 ) -> Interval | None:
     """The mean of the input scores given (None skipped) and its bootstrap interval; None when there are none."""
     given = [float(v) for v in values if v is not None]
@@ -157,7 +160,7 @@ def paired_difference(
     comparisons: int = 1,
     detectable: float = DETECTABLE,
     resamples: int = RESAMPLES,
-    seed: int = SEED,
+    seed: int | None = None,
 ) -> PairedDifference:
     """B minus A over the inputs both scored (input scores, in input order), its interval and sentence."""
     diffs = [y - x for x, y in zip(a, b, strict=True) if x is not None and y is not None]
@@ -171,7 +174,7 @@ def paired_difference(
 
 
 def bootstrap(
-    values: Sequence[float], *, level: float = LEVEL, resamples: int = RESAMPLES, seed: int = SEED
+    values: Sequence[float], *, level: float = LEVEL, resamples: int = RESAMPLES, seed: int | None = None
 ) -> tuple[float, float]:
     """The percentile interval of the mean of ``values`` (input scores) over ``resamples`` bootstrap resamples.
 
@@ -187,7 +190,7 @@ def bootstrap(
     distinct = sorted(counts, key=lambda v: (counts[v], v))
     if len(distinct) == 1:
         return distinct[0], distinct[0]
-    rng = random.Random(seed)
+    rng = random.Random(_seed(distinct, counts) if seed is None else seed)
     if _grouped_cost(n, len(distinct)) < n * resamples:
         means = _grouped_means(distinct, [counts[v] for v in distinct], n, resamples, rng)
     else:
@@ -197,6 +200,12 @@ def bootstrap(
     low = means[min(resamples - 1, math.floor(alpha / 2 * resamples))]
     high = means[max(0, math.ceil((1 - alpha / 2) * resamples) - 1)]
     return low, high
+
+
+def _seed(distinct: list[float], counts: dict[float, int]) -> int:
+    """The stream's seed for these values: `SEED` and the values' exact digits and counts, digested (sha256)."""
+    text = f"{SEED}:" + ";".join(f"{v.hex()}x{counts[v]}" for v in distinct)
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
 
 
 def _grouped_cost(n: int, groups: int) -> float:
@@ -218,31 +227,29 @@ def _direct_means(values: list[float], resamples: int, rng: random.Random) -> li
 def _grouped_means(distinct: list[float], counts: list[int], n: int, resamples: int, rng: random.Random) -> list[float]:
     """Resample means from multinomial counts over the distinct values, drawn as successive binomials.
 
-    The count of value g among the draws left is Binomial(left, counts[g] / (counts[g] + ... + counts[G-1])).
+    The count of value g among the draws left is Binomial(left, counts[g] / (counts[g] + ... + counts[G-1])). The
+    draws go value by value; within a value, the resamples with the same draws left share one table and draw in
+    resample order.
     """
-    tails = [sum(counts[g:]) for g in range(len(counts))]
-    tables: dict[tuple[int, int], tuple[int, list[float]]] = {}
     draw = rng.random
-    means: list[float] = []
-    last = len(distinct) - 1
-    for _ in range(resamples):
-        left = n
-        parts: list[float] = []
-        for g in range(last):
-            if left == 0:
-                break
-            key = (g, left)
-            table = tables.get(key)
-            if table is None:
-                table = tables[key] = _binomial_table(left, counts[g], tails[g])
-            start, cumulative = table
-            k = start + bisect.bisect_right(cumulative, draw() * cumulative[-1])
-            k = min(k, start + len(cumulative) - 1)
-            parts.append(k * distinct[g])
-            left -= k
-        parts.append(left * distinct[last])
-        means.append(math.fsum(parts) / n)
-    return means
+    left = [n] * resamples
+    columns: list[list[int]] = []
+    for g in range(len(distinct) - 1):
+        rest = sum(counts[g:])
+        by_left: dict[int, list[int]] = {}
+        for r, m in enumerate(left):
+            by_left.setdefault(m, []).append(r)
+        taken = [0] * resamples
+        for m in sorted(by_left):
+            start, cumulative = _binomial_table(m, counts[g], rest)
+            top, last = cumulative[-1], len(cumulative) - 1
+            for r in by_left[m]:
+                taken[r] = start + bisect.bisect_right(cumulative, draw() * top, 0, last)
+        columns.append(taken)
+        left = [m - k for m, k in zip(left, taken, strict=True)]
+    columns.append(left)
+    fsum, mul = math.fsum, operator.mul
+    return [fsum(map(mul, row, distinct)) / n for row in zip(*columns, strict=True)]
 
 
 def _binomial_table(trials: int, hits: int, total: int) -> tuple[int, list[float]]:
