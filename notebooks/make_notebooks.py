@@ -1085,7 +1085,7 @@ grader = Role(
     "Judge the answer by the rubric.",
     tools=[reporting_tool("report_verdict", "Report your verdict.", Verdict)],
 )
-sums = [Sum(f"{a} + {b}") for a, b in zip(range(11, 41), range(57, 87))]""",
+sums = [Sum(f"{a} + {a + 46}") for a in range(11, 41)]""",
     ),
     (
         "md",
@@ -1115,7 +1115,8 @@ def script(request):
     if any(tool.name == "report_verdict" for tool in request.tools):  # the grader
         a, b = (int(n) for n in given["input"].split('"')[-2].split(" + "))
         answer = json.loads(given["answer"])["answer"]
-        verdict = {"reasoning": f"{answer} is {'' if answer == a + b else 'not '}{a} + {b}", "score": float(answer == a + b)}
+        right = answer == a + b
+        verdict = {"reasoning": f"{answer} is {'' if right else 'not '}{a} + {b}", "score": float(right)}
         return {"calls": [{"name": "report_verdict", "args": verdict}]}
     a, b = (int(n) for n in given["text"].split(" + "))
     accuracy = next(share for words, share in ACCURACY.items() if words in request.system)
@@ -1164,7 +1165,8 @@ verdict.""",
     (
         "code",
         """\
-graded = await run.map(careful, sums[:8], score=judge(grader, "Right when the answer is the sum of the two numbers."))""",
+rubric = "Right when the answer is the sum of the two numbers."
+graded = await run.map(careful, sums[:8], score=judge(grader, rubric))""",
     ),
     (
         "md",
