@@ -46,7 +46,8 @@ def answer(request):
 
 summarizer = Role("summarizer", "Summarize the text.", accepts=(Query,), model=ScriptedModel(answer),
                   tools=[reporting_tool("report_answer", "Report what you found.", Answer)])"""
-MAP = """results = await Run().map(summarizer, [Query(f"t{i}") for i in range(20)], score=judge(grader, "Even texts pass."))
+MAP = """texts = [Query(f"t{i}") for i in range(20)]
+results = await Run().map(summarizer, texts, score=judge(grader, "Even texts pass."))
 results"""
 VERDICTS = "for i, reasoning in enumerate(results.reasonings):\n    print(i, results.scores[i], reasoning)"
 COUNT = "# NBVAL_IGNORE_OUTPUT\nprint('judge requests:', len(JUDGED))"
@@ -66,8 +67,10 @@ def test_a_judge_over_20_items_records_20_verdicts_replays_them_after_a_restart_
     assert main(["execute", str(notebook), "--record"]) == 0
     saved = load(notebook)
     cells = saved["cells"]
-    outputs = [("".join(o.get("text", "")) or "".join(o.get("data", {}).get("text/plain", ""))) for o in
-               (out for cell in cells for out in cell["outputs"])]
+    outputs = [
+        ("".join(o.get("text", "")) or "".join(o.get("data", {}).get("text/plain", "")))
+        for o in (out for cell in cells for out in cell["outputs"])
+    ]
     assert "judge requests: 20" in "\n".join(outputs)
     assert "".join(cells[2]["outputs"][0]["text"]).strip() == EXPECTED
     table = "".join(cells[1]["outputs"][0]["data"]["text/plain"])
