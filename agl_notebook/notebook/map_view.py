@@ -286,10 +286,10 @@ class NotebookMapView:
             self._widget.detail = ""
 
     def _ended(self, item: MapItem, trace: StepTrace, *, failed: bool) -> None:
-        """An item's step ended: keep its trace if the table can show its row."""
-        if item.index < ROWS:
+        """An item's step ended: keep its trace if the table can show its row (a repeated input's row: repeat 0)."""
+        if item.index < ROWS and item.repeat == 0:
             self._traces[item.index] = trace
-        elif failed and self._kept_failures < KEPT_FAILURES:
+        elif failed and item.index >= ROWS and self._kept_failures < KEPT_FAILURES:
             self._kept_failures += 1
             self._traces[item.index] = trace
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
-from .._map_scope import current_scoring
 from .._scope import StepScope, current_scope
 from ..errors import InputError, at_call_site
 from ..loop import LoopOutcome
@@ -234,7 +234,10 @@ class Run:
         # that is what makes the occurrence number (and so replay under asyncio.gather) deterministic.
         resolved = self._resolve_role(role)
         check_input(resolved, input)
-        scoring = current_scoring.get()
+        # A judge's step inside a map's score. `_map_scope` loads with the first map (not with `import agl_notebook`):
+        # until then no score can be running.
+        map_scope = sys.modules.get("agl_notebook._map_scope")
+        scoring = map_scope.current_scoring.get() if map_scope is not None else None
         if scoring is not None:  # a judge's step inside a map's score: numbered by (map, item, repeat), kept there
             outcome: LoopOutcome = await scoring.step(resolved, input, mode)
             return outcome

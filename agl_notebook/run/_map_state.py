@@ -436,7 +436,7 @@ def row_cells(state: MapState, item: MapItem) -> list[Cell]:
         cells += [Cell("")] * len(state.fields)
     repeats = state.repeats(item.index) if state.epochs > 1 else [item]
     if state.scored:
-        score = item.score if state.epochs == 1 else state.input_scores()[item.index]
+        score = item.score if state.epochs == 1 else input_scores([[r.score for r in repeats]])[0]
         cells.append(Cell("" if score is None else _score(score)))
     if state.epochs > 1:
         agree, ended = state.agreement(item.index)
