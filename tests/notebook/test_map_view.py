@@ -236,8 +236,10 @@ async def test_opening_a_judged_row_shows_the_verdict_and_the_reasoning(sent: Se
         return {"calls": [{"name": "report_verdict", "args": {"reasoning": "it names the <topic>", "score": 1}}]}
 
     tools = [reporting_tool("report_verdict", "Report your verdict.", Verdict)]
-    grader = Role("grader", "Judge.", tools=tools, model=ScriptedModel(grade))
-    answerer = Role(ROLE.name, ROLE.instructions, accepts=(Query,), tools=list(ROLE.tools), model=ScriptedModel(answer))
+    grader: Role[Verdict] = Role("grader", "Judge.", tools=tools, model=ScriptedModel(grade))
+    answerer: Role[Answer] = Role(
+        ROLE.name, ROLE.instructions, accepts=(Query,), tools=list(ROLE.tools), model=ScriptedModel(answer)
+    )
     view = NotebookMapView(ROLE, display=FakeDisplay())
     inputs = [Query("first"), Query("last")]
     task = asyncio.ensure_future(Run().map(answerer, inputs, view=view, score=judge(grader, "Names it.")))
