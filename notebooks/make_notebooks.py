@@ -1085,7 +1085,11 @@ grader = Role(
     "Judge the answer by the rubric.",
     tools=[reporting_tool("report_verdict", "Report your verdict.", Verdict)],
 )
-sums = [Sum(f"{a} + {a + 46}") for a in range(11, 41)]""",
+# Each map below has inputs of its own: no two share a recording.
+drills = [Sum(f"{a} + {a + 17}") for a in range(41, 53)]
+checks = [Sum(f"{a} + {a + 29}") for a in range(61, 69)]
+sums = [Sum(f"{a} + {a + 46}") for a in range(11, 41)]
+more_sums = [Sum(f"{a} + {a + 5}") for a in range(71, 101)]""",
     ),
     (
         "md",
@@ -1144,7 +1148,7 @@ many of an input's repeats gave its most common answer.""",
     (
         "code",
         """\
-results = await run.map(quick, sums[:12], score=correct, epochs=3)""",
+results = await run.map(quick, drills, score=correct, epochs=3)""",
     ),
     (
         "code",
@@ -1166,7 +1170,7 @@ verdict.""",
         "code",
         """\
 rubric = "Right when the answer is the sum of the two numbers."
-graded = await run.map(careful, sums[:8], score=judge(grader, rubric))""",
+graded = await run.map(careful, checks, score=judge(grader, rubric))""",
     ),
     (
         "md",
@@ -1186,13 +1190,13 @@ print(noise.sentences[0])""",
     (
         "md",
         """\
-Quick against checked: a difference of almost half shows at 30 inputs. With more than two variants, each pair's
-interval is Bonferroni-corrected for the number of pairs, and the sentence says so.""",
+Quick against checked, on 30 other inputs: a difference of a third shows at 30 inputs. With more than two
+variants, each pair's interval is Bonferroni-corrected for the number of pairs, and the sentence says so.""",
     ),
     (
         "code",
         """\
-real = await run.compare({"quick": quick, "checked": checked}, sums, score=correct, name="real")
+real = await run.compare({"quick": quick, "checked": checked}, more_sums, score=correct, name="real")
 print(real.sentences[0])""",
     ),
 ]
