@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .approvals import Approve, Deny, Edit
     from .events import Event
     from .models.prices import PriceTable, Rates
+    from .run._judge import JudgeCase, Verdict, judge
     from .run._map_state import MapItemError, MapResults
     from .screens import ChoiceInput, ConfirmInput, NumberInput, Screen, TextInput
 
@@ -39,6 +40,9 @@ _ON_FIRST_USE = {
     "TextInput": "screens",
     "MapItemError": "run._map_state",
     "MapResults": "run._map_state",
+    "JudgeCase": "run._judge",
+    "Verdict": "run._judge",
+    "judge": "run._judge",
     "PriceTable": "models.prices",
     "Rates": "models.prices",
 }
@@ -85,6 +89,10 @@ __all__ = [
     "Event",
     "MapItemError",
     "MapResults",
+    # Evaluating (docs/evaluating.md): run.map(..., score=judge(role, rubric), epochs=3)
+    "JudgeCase",
+    "Verdict",
+    "judge",
     "NumberInput",
     "Run",
     "Screen",

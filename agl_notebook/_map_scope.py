@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from ._fieldwise import Fieldwise
 from .payloads import JsonValue
@@ -58,7 +58,22 @@ class MapItemContext(Fieldwise):
     """The item's place in the inputs, from 0."""
     input: JsonValue
     """The item's input as JSON."""
+    repeat: int = 0
+    """Which repeat of its input this is, from 0 (``run.map(..., epochs=k)`` runs each input k times): a scripted
+    model's function can read it to answer the repeats of one input differently."""
 
 
 current_map_item: ContextVar[MapItemContext | None] = ContextVar("agl_notebook_map_item", default=None)
 """The map item running in this context, if any."""
+
+
+class ScoringSteps(Protocol):
+    """How a step started inside a map item's score runs (`agl_notebook.run._judge.Scoring`)."""
+
+    async def step(self, role: Any, value: object, mode: Any) -> Any:
+        """Run or replay one step of ``role`` on ``value``, numbered by (map, item, repeat), in the map's store."""
+        ...
+
+
+current_scoring: ContextVar[ScoringSteps | None] = ContextVar("agl_notebook_scoring", default=None)
+"""The map item whose score is being computed in this context, if any: a step started there is a judge's."""

@@ -1160,6 +1160,160 @@ server are in [docs/models.md](../docs/models.md).""",
 ]
 
 
+EVALUATING = [
+    (
+        "md",
+        """\
+# 12. Evaluations you can trust
+
+On 30 inputs, a mean score of 0.72 against 0.78 is usually noise. This notebook runs each input several times
+(**repeats**), scores answers with a **judge** role, and compares variants with **intervals**: every mean carries
+its 95% interval, and each pair of variants gets one sentence saying whether the difference can be told apart from
+noise at this number of inputs. See [docs/evaluating.md](../docs/evaluating.md).""",
+    ),
+    ("code", imports("Role", "Run", "Verdict", "describe", "judge", "reporting_tool", "scripted_unless_credentials")),
+    (
+        "code",
+        """\
+@dataclass(frozen=True)
+class Sum:
+    text: str = describe("An addition to work out.")
+
+
+@dataclass(frozen=True)
+class Result:
+    answer: int = describe("The sum.")
+
+
+def solver(name: str, instructions: str) -> Role[Result]:
+    return Role(name, instructions, accepts=(Sum,), tools=[reporting_tool("report_result", "Report the sum.", Result)])
+
+
+quick = solver("quick", "Add the numbers. Be quick.")
+careful = solver("careful", "Add the numbers. Check your work.")
+checked = solver("checked", "Add the numbers, then add them again from the right and compare.")
+grader = Role(
+    "grader",
+    "Judge the answer by the rubric.",
+    tools=[reporting_tool("report_verdict", "Report your verdict.", Verdict)],
+)
+# Each map below has inputs of its own: no two share a recording.
+drills = [Sum(f"{a} + {a + 17}") for a in range(41, 53)]
+checks = [Sum(f"{a} + {a + 29}") for a in range(61, 69)]
+sums = [Sum(f"{a} + {a + 46}") for a in range(11, 41)]
+more_sums = [Sum(f"{a} + {a + 5}") for a in range(71, 101)]""",
+    ),
+    (
+        "md",
+        """\
+Offline, one scripted model stands in for Claude. Each solver is right on a share of the inputs fixed by its
+instructions (quick 50%, careful 55%, checked 97%), decided by a hash of the input and the **repeat**: inside a map,
+`current_map_item` says which repeat runs, so the repeats of one input can disagree, as a real model's do. As the
+grader, it checks the sum.""",
+    ),
+    (
+        "code",
+        """\
+import hashlib
+import json
+
+from agl_notebook._map_scope import current_map_item
+
+ACCURACY = {"Be quick.": 0.50, "Check your work.": 0.55, "from the right": 0.97}
+
+
+def chance(*parts: object) -> float:
+    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "big") / 2**64
+
+
+def script(request):
+    given = json.loads(request.messages[0].text.split("\\n", 1)[1])
+    if any(tool.name == "report_verdict" for tool in request.tools):  # the grader
+        a, b = (int(n) for n in given["input"].split('"')[-2].split(" + "))
+        answer = json.loads(given["answer"])["answer"]
+        right = answer == a + b
+        verdict = {"reasoning": f"{answer} is {'' if right else 'not '}{a} + {b}", "score": float(right)}
+        return {"calls": [{"name": "report_verdict", "args": verdict}]}
+    a, b = (int(n) for n in given["text"].split(" + "))
+    accuracy = next(share for words, share in ACCURACY.items() if words in request.system)
+    item = current_map_item.get()
+    right = chance(request.system, given["text"], item.repeat if item else 0) < accuracy
+    return {"calls": [{"name": "report_result", "args": {"answer": a + b if right else a + b + 10}}]}
+
+
+run = Run(model=scripted_unless_credentials(script))
+
+
+def correct(question: Sum, result: Result) -> bool:
+    a, b = (int(n) for n in question.text.split(" + "))
+    return result.answer == a + b""",
+    ),
+    (
+        "md",
+        """\
+## Repeats
+
+`epochs=3` runs every input three times, each repeat its own record. `results[i]` is input i's first repeat;
+`results.repeats[i]` has all three. Scores are per input (the mean of its repeats'), and the `agree` column says how
+many of an input's repeats gave its most common answer.""",
+    ),
+    (
+        "code",
+        """\
+results = await run.map(quick, drills, score=correct, epochs=3)""",
+    ),
+    (
+        "code",
+        """\
+print("consistency:", [round(c, 2) for c in results.consistency])
+print("mean score:", results.score_interval.text())""",
+    ),
+    (
+        "md",
+        """\
+## A judge
+
+A score Python cannot compute needs a model. `judge(grader, rubric)` makes a score that runs one step of the
+`grader` role per item; its reporting payload has a `score` and a `reasoning` (here `Verdict`). The verdicts are
+recorded with the map's items, numbered by item and repeat, and replayed with them; the table shows each item's
+verdict.""",
+    ),
+    (
+        "code",
+        """\
+rubric = "Right when the answer is the sum of the two numbers."
+graded = await run.map(careful, checks, score=judge(grader, rubric))""",
+    ),
+    (
+        "md",
+        """\
+## A difference that is noise, and one that is real
+
+`run.compare` runs each variant over the same inputs. Under the grid, each pair of variants gets its paired
+difference (over the inputs both scored) with a 95% interval, from a bootstrap over inputs, and a sentence. Quick
+against careful on 30 inputs: 0.50 against 0.55 is a real difference of 0.05, but 30 inputs cannot show it.""",
+    ),
+    (
+        "code",
+        """\
+noise = await run.compare({"quick": quick, "careful": careful}, sums, score=correct, name="noise")
+print(noise.sentences[0])""",
+    ),
+    (
+        "md",
+        """\
+Quick against checked, on 30 other inputs: a difference of a third shows at 30 inputs. With more than two
+variants, each pair's interval is Bonferroni-corrected for the number of pairs, and the sentence says so.""",
+    ),
+    (
+        "code",
+        """\
+real = await run.compare({"quick": quick, "checked": checked}, more_sums, score=correct, name="real")
+print(real.sentences[0])""",
+    ),
+]
+
+
 NOTEBOOKS = {
     "01_first_step.ipynb": FIRST_STEP,
     "02_tools_and_retries.ipynb": TOOLS,
@@ -1170,6 +1324,7 @@ NOTEBOOKS = {
     "07_json_functions.ipynb": FUNCTIONS,
     "08_map.ipynb": MAP,
     "11_models_side_by_side.ipynb": MODELS,
+    "12_evaluating.ipynb": EVALUATING,
 }
 
 ANSWERS = {"03_asking_questions.ipynb": ["Saturday", ["Birch", True]], "06_client_tools.ipynb": ["Lisbon"]}

@@ -278,18 +278,31 @@ class NotebookMapView:
         elif kind == "open" and isinstance(content.get("index"), int):
             trace = self._traces.get(content["index"])
             self._widget.detail = (
-                render_html(trace, self._secrets)
+                render_html(trace, self._secrets) + self._verdict_html(content["index"])
                 if trace is not None
                 else "<div>That item's step is not kept (only the first rows' and some failures' are).</div>"
             )
         elif kind == "close":
             self._widget.detail = ""
 
+    def _verdict_html(self, index: int) -> str:
+        """A judged item's verdict under its step: the score and the judge's reasoning (its first repeat's)."""
+        state = self._state
+        if state is None or not state.judged or not 0 <= index < state.inputs:
+            return ""
+        item = state.repeats(index)[0]
+        if item.reasoning is None or item.score is None:
+            return ""
+        return (
+            f'<div class="agl-verdict" style="margin:6px 0"><b>Verdict: {escaped(str(item.score), self._secrets)}'
+            f"</b> {escaped(item.reasoning, self._secrets)}</div>"
+        )
+
     def _ended(self, item: MapItem, trace: StepTrace, *, failed: bool) -> None:
-        """An item's step ended: keep its trace if the table can show its row."""
-        if item.index < ROWS:
+        """An item's step ended: keep its trace if the table can show its row (a repeated input's row: repeat 0)."""
+        if item.index < ROWS and item.repeat == 0:
             self._traces[item.index] = trace
-        elif failed and self._kept_failures < KEPT_FAILURES:
+        elif failed and item.index >= ROWS and self._kept_failures < KEPT_FAILURES:
             self._kept_failures += 1
             self._traces[item.index] = trace
 

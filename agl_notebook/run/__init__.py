@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
@@ -233,6 +234,13 @@ class Run:
         # that is what makes the occurrence number (and so replay under asyncio.gather) deterministic.
         resolved = self._resolve_role(role)
         check_input(resolved, input)
+        # A judge's step inside a map's score. `_map_scope` loads with the first map (not with `import agl_notebook`):
+        # until then no score can be running.
+        map_scope = sys.modules.get("agl_notebook._map_scope")
+        scoring = map_scope.current_scoring.get() if map_scope is not None else None
+        if scoring is not None:  # a judge's step inside a map's score: numbered by (map, item, repeat), kept there
+            outcome: LoopOutcome = await scoring.step(resolved, input, mode)
+            return outcome
         view = self._view_factory(resolved) if self._view_factory is not None else None
         plan = self._plan_step(resolved, input, self._model_for(resolved), view=view, label=label, on_event=on_event)
         return await run_unit(plan, resolve_mode(step=mode, run=self.mode), self._context())
@@ -275,11 +283,12 @@ class Run:
         concurrency: int = 8,
         retries: int = 4,
         on_error: Literal["keep", "raise"] = "keep",
-        score: Callable[[Any, Any], float | int | bool] | None = None,
+        score: Callable[[Any, Any], Any] | None = None,
         name: str | None = None,
         mode: Mode | None = None,
         view: MapView | None = None,
         engine: Batches | None = None,
+        epochs: int = 1,
     ) -> MapResults:
         """Run ``role`` on every input (a list of payloads, or a pandas DataFrame whose columns name the fields).
 
@@ -296,13 +305,16 @@ class Run:
             retries: Retries of a request that failed transiently (429, 529, other 5xx, a lost connection).
             on_error: ``keep``: a failed item is a `MapItemError` among the results; ``raise``: once every item
                 ended, the first failure in input order is raised.
-            score: A function of (input, result) giving a number or a bool, per item; the view and the results
-                show each and their mean.
+            score: A function of (input, result) giving a number or a bool, per item (it may be ``async`` and run
+                a judge's steps; `agl_notebook.judge` makes one); the view and the results show each and their mean
+                with its 95% interval (docs/evaluating.md).
             name: Names the map's records (by default the role's name; docs/map.md, "The map's key").
             mode: The replay mode of every item (a Run's and the notebook's otherwise).
             view: What draws the map (in a notebook, its live view by default).
             engine: A `Batches` engine: every item's requests go through the Message Batches API in waves, all
                 items at once (``concurrency`` and ``retries`` pace the live API only; docs/batches.md).
+            epochs: How many times each input runs (each repeat its own record); ``results[i]`` is input i's first
+                repeat, ``results.repeats[i]`` all of them, and scores are per input, its repeats' mean.
 
         Returns:
             The results in input order: each item's reported payload, or a `MapItemError`.
@@ -329,6 +341,7 @@ class Run:
             mode=mode,
             view=view,
             engine=engine,
+            epochs=epochs,
         )
 
     async def compare(
@@ -336,11 +349,12 @@ class Run:
         variants: Mapping[str, Role[Any] | RoleFactory[..., Any]],
         inputs: object,
         *,
-        score: Callable[[Any, Any], float | int | bool] | None = None,
+        score: Callable[[Any, Any], Any] | None = None,
         name: str | None = None,
         concurrency: int = 8,
         retries: int = 4,
         mode: Mode | None = None,
+        epochs: int = 1,
     ) -> Comparison:
         """Run every variant on the same inputs, one map each, and compare what they reported (docs/cost.md).
 
@@ -351,12 +365,14 @@ class Run:
         Returns:
             The grid: a row per input, each reported field side by side per variant with the cells that differ
             marked; per variant its tokens, recorded dollars, failures and mean score; per field its agreement (the
-            share of inputs on which every variant reports the same value). ``.to_pandas()`` has the grid.
+            share of inputs on which every variant reports the same value). ``.to_pandas()`` has the grid. With a
+            score, each mean carries its 95% interval and each pair of variants its paired difference and a
+            sentence saying whether it can be told from noise (``epochs`` repeats each input; docs/evaluating.md).
         """
         __tracebackhide__ = True
         from ._compare import run_compare
 
-        options = {"concurrency": concurrency, "retries": retries, "mode": mode}
+        options = {"concurrency": concurrency, "retries": retries, "mode": mode, "epochs": epochs}
         return await run_compare(self, variants, inputs, score=score, name=name, map_options=options)
 
     def map_sync(
@@ -367,10 +383,11 @@ class Run:
         concurrency: int = 8,
         retries: int = 4,
         on_error: Literal["keep", "raise"] = "keep",
-        score: Callable[[Any, Any], float | int | bool] | None = None,
+        score: Callable[[Any, Any], Any] | None = None,
         name: str | None = None,
         mode: Mode | None = None,
         engine: Batches | None = None,
+        epochs: int = 1,
     ) -> MapResults:
         """`map`, for code that cannot await (a synchronous cell or script); see `run_sync`."""
         __tracebackhide__ = True
@@ -386,6 +403,7 @@ class Run:
                 name=name,
                 mode=mode,
                 engine=engine,
+                epochs=epochs,
             )
 
         return at_call_site(self.run_sync, make)

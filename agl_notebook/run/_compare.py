@@ -3,14 +3,21 @@
 Rows are inputs, columns are the reported fields side by side, one column per variant under each field. A cell
 **differs** when the variants do not all report the same value for that input and field (a failed item reports
 nothing, so its row differs in every field); a field's **agreement** is the share of inputs on which every variant
-reports the same value. Everything drawn is deterministic: no times, no what-is-spent-now.
+reports the same value. With a score, each variant's mean carries its 95% interval, and each pair of variants its
+paired difference (over the inputs both scored) with its interval and one sentence saying whether it can be told
+apart from noise; with more than two variants those intervals are Bonferroni-corrected for the number of pairs
+(`agl_notebook.run._stats`, docs/evaluating.md). With repeats (``epochs``) the grid shows each input's first repeat
+and the scores are each input's mean over its repeats. Everything drawn is deterministic: no times, no
+what-is-spent-now.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, cast
 
 from .._secrets import scrub_text, secrets_from_environment
@@ -19,6 +26,7 @@ from ..errors import InputError
 from ..events import input_label
 from ..models.prices import dollars
 from ..payloads import JsonValue
+from ._stats import Interval, PairedDifference, mean_interval, paired_difference
 
 _MISSING = object()
 
@@ -34,7 +42,8 @@ class VariantResults:
     failures: Sequence[str | None]
     """Each input's failure (``Type: message``), or None where it reported."""
     scores: Sequence[float | None] = ()
-    """Each input's score, where a score function was given (None where none was computed)."""
+    """Each input's score, where a score function was given (None where none was computed); with repeats, the
+    mean of its repeats' scores."""
     tokens: int = 0
     """The tokens of every item's record."""
     usd: float | None = 0.0
@@ -51,7 +60,7 @@ class VariantResults:
     def mean_score(self) -> float | None:
         """The mean of the scores computed, or None when there are none."""
         scored = [s for s in self.scores if s is not None]
-        return sum(scored) / len(scored) if scored else None
+        return math.fsum(scored) / len(scored) if scored else None
 
 
 @dataclass(frozen=True)
@@ -62,6 +71,8 @@ class Comparison:
     """Each input's label, in order (a row each)."""
     variants: Sequence[VariantResults]
     """Each variant's results, in the order they were given (a column each under every field)."""
+    epochs: int = 1
+    """How many times each input ran per variant."""
     fields: tuple[str, ...] = field(init=False)
     """The reported fields, in the order the first variant that reported each gave them."""
 
@@ -95,6 +106,26 @@ class Comparison:
         rows = len(self.inputs)
         return {f: (sum(not self.differs(r, f) for r in range(rows)) / rows if rows else 1.0) for f in self.fields}
 
+    @cached_property
+    def intervals(self) -> dict[str, Interval | None]:
+        """Each variant's mean score with its 95% interval (None: no score), by name."""
+        return {v.name: mean_interval(v.scores) for v in self.variants}
+
+    @cached_property
+    def differences(self) -> list[PairedDifference]:
+        """Per pair of scored variants (in the order given: the later minus the earlier), the paired difference.
+
+        With more than one pair, each interval is Bonferroni-corrected: at ``1 - 0.05 / pairs``.
+        """
+        scored = [v for v in self.variants if any(s is not None for s in v.scores)]
+        pairs = [(a, b) for i, a in enumerate(scored) for b in scored[i + 1 :]]
+        return [paired_difference(a.name, a.scores, b.name, b.scores, comparisons=len(pairs)) for a, b in pairs]
+
+    @property
+    def sentences(self) -> list[str]:
+        """What each paired difference says, in a sentence (see `differences`)."""
+        return [d.sentence() for d in self.differences]
+
     def to_pandas(self) -> Any:
         """The grid as a DataFrame: a row per input, its label, a column per (field, variant), each failure.
 
@@ -123,14 +154,14 @@ class Comparison:
         """Per variant: its name, tokens, dollars, failures and mean score, as text."""
         rows = [["variant", "tokens", "dollars", "failures", "mean score"]]
         for v in self.variants:
-            mean = v.mean_score
+            interval = self.intervals[v.name]
             rows.append(
                 [
                     v.name,
                     f"{v.tokens:,}",
                     "-" if not v.priced else "price unknown" if v.usd is None else dollars(v.usd),
                     str(v.failed),
-                    "-" if mean is None else f"{mean:.3g}",
+                    "-" if interval is None else interval.text(),
                 ]
             )
         return rows
@@ -141,9 +172,10 @@ class Comparison:
         Scrubbed of ``secrets`` (default: the environment's), each name before it is drawn.
         """
         secrets = secrets_from_environment() if secrets is None else secrets
-        lines = [f"agl_notebook compare: {len(self.variants)} variants over {len(self.inputs)} inputs"]
+        lines = [f"agl_notebook compare: {len(self.variants)} variants over {len(self.inputs)} inputs{self._repeats()}"]
         lines += ["  " + "  ".join(shown(cell, secrets) for cell in row) for row in self.summary_rows()]
         lines += [f"  agreement on {shown(f, secrets)}: {rate:.0%}" for f, rate in self.agreement.items()]
+        lines += [f"  {shown(sentence, secrets)}" for sentence in self.sentences]
         return "\n".join(lines)
 
     def render_html(self, secrets: tuple[str, ...] | None = None) -> str:
@@ -176,13 +208,18 @@ class Comparison:
             for i, row in enumerate(self.summary_rows())
         )
         agreement = ", ".join(f"{esc(f)}: {rate:.0%}" for f, rate in self.agreement.items())
+        sentences = "".join(f'<div class="agl-difference">{esc(sentence)}</div>' for sentence in self.sentences)
+        repeats = f"<div>{esc(self._repeats().strip(' ,'))}</div>" if self.epochs > 1 else ""
         return (
             f'<div class="agl-compare" style="{_BOX}">'
             f'<table class="agl-grid" style="{_TABLE}"><tr><th rowspan="2">input</th>{head1}</tr><tr>{head2}</tr>'
             f"{''.join(body)}</table>"
             f'<table class="agl-variants" style="{_TABLE}">{summary}</table>'
-            f"<div>agreement: {agreement}</div></div>"
+            f"<div>agreement: {agreement}</div>{sentences}{repeats}</div>"
         )
+
+    def _repeats(self) -> str:
+        return f", each {self.epochs} times (the grid shows the first)" if self.epochs > 1 else ""
 
     # What a cell shows: scrubbed like every view (an input or an error message may hold a secret), each value
     # before it is cut or escaped.
@@ -241,25 +278,31 @@ async def run_compare(
     base = name or "compare"
     results: list[VariantResults] = []
     labels: list[str] | None = None
+    epochs = map_options.get("epochs", 1)
+    if epochs != 1:
+        from ._map import check_epochs  # loaded already or now: the maps below need it
+
+        check_epochs(epochs, "run.compare")
     for key, role in variants.items():
         mapped = await run.map(role, inputs, score=score, name=f"{base}-{key}", **map_options)
-        items = mapped.items
+        every = mapped.items
+        items = every[:: mapped.epochs]  # each input's first repeat: the grid's cells
         if labels is None:
             labels = [input_label(item.input_json) or f"input {item.index}" for item in items]
-        usd = [item.cost.usd if item.cost is not None else 0.0 for item in items]
-        kept = any(item.cost is not None for item in items)
+        usd = [item.cost.usd if item.cost is not None else 0.0 for item in every]
+        kept = any(item.cost is not None for item in every)
         results.append(
             VariantResults(
                 key,
                 [item.result_json if item.status == "done" else None for item in items],
                 [None if item.status == "done" else _failure(item.error) for item in items],
-                [None if item.score is None else float(item.score) for item in items],
-                tokens=sum(item.tokens for item in items),
+                [None if s is None else float(s) for s in mapped.scores],
+                tokens=sum(item.tokens for item in every),
                 usd=None if any(u is None for u in usd) else sum(u for u in usd if u is not None),
                 priced=kept,
             )
         )
-    return Comparison(labels or [], results)
+    return Comparison(labels or [], results, epochs=epochs)
 
 
 def _failure(error: BaseException | None) -> str:

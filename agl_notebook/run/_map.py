@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from .._map_scope import MapItemContext, current_map_item, current_pacer
+from .._map_scope import MapItemContext, current_map_item, current_pacer, current_scoring
 from ..errors import BudgetExceededError, InputError, ItemNotRunError, RecordedItemError, RoleIncompleteError
 from ..models.base import (
     Model,
@@ -36,6 +37,7 @@ from ..replay.stores import map_store
 from ..roles import Role
 from ..transcript import Message
 from ._engine import Context, keep_failure, run_unit
+from ._judge import Judge, Scoring, Verdict, judge
 from ._map_state import MapItem, MapResults, MapState, MapView, item_fields
 from ._meter import Meter, estimate
 from ._pacer import MAX_CONCURRENCY, MIN_CONCURRENCY, MapPacer
@@ -52,7 +54,8 @@ if TYPE_CHECKING:
     from .views import StepView
 
 OnError = Literal["keep", "raise"]
-Score = Callable[[Any, Any], "float | int | bool"]
+Score = Callable[[Any, Any], Any]
+"""A score function of (input, result): a number or a bool, a `Verdict`, or an awaitable of one of those."""
 
 DEFAULT_CONCURRENCY = 8
 """Items run at once by default (the pacer lowers it while the API throttles)."""
@@ -102,11 +105,13 @@ async def run_map(
     mode: Mode | None,
     view: MapView | None,
     engine: Batches | None = None,
+    epochs: int = 1,
 ) -> MapResults:
     """`Run.map`: check everything, then run the items (see the module docstring)."""
     __tracebackhide__ = True
     values = _payloads(role, inputs)
     _check_options(concurrency, retries, on_error, score)
+    check_epochs(epochs, "run.map")
     model = run.model(role)
     if engine is not None:
         _check_engine(engine)
@@ -122,12 +127,18 @@ async def run_map(
     store = map_store(run.store, key)
     item_context = Context(store, context.occurrences, env, keeps_failures=True)
     reporting = role.reporting_tool
+    # Each input's repeats follow it, so identical steps (an input's repeats) are numbered in input, then repeat,
+    # order: the k records of an input are occurrences 0..k-1 of its step, and repeat 0 is the record a map without
+    # repeats keeps.
+    jsons = [value if isinstance(value, str) else dump(value) for value in values]
     state = MapState(
         key,
         role.name,
-        [MapItem(i, value, value if isinstance(value, str) else dump(value)) for i, value in enumerate(values)],
+        [MapItem(i, value, jsons[i], r) for i, value in enumerate(values) for r in range(epochs)],
         fields=item_fields(reporting.input_schema if reporting is not None else None),
         scored=score is not None,
+        epochs=epochs,
+        judged=isinstance(score, Judge),
     )
     pacer = MapPacer(concurrency, retries, MAX_RETRY_WAIT)
     if view is None and env is not None:
@@ -167,7 +178,7 @@ async def run_map(
         __tracebackhide__ = True
         if prepared is None:
             current_pacer.set(pacer)  # a batch map's requests are paced by its engine, not by the live API's limit
-        current_map_item.set(MapItemContext(key, item.index, item.input_json))
+        current_map_item.set(MapItemContext(key, item.index, item.input_json, item.repeat))
         item.status = "running"
         state.running += 1
         if view is not None:
@@ -186,7 +197,8 @@ async def run_map(
             item.cost = plan.cost  # the record's, so a replay shows the dollars the live run left
             item.replayed = tap.requests == 0
             if score is not None:
-                item.score = _scored(score, item)
+                scoring = Scoring(key, item.index, item.repeat, item_mode, item_context, run.model, run.plan)
+                item.score, item.reasoning = await _scored(score, item, scoring)
             item.status = "done"
             state.done += 1
             state.tokens += item.tokens
@@ -368,18 +380,40 @@ def _not_run(key: str) -> str:
     return f"The map {key!r} was stopped before this item started; run the cell again to run it."
 
 
-def _scored(score: Score, item: MapItem) -> float | bool:
-    """The item's score, checked: a number or a bool."""
+async def _scored(score: Score, item: MapItem, scoring: Scoring) -> tuple[float | bool, str | None]:
+    """The item's score, checked (a number or a bool, or a judge's `Verdict`), and a judge's reasoning.
+
+    An async score is awaited with `current_scoring` naming the item: a step it runs is numbered by (map, item,
+    repeat) and kept in the map's store (agl_notebook.run._judge).
+    """
     __tracebackhide__ = True
-    value = score(item.value, item.result)
+    token = current_scoring.set(scoring)
+    try:
+        value = score(item.value, item.result)
+        if inspect.isawaitable(value):
+            value = await value
+    finally:
+        current_scoring.reset(token)
+    reasoning: str | None = None
+    if isinstance(value, Verdict):
+        reasoning = value.reasoning
+        value = value.score
     if isinstance(value, bool):
-        return value
+        return value, reasoning
     if isinstance(value, int | float) and value == value:  # not NaN
-        return float(value)
+        return float(value), reasoning
     raise InputError(
         f"score(input, result) must return a number or a bool, not {value!r:.60} (item {item.index}); the item's "
         "result is recorded, so fixing score and running the cell again replays it."
     )
+
+
+def check_epochs(epochs: object, where: str) -> None:
+    """``epochs`` is a whole number of runs per input, 1 or more."""
+    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+        raise InputError(
+            f"{where}(epochs=...) takes how many times each input runs, an int of 1 or more, not {epochs!r}."
+        )
 
 
 def _payloads(role: Role[Any], inputs: object) -> list[object]:
@@ -442,6 +476,8 @@ def _check_options(concurrency: object, retries: object, on_error: object, score
         raise InputError(f"run.map(on_error=...) takes 'keep' or 'raise', not {on_error!r}.")
     if score is not None and not callable(score):
         raise InputError(f"run.map(score=...) takes a function of (input, result), not {score!r}.")
+    if isinstance(score, Judge):
+        judge(score.role, score.rubric)  # type: ignore[unreachable]  # checked again: a Judge made by hand
 
 
 class _Tap:

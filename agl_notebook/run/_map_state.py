@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import html
 import json
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, overload
@@ -20,6 +21,7 @@ from ..errors import InputError, ItemNotRunError, RecordedItemError
 from ..models.prices import RecordedCost
 from ..models.prices import dollars as format_dollars
 from ..payloads import JsonObject, JsonValue
+from ._stats import Interval, input_scores, mean_interval
 
 if TYPE_CHECKING:
     from ..models.batch_replies import BatchStatus
@@ -44,16 +46,20 @@ class MapItem:
     """One item of a map: its input and, once it ended, its result (or error) and score."""
 
     index: int
-    """Its place in the inputs, from 0."""
+    """Its place in the inputs, from 0 (every repeat of an input has the input's index)."""
     value: object
     """The input payload."""
     input_json: JsonValue
     """The input as JSON."""
+    repeat: int = 0
+    """Which repeat of its input this is, from 0 (``epochs=k`` runs each input k times)."""
     status: ItemStatus = "queued"
     result: object = None
     """The reported payload (done)."""
     result_json: JsonValue = None
     score: float | bool | None = None
+    reasoning: str | None = None
+    """A judge's reasoning for the score (a `Verdict` the score returned), or None."""
     error: BaseException | None = None
     """Why it failed (failed), or why it did not run (stopped)."""
     transcript: tuple[Message, ...] = ()
@@ -76,6 +82,10 @@ class MapState:
     fields: tuple[str, ...] = ()
     """The reported payload's fields: the table's columns."""
     scored: bool = False
+    epochs: int = 1
+    """How many times each input runs: the items are the inputs' repeats, input by input."""
+    judged: bool = False
+    """The score is a judge's: the table has a verdict column (the judge's reasoning)."""
     done: int = 0
     failed: int = 0
     running: int = 0
@@ -92,11 +102,66 @@ class MapState:
     """A batch map's estimated cost of its first wave at the batch price, as the live view shows it."""
     batches: dict[str, BatchStatus] = field(default_factory=dict)
     """A batch map's batches as last polled, by batch id (the live view shows them, never the static one)."""
+    _interval: tuple[Interval | None] | None = field(default=None, repr=False)
 
     @property
     def total(self) -> int:
-        """How many items the map has."""
+        """How many items the map has (inputs times repeats)."""
         return len(self.items)
+
+    @property
+    def inputs(self) -> int:
+        """How many inputs the map has."""
+        return len(self.items) // self.epochs
+
+    def repeats(self, index: int) -> list[MapItem]:
+        """The items of input ``index``: its repeats, in order."""
+        return self.items[index * self.epochs : (index + 1) * self.epochs]
+
+    def input_scores(self) -> list[float | None]:
+        """Each input's score: the mean of its repeats' scores (None where none scored)."""
+        return input_scores([[item.score for item in self.repeats(i)] for i in range(self.inputs)])
+
+    def agreement(self, index: int) -> tuple[int, int]:
+        """How many of input ``index``'s ended repeats gave its most common outcome, and how many ended.
+
+        An outcome is the reported payload (as canonical JSON) or, for a failed repeat, its error's class name.
+        """
+        outcomes: dict[str, int] = {}
+        for item in self.repeats(index):
+            if item.status == "done":
+                key = "r" + json.dumps(item.result_json, sort_keys=True, ensure_ascii=False)
+            elif item.status == "failed":
+                key = "e" + error_name(item.error) if item.error is not None else "e"
+            else:
+                continue
+            outcomes[key] = outcomes.get(key, 0) + 1
+        return (max(outcomes.values()) if outcomes else 0), sum(outcomes.values())
+
+    def consistency(self) -> list[float | None]:
+        """Per input, the share of its ended repeats that gave its most common outcome (None: none ended)."""
+        out: list[float | None] = []
+        for i in range(self.inputs):
+            agree, ended = self.agreement(i)
+            out.append(agree / ended if ended else None)
+        return out
+
+    def consistent_inputs(self) -> tuple[int, int]:
+        """How many inputs had every ended repeat agree, among those with two or more ended."""
+        counted = [self.agreement(i) for i in range(self.inputs)]
+        several = [(a, e) for a, e in counted if e >= 2]
+        return sum(a == e for a, e in several), len(several)
+
+    def score_interval(self) -> Interval | None:
+        """The mean input score with its 95% interval (cluster bootstrap over inputs); computed once the map ended.
+
+        While it runs the view shows the mean alone: a bootstrap at every redraw would cost what the map does.
+        """
+        if self.state == "running":
+            return None
+        if self._interval is None:
+            self._interval = (mean_interval(self.input_scores()),)
+        return self._interval[0]
 
     @property
     def queued(self) -> int:
@@ -104,9 +169,9 @@ class MapState:
         return self.total - self.done - self.failed - self.running - self.stopped
 
     def mean_score(self) -> float | None:
-        """The mean of the scores given so far (True counts 1, False 0), or None."""
-        scores = [float(item.score) for item in self.items if item.score is not None]
-        return sum(scores) / len(scores) if scores else None
+        """The mean of the input scores so far (each the mean of its repeats'; True counts 1, False 0), or None."""
+        scores = [s for s in self.input_scores() if s is not None]
+        return math.fsum(scores) / len(scores) if scores else None
 
     def usd(self) -> tuple[float, int]:
         """What the ended items' records say they cost, in dollars, and how many of those had no price."""
@@ -163,8 +228,10 @@ class MapItemError:
 
 
 class MapResults(Sequence[Any]):
-    """The results of a map in input order: each item's reported payload, or a `MapItemError`.
+    """The results of a map in input order: each input's reported payload, or a `MapItemError`.
 
+    With repeats (``epochs=k``), ``results[i]`` is input i's first repeat (repeat 0: what the same map without
+    repeats gives), and ``results.repeats[i]`` has all k; scores are per input, the mean of its repeats'.
     Shown in a notebook as the map's table (deterministic text and HTML); ``to_pandas()`` has every row.
     """
 
@@ -179,12 +246,16 @@ class MapResults(Sequence[Any]):
         self._state = state
         # While the cell execution that drew the map's view runs, the table is on screen already (`__repr__`).
         self._drawn_here = drawn_here
-        self._values: list[Any] = [
+        every = [
             item.result
             if item.status == "done"
             else MapItemError(item.index, item.value, item.error or ItemNotRunError("not run"), item.transcript)
             for item in state.items
         ]
+        k = state.epochs
+        self._repeats: list[tuple[Any, ...]] = [tuple(every[i * k : (i + 1) * k]) for i in range(state.inputs)]
+        self._values: list[Any] = [values[0] for values in self._repeats]
+        self._failures = [value for value in every if isinstance(value, MapItemError)]
         self.key = state.key
         """The map's key: what its records are kept under."""
         self.concurrency_trace = trace
@@ -212,21 +283,56 @@ class MapResults(Sequence[Any]):
 
     @property
     def failures(self) -> list[MapItemError]:
-        """The items that failed or did not run, in input order."""
-        return [value for value in self._values if isinstance(value, MapItemError)]
+        """The items that failed or did not run (every repeat), in input order."""
+        return list(self._failures)
+
+    @property
+    def epochs(self) -> int:
+        """How many times each input ran."""
+        return self._state.epochs
+
+    @property
+    def repeats(self) -> list[tuple[Any, ...]]:
+        """Per input, every repeat's reported payload (or `MapItemError`), in repeat order."""
+        return list(self._repeats)
 
     @property
     def scores(self) -> list[float | bool | None]:
-        """Each item's score (None: not scored, or not done), in input order."""
-        return [item.score for item in self._state.items]
+        """Each input's score (None: not scored, or not done), in input order; with repeats, their mean."""
+        if self._state.epochs == 1:
+            return [item.score for item in self._state.items]
+        return list(self._state.input_scores())
+
+    @property
+    def repeat_scores(self) -> list[tuple[float | bool | None, ...]]:
+        """Per input, every repeat's score."""
+        state = self._state
+        return [tuple(item.score for item in state.repeats(i)) for i in range(state.inputs)]
+
+    @property
+    def consistency(self) -> list[float | None]:
+        """Per input, the share of its repeats that gave its most common outcome (1.0: they all agree)."""
+        return self._state.consistency()
+
+    @property
+    def reasonings(self) -> list[str | None]:
+        """Per input, a judge's reasoning for its first repeat's score (None: no judge, or not scored)."""
+        return [self._state.repeats(i)[0].reasoning for i in range(self._state.inputs)]
 
     @property
     def mean_score(self) -> float | None:
-        """The mean score of the scored items (True counts 1), or None."""
+        """The mean of the input scores (True counts 1), or None."""
         return self._state.mean_score()
 
+    @property
+    def score_interval(self) -> Interval | None:
+        """The mean input score with its 95% interval (a bootstrap over inputs, repeats drawn with their input)."""
+        return self._state.score_interval()
+
     def to_pandas(self) -> Any:
-        """A pandas DataFrame: a row per input, the reported fields, the score, the status and the error.
+        """A pandas DataFrame: a row per input and repeat, the reported fields, the score, the status and the error.
+
+        With repeats the index is (``index``, ``repeat``); without, ``index`` alone.
 
         Needs pandas (``pip install agl_notebook[pandas]``).
         """
@@ -238,16 +344,21 @@ class MapResults(Sequence[Any]):
         secrets = secrets_from_environment()
         rows: list[dict[str, Any]] = []
         for item in state.items:
-            row: dict[str, Any] = {"index": item.index, "input": item.input_json}
+            row: dict[str, Any] = {"index": item.index, "repeat": item.repeat, "input": item.input_json}
             result = item.result_json if isinstance(item.result_json, dict) else {"result": item.result_json}
             row.update({name: result.get(name) if item.status == "done" else None for name in state.fields})
             if state.scored:
                 row["score"] = item.score
+            if state.judged:
+                row["reasoning"] = scrub_text(item.reasoning, secrets) if item.reasoning is not None else None
             row["status"] = item.status
             error = f"{error_name(item.error)}: {item.error}" if item.error is not None else None
             row["error"] = scrub_text(error, secrets) if error is not None else None
             rows.append(row)
-        return pandas.DataFrame(rows).set_index("index")
+        frame = pandas.DataFrame(rows)
+        if state.epochs == 1:
+            return frame.drop(columns="repeat").set_index("index")
+        return frame.set_index(["index", "repeat"])
 
     # What a cell shows when the results are its last expression: the table, scrubbed like every view (an error
     # message or an input may hold a secret the environment knows). In the cell whose map drew its view, the table
@@ -268,32 +379,48 @@ class MapResults(Sequence[Any]):
 
 def shown_items(state: MapState) -> tuple[list[MapItem], list[MapItem]]:
     """The rows of the table (the ended items among the first `ROWS` inputs) and the failures listed below them."""
-    rows = [item for item in state.items[:ROWS] if item.status in ("done", "failed")]
-    later = sorted((item for item in state.failures if item.index >= ROWS), key=lambda item: item.index)
+    firsts = (state.repeats(i)[0] for i in range(min(ROWS, state.inputs)))
+    rows = [item for item in firsts if item.status in ("done", "failed")]
+    later = sorted((item for item in state.failures if item.index >= ROWS), key=lambda item: (item.index, item.repeat))
     return rows, later[:FAILURES]
 
 
 def summary_text(state: MapState) -> str:
     """One line: the counts, the mean score and the tokens."""
     parts = [f"{state.done} done", f"{state.failed} failed"]
+    interval = state.score_interval() if state.scored else None
     if state.stopped:
         parts.append(f"{state.stopped} not run")
     if state.state == "running":
         parts += [f"{state.running} running", f"{state.queued} queued"]
     mean = state.mean_score()
-    if mean is not None:
+    if interval is not None:
+        parts.append(f"mean score {interval.text()}")
+    elif mean is not None:
         parts.append(f"mean score {mean:.3g}")
+    if state.epochs > 1:
+        agree, several = state.consistent_inputs()
+        parts.append(f"every repeat agrees on {agree} of {several} inputs")
     parts.append(f"{state.tokens} tokens")
     dollars = state.dollars()
     if dollars is not None:
         parts.append(dollars)
     ended = {"running": "", "finished": "", "stopped": " (stopped)", "interrupted": " (interrupted)"}[state.state]
-    return f"map {state.key!r} of role {state.role!r}: {state.total} items{ended}: " + ", ".join(parts)
+    size = f"{state.total} items" if state.epochs == 1 else f"{state.inputs} inputs x {state.epochs} repeats"
+    return f"map {state.key!r} of role {state.role!r}: {size}{ended}: " + ", ".join(parts)
 
 
 def columns(state: MapState) -> list[str]:
     """The table's columns."""
-    return ["#", "input", *state.fields, *(["score"] if state.scored else []), "status"]
+    return [
+        "#",
+        "input",
+        *state.fields,
+        *(["score"] if state.scored else []),
+        *(["agree"] if state.epochs > 1 else []),
+        *(["verdict"] if state.judged else []),
+        "status",
+    ]
 
 
 def row_cells(state: MapState, item: MapItem) -> list[Cell]:
@@ -307,9 +434,23 @@ def row_cells(state: MapState, item: MapItem) -> list[Cell]:
             cells += [Cell(value=fields.get(name)) for name in state.fields]
     else:
         cells += [Cell("")] * len(state.fields)
+    repeats = state.repeats(item.index) if state.epochs > 1 else [item]
     if state.scored:
-        cells.append(Cell("" if item.score is None else _score(item.score)))
-    cells.append(Cell("done") if item.status == "done" else Cell(_error_text(item), cut=ERROR_LENGTH))
+        score = item.score if state.epochs == 1 else input_scores([[r.score for r in repeats]])[0]
+        cells.append(Cell("" if score is None else _score(score)))
+    if state.epochs > 1:
+        agree, ended = state.agreement(item.index)
+        cells.append(Cell(f"{agree}/{ended}" if ended else ""))
+    if state.judged:
+        cells.append(Cell("") if item.reasoning is None else Cell(value=item.reasoning))
+    failed = [r for r in repeats if r.status == "failed"]
+    if not failed and item.status == "done":
+        cells.append(Cell("done"))
+    elif state.epochs > 1:
+        text = f"{len(failed)} of {len(repeats)} repeats failed: {_error_text(failed[0])}" if failed else item.status
+        cells.append(Cell(text, cut=ERROR_LENGTH))
+    else:
+        cells.append(Cell(_error_text(item), cut=ERROR_LENGTH))
     return cells
 
 
@@ -328,7 +469,7 @@ def render_map_text(state: MapState, secrets: tuple[str, ...] | None = None) -> 
         lines.append(f"(the first {ROWS} inputs are shown; results.to_pandas() has every row)")
     if failures:
         lines.append(f"failures after the first {ROWS} inputs:")
-        lines += [f"{item.index}: {clipped(_error_text(item), secrets, ERROR_LENGTH)}" for item in failures]
+        lines += [f"{_where(state, item)}: {clipped(_error_text(item), secrets, ERROR_LENGTH)}" for item in failures]
     more = sum(1 for item in state.failures if item.index >= ROWS) - len(failures)
     if more > 0:
         lines.append(f"... and {more} more failures")
@@ -366,7 +507,7 @@ def render_map_html(state: MapState, secrets: tuple[str, ...] | None = None, *, 
         for item in failures:
             mark = f' data-item="{item.index}" tabindex="0" style="cursor:pointer"' if clickable else ""
             error = html.escape(clipped(_error_text(item), secrets, ERROR_LENGTH), quote=True)
-            out.append(f"<li{mark}>{item.index}: {error}</li>")
+            out.append(f"<li{mark}>{_where(state, item)}: {error}</li>")
         out.append("</ul>")
     more = sum(1 for item in state.failures if item.index >= ROWS) - len(failures)
     if more > 0:
@@ -400,6 +541,11 @@ class Cell:
         if self.value is _NO_VALUE:
             return html.escape(clipped(self.line, secrets, self.cut), quote=True)
         return value_html(cast(JsonValue, self.value), secrets, scroll=_CELL_SCROLL)
+
+
+def _where(state: MapState, item: MapItem) -> str:
+    """An item as the list of failures names it: its index, and its repeat when inputs repeat."""
+    return str(item.index) if state.epochs == 1 else f"{item.index} (repeat {item.repeat})"
 
 
 def _error_text(item: MapItem) -> str:

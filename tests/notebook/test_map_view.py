@@ -219,3 +219,34 @@ async def test_always_approves_the_pending_calls_of_that_tool_in_the_map(sent: S
     assert len(handler.calls) == 3
     panels = [d for kind, d in sent if kind == "comm_open" and d["state"].get("tool") == "weather"]
     assert len(panels) == 1  # the other two calls were approved with it, never shown
+
+
+async def test_opening_a_judged_row_shows_the_verdict_and_the_reasoning(sent: Sent) -> None:
+    from agl_notebook import Verdict, judge
+
+    gate = asyncio.Event()
+
+    async def answer(request: ModelRequest) -> Any:
+        text = item_text(request)
+        if text == "last":
+            await gate.wait()
+        return {"calls": [{"name": "report_answer", "args": {"summary": f"about {text}"}}]}
+
+    def grade(request: ModelRequest) -> Any:
+        return {"calls": [{"name": "report_verdict", "args": {"reasoning": "it names the <topic>", "score": 1}}]}
+
+    tools = [reporting_tool("report_verdict", "Report your verdict.", Verdict)]
+    grader: Role[Verdict] = Role("grader", "Judge.", tools=tools, model=ScriptedModel(grade))
+    answerer: Role[Answer] = Role(
+        ROLE.name, ROLE.instructions, accepts=(Query,), tools=list(ROLE.tools), model=ScriptedModel(answer)
+    )
+    view = NotebookMapView(ROLE, display=FakeDisplay())
+    inputs = [Query("first"), Query("last")]
+    task = asyncio.ensure_future(Run().map(answerer, inputs, view=view, score=judge(grader, "Names it.")))
+    await until(lambda: view._state is not None and view._state.done == 1)
+    (widget,) = [w for w in _widgets(view) if isinstance(w, MapWidget)]
+    from_browser(widget, {"kind": "open", "index": 0})
+    assert "about first" in widget.detail
+    assert "<b>Verdict: 1.0</b> it names the &lt;topic&gt;" in widget.detail
+    gate.set()
+    await task

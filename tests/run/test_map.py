@@ -253,8 +253,8 @@ async def test_the_table_is_deterministic_text_and_html() -> None:
     text = repr(results)
     assert (
         text.splitlines()[0]
-        == "map 'summarizer' of role 'summarizer': 3 items: 2 done, 1 failed, mean score 1, "
-        + text.splitlines()[0].split("mean score 1, ")[1]
+        == "map 'summarizer' of role 'summarizer': 3 items: 2 done, 1 failed, mean score 1 (95% CI 1 to 1), "
+        + text.splitlines()[0].split("mean score 1 (95% CI 1 to 1), ")[1]
     )
     assert "0 | t0 | about t0 | 1 | done" in text
     assert "1 | t1 |  |  | failed: RoleIncompleteError" in text
