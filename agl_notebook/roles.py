@@ -16,6 +16,7 @@ from .payloads import payload_spec
 from .tools import ReportingTool, Tool
 
 if TYPE_CHECKING:
+    from .mcp import MCPServer
     from .models.base import Model
 
 T = TypeVar("T")
@@ -56,6 +57,8 @@ class Role(Fieldwise, Generic[T]):
     """How many tool round trips a step may take, so at most this many plus one model requests."""
     reminders: int = 1
     """How many framed reminders to report the agent gets before the step raises `RoleIncompleteError`."""
+    mcp: Sequence[MCPServer] = ()
+    """MCP servers whose tools the agent may call too (`agl_notebook.mcp.MCPServer`; docs/mcp.md)."""
     _tools_by_name: dict[str, Tool[Any]] = field(init=False, repr=False, compare=False)
     _reporting: ReportingTool[Any] | None = field(init=False, repr=False, compare=False)
 
@@ -95,6 +98,8 @@ class Role(Fieldwise, Generic[T]):
             raise InputError(f"Role {self.name!r}: max_tool_roundtrips and reminders must be >= 0 and max_tokens >= 1.")
         object.__setattr__(self, "_tools_by_name", by_name)
         object.__setattr__(self, "_reporting", reporting)
+        if self.mcp:
+            _check_mcp(self)
 
     @property
     def reporting_tool(self) -> ReportingTool[Any] | None:
@@ -104,6 +109,26 @@ class Role(Fieldwise, Generic[T]):
     def tool_named(self, name: str) -> Tool[Any] | None:
         """The (non-reporting) tool called ``name``, if the role has one."""
         return self._tools_by_name.get(name)
+
+
+def _check_mcp(role: Role[Any]) -> None:
+    """A role's MCP servers: descriptions, each name once (the `mcp` module loads only for a role that has them)."""
+    from .mcp import MCPServer
+
+    if isinstance(role.mcp, MCPServer | str):
+        raise InputError(f"Role {role.name!r}: mcp takes a list of servers, mcp=[MCPServer.stdio(...)].")
+    servers = tuple(role.mcp)
+    object.__setattr__(role, "mcp", servers)
+    names: set[str] = set()
+    for server in servers:
+        if not isinstance(server, MCPServer):
+            raise InputError(
+                f"Role {role.name!r}: {server!r} is not an MCP server; describe one with MCPServer.stdio(...) or "
+                "MCPServer.http(...)."
+            )
+        if server.name in names:
+            raise InputError(f"Role {role.name!r}: two MCP servers are named {server.name!r}.")
+        names.add(server.name)
 
 
 class RoleFactory(Generic[Params, T]):
