@@ -122,3 +122,13 @@ def http_example() -> Iterator[HttpServer]:
     yield server
     server.process.kill()
     server.process.wait()
+
+
+async def gone(tag: str, seconds: float = 15.0) -> list[int]:
+    """`wait_until_gone` for async tests: the event loop runs meanwhile (a session stops its server on it)."""
+    import asyncio
+
+    deadline = time.monotonic() + seconds
+    while (left := processes(tag)) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    return left
