@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -60,7 +61,9 @@ def wait_until_gone(tag: str, seconds: float = 15.0) -> list[int]:
     return left
 
 
-def fault_server(tag: str, kind: str = "faults", *, name: str = "faults", version: int = 0, **options: object) -> MCPServer:
+def fault_server(
+    tag: str, kind: str = "faults", *, name: str = "faults", version: int = 0, **options: object
+) -> MCPServer:
     args = [str(FAULT_SERVER), kind, "--tag", tag, "--version", str(version)]
     return MCPServer.stdio(name, sys.executable, args, **options)  # type: ignore[arg-type]
 
@@ -75,10 +78,8 @@ def tag() -> Iterator[str]:
     yield value
     left = wait_until_gone(value, 0.5)
     for pid in left:  # a test that failed midway: its servers must not outlive it
-        try:
+        with contextlib.suppress(OSError):
             os.kill(pid, 9)
-        except OSError:
-            pass
 
 
 def free_port() -> int:
@@ -129,6 +130,6 @@ async def gone(tag: str, seconds: float = 15.0) -> list[int]:
     import asyncio
 
     deadline = time.monotonic() + seconds
-    while (left := processes(tag)) and time.monotonic() < deadline:
+    while (left := processes(tag)) and time.monotonic() < deadline:  # noqa: ASYNC110 - polling /proc, no event
         await asyncio.sleep(0.05)
     return left

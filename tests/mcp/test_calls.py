@@ -11,7 +11,6 @@ from agl_notebook import MCPServer, Run, ScriptedCall, ScriptedModel, ScriptedTu
 from agl_notebook.errors import InputError, MCPServerError
 from agl_notebook.replay.stores import MemoryStore
 from agl_notebook.transcript import ToolResultBlock
-
 from tests.support.mcp_servers import PNG_1PX
 
 from .conftest import EXAMPLE_SERVER, HttpServer, example_server, fault_server, role
@@ -71,9 +70,7 @@ async def test_the_listing_is_offered_with_names_descriptions_and_schemas(
 ) -> None:
     options = {"prefix": "u_", "exclude": ["add_note"]}
     server = (
-        example_server(tag, **options)
-        if transport == "stdio"
-        else MCPServer.http("units", http_example.url, **options)  # type: ignore[arg-type]
+        example_server(tag, **options) if transport == "stdio" else MCPServer.http("units", http_example.url, **options)  # type: ignore[arg-type]
     )
     model = Offered(script(("u_read_note", {"title": "nothing"})))
     store = MemoryStore()
@@ -96,7 +93,9 @@ async def test_include_offers_only_the_tools_named(tag: str) -> None:
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
-async def test_is_error_output_schema_image_and_audio_results(transport: str, tag: str, http_faults: HttpServer) -> None:
+async def test_is_error_output_schema_image_and_audio_results(
+    transport: str, tag: str, http_faults: HttpServer
+) -> None:
     server = fault_server(tag) if transport == "stdio" else MCPServer.http("faults", http_faults.url)
     model = script(("fails", {}), ("bad_output", {}), ("image", {}), ("audio", {}), ("echo", {"text": "still here"}))
     fails, bad_output, image, audio, echo = results(await run_step(server, model))
@@ -105,7 +104,8 @@ async def test_is_error_output_schema_image_and_audio_results(transport: str, ta
     assert bad_output.content.startswith("The result of `bad_output` does not fit the tool's own output schema")
     assert "RuntimeError" not in bad_output.content
     assert not image.is_error
-    assert image.content.startswith(f"[image: image/png, {len(base64.b64decode(PNG_1PX))} bytes; agl_notebook does not send images")
+    size = len(base64.b64decode(PNG_1PX))
+    assert image.content.startswith(f"[image: image/png, {size} bytes; agl_notebook does not send images")
     assert audio.is_error
     assert "returned audio (audio/wav), which agl_notebook cannot send to the model" in audio.content
     assert echo.content == "echo: still here"  # the session outlives every bad result
