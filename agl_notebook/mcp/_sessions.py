@@ -77,6 +77,8 @@ class Connection:
         self._stop = asyncio.Event()
         # The server's stderr goes to a file of ours, whose tail an error quotes (closed with the session).
         self._stderr: IO[bytes] | None = tempfile.TemporaryFile() if server.transport == "stdio" else None  # noqa: SIM115
+        if self._stderr is not None:  # readable for an error's tail until the connection itself is gone
+            weakref.finalize(self, self._stderr.close)
         self._task = loop.create_task(self._own(), name=f"agl_notebook MCP session {server.name}")
 
     @property
@@ -182,6 +184,7 @@ class Connection:
     async def _own(self) -> None:
         from mcp import ClientSession
 
+        refused: MCPServerError | None = None
         try:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport())
@@ -206,12 +209,16 @@ class Connection:
                     cursor = page.next_cursor
                     if not cursor or len(listed) > 100_000:
                         break
-                self.tools = offered_tools(self.server, listed)
-                self.session = session
-                self._ready.set_result(None)
-                await self._stop.wait()
-        except MCPServerError as e:
-            self._end(e)
+                try:
+                    self.tools = offered_tools(self.server, listed)
+                except MCPServerError as e:  # raised out of the SDK's task groups, it would come wrapped
+                    refused = e
+                else:
+                    self.session = session
+                    self._ready.set_result(None)
+                    await self._stop.wait()
+            if refused is not None:
+                self._end(refused)
         except asyncio.CancelledError:
             self._end(self.failure or self._error("was stopped"))
             raise
@@ -222,8 +229,6 @@ class Connection:
             if self.pid is not None:  # the transport stopped it (and its process group) as it closed
                 with _lock:
                     _started.pop(self.pid, None)
-            if self._stderr is not None and self.failure is None:
-                self._stderr.close()
 
     def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
         server = self.server

@@ -325,8 +325,7 @@ def _check_refs(schema: JsonObject, about: str, which: str, server: str, tool: s
         elif isinstance(node, list):
             stack.extend(node)
     # A loop of in-place references: follow each chain, depth-first, with the chain so far.
-    edges = {ref: in_place_refs(resolve(ref)) for ref in refs}
-    edges["#"] = in_place_refs(schema)
+    edges = {"#": in_place_refs(schema)} | {ref: in_place_refs(resolve(ref)) for ref in sorted(refs)}  # one order
     done: set[str] = set()
     for start in edges:
         path: list[str] = []

@@ -180,9 +180,16 @@ class MCPServer(Fieldwise):
 
     @property
     def connection_key(self) -> str:
-        """What one session serves: servers with the same key share a session on an event loop."""
+        """What one session serves: descriptions alike in every field share a session on an event loop.
+
+        The name and the tool choice are part of it, since a session keeps the tools as one description offers them.
+        """
         return digest(
             {
+                **self.choice,  # type: ignore[dict-item]
+                "call_timeout": self.call_timeout,
+                "start_timeout": self.start_timeout,
+                "concurrency": self.concurrency,
                 "transport": self.transport,
                 "command": self.command,
                 "args": list(self.args),
