@@ -42,6 +42,15 @@ STDERR_TAIL_CHARS = 2_000
 _PID_MARK = "agl_notebook-mcp-pid "
 # POSIX: a shell tells the server's process id (on its stderr, which we keep) and then becomes the server.
 _SHELL_LAUNCH = 'echo "agl_notebook-mcp-pid $$" >&2; exec "$0" "$@"'
+# Linux: Python does the same, and first asks the kernel to kill the server when the thread that started it dies
+# (PR_SET_PDEATHSIG, kept across exec), so a kernel killed outright (SIGKILL, no exit hook) takes its servers along.
+_LINUX_LAUNCH = (
+    "import ctypes, os, signal, sys\n"
+    "sys.stderr.write('agl_notebook-mcp-pid %d\\n' % os.getpid()); sys.stderr.flush()\n"
+    "try:\n    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\nexcept Exception:\n    pass\n"
+    "if os.getppid() == 1:\n    os._exit(1)\n"
+    "os.execvp(sys.argv[1], sys.argv[1:])\n"
+)
 
 ElicitationHandler = Callable[[str, Any, tuple[str, ...]], Awaitable[Any]]
 """Answers a server's request for input: given the server's name, the request's params (`mcp.types`) and the ids of
@@ -240,7 +249,9 @@ class Connection:
         from mcp import StdioServerParameters, stdio_client
 
         command, args = server.command, list(server.args)
-        if os.name == "posix":
+        if sys.platform == "linux":
+            command, args = sys.executable, ["-S", "-c", _LINUX_LAUNCH, server.command, *server.args]
+        elif os.name == "posix":
             command, args = "/bin/sh", ["-c", _SHELL_LAUNCH, server.command, *server.args]
         params = StdioServerParameters(command=command, args=args, env=dict(server.env) or None, cwd=server.cwd)
         _register_exit_hook()

@@ -10,6 +10,7 @@ agl_notebook. KIND chooses what it does:
 - ``huge``: 5,000 tools. ``refcycle``: a schema whose references loop. ``badname``: a tool the Messages API would
   refuse. ``bigschema``: a 100 KB schema. ``remote_ref``: a $ref to a URL.
 - ``garbage``: answers its first message with a line that is not JSON-RPC.
+- ``stubborn``: the ``faults`` tools, but it ignores SIGTERM and stays after its stdin closes (only SIGKILL ends it).
 
 ``--tag`` is ignored: it marks the process's command line, so a test can count the processes it started.
 """
@@ -91,7 +92,9 @@ async def call(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
     if name == "hang":
         await asyncio.sleep(3600)
     if name == "bad_output":
-        return types.CallToolResult(content=[types.TextContent(type="text", text="{}")], structured_content={"value": "x"})
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text="{}")], structured_content={"value": "x"}
+        )
     if name == "fails":
         return text("the thing failed", error=True)
     if name == "image":
@@ -129,6 +132,14 @@ def main() -> None:
         sys.stdin.readline()
         print("this is not JSON-RPC", flush=True)
         sys.stdin.read()
+        return
+    if options.kind == "stubborn":  # ignores SIGTERM and outlives its stdin: only SIGKILL ends it
+        import signal
+        import time
+
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        asyncio.run(serve_stdio(build("faults", options.version)))
+        time.sleep(3600)
         return
     server = build(options.kind, options.version)
     if options.http:
