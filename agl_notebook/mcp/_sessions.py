@@ -48,8 +48,8 @@ _LINUX_LAUNCH = (
     "import ctypes, os, signal, sys\n"
     "sys.stderr.write('agl_notebook-mcp-pid %d\\n' % os.getpid()); sys.stderr.flush()\n"
     "try:\n    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\nexcept Exception:\n    pass\n"
-    "if os.getppid() == 1:\n    os._exit(1)\n"
-    "os.execvp(sys.argv[1], sys.argv[1:])\n"
+    "if os.getppid() != int(sys.argv[1]):\n    os._exit(1)\n"  # the parent died before the signal was asked for
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
 )
 
 ElicitationHandler = Callable[[str, Any, tuple[str, ...]], Awaitable[Any]]
@@ -250,7 +250,8 @@ class Connection:
 
         command, args = server.command, list(server.args)
         if sys.platform == "linux":
-            command, args = sys.executable, ["-S", "-c", _LINUX_LAUNCH, server.command, *server.args]
+            launch = ["-S", "-c", _LINUX_LAUNCH, str(os.getpid())]
+            command, args = sys.executable, [*launch, server.command, *server.args]
         elif os.name == "posix":
             command, args = "/bin/sh", ["-c", _SHELL_LAUNCH, server.command, *server.args]
         params = StdioServerParameters(command=command, args=args, env=dict(server.env) or None, cwd=server.cwd)

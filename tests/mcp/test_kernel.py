@@ -15,7 +15,7 @@ from tests.support.kernel_harness import Kernel, started_kernel
 
 from .conftest import FAULT_SERVER, new_tag, processes, wait_until_gone
 
-SETUP = """
+SETUP = f"""
 import sys
 from dataclasses import dataclass
 from agl_notebook import MCPServer, Role, Run, ScriptedCall, ScriptedModel, ScriptedTurn, reporting_tool
@@ -26,11 +26,13 @@ class Answer:
     text: str
 
 def step_calling(tool, tag, **args):
-    server = MCPServer.stdio("faults", sys.executable, [{server!r}, "stubborn", "--tag", tag], call_timeout=600)
+    command = [{str(FAULT_SERVER)!r}, "stubborn", "--tag", tag]
+    server = MCPServer.stdio("faults", sys.executable, command, call_timeout=600)
     role = Role("k", "Use the tools.", tools=[reporting_tool("report", "Report.", Answer)], mcp=[server])
-    model = ScriptedModel([ScriptedTurn(calls=[ScriptedCall(tool, args)]), ScriptedTurn(calls=[ScriptedCall("report", {{"text": "ok"}})])])
+    report = ScriptedTurn(calls=[ScriptedCall("report", {{"text": "ok"}})])
+    model = ScriptedModel([ScriptedTurn(calls=[ScriptedCall(tool, args)]), report])
     return Run(model=model, store=MemoryStore(), mode="auto").step(role, "go")
-""".format(server=str(FAULT_SERVER))
+"""
 
 
 def server_started(kernel: Kernel, tag: str, tool: str) -> str:

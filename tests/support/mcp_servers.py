@@ -138,9 +138,13 @@ def main() -> None:
         import time
 
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        asyncio.run(serve_stdio(build("faults", options.version)))
-        time.sleep(3600)
-        return
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        import contextlib
+
+        with contextlib.suppress(BaseException):  # its stdin's end, a broken pipe: it stays all the same
+            asyncio.run(serve_stdio(build("faults", options.version)))
+        while True:
+            time.sleep(3600)
     server = build(options.kind, options.version)
     if options.http:
         import uvicorn
