@@ -31,7 +31,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = [str(ROOT / "tests" / "support" / "mcp_servers.py"), "faults"]
-ARGS = {"text": "hello"}
+ARGS: dict[str, Any] = {"text": "hello"}
 
 
 async def sdk_client(stack: Any) -> Callable[[], Awaitable[Any]]:

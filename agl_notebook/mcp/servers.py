@@ -76,8 +76,15 @@ class MCPServer(Fieldwise):
             isinstance(self.url, str) and self.url.startswith(("http://", "https://"))
         ):
             raise InputError(f"{what}: a streamable-HTTP server needs an http:// or https:// URL, not {self.url!r}.")
-        for label, values in (("args", self.args), ("exclude", self.exclude), ("include", self.include or ())):
-            if isinstance(values, str) or not all(isinstance(v, str) for v in values):
+        lists: tuple[tuple[str, object], ...] = (
+            ("args", self.args),
+            ("exclude", self.exclude),
+            ("include", self.include),
+        )
+        for label, values in lists:
+            if values is None and label == "include":
+                continue
+            if isinstance(values, str) or not isinstance(values, tuple) or not all(isinstance(v, str) for v in values):
                 raise InputError(f"{what}: {label} must be a list of strings.")
         for label, mapping in (("env", self.env), ("headers", self.headers)):
             if not all(isinstance(k, str) and isinstance(v, str) for k, v in dict(mapping).items()):

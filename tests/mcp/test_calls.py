@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import sys
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from tests.support.mcp_servers import PNG_1PX
 from .conftest import EXAMPLE_SERVER, HttpServer, example_server, fault_server, role
 
 
-def script(*calls: tuple[str, dict[str, object]]) -> ScriptedModel:
+def script(*calls: tuple[str, dict[str, Any]]) -> ScriptedModel:
     turns = [ScriptedTurn(calls=[ScriptedCall(name, args)]) for name, args in calls]
     return ScriptedModel([*turns, ScriptedTurn(calls=[ScriptedCall("report", {"text": "done"})])])
 
@@ -74,7 +75,7 @@ async def test_the_listing_is_offered_with_names_descriptions_and_schemas(
     )
     model = Offered(script(("u_read_note", {"title": "nothing"})))
     store = MemoryStore()
-    await Run(model=model, store=store, mode="auto").step(role(server), "go")  # type: ignore[arg-type]
+    await Run(model=model, store=store, mode="auto").step(role(server), "go")
     offered = {t.name: t for t in model.tools[0]}
     assert sorted(offered) == ["report", "u_convert", "u_read_note"]
     assert offered["u_convert"].description.startswith("Convert an amount")
@@ -88,7 +89,7 @@ async def test_the_listing_is_offered_with_names_descriptions_and_schemas(
 
 async def test_include_offers_only_the_tools_named(tag: str) -> None:
     model = Offered(script(("echo", {"text": "hi"})))
-    await Run(model=model, store=MemoryStore()).step(role(fault_server(tag, include=["echo"])), "go")  # type: ignore[arg-type]
+    await Run(model=model, store=MemoryStore()).step(role(fault_server(tag, include=["echo"])), "go")
     assert sorted(t.name for t in model.tools[0]) == ["echo", "report"]
 
 

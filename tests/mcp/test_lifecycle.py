@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ from agl_notebook.transcript import ToolResultBlock
 from .conftest import fault_server, gone, processes, role, wait_until_gone
 
 
-def script(*calls: tuple[str, dict[str, object]]) -> ScriptedModel:
+def script(*calls: tuple[str, dict[str, Any]]) -> ScriptedModel:
     turns = [ScriptedTurn(calls=[ScriptedCall(name, args)]) for name, args in calls]
     return ScriptedModel([*turns, ScriptedTurn(calls=[ScriptedCall("report", {"text": "done"})])])
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import pytest
 
@@ -80,7 +81,7 @@ async def test_the_snapshot_keeps_sorted_tools_with_digests_and_nothing_of_how_t
 ) -> None:
     record = await record_one(tag)
     assert record.engine is not None
-    snapshot = record.engine["mcp"]["faults"]  # type: ignore[index,call-overload]
+    snapshot: Any = record.engine["mcp"]["faults"]  # type: ignore[index,call-overload]
     names = [t["name"] for t in snapshot["tools"]]
     assert names == sorted(names)
     assert all(len(t["digest"]) == 16 for t in snapshot["tools"])
