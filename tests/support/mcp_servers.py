@@ -88,6 +88,8 @@ async def call(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         return text(f"slow: {arguments.get('text')}")
     if name == "crash":
         print("the server is about to crash on purpose", file=sys.stderr, flush=True)
+        if os.environ.get("AGL_TEST_PLANTED"):  # a secret given in its environment, said on its stderr
+            print(f"my token is {os.environ['AGL_TEST_PLANTED']}", file=sys.stderr, flush=True)
         os._exit(3)
     if name == "hang":
         await asyncio.sleep(3600)
