@@ -306,19 +306,38 @@ _lock = threading.Lock()
 _hooked = False
 
 
-async def connect(server: MCPServer) -> Connection:
+PROBE_PAUSE = 30.0
+"""Seconds a server that failed to start is not tried again by a probe (mode ``auto`` checking a found record)."""
+_probe_failures: dict[str, tuple[float, MCPServerError]] = {}
+
+
+async def connect(server: MCPServer, *, probe: bool = False) -> Connection:
     """The running loop's session with ``server``, started (and listed) if it has none or its last one ended.
+
+    A ``probe`` (mode ``auto`` listing a server to check a found record) does not try again a server that failed
+    to start in the last `PROBE_PAUSE` seconds, so a map's items do not each wait for a server that is down.
 
     Raises:
         MCPServerError: The server did not start, list its tools in time, or listed tools that cannot be offered.
     """
+    import time
+
     loop = asyncio.get_running_loop()
+    key = server.connection_key
+    failed = _probe_failures.get(key)
+    if probe and failed is not None and time.monotonic() - failed[0] < PROBE_PAUSE:
+        raise failed[1]
     with _lock:
         by_key = _connections.setdefault(loop, {})
-        found = by_key.get(server.connection_key)
+        found = by_key.get(key)
         if found is None or not found.alive:
-            found = by_key[server.connection_key] = Connection(server, loop)
-    await found.ready()
+            found = by_key[key] = Connection(server, loop)
+    try:
+        await found.ready()
+    except MCPServerError as e:
+        _probe_failures[key] = (time.monotonic(), e)
+        raise
+    _probe_failures.pop(key, None)
     return found
 
 

@@ -51,12 +51,12 @@ class StepMCP:
         """What the record keeps: each server's tools, by server name."""
         return {tools.server: tools.snapshot() for tools in self.listed or ()}
 
-    async def list_live(self) -> list[ServerTools]:
-        """Every server's tools, listed through this loop's session (started if needed)."""
+    async def list_live(self, *, probe: bool = False) -> list[ServerTools]:
+        """Every server's tools, listed through this loop's session (started if needed; see `connect`'s probe)."""
         from ..mcp import _sessions
         from ..mcp.listing import check_unique
 
-        listed = [(await _sessions.connect(server)).tools for server in self.servers]
+        listed = [(await _sessions.connect(server, probe=probe)).tools for server in self.servers]
         tools = [t for t in listed if t is not None]
         check_unique(tools, self.own_tools, self.role)
         self.listed = tools
@@ -71,7 +71,7 @@ class StepMCP:
         if mode != "auto":
             return False
         try:
-            await self.list_live()
+            await self.list_live(probe=True)
         except MCPServerError:
             self.listed = None
             return False

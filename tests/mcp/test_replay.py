@@ -39,6 +39,7 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         original(self, server, loop)  # type: ignore[arg-type]
 
     monkeypatch.setattr(_sessions.Connection, "__init__", counting)
+    monkeypatch.setattr(_sessions, "_probe_failures", {})  # what earlier tests found down
     return opened
 
 
@@ -66,6 +67,16 @@ async def test_a_recorded_step_replays_with_the_server_absent(mode: str, tag: st
     # Mode replay never starts or reaches the server; mode auto tries (the command is missing) and replays.
     assert started == ([] if mode == "replay" else ["faults"])
     assert processes(tag) == []
+
+
+async def test_a_map_in_mode_auto_tries_a_server_that_is_down_once(tag: str, started: list[str]) -> None:
+    record = await record_one(tag)
+    store = MemoryStore([record])
+    started.clear()
+    first = await Run(model=script(), store=store, mode="auto").step(role(absent()), "echo seven")
+    second = await Run(model=script(), store=store, mode="auto").step(role(absent()), "echo seven")
+    assert first == second
+    assert started == ["faults"]  # the second step did not wait for it again
 
 
 async def test_a_replay_reaches_no_http_server(tag: str, started: list[str]) -> None:
