@@ -49,7 +49,9 @@ _LINUX_LAUNCH = (
     "sys.stderr.write('agl_notebook-mcp-pid %d\\n' % os.getpid()); sys.stderr.flush()\n"
     "try:\n    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\nexcept Exception:\n    pass\n"
     "if os.getppid() != int(sys.argv[1]):\n    os._exit(1)\n"  # the parent died before the signal was asked for
-    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+    "try:\n    os.execvp(sys.argv[2], sys.argv[2:])\n"
+    "except OSError as e:\n"
+    "    sys.stderr.write('cannot start %r: %s\\n' % (sys.argv[2], e.strerror)); os._exit(127)\n"
 )
 
 ElicitationHandler = Callable[[str, Any, tuple[str, ...]], Awaitable[Any]]
@@ -96,6 +98,8 @@ class Connection:
 
     async def ready(self) -> ServerTools:
         """Wait until the server is started, initialized and listed; its tools."""
+        if self._ready.done() and self.failure is None and self.tools is not None:
+            return self.tools  # every call asks: no waiting machinery once it is ready
         try:
             await asyncio.wait_for(asyncio.shield(self._ready), self.server.start_timeout)
         except TimeoutError:
