@@ -10,12 +10,12 @@ Three clients of the same stdio server (tests/support/mcp_servers.py, ``faults``
   step builds it;
 - ``pydantic-ai``: ``MCPToolset.direct_call_tool`` (pydantic-ai-slim[mcp], on FastMCP's client), connected once.
 
-The rounds are interleaved (every round times each client in turn, the order rotating), so drift in the machine's
-load falls on all three alike. Each client's per-call time is the median over every call; its overhead is that minus
-the SDK's. Reported: the medians, the overheads, and agl_notebook's overhead as a ratio of pydantic-ai's (goal: at
-or under 1).
+The calls are interleaved in triples (one call of each client in turn, the order rotating), so drift in the
+machine's load falls on all three alike. A client's overhead is the median, over the triples, of its call's time
+minus the SDK call's time in the same triple. Reported: each client's median per call, the overheads, and
+agl_notebook's overhead as a ratio of pydantic-ai's (goal: at or under 1).
 
-Run: ``.venv/bin/python benchmarks/bench_mcp.py`` (``--rounds 30 --calls 20`` are the defaults).
+Run: ``.venv/bin/python benchmarks/bench_mcp.py`` (``--rounds 60 --calls 20`` are the defaults).
 """
 
 from __future__ import annotations
@@ -89,25 +89,29 @@ async def main(rounds: int, calls: int) -> None:
                 await call()
         names = list(clients)
         for r in range(rounds):
-            for name in names[r % 3 :] + names[: r % 3]:
-                call = clients[name]
-                for _ in range(calls):
+            for i in range(calls):  # one call of each client in turn, the order rotating: a triple
+                k = (r * calls + i) % 3
+                for name in names[k:] + names[:k]:
                     start = time.perf_counter()
-                    await call()
+                    await clients[name]()
                     times[name].append(time.perf_counter() - start)
     medians = {name: statistics.median(values) * 1e6 for name, values in times.items()}
-    base = medians["sdk"]
-    print(f"{rounds} interleaved rounds x {calls} calls of `echo` per client, stdio, Python {sys.version.split()[0]}")
+    # Each call's overhead against the SDK call of its own triple, so the machine's drift cancels; then the median.
+    overheads = {
+        name: statistics.median(t - s for t, s in zip(times[name], times["sdk"], strict=True)) * 1e6
+        for name in ("agl_notebook", "pydantic-ai")
+    }
+    print(f"{rounds} rounds x {calls} interleaved triples of `echo` calls, stdio, Python {sys.version.split()[0]}")
     for name, value in medians.items():
-        extra = "" if name == "sdk" else f"   overhead {value - base:8.1f} µs"
+        extra = "" if name == "sdk" else f"   overhead (median of paired differences) {overheads[name]:8.1f} µs"
         print(f"  {name:13} median {value:8.1f} µs per call{extra}")
-    ours, theirs = medians["agl_notebook"] - base, medians["pydantic-ai"] - base
+    ours, theirs = overheads["agl_notebook"], overheads["pydantic-ai"]
     print(f"  overhead ratio agl_notebook / pydantic-ai: {ours / theirs:.2f}" if theirs > 0 else "  (no overhead)")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=60)
     parser.add_argument("--calls", type=int, default=20)
     options = parser.parse_args()
     asyncio.run(main(options.rounds, options.calls))
