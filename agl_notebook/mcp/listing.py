@@ -239,7 +239,7 @@ def _schema(value: object, about: str, which: str, server: str, tool: str) -> Js
             tool=tool,
         )
     _check_refs(value, about, which, server, tool)
-    from jsonschema import exceptions, validators  # with the first listing, not with `import agl_notebook`
+    from jsonschema import exceptions, validators  # type: ignore[import-untyped]  # loaded with the first listing
 
     try:
         validators.validator_for(value).check_schema(value)

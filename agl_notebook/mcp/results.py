@@ -44,7 +44,7 @@ def argument_checker(tool: OfferedTool) -> Callable[[JsonObject], tuple[Any, tup
 
 @functools.lru_cache(maxsize=512)
 def _validator(schema_json: str) -> Any:
-    from jsonschema import validators  # with the first MCP tool checked, not with `import agl_notebook`
+    from jsonschema import validators  # type: ignore[import-untyped]  # loaded with the first MCP tool checked
 
     schema = json.loads(schema_json)
     return validators.validator_for(schema)(schema)
