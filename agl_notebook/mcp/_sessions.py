@@ -54,6 +54,11 @@ _LINUX_LAUNCH = (
     "    sys.stderr.write('cannot start %r: %s\\n' % (sys.argv[2], e.strerror)); os._exit(127)\n"
 )
 
+# How the SDK's ClientSession.validate_tool_result begins the RuntimeError it raises for a result that breaks (or
+# lacks) the tool's output schema; any other error during a call ends the connection.
+_OUTPUT_SCHEMA_REFUSALS = ("Invalid structured content returned by tool ", "Invalid schema for tool ")
+_NO_STRUCTURED_CONTENT = " has an output schema but did not return structured content"
+
 ElicitationHandler = Callable[[str, Any, tuple[str, ...]], Awaitable[Any]]
 """Answers a server's request for input: given the server's name, the request's params (`mcp.types`) and the ids of
 the tool calls running on that session (the one that caused it, when only one runs), returns an `mcp.types`
@@ -143,7 +148,9 @@ class Connection:
                     if e.code == -32000 or not self.alive:  # CONNECTION_CLOSED: the server is gone
                         raise self._end(self._error("closed the connection during the call", tool=name)) from None
                     raise self._error(f"answered the call with an error: {e.message}", tool=name, end=False) from None
-                if isinstance(e, RuntimeError) and "tool" in str(e).lower() and self.alive:
+                said = str(e)
+                refused = said.startswith(_OUTPUT_SCHEMA_REFUSALS) or said.endswith(_NO_STRUCTURED_CONTENT)
+                if isinstance(e, RuntimeError) and refused and self.alive:
                     raise  # the SDK's check of the result against the output schema: the caller says so
                 raise self._end(self._error(f"failed during the call: {type(e).__name__}: {e}", tool=name)) from None
             finally:
