@@ -18,6 +18,7 @@ from .tools import ReportingTool, Tool, ToolResult, reporting_tool, tool
 if TYPE_CHECKING:
     from .approvals import Approve, Deny, Edit
     from .events import Event
+    from .mcp import MCPServer
     from .models.prices import PriceTable, Rates
     from .run._judge import JudgeCase, Verdict, judge
     from .run._map_state import MapItemError, MapResults
@@ -29,6 +30,7 @@ __version__ = "0.1.0"
 # event vocabulary (with the JSON functions' events), a map's results, the price table (docs/architecture.md, "Import
 # time").
 _ON_FIRST_USE = {
+    "MCPServer": "mcp",
     "Approve": "approvals",
     "Deny": "approvals",
     "Edit": "approvals",
@@ -80,6 +82,7 @@ __all__ = [
     "reporting_tool",
     "role",
     "tool",
+    "MCPServer",
     # Running steps, asking questions, approving tool calls
     "Approve",
     "ChoiceInput",

@@ -262,3 +262,20 @@ class BatchRequestError(UpstreamUnexpected):
         """For an errored request, the API's error type (``invalid_request_error``, ``overloaded_error``, ...)."""
         self.api_message = api_message
         """For an errored request, the API's own message."""
+
+
+class MCPServerError(UpstreamUnexpected):
+    """An MCP server failed a step (docs/mcp.md).
+
+    It did not start, crashed, hung past its timeout, answered something that is not MCP, or listed tools that cannot
+    be offered. Nothing of the step is recorded; the next use starts the server again.
+    """
+
+    def __init__(self, message: str, *, server: str, tool: str | None = None, stderr: str = "") -> None:
+        super().__init__(message)
+        self.server = server
+        """The server's name (`MCPServer.name`)."""
+        self.tool = tool
+        """The tool (the server's name for it) whose call or listing failed, if one did."""
+        self.stderr = stderr
+        """The tail of what the server wrote to its stderr (stdio servers), scrubbed of secrets."""

@@ -17,6 +17,7 @@ from .payloads import payload_spec
 from .tools import ReportingTool, Tool
 
 if TYPE_CHECKING:
+    from .mcp import MCPServer
     from .models.base import Model
 
 T = TypeVar("T")
@@ -65,6 +66,8 @@ class Role(Fieldwise, Generic[T]):
     strict_tools: bool = False
     """Whether every tool (the reporting tool included) is offered with a strict schema, so the API guarantees
     arguments that fit it (the loop still validates them). Fingerprinted only when set."""
+    mcp: Sequence[MCPServer] = ()
+    """MCP servers whose tools the agent may call too (`agl_notebook.mcp.MCPServer`; docs/mcp.md)."""
     _tools_by_name: dict[str, Tool[Any]] = field(init=False, repr=False, compare=False)
     _reporting: ReportingTool[Any] | None = field(init=False, repr=False, compare=False)
 
@@ -112,6 +115,8 @@ class Role(Fieldwise, Generic[T]):
             raise InputError(f"Role {self.name!r}: strict_tools takes True or False, not {self.strict_tools!r}.")
         object.__setattr__(self, "_tools_by_name", by_name)
         object.__setattr__(self, "_reporting", reporting)
+        if self.mcp:
+            _check_mcp(self)
 
     @property
     def reporting_tool(self) -> ReportingTool[Any] | None:
@@ -159,6 +164,26 @@ def _thinking(role: str, value: object, max_tokens: int) -> Thinking | None:
     if value.display not in ("summarized", "omitted"):
         raise InputError(f"Role {role!r}: thinking display {value.display!r} is not 'summarized' or 'omitted'.")
     return value
+
+
+def _check_mcp(role: Role[Any]) -> None:
+    """A role's MCP servers: descriptions, each name once (the `mcp` module loads only for a role that has them)."""
+    from .mcp import MCPServer
+
+    if isinstance(role.mcp, MCPServer | str):
+        raise InputError(f"Role {role.name!r}: mcp takes a list of servers, mcp=[MCPServer.stdio(...)].")
+    servers = tuple(role.mcp)
+    object.__setattr__(role, "mcp", servers)
+    names: set[str] = set()
+    for server in servers:
+        if not isinstance(server, MCPServer):
+            raise InputError(
+                f"Role {role.name!r}: {server!r} is not an MCP server; describe one with MCPServer.stdio(...) or "
+                "MCPServer.http(...)."
+            )
+        if server.name in names:
+            raise InputError(f"Role {role.name!r}: two MCP servers are named {server.name!r}.")
+        names.add(server.name)
 
 
 class RoleFactory(Generic[Params, T]):

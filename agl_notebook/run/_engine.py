@@ -30,7 +30,7 @@ from ..replay.records import RecordedFailure, StepRecord, recorded_failure, resu
 from ..replay.stores import LocatedStore, PartialStore, RecordingWarning, Store
 from .environment import Environment
 from .occurrences import Occurrences
-from .units import Resumable, TapedUnit, Unit
+from .units import Relisting, Resumable, TapedUnit, Unit
 from .views import show_miss
 
 Out = TypeVar("Out")
@@ -94,6 +94,9 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
         if found is not None and found.partial is not None:
             # Kept while the step waited for a person: resumed, never replayed as a finished step.
             partial, found = found, None
+        if found is not None and found.finished and implements(unit, Relisting) and await unit.relisted(found, mode):
+            # Its MCP servers, listed live, offer other tools than the record was made with: a miss that names them.
+            found, fp = None, unit.fingerprint
         unfit_message: str | None = None
         nearest_unfit: StepRecord | None = None
         if found is not None and (problems := unit.unfit(found)):

@@ -30,7 +30,7 @@ from ..models.base import (
     model_intercepts_markup,
     model_thinks,
 )
-from ..payloads import JsonValue, dump, payload_spec
+from ..payloads import JsonObject, JsonValue, dump, payload_spec
 from ..replay.fingerprint import Fingerprint, fingerprint
 from ..replay.records import RecordedQuestion, StepRecord, Waiting
 from ..roles import Role
@@ -42,6 +42,8 @@ from .views import StepView
 if TYPE_CHECKING:
     from ..events import Event
     from ..models.prices import PriceTable, RecordedCost
+    from ..replay.modes import Mode
+    from ._mcp import StepMCP
 
 
 def now() -> str:
@@ -132,6 +134,8 @@ class StepPlan:
     """How far the loop has got: what a partial record keeps."""
     _running: tuple[str, int] | None = None  # the call whose handler runs, and how many questions came before it
     _earlier_usage: Usage = NO_USAGE  # what a resumed step's partial record spent
+    mcp: StepMCP | None = None
+    """The role's MCP tools (docs/mcp.md), when it has MCP servers."""
 
     @property
     def name(self) -> str:
@@ -169,6 +173,12 @@ class StepPlan:
         backend = model.backend_id(model_id)
         system = system_text(role)
         input_json = _input_json(value)
+        mcp = None
+        if role.mcp:
+            from ._mcp import StepMCP  # with the first role that has MCP servers
+
+            own = [t.name for t in role.tools]
+            mcp = StepMCP(role.mcp, role.name, own)
         fp = fingerprint(
             role=role.name,
             backend=backend,
@@ -178,6 +188,7 @@ class StepPlan:
             input_type=type(value).__qualname__,
             input=input_json,
             settings=step_settings(role),
+            extra={"mcp": StepMCP.choice_part(role.mcp)} if mcp is not None else None,
         )
         return cls(
             role,
@@ -197,12 +208,40 @@ class StepPlan:
             keep,
             gatekeeper,
             prices=prices,
+            mcp=mcp,
         )
 
     async def live(self) -> LoopOutcome:
         """Run the loop on the model, the tools' handlers running."""
         __tracebackhide__ = True
-        return await self._loop(self.model, [self._live_tool(t) for t in self.tools])
+        return await self._loop(self.model, [self._live_tool(t) for t in self.tools] + await self._live_mcp())
+
+    async def relisted(self, record: StepRecord, mode: Mode) -> bool:
+        """Whether the role's MCP servers, listed live, no longer offer the tools ``record`` was made with."""
+        if self.mcp is None or not await self.mcp.relisted(record, mode):
+            return False
+        self._note_mcp_parts()
+        return True
+
+    async def _live_mcp(self) -> list[LoopTool]:
+        if self.mcp is None:
+            return []
+        tools = await self.mcp.live_tools()
+        self._note_mcp_parts()
+        return tools
+
+    def _note_mcp_parts(self) -> None:
+        """Add each MCP tool's digest to the fingerprint's parts (kept in the record; the id is unchanged)."""
+        assert self.mcp is not None
+        parts = {k: v for k, v in self.fingerprint.parts.items() if not k.startswith("mcp:")}
+        self.fingerprint = Fingerprint({**parts, **self.mcp.parts()}, self.fingerprint.base)
+
+    def _engine_record(self) -> JsonObject | None:
+        """The record's ``engine``: the model's, and the snapshot of each MCP server's tools."""
+        engine = model_engine_record(self.model)
+        if self.mcp is None or self.mcp.listed is None:
+            return engine
+        return {**(engine or {}), "mcp": self.mcp.snapshot()}
 
     def unfit(self, record: StepRecord) -> Sequence[str]:
         """Why the record's result no longer builds the role's payload (a field or a check changed since), if so."""
@@ -217,7 +256,10 @@ class StepPlan:
         """Run the loop again on the recorded replies: validation and events as live, no model, no handler."""
         __tracebackhide__ = True
         results = {b.tool_use_id: b for m in record.transcript for b in m.content if isinstance(b, ToolResultBlock)}
-        outcome = await self._loop(RecordedModel(record), [self._replay_tool(t, record, results) for t in self.tools])
+        tools = [self._replay_tool(t, record, results) for t in self.tools]
+        if self.mcp is not None:
+            tools += self.mcp.recorded_tools(record)
+        outcome = await self._loop(RecordedModel(record), tools)
         if outcome.result_json != record.result:
             raise ReplayMissError(
                 f"The recording {record.id} of role {self.role.name!r} does not replay to its own "
@@ -243,7 +285,9 @@ class StepPlan:
                 self.scope.resumed.setdefault(q.tool_call_id, []).append(Question(q.text, q.inputs, q.answer))
         self._earlier_usage = partial.usage
         model = ResumingModel(partial, self.model)
-        outcome = await self._loop(model, [self._resuming_tool(t, partial, results) for t in self.tools])
+        tools = [self._resuming_tool(t, partial, results) for t in self.tools]
+        tools += [_answered_from(t, results) for t in await self._live_mcp()]
+        outcome = await self._loop(model, tools)
         return dataclasses.replace(outcome, usage=partial.usage + outcome.usage)
 
     def partial(self, record_id: str, occurrence: int, cell_id: str | None) -> StepRecord | None:
@@ -276,13 +320,13 @@ class StepPlan:
             usage=self._earlier_usage + self.progress.usage,
             cell_id=cell_id,
             recorded_at=now(),
-            engine=model_engine_record(self.model),
+            engine=self._engine_record(),
             partial=Waiting(on, waiting.id, waiting.name),
         )
 
     def record(self, record_id: str, occurrence: int, outcome: LoopOutcome, cell_id: str | None) -> StepRecord:
         """The record of a live run."""
-        engine = model_engine_record(self.model)
+        engine = self._engine_record()
         if self.prices is not None:
             from ..models.prices import batched_usage  # loaded with the table (`Meter.prices`)
 
@@ -448,6 +492,18 @@ class RecordedModel:
                 yield block
         paused = k + 1 < len(transcript) and transcript[k + 1].role == "assistant"
         yield TurnEnd("pause_turn" if paused else "tool_use" if reply.tool_uses else "end_turn")
+
+
+def _answered_from(tool: LoopTool, results: dict[str, ToolResultBlock]) -> LoopTool:
+    """``tool``, answering a call with a recorded result from ``results`` without running it (a resumed step)."""
+
+    async def call(payload: Any, call_id: str) -> tuple[str, bool]:
+        recorded = results.get(call_id)
+        if recorded is not None:
+            return recorded.content, recorded.is_error
+        return await tool.call(payload, call_id)
+
+    return dataclasses.replace(tool, call=call)
 
 
 def _tool_spec(t: Tool[Any]) -> ToolSpec:

@@ -53,6 +53,7 @@ def run_sync(
             box["error"] = e
         finally:
             started.set()
+            _close_sessions(loop)
             loop.close()
 
     worker = threading.Thread(target=context.run, args=(work,), name="agl-notebook-step", daemon=True)
@@ -82,3 +83,16 @@ def run_sync(
         raise box["error"]
     result: T = box["result"]
     return result
+
+
+def _close_sessions(loop: asyncio.AbstractEventLoop) -> None:
+    """Stop the MCP servers this loop started (docs/mcp.md): a loop closed with them running would leave them."""
+    import sys
+
+    sessions = sys.modules.get("agl_notebook.mcp._sessions")  # loaded only once a server was started
+    if sessions is not None:
+        import contextlib
+
+        # The step's own outcome is what the caller gets; a server not stopped here is stopped at exit.
+        with contextlib.suppress(Exception):
+            loop.run_until_complete(sessions.close_loop(loop))

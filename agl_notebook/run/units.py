@@ -25,6 +25,7 @@ from ._step import now
 
 if TYPE_CHECKING:
     from ..events import Event
+    from ..replay.modes import Mode
     from .views import StepView
 
 Out = TypeVar("Out")
@@ -132,6 +133,18 @@ class Resumable(Protocol[Out_co]):
 
     def resume(self, partial: StepRecord) -> Awaitable[Out_co]:
         """Replay the partial record's prefix (no model, no handler of a finished call), then go on live."""
+        ...
+
+
+@runtime_checkable
+class Relisting(Protocol):
+    """A unit whose tools come from servers it may list live (a step of a role with MCP servers; docs/mcp.md)."""
+
+    def relisted(self, record: StepRecord, mode: Mode) -> Awaitable[bool]:
+        """Whether the tools listed live now differ from those ``record`` was made with: the step then misses.
+
+        Its fingerprint's parts then hold the tools listed live, so the miss names the tool that changed.
+        """
         ...
 
 

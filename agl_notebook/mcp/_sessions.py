@@ -1,0 +1,429 @@
+"""Sessions with MCP servers: one per server per event loop, owned by one task on that loop (docs/mcp.md).
+
+The `mcp` SDK's transports and `ClientSession` are anyio task groups, which must be entered and left by one task.
+So each `Connection` runs an owner task that starts the server (or connects to it), initializes the session, lists
+its tools once, and then waits to be closed; steps and map items on that loop call tools through the session from
+their own tasks, at most `MCPServer.concurrency` at a time. A `step_sync` runs on a loop of its own, which gets its
+own session, closed before that loop is (`close_loop`, asked by `agl_notebook.run.sync`).
+
+A server that crashes, hangs past the call timeout or answers something that is not MCP ends its connection: the
+step fails with an `MCPServerError` naming the server, the tool and the tail of the server's stderr, and the next
+use starts a new one. Every stdio server started is also remembered by its process id, and killed (its whole
+process group) when the interpreter exits, so a kernel's shutdown or restart leaves no server behind; a kernel
+killed outright closes the servers' stdin, which ends any server that reads it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import os
+import signal
+import sys
+import tempfile
+import threading
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import IO, TYPE_CHECKING, Any
+
+from .._secrets import scrub_text
+from ..errors import MCPServerError
+from ..payloads import JsonObject
+from .listing import ServerTools, offered_tools
+from .servers import MCPServer
+
+if TYPE_CHECKING:
+    from mcp import ClientSession
+    from mcp.types import CallToolResult
+
+STDERR_TAIL_CHARS = 2_000
+"""How much of a failed server's stderr its error quotes (the end of it)."""
+_PID_MARK = "agl_notebook-mcp-pid "
+# POSIX: a shell tells the server's process id (on its stderr, which we keep) and then becomes the server.
+_SHELL_LAUNCH = 'echo "agl_notebook-mcp-pid $$" >&2; exec "$0" "$@"'
+# Linux: Python does the same, and first asks the kernel to kill the server when the thread that started it dies
+# (PR_SET_PDEATHSIG, kept across exec), so a kernel killed outright (SIGKILL, no exit hook) takes its servers along.
+_LINUX_LAUNCH = (
+    "import ctypes, os, signal, sys\n"
+    "sys.stderr.write('agl_notebook-mcp-pid %d\\n' % os.getpid()); sys.stderr.flush()\n"
+    "try:\n    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\nexcept Exception:\n    pass\n"
+    "if os.getppid() != int(sys.argv[1]):\n    os._exit(1)\n"  # the parent died before the signal was asked for
+    "try:\n    os.execvp(sys.argv[2], sys.argv[2:])\n"
+    "except OSError as e:\n"
+    "    sys.stderr.write('cannot start %r: %s\\n' % (sys.argv[2], e.strerror)); os._exit(127)\n"
+)
+
+# How the SDK's ClientSession.validate_tool_result begins the RuntimeError it raises for a result that breaks (or
+# lacks) the tool's output schema; any other error during a call ends the connection.
+_OUTPUT_SCHEMA_REFUSALS = ("Invalid structured content returned by tool ", "Invalid schema for tool ")
+_NO_STRUCTURED_CONTENT = " has an output schema but did not return structured content"
+
+ElicitationHandler = Callable[[str, Any, tuple[str, ...]], Awaitable[Any]]
+"""Answers a server's request for input: given the server's name, the request's params (`mcp.types`) and the ids of
+the tool calls running on that session (the one that caused it, when only one runs), returns an `mcp.types`
+ElicitResult. Set with `set_elicitation_handler`; none set, a session does not offer elicitation."""
+
+_elicitation_handler: ElicitationHandler | None = None
+
+
+def set_elicitation_handler(handler: ElicitationHandler | None) -> None:
+    """Where servers' requests for input go from now on (sessions started later offer elicitation)."""
+    global _elicitation_handler
+    _elicitation_handler = handler
+
+
+class Connection:
+    """One session with one server on one event loop."""
+
+    def __init__(self, server: MCPServer, loop: asyncio.AbstractEventLoop) -> None:
+        self.server = server
+        self.loop = loop
+        self.tools: ServerTools | None = None
+        """The server's tools as the role offers them, listed once when the session starts."""
+        self.session: ClientSession | None = None
+        self.pid: int | None = None
+        self.failure: MCPServerError | None = None
+        """Why the connection ended, if it did: every later call fails with it, and the next use starts anew."""
+        self.in_flight: dict[int, str] = {}
+        """The tool calls running on the session: a counter to the loop's tool call id."""
+        self._next = 0
+        self._slots = asyncio.Semaphore(server.concurrency)
+        self._ready: asyncio.Future[None] = loop.create_future()
+        self._stop = asyncio.Event()
+        # The server's stderr goes to a file of ours, whose tail an error quotes (closed with the session).
+        self._stderr: IO[bytes] | None = tempfile.TemporaryFile() if server.transport == "stdio" else None  # noqa: SIM115
+        if self._stderr is not None:  # readable for an error's tail until the connection itself is gone
+            weakref.finalize(self, self._stderr.close)
+        self._task = loop.create_task(self._own(), name=f"agl_notebook MCP session {server.name}")
+
+    @property
+    def alive(self) -> bool:
+        return self.failure is None and not self._task.done()
+
+    async def ready(self) -> ServerTools:
+        """Wait until the server is started, initialized and listed; its tools."""
+        if self._ready.done() and self.failure is None and self.tools is not None:
+            return self.tools  # every call asks: no waiting machinery once it is ready
+        try:
+            await asyncio.wait_for(asyncio.shield(self._ready), self.server.start_timeout)
+        except TimeoutError:
+            self._end(self._error(f"did not start and list its tools within {self.server.start_timeout:g} s"))
+        except MCPServerError:
+            raise
+        if self.failure is not None:
+            raise self.failure
+        assert self.tools is not None
+        return self.tools
+
+    async def call(self, name: str, arguments: JsonObject, call_id: str) -> CallToolResult:
+        """Call the server's tool ``name`` (its own name for it) within the call timeout.
+
+        Raises:
+            MCPServerError: The server crashed, hung past the timeout or answered garbage; the connection ends.
+            RuntimeError: The SDK refused the result (it breaks the tool's output schema); the connection stays.
+        """
+        await self.ready()
+        async with self._slots:
+            if self.failure is not None:
+                raise self.failure
+            session = self.session
+            assert session is not None
+            self._next += 1
+            ticket = self._next
+            self.in_flight[ticket] = call_id
+            try:
+                async with asyncio.timeout(self.server.call_timeout):
+                    return await session.call_tool(name, arguments)
+            except TimeoutError:
+                raise self._end(
+                    self._error(f"did not answer within {self.server.call_timeout:g} s (call_timeout)", tool=name)
+                ) from None
+            except Exception as e:
+                from mcp import MCPError
+
+                if self.failure is not None:
+                    raise self.failure from None
+                if isinstance(e, MCPError):
+                    if e.code == -32000 or not self.alive:  # CONNECTION_CLOSED: the server is gone
+                        raise self._end(self._error("closed the connection during the call", tool=name)) from None
+                    raise self._error(f"answered the call with an error: {e.message}", tool=name, end=False) from None
+                said = str(e)
+                refused = said.startswith(_OUTPUT_SCHEMA_REFUSALS) or said.endswith(_NO_STRUCTURED_CONTENT)
+                if isinstance(e, RuntimeError) and refused and self.alive:
+                    raise  # the SDK's check of the result against the output schema: the caller says so
+                raise self._end(self._error(f"failed during the call: {type(e).__name__}: {e}", tool=name)) from None
+            finally:
+                self.in_flight.pop(ticket, None)
+
+    async def close(self) -> None:
+        """End the session and stop the server; waits for the owner task."""
+        self._stop.set()
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(asyncio.shield(self._task), 10)
+        if not self._task.done():
+            self._task.cancel()
+        _forget(self)
+
+    def stderr_tail(self) -> str:
+        """The end of what the server wrote to its stderr, without our launch line, scrubbed."""
+        if self._stderr is None:
+            return ""
+        try:
+            self._stderr.flush()
+            size = self._stderr.seek(0, os.SEEK_END)
+            self._stderr.seek(max(0, size - 4 * STDERR_TAIL_CHARS))
+            text = self._stderr.read().decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return ""
+        lines = [line for line in text.splitlines() if not line.startswith(_PID_MARK)]
+        secrets = [*self.server.env.values(), *self.server.headers.values()]
+        return scrub_text("\n".join(lines), [s for s in secrets if len(s) >= 8])[-STDERR_TAIL_CHARS:]
+
+    def _error(self, what: str, *, tool: str | None = None, end: bool = True) -> MCPServerError:
+        tail = self.stderr_tail()
+        call = f" (calling its tool {tool!r})" if tool else ""
+        said = f"\nThe end of its stderr:\n{tail}" if tail else ""
+        after = " It is started again on its next use." if end else ""
+        secrets = [*self.server.env.values(), *self.server.headers.values()]
+        message = scrub_text(f"The MCP server {self.server.name!r}{call} {what}.{after}{said}", secrets)
+        return MCPServerError(message, server=self.server.name, tool=tool, stderr=tail)
+
+    def _end(self, error: MCPServerError) -> MCPServerError:
+        if self.failure is None:
+            self.failure = error
+        if not self._ready.done():
+            self._ready.set_exception(self.failure)
+            self._ready.exception()  # retrieved: a failed start nobody waits for is not logged as lost
+        self._stop.set()
+        _forget(self)
+        if not self._task.done() and asyncio.current_task() is not self._task:
+            self._task.cancel()  # a transport stuck on a hung server: its shutdown (shielded) still stops it
+        return self.failure
+
+    async def _own(self) -> None:
+        from mcp import ClientSession
+
+        refused: MCPServerError | None = None
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                read, write = await stack.enter_async_context(self._transport())
+                handler = _elicitation_handler
+                session = await stack.enter_async_context(
+                    ClientSession(
+                        read,
+                        write,
+                        message_handler=self._on_message,
+                        elicitation_callback=self._elicit if handler is not None else None,
+                    )
+                )
+                await session.initialize()
+                self.pid = self._launched_pid()
+                listed: list[dict[str, Any]] = []
+                cursor: str | None = None
+                while True:
+                    from mcp.types import PaginatedRequestParams
+
+                    page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
+                    listed.extend(t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in page.tools)
+                    cursor = page.next_cursor
+                    if not cursor or len(listed) > 100_000:
+                        break
+                try:
+                    self.tools = offered_tools(self.server, listed)
+                except MCPServerError as e:  # raised out of the SDK's task groups, it would come wrapped
+                    refused = e
+                else:
+                    self.session = session
+                    self._ready.set_result(None)
+                    await self._stop.wait()
+            if refused is not None:
+                self._end(refused)
+        except asyncio.CancelledError:
+            self._end(self.failure or self._error("was stopped"))
+            raise
+        except BaseException as e:  # an ExceptionGroup from the SDK's task groups, a spawn error
+            self._end(self._error(f"ended: {_describe(e)}"))
+        finally:
+            self.session = None
+            if self.pid is not None:  # the transport stopped it (and its process group) as it closed
+                with _lock:
+                    _started.pop(self.pid, None)
+
+    def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        server = self.server
+        if server.transport == "http":
+            from mcp.client.streamable_http import streamable_http_client
+            from mcp.shared._httpx_utils import create_mcp_http_client
+
+            return _http(streamable_http_client, create_mcp_http_client(headers=dict(server.headers)), server.url)
+        from mcp import StdioServerParameters, stdio_client
+
+        command, args = server.command, list(server.args)
+        if sys.platform == "linux":
+            launch = ["-S", "-c", _LINUX_LAUNCH, str(os.getpid())]
+            command, args = sys.executable, [*launch, server.command, *server.args]
+        elif os.name == "posix":
+            command, args = "/bin/sh", ["-c", _SHELL_LAUNCH, server.command, *server.args]
+        params = StdioServerParameters(command=command, args=args, env=dict(server.env) or None, cwd=server.cwd)
+        _register_exit_hook()
+        return stdio_client(params, errlog=self._stderr)  # type: ignore[arg-type]  # a binary file has a fileno too
+
+    def _launched_pid(self) -> int | None:
+        if self._stderr is None:
+            return None
+        self._stderr.flush()
+        self._stderr.seek(0)
+        first = self._stderr.readline().decode("utf-8", "replace")
+        self._stderr.seek(0, os.SEEK_END)
+        if first.startswith(_PID_MARK) and first[len(_PID_MARK) :].strip().isdigit():
+            pid = int(first[len(_PID_MARK) :])
+            with _lock:
+                _started[pid] = self.server.name
+            return pid
+        return None
+
+    async def _on_message(self, message: object) -> None:
+        if isinstance(message, Exception):  # the transport could not read what the server sent
+            self._end(self._error(f"sent something that is not MCP JSON-RPC: {_describe(message)}"))
+
+    async def _elicit(self, context: Any, params: Any) -> Any:
+        handler = _elicitation_handler
+        if handler is None:  # pragma: no cover - only offered while one is set
+            from mcp.types import ErrorData
+
+            return ErrorData(code=-32600, message="Elicitation not supported")
+        return await handler(self.server.name, params, tuple(self.in_flight.values()))
+
+
+@contextlib.asynccontextmanager
+async def _http(streamable_http_client: Any, client: Any, url: str) -> Any:
+    async with client, streamable_http_client(url, http_client=client) as streams:
+        yield streams
+
+
+def _describe(error: BaseException) -> str:
+    """An exception as one line, an ExceptionGroup by its first leaf."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    text = str(error).strip().splitlines()[0][:300] if str(error).strip() else ""
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+# Connections by event loop, then by `MCPServer.connection_key`: a loop that ends takes its entries with it.
+_connections: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Connection]] = weakref.WeakKeyDictionary()
+_started: dict[int, str] = {}  # the process id of every stdio server started and not yet seen closed
+_lock = threading.Lock()
+_hooked = False
+
+
+PROBE_PAUSE = 30.0
+"""Seconds a server that failed to start is not tried again by a probe (mode ``auto`` checking a found record)."""
+_probe_failures: dict[str, tuple[float, MCPServerError]] = {}
+
+
+async def connect(server: MCPServer, *, probe: bool = False) -> Connection:
+    """The running loop's session with ``server``, started (and listed) if it has none or its last one ended.
+
+    A ``probe`` (mode ``auto`` listing a server to check a found record) does not try again a server that failed
+    to start in the last `PROBE_PAUSE` seconds, so a map's items do not each wait for a server that is down.
+
+    Raises:
+        MCPServerError: The server did not start, list its tools in time, or listed tools that cannot be offered.
+    """
+    import time
+
+    loop = asyncio.get_running_loop()
+    key = server.connection_key
+    failed = _probe_failures.get(key)
+    if probe and failed is not None and time.monotonic() - failed[0] < PROBE_PAUSE:
+        raise failed[1]
+    with _lock:
+        by_key = _connections.setdefault(loop, {})
+        found = by_key.get(key)
+        if found is None or not found.alive:
+            found = by_key[key] = Connection(server, loop)
+    try:
+        await found.ready()
+    except MCPServerError as e:
+        _probe_failures[key] = (time.monotonic(), e)
+        raise
+    _probe_failures.pop(key, None)
+    return found
+
+
+def running(server: MCPServer) -> Connection | None:
+    """The running loop's live session with ``server``, if one is open and listed (nothing is started)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    found = _connections.get(loop, {}).get(server.connection_key)
+    return found if found is not None and found.alive and found.tools is not None else None
+
+
+async def close_loop(loop: asyncio.AbstractEventLoop | None = None) -> None:
+    """Close every session of ``loop`` (the running one): its servers stop before the loop is closed."""
+    loop = loop or asyncio.get_running_loop()
+    with _lock:
+        connections = list(_connections.pop(loop, {}).values())
+    await asyncio.gather(*(c.close() for c in connections), return_exceptions=True)
+
+
+def server_processes() -> dict[int, str]:
+    """The process ids of the stdio servers this interpreter started and has not seen closed, to their names."""
+    with _lock:
+        return {pid: name for pid, name in _started.items() if _exists(pid)}
+
+
+def _forget(connection: Connection) -> None:
+    with _lock:
+        by_key = _connections.get(connection.loop)
+        if by_key is not None and by_key.get(connection.server.connection_key) is connection:
+            del by_key[connection.server.connection_key]
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (exited, not yet reaped) still answers; /proc says so where there is one.
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().split(b") ", 1)[-1][:1] != b"Z"
+    except OSError:
+        return True
+
+
+def _register_exit_hook() -> None:
+    global _hooked
+    with _lock:
+        if _hooked:
+            return
+        _hooked = True
+    atexit.register(kill_all)
+
+
+def kill_all() -> None:
+    """Stop every stdio server this interpreter started (its process group): at exit, a session cannot close."""
+    with _lock:
+        pids = list(_started)
+        _started.clear()
+    if os.name != "posix" or not pids:
+        return
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGTERM)  # started in a session of its own: its group is its pid
+    import time
+
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline and any(_exists(pid) for pid in pids):
+        time.sleep(0.02)
+    for pid in pids:
+        if _exists(pid):
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+    sys.stderr.flush()

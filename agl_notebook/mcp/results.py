@@ -1,0 +1,99 @@
+"""What goes between the agent and an MCP tool: its arguments checked against the schema, its result as text.
+
+Arguments are checked with `jsonschema` (imported with the first check) before ``call_tool``; the problems go back to
+the agent as a payload's do, each naming its field path. A result's content becomes the text the agent reads:
+text as it is; an image as a placeholder (images are not sent to the model until the images issue lands); an
+embedded text resource as its text; structured content, when no text came with it, as JSON. Audio, which no backend
+here can send, makes the call an error result that says so. A result the SDK finds breaking the tool's output schema
+is an error result naming the tool.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from typing import Any
+
+from .._canonical import canonical_json
+from ..payloads import JsonObject
+from .listing import OfferedTool
+
+MAX_RESULT_CHARS = 200_000
+"""The most characters of one result the agent reads; the rest is cut, and the cut said."""
+MAX_PROBLEMS = 20
+"""The most schema problems told to the agent for one call."""
+
+
+def argument_checker(tool: OfferedTool) -> Callable[[JsonObject], tuple[Any, tuple[str, ...]]]:
+    """The loop's ``validate`` for ``tool``: the arguments as they came, or the problems found."""
+    validator = _validator(canonical_json(tool.input_schema))
+
+    def validate(arguments: JsonObject) -> tuple[Any, tuple[str, ...]]:
+        errors = sorted(validator.iter_errors(arguments), key=lambda e: [str(p) for p in e.absolute_path])
+        problems = tuple(
+            f"{'.'.join(str(p) for p in e.absolute_path) or '(the arguments)'}: {e.message}"
+            for e in errors[:MAX_PROBLEMS]
+        )
+        if len(errors) > MAX_PROBLEMS:
+            problems += (f"... and {len(errors) - MAX_PROBLEMS} more.",)
+        return arguments, problems
+
+    return validate
+
+
+@functools.lru_cache(maxsize=512)
+def _validator(schema_json: str) -> Any:
+    from jsonschema import validators  # type: ignore[import-untyped]  # loaded with the first MCP tool checked
+
+    schema = json.loads(schema_json)
+    return validators.validator_for(schema)(schema)
+
+
+def result_text(tool: OfferedTool, result: Any) -> tuple[str, bool]:
+    """An `mcp.types` CallToolResult as the text the agent reads, and whether it is an error result."""
+    parts: list[str] = []
+    for block in result.content:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            parts.append(block.text)
+        elif kind == "image":
+            parts.append(
+                f"[image: {block.mime_type}, {_decoded_size(block.data):,} bytes; agl_notebook does not send images "
+                "to the model yet]"
+            )
+        elif kind == "audio":
+            return (
+                f"The tool `{tool.name}` returned audio ({block.mime_type}), which agl_notebook cannot send to the "
+                "model; ask for a text form of the answer if the tool has one.",
+                True,
+            )
+        elif kind == "resource":
+            resource = block.resource
+            text = getattr(resource, "text", None)
+            if text is not None:
+                parts.append(text)
+            else:
+                parts.append(f"[resource {resource.uri}: {getattr(resource, 'mime_type', None) or 'binary'} data]")
+        elif kind == "resource_link":
+            parts.append(f"[resource link: {block.uri}]")
+        else:
+            parts.append(f"[content of type {kind!r} left out]")
+    if not parts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    text = "\n".join(parts)
+    if len(text) > MAX_RESULT_CHARS:
+        text = f"{text[:MAX_RESULT_CHARS]}\n[cut: {len(text) - MAX_RESULT_CHARS:,} more characters]"
+    return text, bool(result.is_error)
+
+
+def output_schema_broken(tool: OfferedTool, message: str) -> tuple[str, bool]:
+    """The error result of a call whose result the SDK found breaking the tool's output schema."""
+    return (
+        f"The result of `{tool.name}` does not fit the tool's own output schema, so it was not used: {message[:500]}",
+        True,
+    )
+
+
+def _decoded_size(data: str) -> int:
+    return len(data) * 3 // 4 - data[-2:].count("=") if data else 0

@@ -1,0 +1,148 @@
+"""A step's MCP tools: listed live or taken from its record's snapshot, offered to the loop, kept in the record.
+
+`StepPlan` (`run/_step.py`) holds one `StepMCP` when its role has MCP servers. The record id covers which servers a
+role uses and how it names their tools (the ``mcp`` part, known before the step starts); each offered tool adds a
+part ``mcp:<name>``, its own digest, kept in the record. A step whose record is found replays from the record's
+snapshot (``StepRecord.engine["mcp"]``) with no server started, unless mode ``auto`` can list the server live and a
+tool differs: then the step misses, and the explanation names the tool's part (docs/mcp.md, "Replay").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import MCPServerError, ReplayMissError
+from ..loop import LoopTool
+from ..models.base import ToolSpec
+from ..payloads import JsonObject, JsonValue
+from ..replay.records import StepRecord
+from ..transcript import ToolResultBlock
+
+if TYPE_CHECKING:
+    from ..mcp.listing import OfferedTool, ServerTools
+    from ..mcp.servers import MCPServer
+    from ..replay.modes import Mode
+
+
+class StepMCP:
+    """The MCP side of one step of a role."""
+
+    def __init__(self, servers: Sequence[MCPServer], role: str, own_tools: Sequence[str]) -> None:
+        self.servers = tuple(servers)
+        self.role = role
+        self.own_tools = tuple(own_tools)
+        self.listed: list[ServerTools] | None = None
+        """The tools offered, once known: listed live, or from the record replayed."""
+
+    @staticmethod
+    def choice_part(servers: Sequence[MCPServer]) -> JsonValue:
+        """The ``mcp`` fingerprint part: which servers, and how their tools are chosen and named."""
+        return [s.choice for s in servers]  # type: ignore[misc]
+
+    def parts(self) -> dict[str, str]:
+        """The per-tool fingerprint parts of the tools known so far."""
+        found: dict[str, str] = {}
+        for tools in self.listed or ():
+            found.update(tools.parts())
+        return found
+
+    def snapshot(self) -> JsonObject:
+        """What the record keeps: each server's tools, by server name."""
+        return {tools.server: tools.snapshot() for tools in self.listed or ()}
+
+    async def list_live(self, *, probe: bool = False) -> list[ServerTools]:
+        """Every server's tools, listed through this loop's session (started if needed; see `connect`'s probe)."""
+        from ..mcp import _sessions
+        from ..mcp.listing import check_unique
+
+        listed = [(await _sessions.connect(server, probe=probe)).tools for server in self.servers]
+        tools = [t for t in listed if t is not None]
+        check_unique(tools, self.own_tools, self.role)
+        self.listed = tools
+        return tools
+
+    async def relisted(self, record: StepRecord, mode: Mode) -> bool:
+        """In mode ``auto``, whether the servers' live tools differ from ``record``'s (the step then misses).
+
+        A server that cannot be started counts as unchanged: the record replays from its snapshot. Mode ``replay``
+        never starts or reaches a server.
+        """
+        if mode != "auto":
+            return False
+        try:
+            await self.list_live(probe=True)
+        except MCPServerError:
+            self.listed = None
+            return False
+        recorded = {k: v for k, v in record.parts.items() if k.startswith("mcp:")}
+        return recorded != self.parts()
+
+    async def live_tools(self) -> list[LoopTool]:
+        """The offered tools, each calling its server, its arguments checked against its schema first."""
+        from ..mcp import _sessions
+
+        listed = await self.list_live()
+        loop_tools: list[LoopTool] = []
+        for server, tools in zip(self.servers, listed, strict=True):
+            for t in tools.tools:
+                loop_tools.append(_live_tool(server, t, _sessions))
+        return loop_tools
+
+    def recorded_tools(self, record: StepRecord) -> list[LoopTool]:
+        """The tools ``record`` offered, from its snapshot, each answering with its recorded result."""
+        from ..mcp.listing import check_unique, from_snapshot
+
+        kept = (record.engine or {}).get("mcp")
+        snapshots = kept if isinstance(kept, dict) else {}
+        listed = []
+        for server in self.servers:
+            if server.name not in snapshots:
+                raise ReplayMissError(
+                    f"The recording {record.id} of role {self.role!r} keeps no tool list of its MCP server "
+                    f"{server.name!r}: it is damaged. Run the step in mode 'refresh' with the server available.",
+                    nearest=record,
+                    differing=(),
+                )
+            listed.append(from_snapshot(server.name, snapshots[server.name]))
+        check_unique(listed, self.own_tools, self.role)
+        self.listed = listed
+        results = {b.tool_use_id: b for m in record.transcript for b in m.content if isinstance(b, ToolResultBlock)}
+        return [_recorded_tool(t, record, results) for tools in listed for t in tools.tools]
+
+
+def _spec(t: OfferedTool) -> ToolSpec:
+    return ToolSpec(t.name, t.description, t.input_schema)
+
+
+def _live_tool(server: MCPServer, t: OfferedTool, sessions: Any) -> LoopTool:
+    from ..mcp.results import argument_checker, output_schema_broken, result_text
+
+    async def call(arguments: Any, call_id: str) -> tuple[str, bool]:
+        connection = await sessions.connect(server)
+        try:
+            result = await connection.call(t.server_name, arguments, call_id)
+        except RuntimeError as e:
+            if isinstance(e, MCPServerError):
+                raise
+            return output_schema_broken(t, str(e))
+        return result_text(t, result)
+
+    return LoopTool(_spec(t), call, argument_checker(t))
+
+
+def _recorded_tool(t: OfferedTool, record: StepRecord, results: dict[str, ToolResultBlock]) -> LoopTool:
+    from ..mcp.results import argument_checker
+
+    async def call(arguments: Any, call_id: str) -> tuple[str, bool]:
+        recorded = results.get(call_id)
+        if recorded is None:
+            raise ReplayMissError(
+                f"The recording {record.id} has no result for the call {call_id} to the MCP tool {t.name!r}: it "
+                "is damaged. Run the step in mode 'refresh'.",
+                nearest=record,
+                differing=(),
+            )
+        return recorded.content, recorded.is_error
+
+    return LoopTool(_spec(t), call, argument_checker(t))

@@ -1,0 +1,133 @@
+"""MCP tools in a step, against real servers over stdio and streamable HTTP: listing, calls and their results."""
+
+from __future__ import annotations
+
+import base64
+import sys
+from typing import Any
+
+import pytest
+
+from agl_notebook import MCPServer, Run, ScriptedCall, ScriptedModel, ScriptedTurn
+from agl_notebook.errors import InputError, MCPServerError
+from agl_notebook.replay.stores import MemoryStore
+from agl_notebook.transcript import ToolResultBlock
+from tests.support.mcp_servers import PNG_1PX
+
+from .conftest import EXAMPLE_SERVER, HttpServer, example_server, fault_server, role
+
+
+def script(*calls: tuple[str, dict[str, Any]]) -> ScriptedModel:
+    turns = [ScriptedTurn(calls=[ScriptedCall(name, args)]) for name, args in calls]
+    return ScriptedModel([*turns, ScriptedTurn(calls=[ScriptedCall("report", {"text": "done"})])])
+
+
+def results(store: MemoryStore) -> list[ToolResultBlock]:
+    (record,) = store.records()
+    return [b for m in record.transcript for b in m.content if isinstance(b, ToolResultBlock)][:-1]
+
+
+class Offered:
+    """Captures the tools of each request a scripted model is sent."""
+
+    def __init__(self, model: ScriptedModel) -> None:
+        self.model, self.tools = model, []  # type: ignore[var-annotated]
+
+    def backend_id(self, model: str) -> str:
+        return self.model.backend_id(model)
+
+    def stream(self, request):  # type: ignore[no-untyped-def]
+        self.tools.append(request.tools)
+        return self.model.stream(request)
+
+
+async def run_step(server: MCPServer, model: ScriptedModel, store: MemoryStore | None = None) -> MemoryStore:
+    store = store if store is not None else MemoryStore()
+    await Run(model=model, store=store, mode="auto").step(role(server), "go")
+    return store
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_a_call_and_an_argument_the_agent_corrects_after_the_schema_says_why(
+    transport: str, tag: str, http_example: HttpServer
+) -> None:
+    server = example_server(tag) if transport == "stdio" else MCPServer.http("units", http_example.url)
+    model = script(
+        ("convert", {"amount": "three", "source": "km", "target": "mi"}),
+        ("convert", {"amount": 3, "source": "km", "target": "mi"}),
+    )
+    store = await run_step(server, model)
+    rejected, answered = results(store)
+    assert rejected.is_error
+    assert "amount: 'three' is not of type 'number'" in rejected.content
+    assert "Fix these and call `convert` again." in rejected.content
+    assert not answered.is_error
+    assert '"value": 1.8641' in answered.content
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_the_listing_is_offered_with_names_descriptions_and_schemas(
+    transport: str, tag: str, http_example: HttpServer
+) -> None:
+    options = {"prefix": "u_", "exclude": ["add_note"]}
+    server = (
+        example_server(tag, **options) if transport == "stdio" else MCPServer.http("units", http_example.url, **options)  # type: ignore[arg-type]
+    )
+    model = Offered(script(("u_read_note", {"title": "nothing"})))
+    store = MemoryStore()
+    await Run(model=model, store=store, mode="auto").step(role(server), "go")
+    offered = {t.name: t for t in model.tools[0]}
+    assert sorted(offered) == ["report", "u_convert", "u_read_note"]
+    assert offered["u_convert"].description.startswith("Convert an amount")
+    assert offered["u_convert"].input_schema["required"] == ["amount", "source", "target"]
+    (not_found,) = results(store)
+    assert not_found.is_error  # an isError result from the server's own ToolError
+    assert "no note is titled 'nothing'" in not_found.content
+    (record,) = store.records()
+    assert {k for k in record.parts if k.startswith("mcp")} == {"mcp", "mcp:u_convert", "mcp:u_read_note"}
+
+
+async def test_include_offers_only_the_tools_named(tag: str) -> None:
+    model = Offered(script(("echo", {"text": "hi"})))
+    await Run(model=model, store=MemoryStore()).step(role(fault_server(tag, include=["echo"])), "go")
+    assert sorted(t.name for t in model.tools[0]) == ["echo", "report"]
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_is_error_output_schema_image_and_audio_results(
+    transport: str, tag: str, http_faults: HttpServer
+) -> None:
+    server = fault_server(tag) if transport == "stdio" else MCPServer.http("faults", http_faults.url)
+    model = script(("fails", {}), ("bad_output", {}), ("image", {}), ("audio", {}), ("echo", {"text": "still here"}))
+    fails, bad_output, image, audio, echo = results(await run_step(server, model))
+    assert (fails.content, fails.is_error) == ("the thing failed", True)
+    assert bad_output.is_error
+    assert bad_output.content.startswith("The result of `bad_output` does not fit the tool's own output schema")
+    assert "RuntimeError" not in bad_output.content
+    assert not image.is_error
+    size = len(base64.b64decode(PNG_1PX))
+    assert image.content.startswith(f"[image: image/png, {size} bytes; agl_notebook does not send images")
+    assert audio.is_error
+    assert "returned audio (audio/wav), which agl_notebook cannot send to the model" in audio.content
+    assert echo.content == "echo: still here"  # the session outlives every bad result
+
+
+async def test_a_role_refuses_what_is_not_a_server() -> None:
+    with pytest.raises(InputError, match="is not an MCP server"):
+        role("not a server")  # type: ignore[arg-type]
+    twice = MCPServer.stdio("same", sys.executable, [str(EXAMPLE_SERVER)])
+    with pytest.raises(InputError, match="two MCP servers are named 'same'"):
+        role(twice, twice)
+    with pytest.raises(InputError, match="MCPServer name"):
+        MCPServer.stdio("has space", sys.executable)
+    with pytest.raises(InputError, match="http:// or https://"):
+        MCPServer.http("web", "ftp://example.invalid")
+
+
+async def test_a_server_that_cannot_start_fails_the_step_naming_it_and_recording_nothing(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    server = MCPServer.stdio("missing", str(tmp_path / "no-such-program"), start_timeout=20)
+    store = MemoryStore()
+    with pytest.raises(MCPServerError, match="The MCP server 'missing'") as caught:
+        await run_step(server, script(("anything", {})), store)
+    assert "no-such-program" in caught.value.stderr
+    assert not store.records()

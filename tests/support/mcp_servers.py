@@ -1,0 +1,160 @@
+"""MCP servers for the tests of agl_notebook.mcp, built with the `mcp` package's own low-level `Server` class.
+
+Run as ``python -m tests.support.mcp_servers KIND [--http PORT] [--tag TAG] [--version N]``; it imports nothing of
+agl_notebook. KIND chooses what it does:
+
+- ``faults``: well-behaved tools (``echo``, ``pid``, ``slow``) and misbehaving ones: ``crash`` (the process exits
+  mid-call after a line on stderr), ``hang`` (never answers), ``bad_output`` (structured content breaking its own
+  output schema), ``fails`` (an ``isError`` result), ``image``, ``audio``; ``--version`` changes ``echo``'s
+  description (a tool that changed since a recording).
+- ``huge``: 5,000 tools. ``refcycle``: a schema whose references loop. ``badname``: a tool the Messages API would
+  refuse. ``bigschema``: a 100 KB schema. ``remote_ref``: a $ref to a URL.
+- ``garbage``: answers its first message with a line that is not JSON-RPC.
+- ``stubborn``: the ``faults`` tools, but it ignores SIGTERM and stays after its stdin closes (only SIGKILL ends it).
+
+``--tag`` is ignored: it marks the process's command line, so a test can count the processes it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from typing import Any
+
+import mcp_types as types
+from mcp.server.lowlevel.server import Server
+
+PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+
+
+def _tool(name: str, description: str, properties: dict[str, Any] | None = None, **extra: Any) -> types.Tool:
+    schema = {"type": "object", "properties": properties or {}, "required": sorted(properties or {})}
+    return types.Tool(name=name, description=description, input_schema=schema, **extra)
+
+
+def fault_tools(version: int) -> list[types.Tool]:
+    text = {"text": {"type": "string", "minLength": 1}}
+    return [
+        _tool("echo", "Echo the text back." + (f" (version {version})" if version else ""), text),
+        _tool("pid", "The server's process id.", {}),
+        _tool("slow", "Echo after a short wait.", text),
+        _tool("crash", "Exit mid-call.", {}),
+        _tool("hang", "Never answer.", {}),
+        _tool(
+            "bad_output",
+            "Return structured content that breaks its output schema.",
+            {},
+            output_schema={"type": "object", "properties": {"value": {"type": "number"}}, "required": ["value"]},
+        ),
+        _tool("fails", "Always fail.", {}),
+        _tool("image", "Return a one-pixel image.", {}),
+        _tool("audio", "Return a sound.", {}),
+    ]
+
+
+def listing(kind: str, version: int) -> list[types.Tool]:
+    if kind == "huge":
+        return [_tool(f"tool_{i}", f"Tool number {i}.") for i in range(5000)]
+    if kind == "refcycle":
+        schema = {
+            "type": "object",
+            "properties": {"x": {"$ref": "#/$defs/a"}},
+            "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"allOf": [{"$ref": "#/$defs/a"}]}},
+        }
+        return [types.Tool(name="loops", description="Its schema loops.", input_schema=schema)]
+    if kind == "remote_ref":
+        schema = {"type": "object", "properties": {"x": {"$ref": "http://127.0.0.1:9/schema.json"}}}
+        return [types.Tool(name="remote", description="Its schema points away.", input_schema=schema)]
+    if kind == "badname":
+        return [_tool("has space", "A name the Messages API refuses.")]
+    if kind == "bigschema":
+        properties = {f"field_{i}": {"type": "string", "description": "x" * 100} for i in range(1000)}
+        return [_tool("big", "A big schema.", properties)]
+    return fault_tools(version)
+
+
+async def call(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    def text(value: str, *, error: bool = False) -> types.CallToolResult:
+        return types.CallToolResult(content=[types.TextContent(type="text", text=value)], is_error=error)
+
+    if name == "echo":
+        return text(f"echo: {arguments.get('text')}")
+    if name == "pid":
+        return text(str(os.getpid()))
+    if name == "slow":
+        await asyncio.sleep(0.05)
+        return text(f"slow: {arguments.get('text')}")
+    if name == "crash":
+        print("the server is about to crash on purpose", file=sys.stderr, flush=True)
+        if os.environ.get("AGL_TEST_PLANTED"):  # a secret given in its environment, said on its stderr
+            print(f"my token is {os.environ['AGL_TEST_PLANTED']}", file=sys.stderr, flush=True)
+        os._exit(3)
+    if name == "hang":
+        await asyncio.sleep(3600)
+    if name == "bad_output":
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text="{}")], structured_content={"value": "x"}
+        )
+    if name == "fails":
+        return text("the thing failed", error=True)
+    if name == "image":
+        return types.CallToolResult(content=[types.ImageContent(type="image", data=PNG_1PX, mime_type="image/png")])
+    if name == "audio":
+        return types.CallToolResult(content=[types.AudioContent(type="audio", data="AAAA", mime_type="audio/wav")])
+    return text(f"no tool {name}", error=True)
+
+
+def build(kind: str, version: int) -> Server[Any]:
+    async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listing(kind, version))
+
+    async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return await call(params.name, params.arguments or {})
+
+    return Server("test-" + kind, on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+
+
+async def serve_stdio(server: Server[Any]) -> None:
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("kind")
+    parser.add_argument("--http", type=int)
+    parser.add_argument("--tag")
+    parser.add_argument("--version", type=int, default=0)
+    options = parser.parse_args()
+    if options.kind == "garbage":
+        sys.stdin.readline()
+        print("this is not JSON-RPC", flush=True)
+        sys.stdin.read()
+        return
+    if options.kind == "stubborn":  # ignores SIGTERM and outlives its stdin: only SIGKILL ends it
+        import signal
+        import time
+
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        import contextlib
+
+        with contextlib.suppress(BaseException):  # its stdin's end, a broken pipe: it stays all the same
+            asyncio.run(serve_stdio(build("faults", options.version)))
+        while True:
+            time.sleep(3600)
+    server = build(options.kind, options.version)
+    if options.http:
+        import uvicorn
+
+        uvicorn.run(server.streamable_http_app(), host="127.0.0.1", port=options.http, log_level="warning")
+    else:
+        asyncio.run(serve_stdio(server))
+
+
+if __name__ == "__main__":
+    main()
