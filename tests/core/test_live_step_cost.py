@@ -1,0 +1,95 @@
+"""What a live step costs beyond the wire's own work (issue 35): no per-request copies of the client.
+
+The Anthropic backend sends every attempt with the SDK's retries off (it retries itself, the wait capped and
+shown). A copy of the client per request cost a step 0.3 ms of CPU (the SDK's constructor, and a worker thread
+hop to look the platform up before a new client's first request); the copy is now made once per client and made
+again only when the client's settings change, so what a person assigns to the client later is still sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import anthropic
+import anthropic._base_client as sdk_base
+import pytest
+
+from agl_notebook import Claude, Role, Run, reporting_tool
+from agl_notebook.models.anthropic import AnthropicModel
+from tests.support.anthropic_api import api, reply, use
+from tests.support.steps import Query
+
+
+@dataclass(frozen=True)
+class Summary:
+    title: str
+
+
+RESEARCHER = Role(
+    "researcher",
+    "Look it up.",
+    tools=[reporting_tool("report_summary", "Hand back the summary.", Summary)],
+    model=Claude.OPUS,
+)
+
+
+def _report() -> list[Any]:
+    return reply(use("toolu_1", "report_summary", '{"title": "done"}'), stop_reason="tool_use")
+
+
+def _fake_key(which: str) -> str:
+    return "-".join(["test", which, "not", "a", "key"])
+
+
+async def test_the_client_is_copied_once_for_many_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    copies: list[object] = []
+    platforms: list[object] = []
+    copy = anthropic.AsyncAnthropic.copy
+    get_platform = sdk_base.get_platform
+
+    def counted_copy(self: anthropic.AsyncAnthropic, **kwargs: Any) -> anthropic.AsyncAnthropic:
+        copies.append(kwargs)
+        return copy(self, **kwargs)
+
+    def counted_platform() -> Any:
+        platforms.append(None)
+        return get_platform()
+
+    fake = api(*(_report() for _ in range(4)))
+    client = fake.client()
+    monkeypatch.setattr(anthropic.AsyncAnthropic, "copy", counted_copy)
+    monkeypatch.setattr(anthropic.AsyncAnthropic, "with_options", counted_copy)
+    monkeypatch.setattr(sdk_base, "get_platform", counted_platform)
+    run = Run(model=AnthropicModel(client=client), mode="off")
+    for i in range(4):
+        await run.step(RESEARCHER, Query(f"question {i}"))
+    assert len(fake.requests) == 4
+    assert copies == [{"max_retries": 0}]  # one copy with the SDK's retries off, not one per request
+    assert len(platforms) == 1  # so the platform is looked up once, not before every request
+    assert {r.headers["x-stainless-retry-count"] for r in fake.requests} == {"0"}
+
+
+async def test_settings_assigned_to_the_client_later_are_sent() -> None:
+    fake = api(*(_report() for _ in range(3)))
+    client = fake.client()
+    run = Run(model=AnthropicModel(client=client), mode="off")
+    await run.step(RESEARCHER, Query("first"))
+    client.api_key = _fake_key("rotated")
+    await run.step(RESEARCHER, Query("second"))
+    client.base_url = "http://elsewhere.test"
+    await run.step(RESEARCHER, Query("third"))
+    first, second, third = fake.requests
+    assert _fake_key("rotated") not in first.headers["authorization"]
+    assert second.headers["authorization"] == f"Bearer {_fake_key('rotated')}"
+    assert (second.url.host, third.url.host) == ("anthropic.test", "elsewhere.test")
+
+
+async def test_each_client_gets_its_own_copy() -> None:
+    first, second = api(_report(), _report()), api(_report())
+    backend_a, backend_b = AnthropicModel(client=first.client()), AnthropicModel(client=second.client())
+    run = Run(model=backend_a, mode="off")
+    await run.step(RESEARCHER, Query("a"))
+    await Run(model=backend_b, mode="off").step(RESEARCHER, Query("b"))
+    await run.step(RESEARCHER, Query("a again"))
+    assert (len(first.requests), len(second.requests)) == (2, 1)
