@@ -1,9 +1,11 @@
-"""What a live step costs beyond the wire's own work (issue 35): no per-request copies of the client.
+"""What a live step costs beyond the wire's own work (issue 35), and the behaviours the cuts must keep.
 
 The Anthropic backend sends every attempt with the SDK's retries off (it retries itself, the wait capped and
 shown). A copy of the client per request cost a step 0.3 ms of CPU (the SDK's constructor, and a worker thread
 hop to look the platform up before a new client's first request); the copy is now made once per client and made
 again only when the client's settings change, so what a person assigns to the client later is still sent.
+
+The secrets of the environment are read again only once the environment changed (every record kept asks).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import anthropic._base_client as sdk_base
 import pytest
 
 from agl_notebook import Claude, Role, Run, reporting_tool
+from agl_notebook._secrets import _is_secret_name, secrets_from_environment
 from agl_notebook.models.anthropic import AnthropicModel
 from tests.support.anthropic_api import api, reply, use
 from tests.support.steps import Query
@@ -93,3 +96,36 @@ async def test_each_client_gets_its_own_copy() -> None:
     await Run(model=backend_b, mode="off").step(RESEARCHER, Query("b"))
     await run.step(RESEARCHER, Query("a again"))
     assert (len(first.requests), len(second.requests)) == (2, 1)
+
+
+def test_the_environment_is_read_again_only_once_it_changed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGL_TEST_SERVICE_TOKEN", _fake_key("service"))
+    first = secrets_from_environment()
+    looked_up = _is_secret_name.cache_info()
+    assert secrets_from_environment() == first
+    after = _is_secret_name.cache_info()
+    assert (after.hits, after.misses) == (looked_up.hits, looked_up.misses)  # no variable read again
+
+
+def test_a_secret_set_changed_or_removed_later_is_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    assert _fake_key("first") not in secrets_from_environment()
+    monkeypatch.setenv("AGL_TEST_DB_PASSWORD", _fake_key("first"))
+    assert _fake_key("first") in secrets_from_environment()
+    monkeypatch.setenv("AGL_TEST_DB_PASSWORD", _fake_key("second"))
+    found = secrets_from_environment()
+    assert _fake_key("second") in found and _fake_key("first") not in found
+    os.environ.update({"AGL_TEST_API_KEY": _fake_key("third")})
+    monkeypatch.delenv("AGL_TEST_DB_PASSWORD")
+    found = secrets_from_environment()
+    assert _fake_key("third") in found and _fake_key("second") not in found
+    del os.environ["AGL_TEST_API_KEY"]
+    assert _fake_key("third") not in secrets_from_environment()
+
+
+def test_an_environment_given_is_read_as_given() -> None:
+    given = {"SOME_SECRET": _fake_key("given"), "PLAIN": _fake_key("plain")}
+    assert secrets_from_environment(given) == (_fake_key("given"),)
+    given["OTHER_TOKEN"] = _fake_key("other-one")
+    assert secrets_from_environment(given) == (_fake_key("other-one"), _fake_key("given"))
