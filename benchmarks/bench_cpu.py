@@ -277,7 +277,7 @@ def variants(url: str) -> tuple[dict[str, Variant], Callable[[], Awaitable[None]
     async def pydantic_ai() -> None:
         assert (await agent.run(PROMPT)).output == EXPECTED
 
-    found = {
+    found: dict[str, Variant] = {
         "floor": floor,
         "Run().step, off": per_step_off,
         "Run reused, off": reused_run_off,

@@ -29,7 +29,7 @@ class Summary:
     title: str
 
 
-RESEARCHER = Role(
+RESEARCHER: Role[Summary] = Role(
     "researcher",
     "Look it up.",
     tools=[reporting_tool("report_summary", "Hand back the summary.", Summary)],

@@ -43,7 +43,7 @@ async def _look_up(topic: Topic) -> ToolResult:
     return ToolResult(f"{topic.name}: 3")
 
 
-ROLE = Role(
+ROLE: Role[Found] = Role(
     "finder",
     "Look it up, then report.",
     tools=[tool("look_up", "Look a topic up.", Topic, _look_up), reporting_tool("report_found", "Report.", Found)],
