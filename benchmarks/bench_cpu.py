@@ -367,11 +367,19 @@ def report(times: dict[str, list[float]]) -> None:
     print("paired: the median over the rounds of (the variant's run / the floor's run of the same round), less 1.")
     reused = paired["Run reused, off"] - 1
     per_step = paired["Run().step, off"] - 1
-    recording = median["Run().step, auto"] - median["Run().step, off"]
+    # What recording adds, run beside run too: the median over the rounds of (auto's run less off's run).
+    recording = 1000 * statistics.median(
+        a - b for a, b in zip(times["Run().step, auto"], times["Run().step, off"], strict=True)
+    )
     for what, figure, goal in (
         ("a reused Run over the floor", f"{reused:+.1%}", reused <= GOAL_REUSED),
         ("a Run per step over the floor", f"{per_step:+.1%}", per_step <= GOAL_PER_STEP),
-        ("mode auto's recording per step", f"{recording:+.2f} ms", recording <= GOAL_RECORDING_MS),
+        (
+            "mode auto's recording per step (paired; difference of the medians "
+            f"{median['Run().step, auto'] - median['Run().step, off']:+.2f} ms)",
+            f"{recording:+.2f} ms",
+            recording <= GOAL_RECORDING_MS,
+        ),
     ):
         print(f"{what}: {figure} ({'met' if goal else 'NOT met'})")
 
