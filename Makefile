@@ -55,6 +55,7 @@ bench: setup
 	$(PY) benchmarks/bench_import.py
 	$(PY) benchmarks/bench_core.py
 	$(PY) benchmarks/bench_replay.py
+	$(PY) benchmarks/bench_cpu.py
 	$(PY) benchmarks/bench_notebook.py
 	$(PY) benchmarks/bench_client_tools.py
 	$(PY) benchmarks/bench_functions.py

@@ -53,9 +53,14 @@ LOG_FILTER = SecretLogFilter()
 """The filter on every logger that may see a secret."""
 
 
+_loggers: dict[str, logging.Logger] = {}  # by name: `logging.getLogger` takes the logging lock on every call
+
+
 def scrub_logs(*names: str) -> None:
-    """Put `LOG_FILTER` on the loggers ``names`` (once each)."""
+    """Put `LOG_FILTER` on the loggers ``names`` (once each; again if it was taken off)."""
     for name in names:
-        logger = logging.getLogger(name)
+        logger = _loggers.get(name)
+        if logger is None:
+            logger = _loggers[name] = logging.getLogger(name)
         if LOG_FILTER not in logger.filters:
             logger.addFilter(LOG_FILTER)

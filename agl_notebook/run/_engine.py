@@ -7,7 +7,7 @@ item (`Context.keeps_failures`) that fails leaves a failure record instead, whic
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -27,7 +27,7 @@ from ..replay import modes
 from ..replay.explain import Miss, explain_miss, note_miss, note_used
 from ..replay.modes import Mode
 from ..replay.records import RecordedFailure, StepRecord, recorded_failure, resume_refusal
-from ..replay.stores import LocatedStore, PartialStore, RecordingWarning, Store
+from ..replay.stores import PartialStore, RecordingWarning, Store
 from .environment import Environment
 from .occurrences import Occurrences
 from .units import Relisting, Resumable, TapedUnit, Unit
@@ -80,6 +80,7 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
     kind, kind_token = _tally.claim_kind(_unit_kind(unit, context))
     how: _tally.How = "failed"
     replays_failure = False  # a map item's recorded failure, replayed: its error is how it ends
+    hooked: tuple[Callable[[], None], Callable[[], object] | None] | None = None  # (our on_waiting, the one before)
     try:
         # Told before the first await, so views take their places in the order steps start.
         input_json = unit.input_json
@@ -167,6 +168,7 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
                         waited = True
 
                 scope.on_waiting = keep_partial
+                hooked = (keep_partial, waiting_before)
             how = "live" if unit.network else "offline"
             try:
                 if partial is not None and implements(unit, Resumable):
@@ -216,6 +218,10 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
             raise StepInterrupted(interrupted_message(name)) from None
         raise
     finally:
+        if hooked is not None and scope.on_waiting is hooked[0]:
+            # The hook holds the unit, whose scope holds the hook: left in place, that cycle kept the step's whole
+            # plan (and a Run made for the step) for the garbage collector to find, instead of freeing it here.
+            scope.on_waiting = hooked[1]
         current_scope.reset(token)
         _tally.release(kind_token)
         _tally.count(kind, how)
@@ -301,8 +307,14 @@ def _replayed_failure(record: StepRecord, name: str, *, map_item: bool, where: s
 
 
 def _unlocated(store: Store) -> str | None:
-    """Why ``store`` reads no records, when it cannot tell where they are and nobody watches (a headless kernel)."""
-    return store.unlocated() if implements(store, LocatedStore) else None
+    """Why ``store`` reads no records, when it cannot tell where they are and nobody watches (a headless kernel).
+
+    `LocatedStore` has one method, so offering it is having a callable ``unlocated``: asked so rather than with
+    ``isinstance`` against the protocol, which a store without it (every one but the notebook's) paid on each
+    recorded step (``implements`` can only cache a yes).
+    """
+    unlocated = getattr(store, "unlocated", None)
+    return unlocated() if callable(unlocated) else None
 
 
 def _refuse_a_guess(store: Store, what: str) -> None:
