@@ -129,3 +129,14 @@ def test_an_environment_given_is_read_as_given() -> None:
     assert secrets_from_environment(given) == (_fake_key("given"),)
     given["OTHER_TOKEN"] = _fake_key("other-one")
     assert secrets_from_environment(given) == (_fake_key("other-one"), _fake_key("given"))
+
+
+def test_a_key_registered_in_code_after_the_environment_was_read_is_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agl_notebook import _secrets
+
+    monkeypatch.setattr(_secrets, "_REGISTERED", set())
+    before = secrets_from_environment()  # read and kept
+    planted = "registered-" + "k" * 12  # built at run time, never a real key
+    assert planted not in before
+    _secrets.register_secret(planted)
+    assert planted in secrets_from_environment()  # the environment is unchanged, yet the key is named
