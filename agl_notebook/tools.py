@@ -263,12 +263,14 @@ def _strict_walk(node: object, path: str, root: JsonObject, problems: list[str],
         if kind not in _STRICT_TYPES:
             problems.append(f"{_field(path)} has the type {kind!r}, which strict mode does not take.")
             return
-    for key in ("enum", "const"):
-        values = node.get(key, [])
-        for value in values if key == "enum" and isinstance(values, list) else [values] if key == "const" else []:
-            if isinstance(value, dict | list):
-                problems.append(f"{_field(path)} has a {key} of {value!r}; strict mode takes only plain values.")
-                return
+    plain = [
+        *(node["enum"] if isinstance(node.get("enum"), list) else []),
+        *([node["const"]] if "const" in node else []),
+    ]
+    for value in plain:
+        if isinstance(value, dict | list):
+            problems.append(f"{_field(path)} allows the value {value!r}; strict mode takes only plain values there.")
+            return
     if "format" in node and node["format"] not in _STRICT_FORMATS:
         problems.append(f"{_field(path)} has the format {node['format']!r}, which strict mode does not take.")
         return

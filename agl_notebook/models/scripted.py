@@ -195,7 +195,8 @@ def _turn(turn: object, where: str) -> ScriptedTurn:
     if isinstance(turn, Mapping):
         unknown = set(turn) - set(_TURN_KEYS)
         if unknown:
-            raise InputError(f"{where}: unknown keys {sorted(unknown)}; a turn has {', '.join(_TURN_KEYS)}.")
+            keys = f"{', '.join(_TURN_KEYS[:-1])} and {_TURN_KEYS[-1]}"
+            raise InputError(f"{where}: unknown keys {sorted(unknown)}; a turn has {keys}.")
         calls = []
         for i, c in enumerate(turn.get("calls", ())):
             if isinstance(c, ScriptedCall):
