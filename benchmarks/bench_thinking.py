@@ -202,7 +202,7 @@ async def _bare_request(s: Side, messages: list[dict[str, Any]]) -> tuple[list[d
         if s.thinking
         else {}
     )
-    stream = await s.client.messages.create(
+    stream: Any = await s.client.messages.create(
         model=Claude.OPUS.value,
         max_tokens=4096,
         system=BARE_SYSTEM,  # type: ignore[arg-type]
@@ -214,6 +214,7 @@ async def _bare_request(s: Side, messages: list[dict[str, Any]]) -> tuple[list[d
     blocks: list[dict[str, Any]] = []
     thought: list[str] = []
     parts: list[str] = []
+    event: Any
     async for event in stream:
         if event.type == "content_block_start":
             blocks.append(event.content_block.model_dump(exclude_none=True))

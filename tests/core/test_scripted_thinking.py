@@ -145,14 +145,14 @@ async def look_up(query: Query) -> ToolResult:
 
 
 def thinking_role() -> Role[Review]:
-    tools = [
+    tools: list[Any] = [
         tool("look_up", "Search the project's docs.", Query, look_up),
         reporting_tool("report_review", "Report what you found.", Review),
     ]
     return Role("reviewer", "Review the request.", tools, thinking=Thinking.enabled(2048), effort="high")
 
 
-SCRIPT = [
+SCRIPT: list[Any] = [
     {"text": "Let me look.", "thinking": "The docs first.", "redacted": True, "calls": [look("retries")]},
     {"thinking": "Found it; report.", "calls": [report(["retries are unbounded"])]},
 ]
@@ -164,9 +164,9 @@ def test_thinking_across_a_tool_loop_is_sent_back_unchanged_recorded_and_replaye
     run = Run(model=model, on_event=live_events.append)
     assert run.run_sync(lambda: run.step(thinking_role(), "go")) == Review(["retries are unbounded"])
     first_reply = model.requests[1].messages[1]
-    content = message_to_json(first_reply)["content"]
-    assert [b["type"] for b in content] == ["thinking", "redacted_thinking", "text", "tool_use"]  # type: ignore[index]
-    assert content[0]["thinking"] == "The docs first."  # type: ignore[index]
+    content: Any = message_to_json(first_reply)["content"]
+    assert [b["type"] for b in content] == ["thinking", "redacted_thinking", "text", "tool_use"]
+    assert content[0]["thinking"] == "The docs first."
     assert model.requests[1].thinking == Thinking.enabled(2048) and model.requests[1].effort == "high"
 
     replayed_events: list[Event] = []

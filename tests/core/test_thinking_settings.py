@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -191,7 +191,7 @@ def test_a_setting_on_a_backend_that_does_not_declare_thinking_is_refused_before
 
 def test_a_strict_tool_on_a_backend_that_does_not_declare_thinking_is_refused() -> None:
     plain = OwnBackend(thinks=False)
-    strict_role = Role(
+    strict_role: Role[Review] = Role(
         "reviewer", "Review.", [look_up_tool(strict=True), reporting_tool("report_review", "R.", Review)]
     )
     with pytest.raises(InputError, match="asks for strict tools"):
@@ -239,7 +239,7 @@ def test_a_set_setting_changes_only_its_parts(options: dict[str, Any], changed: 
 
 
 def test_a_strict_tool_changes_only_its_own_tool_part() -> None:
-    strict = Role(
+    strict: Role[Review] = Role(
         "reviewer",
         "Review the request.",
         [look_up_tool(strict=True), reporting_tool("report_review", "Report what you found.", Review)],
@@ -259,14 +259,20 @@ def test_strict_is_on_the_spec_of_a_strict_tool_or_every_tool_of_a_strict_role()
         True,
         True,
     )
-    assert "strict" not in _tool_json(_tool_spec(plain))  # an earlier record's tools part still matches
-    assert _tool_json(_tool_spec(strict))["strict"] is True  # type: ignore[index,call-overload]
+    assert _tool_json(_tool_spec(plain)) == {  # an earlier record's tools part still matches
+        "name": "look_up",
+        "description": "Search the project's docs.",
+        "input_schema": plain.input_schema,
+    }
+    assert _tool_json(_tool_spec(strict)) == {**cast(dict[str, Any], _tool_json(_tool_spec(plain))), "strict": True}
     model = two_turns()
-    mixed = Role("reviewer", "R.", [strict, reporting_tool("report_review", "R.", Review)])
+    mixed: Role[Review] = Role("reviewer", "R.", [strict, reporting_tool("report_review", "R.", Review)])
     go(model, mixed)
     assert [(s.name, s.strict) for s in model.requests[0].tools] == [("look_up", True), ("report_review", False)]
     model = two_turns()
-    report_strict = Role("reviewer", "R.", [plain, reporting_tool("report_review", "R.", Review, strict=True)])
+    report_strict: Role[Review] = Role(
+        "reviewer", "R.", [plain, reporting_tool("report_review", "R.", Review, strict=True)]
+    )
     go(model, report_strict)
     assert [(s.name, s.strict) for s in model.requests[0].tools] == [("look_up", False), ("report_review", True)]
 
