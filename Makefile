@@ -60,6 +60,7 @@ bench: setup
 	$(PY) benchmarks/bench_functions.py
 	$(PY) benchmarks/bench_map.py
 	$(PY) benchmarks/bench_batches.py
+	$(PY) benchmarks/bench_thinking.py
 
 # Rewrite and re-record the example notebooks (after changing notebooks/make_notebooks.py).
 notebooks: setup

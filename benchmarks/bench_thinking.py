@@ -330,13 +330,16 @@ def report(per_run: dict[str, list[float]], args: argparse.Namespace) -> None:
     print(f"{'variant':<16}{'CPU µs/step':>12}{'min':>10}{'max':>10}")
     for name, times in per_run.items():
         print(f"{name:<16}{median[name]:>12.1f}{min(times) * 1e6:>10.1f}{max(times) * 1e6:>10.1f}")
-    plain = (median["agl plain"] - median["bare plain"]) / 2
-    thinking = (median["agl thinking"] - median["bare thinking"]) / 2
-    ratio = thinking / plain
-    print(
-        f"framework overhead per request: plain {plain:.1f} µs, thinking {thinking:.1f} µs; ratio {ratio:.3f} "
-        f"(goal <= {GOAL:.2f}: {'met' if ratio <= GOAL else 'NOT met'})"
-    )
+    # The fastest rounds are the least disturbed by other work on the machine: the ratio from them too.
+    fastest = {name: min(times) * 1e6 for name, times in per_run.items()}
+    for label, figures in (("median", median), ("fastest", fastest)):
+        plain = (figures["agl plain"] - figures["bare plain"]) / 2
+        thinking = (figures["agl thinking"] - figures["bare thinking"]) / 2
+        ratio = thinking / plain
+        print(
+            f"framework overhead per request ({label} rounds): plain {plain:.1f} µs, thinking {thinking:.1f} µs; "
+            f"ratio {ratio:.3f} (goal <= {GOAL:.2f}: {'met' if ratio <= GOAL else 'NOT met'})"
+        )
 
 
 if __name__ == "__main__":

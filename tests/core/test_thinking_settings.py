@@ -394,3 +394,22 @@ def test_the_per_request_limits_of_strict_tools_are_input_errors_before_any_requ
 
     with pytest.raises(InputError, match=f"have {STRICT_UNION_PARAMETERS + 2} optional \\(X \\| None\\)"):
         Role("u", "U.", tools(STRICT_UNION_PARAMETERS // 2 + 1, Unions), strict_tools=True)
+
+
+def test_claude_through_a_runs_metered_wrapper_takes_the_settings() -> None:
+    import json as _json
+
+    from agl_notebook.models.anthropic import AnthropicModel
+    from tests.support.anthropic_api import api, reply, use
+
+    fake = api(reply(use("toolu_1", "report_review", _json.dumps({"issues": []})), stop_reason="tool_use"))
+    backend = AnthropicModel(client=fake.client(max_retries=0), model="claude-opus-5-5")
+    role_: Role[Review] = Role(
+        "reviewer",
+        "Review.",
+        [look_up_tool(strict=True), reporting_tool("report_review", "R.", Review)],
+        thinking="adaptive",
+        effort="low",
+    )
+    assert go(backend, role_).outcomes[-1].result == Review([])
+    assert len(fake.requests) == 1, "not refused: the wrapper a Run puts around Claude says it thinks"
