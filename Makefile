@@ -62,6 +62,7 @@ bench: setup
 	$(PY) benchmarks/bench_map.py
 	$(PY) benchmarks/bench_batches.py
 	$(PY) benchmarks/bench_openai.py
+	$(PY) benchmarks/bench_thinking.py
 
 # Rewrite and re-record the example notebooks (after changing notebooks/make_notebooks.py).
 notebooks: setup

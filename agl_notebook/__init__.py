@@ -8,7 +8,7 @@ widgets, and are recorded in the notebook's metadata so that re-executing it rep
 from typing import TYPE_CHECKING, Any
 
 from .errors import InputError, RoleIncompleteError, UpstreamUnexpected
-from .models.base import Model
+from .models.base import Effort, Model, Thinking
 from .models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn, scripted_unless_credentials
 from .payloads import JsonValue, describe
 from .roles import Claude, Role, RoleFactory, prompt_file, role
@@ -101,10 +101,12 @@ __all__ = [
     "Screen",
     "TextInput",
     # Models
+    "Effort",
     "Model",
     "ScriptedCall",
     "ScriptedModel",
     "ScriptedTurn",
+    "Thinking",
     "scripted_unless_credentials",
     # Prices (docs/cost.md): Run(prices={model id: Rates(...)})
     "PriceTable",

@@ -14,7 +14,7 @@ from ._fieldwise import Fieldwise
 from .errors import InputError
 from .models.base import EFFORTS, Effort, Thinking, ThinkingMode
 from .payloads import payload_spec
-from .tools import ReportingTool, Tool
+from .tools import ReportingTool, Tool, check_strict, check_strict_request
 
 if TYPE_CHECKING:
     from .mcp import MCPServer
@@ -103,16 +103,25 @@ class Role(Fieldwise, Generic[T]):
         for accepted in self.accepts:
             if accepted is not str:
                 payload_spec(accepted)  # an accepted input must be a payload the model can be shown as JSON
+        for name in ("max_tokens", "max_tool_roundtrips", "reminders"):
+            number = getattr(self, name)
+            if isinstance(number, bool) or not isinstance(number, int):
+                raise InputError(f"Role {self.name!r}: {name} takes a whole number, not {number!r}.")
         if self.max_tool_roundtrips < 0 or self.reminders < 0 or self.max_tokens < 1:
             raise InputError(f"Role {self.name!r}: max_tool_roundtrips and reminders must be >= 0 and max_tokens >= 1.")
         object.__setattr__(self, "thinking", _thinking(self.name, self.thinking, self.max_tokens))
-        if self.effort is not None and self.effort not in EFFORTS:
+        if self.effort is not None and (not isinstance(self.effort, str) or self.effort not in EFFORTS):
             raise InputError(
                 f"Role {self.name!r}: effort={self.effort!r} is not an effort level; use one of "
-                f"{', '.join(map(repr, EFFORTS))}."
+                f"{', '.join(map(repr, EFFORTS))} (or None, the model's default)."
             )
         if not isinstance(self.strict_tools, bool):
             raise InputError(f"Role {self.name!r}: strict_tools takes True or False, not {self.strict_tools!r}.")
+        strict = [t for t in tools if self.strict_tools or t.strict]
+        for t in strict:
+            if not t.strict:  # a tool built strict was checked when it was built
+                check_strict(f"Role {self.name!r}: strict_tools=True, but tool {t.name!r}", t.input_schema)
+        check_strict_request(f"Role {self.name!r}", [(t.name, t.input_schema) for t in strict])
         object.__setattr__(self, "_tools_by_name", by_name)
         object.__setattr__(self, "_reporting", reporting)
         if self.mcp:
@@ -128,17 +137,21 @@ class Role(Fieldwise, Generic[T]):
         return self._tools_by_name.get(name)
 
 
-MIN_THINKING_BUDGET = 1024
-"""The smallest ``budget_tokens`` the Messages API takes for ``Thinking.enabled``."""
+_THINKING_WORDS = ("adaptive", "between_tools", "disabled")
 
 
 def _thinking(role: str, value: object, max_tokens: int) -> Thinking | None:
-    """The role's thinking setting as a `Thinking`, or an `InputError` naming what is wrong."""
-    if value is None or (isinstance(value, Thinking) and value.mode in ("adaptive", "between_tools", "disabled")):
-        return value
+    """The role's thinking setting as a `Thinking`, or an `InputError` naming what is wrong.
+
+    `Thinking` checks itself when built; what only the role knows is its ``max_tokens``, which a budget must be under.
+    """
+    if value is None:
+        return None
     if isinstance(value, str):
-        if value in ("adaptive", "between_tools", "disabled"):
-            return Thinking.adaptive() if value == "adaptive" else Thinking(cast(ThinkingMode, value))
+        if value == "adaptive":
+            return Thinking.adaptive()
+        if value in _THINKING_WORDS:
+            return Thinking(cast(ThinkingMode, value))
         if value == "enabled":
             raise InputError(
                 f"Role {role!r}: thinking='enabled' needs a budget: thinking=Thinking.enabled(budget_tokens=...)."
@@ -146,23 +159,14 @@ def _thinking(role: str, value: object, max_tokens: int) -> Thinking | None:
     if not isinstance(value, Thinking):
         raise InputError(
             f"Role {role!r}: thinking takes a Thinking (Thinking.adaptive(), Thinking.enabled(budget_tokens)) or "
-            f"'adaptive', 'between_tools' or 'disabled', not {value!r}."
+            f"one of 'adaptive', 'between_tools' or 'disabled', not {value!r}."
         )
-    if value.mode != "enabled":
-        raise InputError(f"Role {role!r}: {value.mode!r} is not a thinking mode.")
     budget = value.budget_tokens
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < MIN_THINKING_BUDGET:
-        raise InputError(
-            f"Role {role!r}: Thinking.enabled(budget_tokens={budget!r}): the API takes a budget of at least "
-            f"{MIN_THINKING_BUDGET} tokens."
-        )
-    if budget >= max_tokens:
+    if budget is not None and budget >= max_tokens:
         raise InputError(
             f"Role {role!r}: Thinking.enabled(budget_tokens={budget}) must be under the role's max_tokens "
             f"({max_tokens}): thinking tokens count toward it. Raise max_tokens or lower the budget."
         )
-    if value.display not in ("summarized", "omitted"):
-        raise InputError(f"Role {role!r}: thinking display {value.display!r} is not 'summarized' or 'omitted'.")
     return value
 
 

@@ -53,6 +53,8 @@ class Tool(Fieldwise, Generic[P]):
     approval: ApprovalPolicy = field(default=None, repr=False, compare=False)
     """Who decides whether a call runs: None (it runs), ``"ask"`` (a person) or a policy function; not part of the
     fingerprint (docs/roles-and-tools.md, "Approvals")."""
+    strict: bool = False
+    """Whether the API guarantees arguments that fit the schema (strict tool use); in the fingerprint only when True."""
 
     @property
     def input_schema(self) -> JsonObject:
@@ -72,6 +74,8 @@ class ReportingTool(Fieldwise, Generic[P]):
     """The dataclass the step's result is returned as."""
     spec: PayloadSpec = field(repr=False, compare=False)
     """The compiled payload: its JSON Schema and validator."""
+    strict: bool = False
+    """Whether the API guarantees a payload that fits the schema (strict tool use); fingerprinted only when True."""
 
     @property
     def input_schema(self) -> JsonObject:
@@ -86,6 +90,7 @@ def tool(
     handler: Callable[[P], Awaitable[ToolResult]],
     *,
     approval: ApprovalPolicy = None,
+    strict: bool = False,
 ) -> Tool[P]:
     """Build a tool an agent can call.
 
@@ -98,10 +103,13 @@ def tool(
             (``"ask"``), or is decided per call by ``approval(payload, request)`` returning ``"approve"``,
             ``"deny"`` (or ``Deny(message)``) or ``"ask"``. Decided after the arguments pass validation, before the
             handler runs; recorded like answers; not part of the fingerprint.
+        strict: Offer the tool with a strict schema, so the API guarantees arguments that fit it (strict tool
+            use; the loop still validates them). Needs a backend that declares it (Claude does).
 
     Raises:
         InputError: An empty name or description, a name the Messages API would refuse, a payload that can't be
-            saved as JSON, a handler that is not callable, or an approval that is none of the above.
+            saved as JSON, a handler that is not callable, an approval that is none of the above, or (strict) a
+            payload field strict mode cannot express, named.
     """
     _check_name_and_description("tool", name, description)
     if not callable(handler):
@@ -115,7 +123,10 @@ def tool(
         from .approvals import check_policy
 
         check_policy(f"tool {name!r}", approval)
-    return Tool(name, description, payload, handler, _spec("tool", name, payload), approval)
+    spec = _spec("tool", name, payload)
+    if _strict_flag("tool", name, strict):
+        check_strict(f"tool {name!r}", spec.schema)
+    return Tool(name, description, payload, handler, spec, approval, strict)
 
 
 def with_report_instruction(system: str, tool_name: str, *, ends: str) -> str:
@@ -128,19 +139,24 @@ def with_report_instruction(system: str, tool_name: str, *, ends: str) -> str:
     return f"{head}When you have the result, hand it back by calling the `{tool_name}` tool. Calling it ends {ends}."
 
 
-def reporting_tool(name: str, description: str, payload: type[P]) -> ReportingTool[P]:
+def reporting_tool(name: str, description: str, payload: type[P], *, strict: bool = False) -> ReportingTool[P]:
     """Declare the tool an agent reports a step's result through.
 
     Args:
         name: The name the agent calls it by, unique among the role's tools.
         description: The whole of what the agent reads to decide this is the tool it wants.
         payload: The dataclass the step's result is returned as.
+        strict: Offer it with a strict schema, so the API guarantees a payload that fits it (strict tool use).
 
     Raises:
-        InputError: An empty name or description, or a payload that can't be saved as JSON.
+        InputError: An empty name or description, a payload that can't be saved as JSON, or (strict) a payload
+            field strict mode cannot express, named.
     """
     _check_name_and_description("reporting_tool", name, description)
-    return ReportingTool(name, description, payload, _spec("reporting_tool", name, payload))
+    spec = _spec("reporting_tool", name, payload)
+    if _strict_flag("reporting_tool", name, strict):
+        check_strict(f"reporting_tool {name!r}", spec.schema)
+    return ReportingTool(name, description, payload, spec, strict)
 
 
 def _check_name_and_description(kind: str, name: object, description: object) -> None:
@@ -162,3 +178,161 @@ def _spec(kind: str, name: str, payload: Any) -> PayloadSpec:
         return payload_spec(payload)
     except InputError as e:
         raise InputError(f"{kind} {name!r}: {e}") from None
+
+
+def _strict_flag(kind: str, name: str, strict: object) -> bool:
+    if not isinstance(strict, bool):
+        raise InputError(f"{kind} {name!r}: strict takes True or False, not {strict!r}.")
+    return strict
+
+
+# Strict tool use (docs/roles-and-tools.md, "Strict tools"): the API compiles a strict schema into a grammar and
+# takes only a subset of JSON Schema. This is the subset the installed SDK's own `transform_schema` keeps (what it
+# drops it moves into the description, unenforced), plus ``default``, an annotation the API reads but does not
+# enforce; a payload using anything else is refused here, naming the field, rather than by the API mid-run.
+_STRICT_KEYWORDS = frozenset(
+    {
+        "type", "description", "title", "default", "enum", "const", "anyOf", "allOf", "$ref", "$defs",
+        "definitions", "properties", "required", "additionalProperties", "items", "minItems", "format",
+    }
+)  # fmt: skip
+_STRICT_TYPES = frozenset({"object", "array", "string", "integer", "number", "boolean", "null"})
+_STRICT_FORMATS = frozenset(
+    {"date-time", "time", "date", "duration", "email", "hostname", "uri", "ipv4", "ipv6", "uuid"}
+)
+STRICT_TOOLS_PER_REQUEST = 20
+"""The most strict tools one request may offer (the API's limit)."""
+STRICT_OPTIONAL_PARAMETERS = 24
+"""The most optional parameters across all strict schemas of one request (the API's limit)."""
+STRICT_UNION_PARAMETERS = 16
+"""The most parameters typed as a union (``anyOf`` or a list of types) across all strict schemas of a request."""
+
+
+def check_strict(where: str, schema: JsonObject) -> None:
+    """Raise an `InputError` naming the first field of ``schema`` strict mode cannot express, if any."""
+    problems: list[str] = []
+    _strict_walk(schema, "", schema, problems, ())
+    if problems:
+        raise InputError(
+            f"{where} can't be strict: {problems[0]} Strict tool use takes a subset of JSON Schema (no fixed-length "
+            "tuples, no numeric or length bounds, no patterns); drop strict=True or change the field "
+            '(docs/roles-and-tools.md, "Strict tools").'
+        )
+
+
+def check_strict_request(where: str, schemas: list[tuple[str, JsonObject]]) -> None:
+    """Raise an `InputError` when the strict tools of one request pass the API's per-request limits."""
+    if len(schemas) > STRICT_TOOLS_PER_REQUEST:
+        raise InputError(
+            f"{where} offers {len(schemas)} strict tools; the API takes at most {STRICT_TOOLS_PER_REQUEST} per "
+            "request. Make fewer of them strict."
+        )
+    optional = unions = 0
+    for _, schema in schemas:
+        o, u = _strict_counts(schema)
+        optional, unions = optional + o, unions + u
+    if optional > STRICT_OPTIONAL_PARAMETERS:
+        raise InputError(
+            f"{where}: its strict tools ({', '.join(n for n, _ in schemas)}) have {optional} optional fields in all; "
+            f"the API takes at most {STRICT_OPTIONAL_PARAMETERS} per request. Make fewer tools strict."
+        )
+    if unions > STRICT_UNION_PARAMETERS:
+        raise InputError(
+            f"{where}: its strict tools ({', '.join(n for n, _ in schemas)}) have {unions} optional (X | None) or "
+            f"union fields in all; the API takes at most {STRICT_UNION_PARAMETERS} per request. Make fewer tools "
+            "strict."
+        )
+
+
+def _field(path: str) -> str:
+    return f"the field {path!r}" if path else "the arguments"
+
+
+def _strict_walk(node: object, path: str, root: JsonObject, problems: list[str], refs: tuple[str, ...]) -> None:
+    if problems:
+        return
+    if not isinstance(node, dict):
+        problems.append(f"{_field(path)} has the schema {node!r}, not an object.")
+        return
+    for key in node:
+        if key not in _STRICT_KEYWORDS:
+            problems.append(f"{_field(path)} uses {key!r} ({key}={node[key]!r}), which strict mode cannot express.")
+            return
+    kinds = node.get("type")
+    for kind in kinds if isinstance(kinds, list) else [kinds] if kinds is not None else []:
+        if kind not in _STRICT_TYPES:
+            problems.append(f"{_field(path)} has the type {kind!r}, which strict mode does not take.")
+            return
+    plain = [
+        *(node["enum"] if isinstance(node.get("enum"), list) else []),
+        *([node["const"]] if "const" in node else []),
+    ]
+    for value in plain:
+        if isinstance(value, dict | list):
+            problems.append(f"{_field(path)} allows the value {value!r}; strict mode takes only plain values there.")
+            return
+    if "format" in node and node["format"] not in _STRICT_FORMATS:
+        problems.append(f"{_field(path)} has the format {node['format']!r}, which strict mode does not take.")
+        return
+    if "minItems" in node and node["minItems"] not in (0, 1):
+        problems.append(
+            f"{_field(path)} needs at least {node['minItems']} items (minItems); strict mode takes only 0 or 1."
+        )
+        return
+    if kinds == "object" or "properties" in node:
+        if node.get("additionalProperties") is not False:
+            problems.append(f"{_field(path)} is an object without additionalProperties: false, which strict needs.")
+            return
+        properties = node.get("properties", {})
+        for name, child in properties.items() if isinstance(properties, dict) else ():
+            _strict_walk(child, f"{path}.{name}" if path else str(name), root, problems, refs)
+    if "items" in node:
+        _strict_walk(node["items"], f"{path}[]", root, problems, refs)
+    for key in ("anyOf", "allOf"):
+        for child in node.get(key, ()) if isinstance(node.get(key), list) else ():
+            _strict_walk(child, path, root, problems, refs)
+    ref = node.get("$ref")
+    if ref is not None:
+        target = _local_ref(root, ref)
+        if target is None:
+            problems.append(f"{_field(path)} refers to {ref!r}; strict mode takes only references inside the schema.")
+        elif ref in refs:
+            problems.append(f"{_field(path)} refers to {ref!r} recursively; strict mode takes no recursive schemas.")
+        else:
+            _strict_walk(target, path, root, problems, (*refs, ref))
+
+
+def _local_ref(root: JsonObject, ref: object) -> object | None:
+    if not isinstance(ref, str) or not ref.startswith("#/"):
+        return None
+    node: object = root
+    for part in ref[2:].split("/"):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _strict_counts(node: object) -> tuple[int, int]:
+    """How many optional fields and how many union-typed fields a schema has, at any depth."""
+    if isinstance(node, list):
+        counts = [_strict_counts(n) for n in node]
+        return sum(c[0] for c in counts), sum(c[1] for c in counts)
+    if not isinstance(node, dict):
+        return 0, 0
+    optional = unions = 0
+    properties = node.get("properties")
+    if isinstance(properties, dict):
+        required = node.get("required", [])
+        optional += sum(1 for name in properties if not isinstance(required, list) or name not in required)
+    if "anyOf" in node or isinstance(node.get("type"), list):
+        unions += 1
+    for key, child in node.items():
+        if key in ("properties", "$defs", "definitions") and isinstance(child, dict):
+            o, u = _strict_counts(list(child.values()))
+        elif key in ("items", "anyOf", "allOf"):
+            o, u = _strict_counts(child)
+        else:
+            continue
+        optional, unions = optional + o, unions + u
+    return optional, unions

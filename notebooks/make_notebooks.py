@@ -1048,6 +1048,201 @@ print("spent:", run.spent_usd)""",
 ]
 
 
+THINKING = [
+    (
+        "md",
+        """\
+# 9. Thinking, effort and strict tools
+
+Claude can **think** before it answers: a reply then starts with thinking blocks, the model's reasoning, each
+sealed with a *signature*. In a tool loop the API wants every earlier thinking block sent back **exactly as it
+came**, signature and all; agl_notebook keeps every block of a reply as the API sent it and sends it back
+unchanged, turn after turn.
+
+This notebook follows one agent through a tool loop with thinking on. The recordings were made with the scripted
+model, which scripts thinking too (its signatures are stand-ins, the same on every run), so it runs with no API
+key; set `ANTHROPIC_API_KEY` and the same cells run live on Claude.""",
+    ),
+    (
+        "code",
+        imports(
+            "Claude",
+            "InputError",
+            "Role",
+            "Run",
+            "Thinking",
+            "ToolResult",
+            "describe",
+            "reporting_tool",
+            "role",
+            "scripted_unless_credentials",
+            "tool",
+        ),
+    ),
+    (
+        "md",
+        """\
+The agent investigates a failed deploy: it reads service logs with a tool, then reports a diagnosis. Three
+settings of the role are new here:
+
+- `thinking=Thinking.adaptive()`: Claude decides when and how much to think. `Thinking.enabled(budget_tokens)`
+  caps it instead (at least 1,024 tokens, and under `max_tokens`: thinking tokens count toward it);
+  `Thinking.between_tools()` thinks only between tool calls; `Thinking.disabled()` turns it off. One setting per
+  step: every request of the step sends it.
+- `effort="high"`: how much effort each reply takes, from `"low"` to `"max"`.
+- `strict=True` on the tool: the API guarantees arguments that fit its schema. The loop still checks them.""",
+    ),
+    (
+        "code",
+        """\
+LOGS = {
+    "api": "12:00:01 started\\n12:00:04 ERROR cannot reach db:5432 (connection refused)",
+    "db": "11:59:58 shutting down for maintenance\\n12:02:30 ready",
+}
+
+
+@dataclass(frozen=True)
+class Incident:
+    summary: str = describe("What went wrong, as the on-call engineer saw it.")
+
+
+@dataclass(frozen=True)
+class Service:
+    name: str = describe("The service whose log to read: api or db.")
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    cause: str = describe("The root cause, in one sentence.")
+    fix: str = describe("What to change so it does not happen again.")
+
+
+async def read_log(service: Service) -> ToolResult:
+    if service.name not in LOGS:
+        return ToolResult(f"No service called {service.name!r}.", rejected=True)
+    return ToolResult(LOGS[service.name])
+
+
+@role(model=Claude.SONNET, accepts=(Incident,))
+def investigator() -> Role[Diagnosis]:
+    return Role(
+        name="investigator",
+        instructions="Find the root cause of the incident from the services' logs, then report a diagnosis.",
+        tools=[tool("read_log", "Read a service's recent log.", Service, read_log, strict=True),
+               reporting_tool("report_diagnosis", "Report the diagnosis.", Diagnosis)],
+        thinking=Thinking.adaptive(),
+        effort="high",
+    )""",
+    ),
+    (
+        "md",
+        """\
+The script's turns think (`"thinking"`), and the second also holds a **redacted** thinking block
+(`"redacted": True`): reasoning the API returns encrypted, which no one can read but which must be sent back all
+the same.""",
+    ),
+    (
+        "code",
+        """\
+SCRIPT = [
+    {"thinking": "The api failed at 12:00:04. Its own log first, then whatever it depends on.",
+     "text": "I will read the api's log.",
+     "calls": [{"name": "read_log", "args": {"name": "api"}}]},
+    {"thinking": "Connection refused on db:5432 means the database was down, not slow. Check why.",
+     "redacted": True,
+     "calls": [{"name": "read_log", "args": {"name": "db"}}]},
+    {"thinking": "The database went down for maintenance two seconds before the deploy and was back at 12:02:30.",
+     "calls": [{"name": "report_diagnosis", "args": {
+         "cause": "The deploy started while the database was down for planned maintenance.",
+         "fix": "Block deploys during maintenance windows, and retry the db connection at start-up."}}]},
+]
+run = Run(model=scripted_unless_credentials(SCRIPT))
+diagnosis = await run.step(investigator, Incident("The api failed to start after the 12:00 deploy."))
+diagnosis""",
+    ),
+    (
+        "md",
+        """\
+In the view each turn's thinking sits in a collapsed **Thinking** block above its text and calls: open it to read
+it. A redacted block is shown as *redacted*. The plain-text form of the view leaves thinking out.
+
+The transcript the step kept shows what was sent back. Each assistant message holds its blocks in the order they
+came, the thinking ones untouched:""",
+    ),
+    (
+        "code",
+        """\
+for message in run.outcomes[-1].transcript:
+    if message.role == "assistant":
+        print([block.type for block in message.content])
+first_thought = run.outcomes[-1].transcript[1].content[0]
+print(first_thought.data["thinking"])
+print("signature:", first_thought.data["signature"])""",
+    ),
+    (
+        "md",
+        """\
+**What thinking costs.** Thinking tokens are output tokens: the usage the API reports already counts them in
+`output_tokens`, so a step's usage and cost include them once, and nothing is added on top.""",
+    ),
+    (
+        "code",
+        """\
+usage = run.outcomes[-1].usage
+print("input tokens:", usage.input_tokens, " output tokens (thinking included):", usage.output_tokens)""",
+    ),
+    (
+        "md",
+        """\
+**Display.** With `display="omitted"` the API sends each thinking block back with its signature and without its
+text: you pay for the thinking but do not read it, and the reply starts sooner. The view says the thinking was
+omitted.""",
+    ),
+    (
+        "code",
+        """\
+@role(model=Claude.SONNET, accepts=(Incident,))
+def quiet_investigator() -> Role[Diagnosis]:
+    return Role(
+        name="quiet_investigator",
+        instructions="Find the root cause of the incident from the services' logs, then report a diagnosis.",
+        tools=[tool("read_log", "Read a service's recent log.", Service, read_log),
+               reporting_tool("report_diagnosis", "Report the diagnosis.", Diagnosis)],
+        thinking=Thinking.adaptive(display="omitted"),
+    )
+
+
+quiet = await run.step(quiet_investigator, Incident("The api failed to start after the 12:00 deploy."))
+print(repr(run.outcomes[-1].transcript[1].content[0].data["thinking"]))""",
+    ),
+    (
+        "md",
+        """\
+**Bad settings fail at once**, before any request, with an error saying what is wrong: a budget under the API's
+minimum or not under `max_tokens`, an unknown effort level, thinking on a backend that cannot think, or a tool
+payload strict mode cannot express.""",
+    ),
+    (
+        "code",
+        """\
+for make in (
+    lambda: Thinking.enabled(budget_tokens=500),
+    lambda: Role("r", "Think hard.", thinking=Thinking.enabled(8000), max_tokens=4096),
+    lambda: Role("r", "Try hard.", effort="extreme"),
+):
+    try:
+        make()
+    except InputError as e:
+        print(e)""",
+    ),
+    (
+        "md",
+        """\
+Run the notebook again and every step replays from its recording: the thinking is drawn again from the record,
+and no model is called. See [docs/thinking.md](../docs/thinking.md).""",
+    ),
+]
+
 MODELS = [
     (
         "md",
@@ -1323,6 +1518,7 @@ NOTEBOOKS = {
     "06_client_tools.ipynb": CLIENT_TOOLS,
     "07_json_functions.ipynb": FUNCTIONS,
     "08_map.ipynb": MAP,
+    "09_thinking.ipynb": THINKING,
     "11_models_side_by_side.ipynb": MODELS,
     "12_evaluating.ipynb": EVALUATING,
 }

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypeAlias, cast, get_args, runtime_checkable
 
+from .._families import InputError
 from .._fieldwise import Fieldwise
 from .._protocols import implements
 from ..payloads import JsonObject
@@ -31,6 +32,11 @@ EFFORTS: tuple[Effort, ...] = get_args(Effort)
 ThinkingMode: TypeAlias = Literal["adaptive", "enabled", "disabled", "between_tools"]
 ThinkingDisplay: TypeAlias = Literal["summarized", "omitted"]
 
+THINKING_MODES: tuple[ThinkingMode, ...] = get_args(ThinkingMode)
+THINKING_DISPLAYS: tuple[ThinkingDisplay, ...] = get_args(ThinkingDisplay)
+MIN_THINKING_BUDGET = 1024
+"""The smallest ``budget_tokens`` the Messages API takes for ``Thinking.enabled``."""
+
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Thinking(Fieldwise):
@@ -39,6 +45,10 @@ class Thinking(Fieldwise):
     Build it with `Thinking.adaptive()` (the model decides how much), `Thinking.enabled(budget_tokens)` (at most
     that many thinking tokens), `Thinking.between_tools()` or `Thinking.disabled()`. ``display`` is always sent
     for the modes that take it: ``summarized`` (the thinking's text comes back) or ``omitted`` (only its signature).
+
+    Raises:
+        InputError: An unknown mode or display, a budget under 1,024 or on a mode other than ``enabled``, a display
+            on ``between_tools`` or ``disabled``: checked when it is built, before any request.
     """
 
     mode: ThinkingMode
@@ -46,7 +56,32 @@ class Thinking(Fieldwise):
     budget_tokens: int | None = None
     """The most thinking tokens (``enabled`` only)."""
     display: ThinkingDisplay | None = None
-    """Whether the thinking's text comes back (``adaptive`` and ``enabled`` only)."""
+    """Whether the thinking's text comes back (``adaptive`` and ``enabled`` only; ``summarized`` when not given)."""
+
+    def __post_init__(self) -> None:
+        built = f"Thinking({self.mode!r}, budget_tokens={self.budget_tokens!r}, display={self.display!r})"
+        if not isinstance(self.mode, str) or self.mode not in THINKING_MODES:
+            raise InputError(
+                f"{built}: {self.mode!r} is not a thinking mode; use Thinking.adaptive(), "
+                "Thinking.enabled(budget_tokens), Thinking.between_tools() or Thinking.disabled()."
+            )
+        budget = self.budget_tokens
+        if self.mode == "enabled":
+            if isinstance(budget, bool) or not isinstance(budget, int):
+                raise InputError(f"{built}: budget_tokens takes a whole number of tokens, not {budget!r}.")
+            if budget < MIN_THINKING_BUDGET:
+                raise InputError(
+                    f"{built}: the API takes a thinking budget of at least {MIN_THINKING_BUDGET} tokens, not {budget}."
+                )
+        elif budget is not None:
+            raise InputError(f"{built}: only Thinking.enabled takes a budget_tokens; {self.mode!r} takes none.")
+        if self.mode in ("adaptive", "enabled"):
+            if self.display is None:  # sent explicitly: a model's default display differs from model to model
+                object.__setattr__(self, "display", "summarized")
+            elif not isinstance(self.display, str) or self.display not in THINKING_DISPLAYS:
+                raise InputError(f"{built}: display takes 'summarized' or 'omitted', not {self.display!r}.")
+        elif self.display is not None:
+            raise InputError(f"{built}: {self.mode!r} thinking takes no display.")
 
     @classmethod
     def adaptive(cls, *, display: ThinkingDisplay = "summarized") -> Thinking:

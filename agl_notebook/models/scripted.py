@@ -5,9 +5,15 @@ request. With data, the turn used is the number of assistant messages already in
 starts at the first turn, steps run under `asyncio.gather` get the same replies in any order, and no state is kept
 between requests.
 
+A turn may think (docs/thinking.md): its ``thinking`` streams as thinking deltas and is kept as a thinking block
+with a deterministic signature, ``redacted=True`` adds a redacted thinking block, and ``blocks`` adds any other
+blocks, each kept whole and sent back unchanged like Claude's, all before the turn's text.
+
 The digest that goes into step fingerprints (as ``scripted:<digest>``) is the first 16 hex digits of the sha256 of
 the canonical JSON of the script (for data), or of the function's source text (for a function; its qualified name
-when the source cannot be read). Editing the script therefore makes its recordings miss, as it should.
+when the source cannot be read). Editing the script therefore makes its recordings miss, as it should. A turn's
+thinking, redacted and blocks enter that JSON only when set, so a script that uses none of them keeps the digest it
+had before they existed (and its recordings).
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ from .._fieldwise import Fieldwise
 from .._settings import CREDENTIALS, has_credentials
 from ..errors import InputError, ScriptExhaustedError
 from ..payloads import JsonObject, JsonValue
-from .base import ModelEvent, ModelRequest, StopReason, TextDelta, ToolCall, TurnEnd, Usage
+from ..transcript import RawBlock
+from .base import ModelEvent, ModelRequest, StopReason, TextDelta, ThinkingDelta, ToolCall, TurnEnd, Usage
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -50,11 +57,22 @@ class ScriptedTurn(Fieldwise):
     stop_reason: StopReason | None = None
     """The stop reason; by default ``tool_use`` when there are calls, else ``end_turn``."""
     usage: Usage | None = None
-    """The usage reported; by default a deterministic estimate (4 characters a token)."""
+    """The usage reported; by default a deterministic estimate (4 characters a token, thinking included)."""
+    thinking: str = ""
+    """The model's thinking before it answers: streamed as thinking deltas, then kept as a thinking block with a
+    deterministic signature (its text left out, as Claude does, when the request's display is ``omitted``)."""
+    redacted: bool = False
+    """Whether the reply holds a redacted thinking block (encrypted thinking, shown only as redacted)."""
+    blocks: Sequence[JsonObject] = ()
+    """Other blocks of the reply (``{"type": ..., ...}``), each kept whole and sent back unchanged, in order."""
 
 
 TurnLike: TypeAlias = "ScriptedTurn | str | Mapping[str, Any]"
-"""A turn as a `ScriptedTurn`, a plain string (text only), or a dict ``{"text", "calls": [{"name", "args"}]}``."""
+"""A turn as a `ScriptedTurn`, a plain string (text only), or a dict ``{"text", "calls": [{"name", "args"}]}``
+(with ``stop_reason``, ``thinking``, ``redacted`` and ``blocks`` as in `ScriptedTurn`)."""
+_TURN_KEYS = ("text", "calls", "stop_reason", "thinking", "redacted", "blocks")
+# Blocks the loop reads itself rather than keeping whole: a script writes them as text and calls.
+_NOT_KEPT = frozenset({"text", "tool_use", "tool_result"})
 ScriptFunction: TypeAlias = Callable[[ModelRequest], "TurnLike | Awaitable[TurnLike]"]
 
 _KEPT_REQUESTS = 256
@@ -110,14 +128,31 @@ class ScriptedModel:
         self.requests.append(request)
         position = sum(1 for m in request.messages if m.role == "assistant")
         turn = await self._turn(request, position)
+        if turn.thinking:
+            shown = request.thinking is None or request.thinking.display != "omitted"
+            if shown:
+                for piece in _WORDS.findall(turn.thinking):
+                    yield ThinkingDelta(piece)
+            yield RawBlock(
+                {
+                    "type": "thinking",
+                    "thinking": turn.thinking if shown else "",
+                    "signature": _opaque("signature", turn.thinking, request.role, position),
+                }
+            )
+        if turn.redacted:
+            yield RawBlock({"type": "redacted_thinking", "data": _opaque("redacted", "", request.role, position)})
+        for block in turn.blocks:
+            yield RawBlock(dict(block))
         for piece in _WORDS.findall(turn.text):
             yield TextDelta(piece)
         for i, call in enumerate(turn.calls):
             yield ToolCall(call.id or f"toolu_{position:02d}_{i}", call.name, call.args)
         stop: StopReason = turn.stop_reason or ("tool_use" if turn.calls else "end_turn")
+        thought = (max(1, len(turn.thinking) // 4) if turn.thinking else 0) + (10 if turn.redacted else 0)
         usage = turn.usage or Usage(
             input_tokens=sum(len(m.text) for m in request.messages) // 4 + len(request.system) // 4,
-            output_tokens=max(1, len(turn.text) // 4) + 10 * len(turn.calls),
+            output_tokens=max(1, len(turn.text) // 4) + 10 * len(turn.calls) + thought,  # thinking is output
         )
         yield TurnEnd(stop, usage)
 
@@ -154,13 +189,14 @@ def _turns(script: Sequence[TurnLike], where: str) -> tuple[ScriptedTurn, ...]:
 
 def _turn(turn: object, where: str) -> ScriptedTurn:
     if isinstance(turn, ScriptedTurn):
-        return turn
+        return _checked(turn, where)
     if isinstance(turn, str):
         return ScriptedTurn(turn)
     if isinstance(turn, Mapping):
-        unknown = set(turn) - {"text", "calls", "stop_reason"}
+        unknown = set(turn) - set(_TURN_KEYS)
         if unknown:
-            raise InputError(f"{where}: unknown keys {sorted(unknown)}; a turn has text, calls and stop_reason.")
+            keys = f"{', '.join(_TURN_KEYS[:-1])} and {_TURN_KEYS[-1]}"
+            raise InputError(f"{where}: unknown keys {sorted(unknown)}; a turn has {keys}.")
         calls = []
         for i, c in enumerate(turn.get("calls", ())):
             if isinstance(c, ScriptedCall):
@@ -169,16 +205,60 @@ def _turn(turn: object, where: str) -> ScriptedTurn:
                 calls.append(ScriptedCall(c["name"], dict(c.get("args", {})), c.get("id")))
             else:
                 raise InputError(f"{where}.calls[{i}]: expected {{'name': str, 'args': dict}}.")
-        return ScriptedTurn(str(turn.get("text", "")), tuple(calls), turn.get("stop_reason"))
+        built = ScriptedTurn(
+            str(turn.get("text", "")),
+            tuple(calls),
+            turn.get("stop_reason"),
+            thinking=turn.get("thinking", ""),
+            redacted=turn.get("redacted", False),
+            blocks=turn.get("blocks", ()),
+        )
+        return _checked(built, where)
     raise InputError(f"{where}: a turn is a ScriptedTurn, a string or a dict, not {type(turn).__name__}.")
 
 
+def _checked(turn: ScriptedTurn, where: str) -> ScriptedTurn:
+    """``turn``, its thinking, redacted and blocks checked (an `InputError` naming what is wrong)."""
+    if not isinstance(turn.thinking, str):
+        raise InputError(f"{where}: thinking is the thinking's text, not {turn.thinking!r}.")
+    if not isinstance(turn.redacted, bool):
+        raise InputError(f"{where}: redacted takes True or False, not {turn.redacted!r}.")
+    if isinstance(turn.blocks, str | Mapping) or not isinstance(turn.blocks, Sequence):
+        raise InputError(f"{where}: blocks is a list of blocks ({{'type': ..., ...}}), not {turn.blocks!r}.")
+    for i, block in enumerate(turn.blocks):
+        kind = block.get("type") if isinstance(block, Mapping) else None
+        if not isinstance(kind, str) or not kind:
+            raise InputError(f"{where}.blocks[{i}]: a block is a dict with a 'type', not {block!r}.")
+        if kind in _NOT_KEPT:
+            raise InputError(
+                f"{where}.blocks[{i}]: a {kind!r} block is written as the turn's text or calls, not as a kept block."
+            )
+        try:
+            digest(dict(block))
+        except (TypeError, ValueError) as e:
+            raise InputError(f"{where}.blocks[{i}]: a kept block must be JSON ({e}).") from None
+    return turn
+
+
 def _turn_json(turn: ScriptedTurn) -> JsonValue:
-    return {
+    data: dict[str, JsonValue] = {
         "text": turn.text,
         "calls": [{"name": c.name, "args": c.args, "id": c.id} for c in turn.calls],
         "stop_reason": turn.stop_reason,
     }
+    # Only when set: a script without them keeps the digest (and the recordings) it had before they existed.
+    if turn.thinking:
+        data["thinking"] = turn.thinking
+    if turn.redacted:
+        data["redacted"] = True
+    if turn.blocks:
+        data["blocks"] = [dict(b) for b in turn.blocks]
+    return data
+
+
+def _opaque(kind: str, text: str, role: str, position: int) -> str:
+    """A deterministic stand-in for a signature or encrypted data: the same script signs the same way every run."""
+    return f"scripted-{kind}-" + digest({"kind": kind, "text": text, "role": role, "turn": position})[:32]
 
 
 def _source_of(function: Callable[..., Any]) -> str:

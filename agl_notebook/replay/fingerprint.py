@@ -103,7 +103,8 @@ def _cached(part: str, key: object, value: Callable[[], JsonValue]) -> str:
 
 def _tool_key(spec: ToolSpec) -> object:
     # The schema is a dict (unhashable) but is made once per payload type: its canonical JSON is the key.
-    return (spec.name, spec.description, _schema_key(spec.input_schema))
+    key = (spec.name, spec.description, _schema_key(spec.input_schema))
+    return (*key, True) if spec.strict else key
 
 
 _SCHEMA_KEYS: dict[int, tuple[object, str]] = {}
@@ -120,4 +121,7 @@ def _schema_key(schema: dict[str, JsonValue]) -> str:
 
 
 def _tool_json(spec: ToolSpec) -> JsonValue:
-    return {"name": spec.name, "description": spec.description, "input_schema": spec.input_schema}
+    data: dict[str, JsonValue] = {"name": spec.name, "description": spec.description, "input_schema": spec.input_schema}
+    if spec.strict:  # only when set, so every record made before strict tools still matches
+        data["strict"] = True
+    return data

@@ -163,13 +163,24 @@ class StepPlan:
         gatekeeper: Gatekeeper,
         prices: PriceTable | None = None,
     ) -> StepPlan:
-        if (role.thinking is not None or role.effort is not None or role.strict_tools) and not model_thinks(model):
+        strict = role.strict_tools or any(t.strict for t in role.tools)
+        if (role.thinking is not None or role.effort is not None or strict) and not model_thinks(model):
+            asked = [
+                name
+                for name, on in (
+                    ("thinking", role.thinking is not None),
+                    ("effort", role.effort is not None),
+                    ("strict tools", strict),
+                )
+                if on
+            ]
             raise InputError(
-                f"Role {role.name!r} asks for thinking, effort or strict tools, but its model {model!r} does not "
-                "declare them (a backend of your own says it can with a true `thinking` attribute)."
+                f"Role {role.name!r} asks for {' and '.join(asked)}, but its model {model!r} does not take "
+                "thinking, effort or strict tools (a backend of your own says it does with a true `thinking` "
+                "attribute). Nothing was sent."
             )
         tools = [t for t in role.tools if isinstance(t, Tool)]
-        reporting = _reporting(role.reporting_tool)
+        reporting = _reporting(role.reporting_tool, strict=role.strict_tools)
         backend = model.backend_id(model_id)
         system = system_text(role)
         input_json = _input_json(value)
@@ -183,7 +194,7 @@ class StepPlan:
             role=role.name,
             backend=backend,
             system=system,
-            tools=tuple(_tool_spec(t) for t in tools),
+            tools=tuple(_tool_spec(t, strict=role.strict_tools) for t in tools),
             reporting=reporting.spec if reporting else None,
             input_type=type(value).__qualname__,
             input=input_json,
@@ -396,7 +407,12 @@ class StepPlan:
             )
             return result.text, result.rejected
 
-        return LoopTool(_tool_spec(t), call, t.spec.validate, self.gatekeeper.live_gate(t, self.scope))
+        return LoopTool(
+            _tool_spec(t, strict=self.role.strict_tools),
+            call,
+            t.spec.validate,
+            self.gatekeeper.live_gate(t, self.scope),
+        )
 
     def _replay_tool(self, t: Tool[Any], record: StepRecord, results: dict[str, ToolResultBlock]) -> LoopTool:
         def recorded_result(call_id: str) -> tuple[str, bool]:
@@ -419,7 +435,7 @@ class StepPlan:
             return recorded_result(call_id)
 
         gate = self.gatekeeper.replay_gate(t, record.decisions, self.scope, recorded_result)
-        return LoopTool(_tool_spec(t), call, t.spec.validate, gate)
+        return LoopTool(_tool_spec(t, strict=self.role.strict_tools), call, t.spec.validate, gate)
 
     def _resuming_tool(self, t: Tool[Any], partial: StepRecord, results: dict[str, ToolResultBlock]) -> LoopTool:
         live = self._live_tool(t)
@@ -439,7 +455,7 @@ class StepPlan:
             return recorded_result(call_id)
 
         gate = self.gatekeeper.resume_gate(t, partial.decisions, self.scope, set(results), recorded_result)
-        return LoopTool(_tool_spec(t), call, t.spec.validate, gate)
+        return LoopTool(_tool_spec(t, strict=self.role.strict_tools), call, t.spec.validate, gate)
 
 
 class ResumingModel:
@@ -506,11 +522,13 @@ def _answered_from(tool: LoopTool, results: dict[str, ToolResultBlock]) -> LoopT
     return dataclasses.replace(tool, call=call)
 
 
-def _tool_spec(t: Tool[Any]) -> ToolSpec:
-    return ToolSpec(t.name, t.description, t.input_schema)
+def _tool_spec(t: Tool[Any], *, strict: bool = False) -> ToolSpec:
+    """The tool as the model is shown it: strict when the tool or its role (``strict``) asks for it."""
+    return ToolSpec(t.name, t.description, t.input_schema, strict or t.strict)
 
 
-def _reporting(report: ReportingTool[Any] | None) -> Reporting | None:
+def _reporting(report: ReportingTool[Any] | None, *, strict: bool = False) -> Reporting | None:
     if report is None:
         return None
-    return Reporting(ToolSpec(report.name, report.description, report.input_schema), report.spec.validate, dump)
+    spec = ToolSpec(report.name, report.description, report.input_schema, strict or report.strict)
+    return Reporting(spec, report.spec.validate, dump)

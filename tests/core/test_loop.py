@@ -684,7 +684,9 @@ def test_scripted_model_refuses_bad_scripts() -> None:
     )
     with pytest.raises(InputError) as e:
         ScriptedModel([{"text": "x", "tools": []}])
-    assert str(e.value) == "script[0]: unknown keys ['tools']; a turn has text, calls and stop_reason."
+    assert str(e.value) == (
+        "script[0]: unknown keys ['tools']; a turn has text, calls, stop_reason, thinking, redacted and blocks."
+    )
     with pytest.raises(InputError) as e:
         ScriptedModel([{"calls": [{"args": {}}]}])
     assert str(e.value) == "script[0].calls[0]: expected {'name': str, 'args': dict}."
