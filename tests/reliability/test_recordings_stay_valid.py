@@ -84,21 +84,31 @@ def test_a_setting_enters_the_fingerprint_only_when_it_is_set() -> None:
 
 def test_the_notebooks_as_committed_before_replay_unchanged(tmp_path: Path, reliability: ReliabilityNotes) -> None:
     names = [n for n in git("ls-tree", "--name-only", BEFORE, "notebooks/").decode().split() if n]
+    strict, lax = tmp_path / "strict", tmp_path / "lax"
+    strict.mkdir()
+    lax.mkdir()
     copied = 0
     for name in names:
         if name.endswith((".ipynb", ".agl.jsonl")):  # the notebooks and their sidecar files, if any
-            (tmp_path / Path(name).name).write_bytes(git("show", f"{BEFORE}:{name}"))
+            # 08's map summaries gained each mean score's interval since (issue 33, on purpose): its recordings must
+            # still all replay with no model call, but its saved summary lines are no longer what a replay draws.
+            folder = lax if Path(name).name.startswith("08_") else strict
+            (folder / Path(name).name).write_bytes(git("show", f"{BEFORE}:{name}"))
             copied += 1
     assert copied >= 8
-    done = nbval(tmp_path)  # mode replay: no model call can be made, every output compared with the saved one
+    done = nbval(strict)  # mode replay: no model call can be made, every output compared with the saved one
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     summary = done.stdout[done.stdout.index("What each notebook did") :]
-    assert summary.count("; 0 model calls") == 8, summary
+    assert summary.count("; 0 model calls") == 7, summary
     assert "failed" not in done.stdout.splitlines()[-4:], done.stdout[-2000:]
+    done = nbval(lax, args=("--nbval-lax",))  # every cell runs and replays; outputs not compared
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "08_map.ipynb: 21 map items replayed from its recordings; 0 model calls" in done.stdout, done.stdout
     reliability.note(
         "Bad recordings",
         f"the 8 example notebooks as committed before thinking and kept blocks ({BEFORE}), replayed by this version",
-        "nbval passes: every recorded step replays with no model call and every output equal",
+        "nbval passes: every recorded step replays with no model call; every output equal but 08's map summaries, "
+        "which gained their intervals on purpose",
     )
 
 
