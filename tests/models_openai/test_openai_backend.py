@@ -488,3 +488,34 @@ async def test_an_error_sent_inside_the_stream_is_one_server_error() -> None:
     fake = chat(broken)
     with pytest.raises(ModelServerError, match="the model crashed"):
         await collect(fake.model())
+
+
+# --- A client given: copied once -------------------------------------------------------------------------------------
+
+
+async def test_a_given_client_is_copied_once_for_many_requests_and_follows_a_key_set_later(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import openai
+
+    copies: list[object] = []
+    real_copy = openai.AsyncOpenAI.copy
+
+    def counting_copy(self: openai.AsyncOpenAI, *args: Any, **kwargs: Any) -> openai.AsyncOpenAI:
+        copies.append(self)
+        return real_copy(self, *args, **kwargs)
+
+    monkeypatch.setattr(openai.AsyncOpenAI, "copy", counting_copy)
+    monkeypatch.setattr(openai.AsyncOpenAI, "with_options", counting_copy)
+    fake = chat(*(reply(f"r{i}") for i in range(4)))
+    client = fake.client()
+    model = OpenAIModel("gpt-4.1", client=client)
+    for _ in range(3):
+        [e async for e in model.stream(request())]
+    assert len(copies) == 1, f"the client was copied {len(copies)} times for 3 requests"
+    later = "sk-" + "later" * 4  # a key assigned to the client after it was made is what is sent next
+    client.api_key = later
+    [e async for e in model.stream(request())]
+    assert len(copies) == 2
+    assert fake.requests[-1].headers["authorization"] == f"Bearer {later}"
+    assert fake.requests[0].headers["authorization"] != f"Bearer {later}"
