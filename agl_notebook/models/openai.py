@@ -203,6 +203,7 @@ class OpenAIModel:
         self._http_client = http_client
         self._env_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[str, AsyncOpenAI]]
         self._env_clients = weakref.WeakKeyDictionary()
+        self._unretried: _Unretried | None = None  # the given client's copy with the SDK's retries off
         if free or rates is not None:
             from .prices import Rates, declare_rates
 
@@ -275,7 +276,7 @@ class OpenAIModel:
         pacer = current_pacer.get()
         retries = self.max_retries if pacer is None else pacer.retries
         cap = self.max_retry_wait if pacer is None else min(self.max_retry_wait, pacer.max_wait)
-        once = client.with_options(max_retries=0) if self._client is not None else client
+        once = self._without_retries(client) if self._client is not None else client
         attempt = ticket = 0
         first = time.monotonic()
         async with AsyncExitStack() as stack:
@@ -362,8 +363,34 @@ class OpenAIModel:
             text, server=self.server.id, model=self.model, status_code=status if isinstance(status, int) else None
         )
 
+    def _without_retries(self, client: AsyncOpenAI) -> AsyncOpenAI:
+        """A given ``client`` with the SDK's own retries off, copied once and reused while its settings stay.
+
+        A copy per request runs the SDK's constructor again, and each new copy looks the platform up on a worker
+        thread before its first request; a key or URL assigned to the client later still makes a new copy.
+        """
+        settings = _copied_settings(client)
+        kept = self._unretried
+        if kept is None or kept.client is not client or kept.settings != settings:
+            kept = self._unretried = _Unretried(client, settings, client.with_options(max_retries=0))
+        return kept.copy
+
     def __repr__(self) -> str:
         return f"OpenAIModel({self.model!r}, base_url={self.server.id!r})"
+
+
+@dataclass(frozen=True)
+class _Unretried:
+    """A client's copy with the SDK's retries off, and the client's settings it was made with."""
+
+    client: AsyncOpenAI
+    settings: tuple[object, ...]
+    copy: AsyncOpenAI
+
+
+def _copied_settings(client: AsyncOpenAI) -> tuple[object, ...]:
+    """What of ``client`` a person may assign after making it, which its copy must follow."""
+    return (client.api_key, client.organization, client.project, client.base_url, client.timeout)
 
 
 def backend_id_for(model: str, server: str) -> str:

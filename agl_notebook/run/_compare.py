@@ -50,6 +50,8 @@ class VariantResults:
     """What the items' records say they cost, in dollars (None when some item's model had no price)."""
     priced: bool = True
     """Whether any item's record kept a cost (a scripted model's never do: its dollars are shown as ``-``)."""
+    usage_unknown: bool = False
+    """Whether ``usd`` is None because a server sent no usage (shown "usage unknown", not "price unknown")."""
 
     @property
     def failed(self) -> int:
@@ -159,7 +161,7 @@ class Comparison:
                 [
                     v.name,
                     f"{v.tokens:,}",
-                    "-" if not v.priced else "price unknown" if v.usd is None else dollars(v.usd),
+                    "-" if not v.priced else _unknown(v) if v.usd is None else dollars(v.usd),
                     str(v.failed),
                     "-" if interval is None else interval.text(),
                 ]
@@ -300,6 +302,7 @@ async def run_compare(
                 tokens=sum(item.tokens for item in every),
                 usd=None if any(u is None for u in usd) else sum(u for u in usd if u is not None),
                 priced=kept,
+                usage_unknown=any(item.cost is not None and item.cost.usage_unknown for item in every),
             )
         )
     return Comparison(labels or [], results, epochs=epochs)
@@ -309,3 +312,8 @@ def _failure(error: BaseException | None) -> str:
     from ._map_state import error_name  # loaded already: the map that gave the error
 
     return "not run" if error is None else f"{error_name(error)}: {error}"
+
+
+def _unknown(variant: VariantResults) -> str:
+    """Why a variant's dollars are unknown: a server that sent no usage, or a model with no price."""
+    return "usage unknown" if variant.usage_unknown else "price unknown"

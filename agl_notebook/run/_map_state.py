@@ -183,7 +183,11 @@ class MapState:
         if not any(item.cost is not None for item in self.items):
             return None
         usd, unknown = self.usd()
-        return format_dollars(usd) + (f" ({unknown} with price unknown)" if unknown else "")
+        if not unknown:
+            return format_dollars(usd)
+        no_usage = sum(item.cost is not None and item.cost.usage_unknown for item in self.items)
+        why = [f"{n} with {what} unknown" for n, what in ((no_usage, "usage"), (unknown - no_usage, "price")) if n]
+        return f"{format_dollars(usd)} ({', '.join(why)})"
 
 
 class MapView(Protocol):

@@ -7,6 +7,7 @@ error mapping all run. Each step that records is then replayed with no request.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from dataclasses import dataclass
@@ -488,3 +489,65 @@ async def test_an_error_sent_inside_the_stream_is_one_server_error() -> None:
     fake = chat(broken)
     with pytest.raises(ModelServerError, match="the model crashed"):
         await collect(fake.model())
+
+
+# --- A client given: copied once -------------------------------------------------------------------------------------
+
+
+async def test_a_given_client_is_copied_once_for_many_requests_and_follows_a_key_set_later(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import openai
+
+    copies: list[object] = []
+    real_copy = openai.AsyncOpenAI.copy
+
+    def counting_copy(self: openai.AsyncOpenAI, *args: Any, **kwargs: Any) -> openai.AsyncOpenAI:
+        copies.append(self)
+        return real_copy(self, *args, **kwargs)
+
+    monkeypatch.setattr(openai.AsyncOpenAI, "copy", counting_copy)
+    monkeypatch.setattr(openai.AsyncOpenAI, "with_options", counting_copy)
+    fake = chat(*(reply(f"r{i}") for i in range(4)))
+    client = fake.client()
+    model = OpenAIModel("gpt-4.1", client=client)
+    for _ in range(3):
+        [e async for e in model.stream(request())]
+    assert len(copies) == 1, f"the client was copied {len(copies)} times for 3 requests"
+    later = "sk-" + "later" * 4  # a key assigned to the client after it was made is what is sent next
+    client.api_key = later
+    [e async for e in model.stream(request())]
+    assert len(copies) == 2
+    assert fake.requests[-1].headers["authorization"] == f"Bearer {later}"
+    assert fake.requests[0].headers["authorization"] != f"Bearer {later}"
+
+
+async def test_the_map_summary_and_the_compare_grid_say_usage_unknown_not_price_unknown() -> None:
+    from agl_notebook.models.prices import RecordedCost
+
+    def no_usage(n: int) -> FakeChat:
+        return chat(*(reply(calls=(call(0, "c", "report", '{"summary": "s"}'),), send_usage=False) for _ in range(n)))
+
+    unpriced = chat(*(reply(calls=(call(0, "c", "report", '{"summary": "s"}'),)) for _ in range(2)))
+    base = "http://127.0.0.1:9/v1"
+    silent = OpenAIModel("silent-model", client=no_usage(4).client(base_url=base), free=True)
+    unknown_price = OpenAIModel("unpriced-model", client=unpriced.client(base_url=base))
+    mapped = await Run(model=silent, store=MemoryStore()).map(researcher(), ["a", "b"], concurrency=1)
+    from agl_notebook.run._map_state import MapItem, MapState
+
+    state = MapState("m", "researcher", [MapItem(i, "x", "x", 0) for i in range(3)])
+    for item, mapped_item in zip(state.items, mapped.items, strict=False):
+        item.cost = mapped_item.cost
+    state.items[2].cost = unpriced_cost = RecordedCost(None, "2026-01-01")
+    assert unpriced_cost.words() == "price unknown"
+    assert state.dollars() == "$0.0000 (2 with usage unknown, 1 with price unknown)", state.dollars()
+    grid = await Run(store=MemoryStore()).compare(
+        {
+            "silent": dataclasses.replace(researcher(), model=silent),
+            "unpriced": dataclasses.replace(researcher(), model=unknown_price),
+        },
+        ["a", "b"],
+        concurrency=1,
+    )
+    rows = {row[0]: row[2] for row in grid.summary_rows()[1:]}
+    assert rows == {"silent": "usage unknown", "unpriced": "price unknown"}, rows
