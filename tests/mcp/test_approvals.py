@@ -49,7 +49,7 @@ def results(record: StepRecord) -> list[tuple[str, bool]]:
 
 async def step(server: MCPServer, approvals: object, **policies: Any) -> tuple[StepRecord, list[Event]]:
     """One live step calling convert then add_note, decided by ``approvals``; its record (through JSON) and events."""
-    store, events = MemoryStore(), []
+    store, events = MemoryStore(), list[Event]()
     run = Run(model=script(), store=store, mode="auto", approvals=approvals, on_event=events.append)  # type: ignore[arg-type]
     await run.step(units_role(server, **policies), "convert 5 km and note it")
     (record,) = store.records()
@@ -150,7 +150,7 @@ def test_a_role_refuses_mcp_approvals_it_cannot_use() -> None:
     with pytest.raises(InputError, match="has no MCP servers"):
         Role("r", "Do it.", tools=[REPORT], mcp_approvals={"x_*": "ask"})
     with pytest.raises(InputError, match=r"mcp_approvals\['x_\*'\]"):
-        Role("r", "Do it.", tools=[REPORT], mcp=[server], mcp_approvals={"x_*": "sometimes"})
+        Role("r", "Do it.", tools=[REPORT], mcp=[server], mcp_approvals={"x_*": "sometimes"})  # type: ignore[dict-item]
     with pytest.raises(InputError, match="maps tool names or patterns"):
         Role("r", "Do it.", tools=[REPORT], mcp=[server], mcp_approvals=["x_*"])  # type: ignore[arg-type]
     with pytest.raises(InputError, match="ask_destructive takes True or False"):
