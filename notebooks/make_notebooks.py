@@ -1329,8 +1329,11 @@ names, descriptions and JSON Schemas, and its calls go to the server.
 a step needs it. This notebook was recorded with that server running. Replayed, it needs neither the server nor the
 `mcp` package: each step's recording keeps a snapshot of the tools it was offered and the results it got.""",
     ),
-    ("code", "import sys\n" + imports("MCPServer", "Role", "Run", "describe", "reporting_tool",
-                                      "scripted_unless_credentials")),
+    (
+        "code",
+        "import sys\n"
+        + imports("MCPServer", "Role", "Run", "describe", "reporting_tool", "scripted_unless_credentials"),
+    ),
     (
         "code",
         """\
@@ -1377,10 +1380,14 @@ decided; the view says who did.""",
         "code",
         """\
 SCRIPT = [
-    {"text": "First the distance in miles.",
-     "calls": [{"name": "units_convert", "args": {"amount": 42.195, "source": "km", "target": "mi"}}]},
-    {"text": "Now I keep a note of it.",
-     "calls": [{"name": "units_add_note", "args": {"title": "marathon", "text": "42.195 km is 26.2187 mi."}}]},
+    {
+        "text": "First the distance in miles.",
+        "calls": [{"name": "units_convert", "args": {"amount": 42.195, "source": "km", "target": "mi"}}],
+    },
+    {
+        "text": "Now I keep a note of it.",
+        "calls": [{"name": "units_add_note", "args": {"title": "marathon", "text": "42.195 km is 26.2187 mi."}}],
+    },
     {"calls": [{"name": "report", "args": {"text": "A marathon, 42.195 km, is 26.2187 miles; I noted it."}}]},
 ]
 run = Run(model=scripted_unless_credentials(SCRIPT))

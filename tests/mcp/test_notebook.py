@@ -20,7 +20,7 @@ def test_the_mcp_notebook_replays_under_nbval_with_the_server_command_unavailabl
     # with no python on it.
     marker = tmp_path / "the-server-started"
     command = tmp_path / "units-server"
-    command.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n", encoding="utf-8")
+    command.write_text(f"#!/bin/sh\n: > {marker}\nexit 1\n", encoding="utf-8")
     command.chmod(command.stat().st_mode | stat.S_IXUSR)
     notebook = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
     sources = ["".join(cell["source"]) for cell in notebook["cells"]]
