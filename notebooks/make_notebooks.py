@@ -1327,7 +1327,8 @@ names, descriptions and JSON Schemas, and its calls go to the server.
 `examples/mcp_server.py` is a small server written with the `mcp` package's own server class: it converts units
 (`convert`) and keeps notes (`add_note`, `read_note`). `MCPServer.stdio` says how to start it; nothing starts until
 a step needs it. This notebook was recorded with that server running. Replayed, it needs neither the server nor the
-`mcp` package: each step's recording keeps a snapshot of the tools it was offered and the results it got.""",
+`mcp` SDK (only `jsonschema`, which checks the recorded arguments again): each step's recording keeps a snapshot of
+the tools it was offered and the results it got.""",
     ),
     (
         "code",
