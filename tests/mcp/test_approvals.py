@@ -4,6 +4,7 @@ removing one, decisions recorded and told again on replay with the server absent
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from agl_notebook.events import ApprovalDecided, ApprovalRequested, Event
 from agl_notebook.mcp import _sessions
 from agl_notebook.mcp.listing import OfferedTool
 from agl_notebook.replay.records import StepRecord, record_from_json
-from agl_notebook.replay.stores import MemoryStore
+from agl_notebook.replay.stores import JsonFileStore, MemoryStore
 from agl_notebook.transcript import ToolResultBlock
 
 from .conftest import REPORT, Answer, example_server, gone, processes
@@ -155,3 +156,30 @@ def test_a_role_refuses_mcp_approvals_it_cannot_use() -> None:
         Role("r", "Do it.", tools=[REPORT], mcp=[server], mcp_approvals=["x_*"])  # type: ignore[arg-type]
     with pytest.raises(InputError, match="ask_destructive takes True or False"):
         Role("r", "Do it.", tools=[REPORT], mcp=[server], ask_destructive="yes")  # type: ignore[arg-type]
+
+
+async def test_a_restart_with_an_mcp_approval_pending_asks_only_that_one_again(tag: str, tmp_path: Path) -> None:
+    from tests.run.test_resume import Person, saved, wait_then_crash
+
+    file, crashed = tmp_path / "records.json", tmp_path / "after-crash.json"
+    server = example_server(tag, prefix="units_")
+    gated = units_role(server, mcp_approvals={"units_*": "ask"})
+    first = Person(approve=1)  # approves convert, then walks away from add_note
+    await wait_then_crash(Run(model=script(), terminal=first, store=JsonFileStore(file)), gated, first, file, crashed)
+    assert first.asked == ["approve units_convert", "approve units_add_note"]
+    (partial,) = saved(crashed)
+    assert partial.partial is not None and partial.partial.tool == "units_add_note"
+
+    again = Person(approve=1)
+    result = await Run(model=script(), terminal=again, store=JsonFileStore(crashed)).step(gated, "Go")
+    assert result.text == "ok"
+    assert again.asked == ["approve units_add_note"], "the finished call's decision is told, not asked again"
+    (record,) = saved(crashed)
+    assert record.partial is None
+    assert [(d.tool, d.decision) for d in record.decisions] == [
+        ("units_convert", "approve"),
+        ("units_add_note", "approve"),
+    ]
+    assert results(record)[1] == ("Kept the note 'trip'.", False)
+    await _sessions.close_loop()
+    assert await gone(tag) == []
