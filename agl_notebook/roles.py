@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import functools
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, cast
@@ -17,6 +17,7 @@ from .payloads import payload_spec
 from .tools import ReportingTool, Tool, check_strict, check_strict_request
 
 if TYPE_CHECKING:
+    from .approvals import ApprovalPolicy
     from .mcp import MCPServer
     from .models.base import Model
 
@@ -68,6 +69,12 @@ class Role(Fieldwise, Generic[T]):
     arguments that fit it (the loop still validates them). Fingerprinted only when set."""
     mcp: Sequence[MCPServer] = ()
     """MCP servers whose tools the agent may call too (`agl_notebook.mcp.MCPServer`; docs/mcp.md)."""
+    mcp_approvals: Mapping[str, ApprovalPolicy] = field(default_factory=dict, repr=False, compare=False)
+    """Approval policies of the MCP tools, by offered name or ``fnmatch`` pattern (``{"notes_*": "ask"}``): the
+    exact name first, else the first pattern that matches. Not fingerprinted (docs/mcp.md, "Approvals")."""
+    ask_destructive: bool = False
+    """Ask a person about every call of an MCP tool its server does not mark read-only and non-destructive (the
+    protocol's default is destructive). A server's hints may add an approval this way, never remove one."""
     _tools_by_name: dict[str, Tool[Any]] = field(init=False, repr=False, compare=False)
     _reporting: ReportingTool[Any] | None = field(init=False, repr=False, compare=False)
 
@@ -126,6 +133,8 @@ class Role(Fieldwise, Generic[T]):
         object.__setattr__(self, "_reporting", reporting)
         if self.mcp:
             _check_mcp(self)
+        if self.mcp_approvals or self.ask_destructive:
+            _check_mcp_approvals(self)
 
     @property
     def reporting_tool(self) -> ReportingTool[Any] | None:
@@ -188,6 +197,30 @@ def _check_mcp(role: Role[Any]) -> None:
         if server.name in names:
             raise InputError(f"Role {role.name!r}: two MCP servers are named {server.name!r}.")
         names.add(server.name)
+
+
+def _check_mcp_approvals(role: Role[Any]) -> None:
+    """``mcp_approvals`` maps names or patterns to policies, ``ask_destructive`` is a bool, both need servers."""
+    from .approvals import check_policy  # loaded only for a role that states MCP approvals
+
+    if not isinstance(role.ask_destructive, bool):
+        raise InputError(f"Role {role.name!r}: ask_destructive takes True or False, not {role.ask_destructive!r}.")
+    if not role.mcp:
+        raise InputError(
+            f"Role {role.name!r}: mcp_approvals and ask_destructive apply to MCP tools, and the role has no MCP "
+            "servers (mcp=[MCPServer.stdio(...)]); a tool of its own takes tool(..., approval=...)."
+        )
+    if not isinstance(role.mcp_approvals, Mapping):
+        raise InputError(
+            f"Role {role.name!r}: mcp_approvals maps tool names or patterns to policies ({{'notes_*': 'ask'}}), "
+            f"not {role.mcp_approvals!r}."
+        )
+    policies = dict(role.mcp_approvals)
+    for pattern, policy in policies.items():
+        if not isinstance(pattern, str) or not pattern:
+            raise InputError(f"Role {role.name!r}: mcp_approvals key {pattern!r} is not a tool name or pattern.")
+        check_policy(f"Role {role.name!r}, mcp_approvals[{pattern!r}]", policy)
+    object.__setattr__(role, "mcp_approvals", policies)
 
 
 class RoleFactory(Generic[Params, T]):

@@ -18,6 +18,7 @@ from typing import Annotated, TypedDict
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
 from pydantic import Field
 
 server = MCPServer("units", instructions="Converts units and keeps short notes.")
@@ -33,7 +34,7 @@ class Converted(TypedDict):
     unit: str
 
 
-@server.tool()
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
 def convert(
     amount: Annotated[float, Field(description="The amount to convert.")],
     source: Annotated[str, Field(description="The unit it is in: km, mi, kg or lb.", pattern="^(km|mi|kg|lb)$")],
@@ -46,14 +47,14 @@ def convert(
     return {"value": round(amount * factor, 4), "unit": target}
 
 
-@server.tool()
+@server.tool()  # no hints: the protocol then counts it destructive (it does replace a note)
 def add_note(title: Annotated[str, Field(min_length=1, max_length=80)], text: str) -> str:
     """Keep a short note under a title (replacing any note of that title)."""
     _NOTES[title] = text
     return f"Kept the note {title!r}."
 
 
-@server.tool()
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
 def read_note(title: str) -> str:
     """Read the note kept under a title."""
     if title not in _NOTES:

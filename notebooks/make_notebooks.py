@@ -1509,6 +1509,112 @@ print(real.sentences[0])""",
 ]
 
 
+MCP_TOOLS = [
+    (
+        "md",
+        """\
+# 10. MCP servers as tools
+
+The [Model Context Protocol](https://modelcontextprotocol.io) (MCP) lets a program offer tools to any agent host.
+A role takes MCP servers beside its own tools, one line each: the agent is offered the server's tools with their
+names, descriptions and JSON Schemas, and its calls go to the server.
+
+`examples/mcp_server.py` is a small server written with the `mcp` package's own server class: it converts units
+(`convert`) and keeps notes (`add_note`, `read_note`). `MCPServer.stdio` says how to start it; nothing starts until
+a step needs it. This notebook was recorded with that server running. Replayed, it needs neither the server nor the
+`mcp` SDK (only `jsonschema`, which checks the recorded arguments again): each step's recording keeps a snapshot of
+the tools it was offered and the results it got.""",
+    ),
+    (
+        "code",
+        "import sys\n"
+        + imports("MCPServer", "Role", "Run", "describe", "reporting_tool", "scripted_unless_credentials"),
+    ),
+    (
+        "code",
+        """\
+units = MCPServer.stdio("units", sys.executable, ["../examples/mcp_server.py"], prefix="units_")""",
+    ),
+    (
+        "md",
+        """\
+The `prefix` goes before each tool's name as the agent sees it (`units_convert`), so two servers' tools cannot
+collide. Only the server's name reaches a recording: its command and arguments (and any `env` or HTTP `headers`)
+never do.
+
+**Approvals.** A server may describe its tools with *hints*: this one marks `convert` and `read_note` read-only
+and says nothing of `add_note`, which the protocol then counts as possibly destructive. `ask_destructive=True`
+asks a person before every call of such a tool. Hints come from the server, so they are untrusted: they can add an
+approval, never remove one. `mcp_approvals` states policies by name or pattern (`{"units_add_*": "ask"}`), as
+`tool(..., approval=...)` does for a role's own tools.""",
+    ),
+    (
+        "code",
+        """\
+@dataclass(frozen=True)
+class Answer:
+    text: str = describe("The answer, in one sentence.")
+
+
+planner = Role(
+    "trip_planner",
+    "Answer with the tools: convert distances, and keep a note of what you found.",
+    tools=[reporting_tool("report", "Hand back the answer.", Answer)],
+    mcp=[units],
+    ask_destructive=True,
+)""",
+    ),
+    (
+        "md",
+        """\
+The agent converts a distance (read-only: it runs at once), then keeps a note (it waits for approval). In
+JupyterLab the note's call is drawn inside the running cell with **Approve**, **Edit…**, **Deny…** and **Always
+approve this tool**. When this notebook was recorded nobody sat at it, so `AGL_NOTEBOOK_APPROVALS=approve`
+decided; the view says who did.""",
+    ),
+    (
+        "code",
+        """\
+SCRIPT = [
+    {
+        "text": "First the distance in miles.",
+        "calls": [{"name": "units_convert", "args": {"amount": 42.195, "source": "km", "target": "mi"}}],
+    },
+    {
+        "text": "Now I keep a note of it.",
+        "calls": [{"name": "units_add_note", "args": {"title": "marathon", "text": "42.195 km is 26.2187 mi."}}],
+    },
+    {"calls": [{"name": "report", "args": {"text": "A marathon, 42.195 km, is 26.2187 miles; I noted it."}}]},
+]
+run = Run(model=scripted_unless_credentials(SCRIPT))
+answer = await run.step(planner, "How many miles is a marathon? Keep a note.")
+answer""",
+    ),
+    (
+        "md",
+        """\
+What the agent read back from the server: `convert`'s structured result as JSON, and `add_note`'s text.""",
+    ),
+    (
+        "code",
+        """\
+for message in run.outcomes[-1].transcript:
+    for block in message.content:
+        if block.type == "tool_result":
+            print(("ERROR " if block.is_error else "") + block.content)""",
+    ),
+    (
+        "md",
+        """\
+**Replay with the server gone.** Running this notebook again replays the step from its recording: the tools come
+from the snapshot kept with it, the recorded approval is shown again, and no server process starts (mode
+`replay` starts none; mode `auto` tries once, and replays if the command cannot start). If the server's tools
+change, a step in mode `auto` misses and `%agl explain` names the tool that changed (`differs in: mcp:...`).
+docs/mcp.md says more.""",
+    ),
+]
+
+
 NOTEBOOKS = {
     "01_first_step.ipynb": FIRST_STEP,
     "02_tools_and_retries.ipynb": TOOLS,
@@ -1519,12 +1625,16 @@ NOTEBOOKS = {
     "07_json_functions.ipynb": FUNCTIONS,
     "08_map.ipynb": MAP,
     "09_thinking.ipynb": THINKING,
+    "10_mcp_tools.ipynb": MCP_TOOLS,
     "11_models_side_by_side.ipynb": MODELS,
     "12_evaluating.ipynb": EVALUATING,
 }
 
 ANSWERS = {"03_asking_questions.ipynb": ["Saturday", ["Birch", True]], "06_client_tools.ipynb": ["Lisbon"]}
 """The person's answers to the questions asked while recording."""
+
+APPROVALS = {"10_mcp_tools.ipynb": "approve"}
+"""What decides the tool calls waiting for approval while recording (``agl-notebook execute --approvals``)."""
 
 
 def write(name: str, cells: list[tuple[str, str]]) -> Path:
@@ -1553,7 +1663,8 @@ def main() -> int:
         os.environ.pop(ANSWERS_VARIABLE, None)
         if name in ANSWERS:
             os.environ[ANSWERS_VARIABLE] = json.dumps(ANSWERS[name])
-        if agl_notebook(["execute", str(path), "--record"]) != 0:
+        approvals = ["--approvals", APPROVALS[name]] if name in APPROVALS else []
+        if agl_notebook(["execute", str(path), "--record", *approvals]) != 0:
             return 1
     return 0
 

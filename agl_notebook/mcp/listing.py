@@ -58,6 +58,18 @@ class OfferedTool(Fieldwise):
     """The server's hints about it (read-only, destructive...): untrusted, kept for approvals."""
 
     @property
+    def destructive(self) -> bool:
+        """Whether its server's hints leave it possibly destructive (the protocol's default).
+
+        It is, unless ``readOnlyHint`` is true or ``destructiveHint`` is false. Untrusted: it may add an approval
+        (``Role.ask_destructive``), never remove one.
+        """
+        hints = self.annotations or {}
+        if hints.get("readOnlyHint") is True:
+            return False
+        return hints.get("destructiveHint") is not False
+
+    @property
     def digest(self) -> str:
         """What the model sees of it, digested: a fingerprint part, so a changed tool makes its steps miss."""
         return digest({"name": self.name, "description": self.description, "input_schema": self.input_schema})[:_DIGITS]

@@ -10,13 +10,14 @@ is an error result naming the tool.
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 from collections.abc import Callable
 from typing import Any
 
 from .._canonical import canonical_json
-from ..payloads import JsonObject
+from ..payloads import JsonObject, PayloadSpec
 from .listing import OfferedTool
 
 MAX_RESULT_CHARS = 200_000
@@ -40,6 +41,18 @@ def argument_checker(tool: OfferedTool) -> Callable[[JsonObject], tuple[Any, tup
         return arguments, problems
 
     return validate
+
+
+def payload_spec(tool: OfferedTool) -> PayloadSpec:
+    """``tool``'s arguments as a payload an approval shows and checks (an edit is checked against its schema)."""
+    check = argument_checker(tool)
+
+    def validate(data: Any, path: str, problems: list[str]) -> Any:
+        arguments, found = check(data)
+        problems.extend(found)
+        return copy.deepcopy(arguments)
+
+    return PayloadSpec(dict, tool.input_schema, validate)
 
 
 @functools.lru_cache(maxsize=512)

@@ -5,21 +5,28 @@ role uses and how it names their tools (the ``mcp`` part, known before the step 
 part ``mcp:<name>``, its own digest, kept in the record. A step whose record is found replays from the record's
 snapshot (``StepRecord.engine["mcp"]``) with no server started, unless mode ``auto`` can list the server live and a
 tool differs: then the step misses, and the explanation names the tool's part (docs/mcp.md, "Replay").
+
+Approvals: each MCP tool gets the policy its role states for it (``Role.mcp_approvals``, by name or pattern), made
+"ask" by ``Role.ask_destructive`` when the server does not mark it read-only or non-destructive; the run layer's
+`Gatekeeper` then gates it as any tool, live, replayed and resumed (docs/mcp.md, "Approvals").
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import fnmatch
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MCPServerError, ReplayMissError
-from ..loop import LoopTool
+from ..loop import Gate, LoopTool
 from ..models.base import ToolSpec
 from ..payloads import JsonObject, JsonValue
 from ..replay.records import StepRecord
+from ..tools import Tool
 from ..transcript import ToolResultBlock
 
 if TYPE_CHECKING:
+    from ..approvals import ApprovalPolicy, ApprovalRequest, PolicyAnswer
     from ..mcp.listing import OfferedTool, ServerTools
     from ..mcp.servers import MCPServer
     from ..replay.modes import Mode
@@ -28,10 +35,20 @@ if TYPE_CHECKING:
 class StepMCP:
     """The MCP side of one step of a role."""
 
-    def __init__(self, servers: Sequence[MCPServer], role: str, own_tools: Sequence[str]) -> None:
+    def __init__(
+        self,
+        servers: Sequence[MCPServer],
+        role: str,
+        own_tools: Sequence[str],
+        *,
+        approvals: Mapping[str, ApprovalPolicy] | None = None,
+        ask_destructive: bool = False,
+    ) -> None:
         self.servers = tuple(servers)
         self.role = role
         self.own_tools = tuple(own_tools)
+        self.approvals = dict(approvals or {})
+        self.ask_destructive = ask_destructive
         self.listed: list[ServerTools] | None = None
         """The tools offered, once known: listed live, or from the record replayed."""
 
@@ -78,19 +95,42 @@ class StepMCP:
         recorded = {k: v for k, v in record.parts.items() if k.startswith("mcp:")}
         return recorded != self.parts()
 
-    async def live_tools(self) -> list[LoopTool]:
-        """The offered tools, each calling its server, its arguments checked against its schema first."""
+    def policy(self, t: OfferedTool) -> ApprovalPolicy:
+        """The approval policy of ``t``: the role's for its name, else for the first pattern matching it, else None.
+
+        With ``ask_destructive``, a tool its hints leave destructive is asked about ("ask"; a callable policy's
+        denial stands, its approval still waits for a person).
+        """
+        if t.name in self.approvals:
+            stated = self.approvals[t.name]
+        else:
+            stated = next((p for pattern, p in self.approvals.items() if fnmatch.fnmatchcase(t.name, pattern)), None)
+        if not (self.ask_destructive and t.destructive) or stated == "ask":
+            return stated
+        if stated is None:
+            return "ask"
+        return _then_ask(stated)
+
+    def gated(self, t: OfferedTool) -> Tool[Any]:
+        """``t`` as the `Gatekeeper` sees a tool: its name, description, schema-checked arguments and policy."""
+        from ..mcp.results import payload_spec
+
+        return Tool(t.name, t.description, dict, _not_called, payload_spec(t), self.policy(t))
+
+    async def live_tools(self, gate_of: GateOf | None = None) -> list[LoopTool]:
+        """The offered tools, each calling its server, its arguments checked first, gated by ``gate_of``."""
         from ..mcp import _sessions
 
         listed = await self.list_live()
         loop_tools: list[LoopTool] = []
         for server, tools in zip(self.servers, listed, strict=True):
             for t in tools.tools:
-                loop_tools.append(_live_tool(server, t, _sessions))
+                gate = gate_of(self.gated(t)) if gate_of is not None else None
+                loop_tools.append(_live_tool(server, t, _sessions, gate))
         return loop_tools
 
-    def recorded_tools(self, record: StepRecord) -> list[LoopTool]:
-        """The tools ``record`` offered, from its snapshot, each answering with its recorded result."""
+    def recorded_tools(self, record: StepRecord, gate_of: GateOf | None = None) -> list[LoopTool]:
+        """The tools ``record`` offered, from its snapshot, answering with recorded results, gated by ``gate_of``."""
         from ..mcp.listing import check_unique, from_snapshot
 
         kept = (record.engine or {}).get("mcp")
@@ -108,14 +148,38 @@ class StepMCP:
         check_unique(listed, self.own_tools, self.role)
         self.listed = listed
         results = {b.tool_use_id: b for m in record.transcript for b in m.content if isinstance(b, ToolResultBlock)}
-        return [_recorded_tool(t, record, results) for tools in listed for t in tools.tools]
+        return [
+            _recorded_tool(t, record, results, gate_of(self.gated(t)) if gate_of is not None else None)
+            for tools in listed
+            for t in tools.tools
+        ]
+
+
+GateOf = Callable[[Tool[Any]], Gate | None]
+"""Makes a tool's gate (`agl_notebook.run._approvals.Gatekeeper`'s live, replay or resume gate)."""
+
+
+async def _not_called(payload: Any) -> Any:
+    raise AssertionError("an MCP tool's calls go through its server, never through this handler")
+
+
+def _then_ask(policy: Callable[..., Any]) -> Callable[[Any, ApprovalRequest], Awaitable[PolicyAnswer]]:
+    """``policy``, except that a call it approves still waits for a person: a destructive tool's approval is added."""
+
+    async def asking(payload: Any, request: ApprovalRequest) -> PolicyAnswer:
+        from ..approvals import Approve, apply_policy
+
+        said = await apply_policy(policy, request)
+        return "ask" if said is None or said == Approve() else said  # type: ignore[return-value]
+
+    return asking
 
 
 def _spec(t: OfferedTool) -> ToolSpec:
     return ToolSpec(t.name, t.description, t.input_schema)
 
 
-def _live_tool(server: MCPServer, t: OfferedTool, sessions: Any) -> LoopTool:
+def _live_tool(server: MCPServer, t: OfferedTool, sessions: Any, gate: Gate | None) -> LoopTool:
     from ..mcp.results import argument_checker, output_schema_broken, result_text
 
     async def call(arguments: Any, call_id: str) -> tuple[str, bool]:
@@ -128,10 +192,12 @@ def _live_tool(server: MCPServer, t: OfferedTool, sessions: Any) -> LoopTool:
             return output_schema_broken(t, str(e))
         return result_text(t, result)
 
-    return LoopTool(_spec(t), call, argument_checker(t))
+    return LoopTool(_spec(t), call, argument_checker(t), gate)
 
 
-def _recorded_tool(t: OfferedTool, record: StepRecord, results: dict[str, ToolResultBlock]) -> LoopTool:
+def _recorded_tool(
+    t: OfferedTool, record: StepRecord, results: dict[str, ToolResultBlock], gate: Gate | None
+) -> LoopTool:
     from ..mcp.results import argument_checker
 
     async def call(arguments: Any, call_id: str) -> tuple[str, bool]:
@@ -145,4 +211,4 @@ def _recorded_tool(t: OfferedTool, record: StepRecord, results: dict[str, ToolRe
             )
         return recorded.content, recorded.is_error
 
-    return LoopTool(_spec(t), call, argument_checker(t))
+    return LoopTool(_spec(t), call, argument_checker(t), gate)

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from ..events import Event
     from ..models.prices import PriceTable, RecordedCost
     from ..replay.modes import Mode
-    from ._mcp import StepMCP
+    from ._mcp import GateOf, StepMCP
 
 
 def now() -> str:
@@ -189,7 +189,7 @@ class StepPlan:
             from ._mcp import StepMCP  # with the first role that has MCP servers
 
             own = [t.name for t in role.tools]
-            mcp = StepMCP(role.mcp, role.name, own)
+            mcp = StepMCP(role.mcp, role.name, own, approvals=role.mcp_approvals, ask_destructive=role.ask_destructive)
         fp = fingerprint(
             role=role.name,
             backend=backend,
@@ -225,7 +225,8 @@ class StepPlan:
     async def live(self) -> LoopOutcome:
         """Run the loop on the model, the tools' handlers running."""
         __tracebackhide__ = True
-        return await self._loop(self.model, [self._live_tool(t) for t in self.tools] + await self._live_mcp())
+        mcp = await self._live_mcp(lambda t: self.gatekeeper.live_gate(t, self.scope))
+        return await self._loop(self.model, [self._live_tool(t) for t in self.tools] + mcp)
 
     async def relisted(self, record: StepRecord, mode: Mode) -> bool:
         """Whether the role's MCP servers, listed live, no longer offer the tools ``record`` was made with."""
@@ -234,10 +235,10 @@ class StepPlan:
         self._note_mcp_parts()
         return True
 
-    async def _live_mcp(self) -> list[LoopTool]:
+    async def _live_mcp(self, gate_of: GateOf) -> list[LoopTool]:
         if self.mcp is None:
             return []
-        tools = await self.mcp.live_tools()
+        tools = await self.mcp.live_tools(gate_of)
         self._note_mcp_parts()
         return tools
 
@@ -269,7 +270,10 @@ class StepPlan:
         results = {b.tool_use_id: b for m in record.transcript for b in m.content if isinstance(b, ToolResultBlock)}
         tools = [self._replay_tool(t, record, results) for t in self.tools]
         if self.mcp is not None:
-            tools += self.mcp.recorded_tools(record)
+            told = _results_of(record, results)
+            tools += self.mcp.recorded_tools(
+                record, lambda t: self.gatekeeper.replay_gate(t, record.decisions, self.scope, told(t.name))
+            )
         outcome = await self._loop(RecordedModel(record), tools)
         if outcome.result_json != record.result:
             raise ReplayMissError(
@@ -297,7 +301,11 @@ class StepPlan:
         self._earlier_usage = partial.usage
         model = ResumingModel(partial, self.model)
         tools = [self._resuming_tool(t, partial, results) for t in self.tools]
-        tools += [_answered_from(t, results) for t in await self._live_mcp()]
+        told = _results_of(partial, results)
+        mcp = await self._live_mcp(
+            lambda t: self.gatekeeper.resume_gate(t, partial.decisions, self.scope, set(results), told(t.name))
+        )
+        tools += [_answered_from(t, results) for t in mcp]
         outcome = await self._loop(model, tools)
         return dataclasses.replace(outcome, usage=partial.usage + outcome.usage)
 
@@ -508,6 +516,28 @@ class RecordedModel:
                 yield block
         paused = k + 1 < len(transcript) and transcript[k + 1].role == "assistant"
         yield TurnEnd("pause_turn" if paused else "tool_use" if reply.tool_uses else "end_turn")
+
+
+def _results_of(
+    record: StepRecord, results: dict[str, ToolResultBlock]
+) -> Callable[[str], Callable[[str], tuple[str, bool]]]:
+    """For a tool's name, its recorded result by call id (what a replayed or resumed denial answers with)."""
+
+    def of_tool(name: str) -> Callable[[str], tuple[str, bool]]:
+        def recorded_result(call_id: str) -> tuple[str, bool]:
+            recorded = results.get(call_id)
+            if recorded is None:
+                raise ReplayMissError(
+                    f"The recording {record.id} has no result for the call {call_id} to {name!r}: it is damaged. "
+                    "Run the step in mode 'refresh'.",
+                    nearest=record,
+                    differing=(),
+                )
+            return recorded.content, recorded.is_error
+
+        return recorded_result
+
+    return of_tool
 
 
 def _answered_from(tool: LoopTool, results: dict[str, ToolResultBlock]) -> LoopTool:
