@@ -31,7 +31,7 @@ PLANTED = "planted-" + "9f3c2a7e" * 3
 
 
 # Planted key-shaped values, built at run time so no key-like text is written in the repository.
-PLANTED = "sk-ant-" + "api03-" + "abcdefghijkl"
+KEY_SHAPED = "sk-ant-" + "api03-" + "abcdefghijkl"
 PLANTED_SIGNATURE = "sk-ant-" + "api03-" + "z" * 10
 
 
@@ -203,7 +203,7 @@ def record_with(*blocks: dict[str, Any], tape: tuple[Any, ...] = ()) -> StepReco
         (
             {
                 "type": "thinking",
-                "thinking": f"key {PLANTED} here",
+                "thinking": f"key {KEY_SHAPED} here",
                 "signature": PLANTED_SIGNATURE,
             },
             {"type": "thinking", "thinking": "key [REDACTED] here", "signature": PLANTED_SIGNATURE},
@@ -217,12 +217,12 @@ def record_with(*blocks: dict[str, Any], tape: tuple[Any, ...] = ()) -> StepReco
                 "content": [
                     {"title": "Bearer abcdefghijklmnopqrstu", "encrypted_index": "Bearer abcdefghijklmnopqrstu"}
                 ],
-                "data": {"deep": PLANTED},
+                "data": {"deep": KEY_SHAPED},
             },
             {
                 "type": "server_tool_result",
                 "content": [{"title": "Bearer [REDACTED]", "encrypted_index": "Bearer abcdefghijklmnopqrstu"}],
-                "data": {"deep": PLANTED},
+                "data": {"deep": KEY_SHAPED},
             },
         ),
     ],
@@ -237,15 +237,15 @@ def test_scrubbing_a_kept_block_changes_its_readable_text_only(block: dict[str, 
 
 
 def test_a_tapes_kept_blocks_keep_their_opaque_fields_and_its_thinking_is_scrubbed() -> None:
-    signature = PLANTED + "=="
+    signature = KEY_SHAPED + "=="
     tape = (
         {
             "kind": "model",
             "key": "k",
             "events": [
-                {"thinking": PLANTED},
-                {"block": {"type": "thinking", "thinking": PLANTED, "signature": signature}},
-                {"text": PLANTED},
+                {"thinking": KEY_SHAPED},
+                {"block": {"type": "thinking", "thinking": KEY_SHAPED, "signature": signature}},
+                {"text": KEY_SHAPED},
             ],
         },
     )
