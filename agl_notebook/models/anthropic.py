@@ -319,19 +319,28 @@ def _retry_wait(error: Exception, attempt: int, retries: int, cap: float) -> Mod
     """How long to wait before retrying after ``error`` (the SDK's rules, the wait capped), or None: do not retry."""
     import anthropic
 
+    return sdk_retry_wait(anthropic, error, attempt, retries, cap)
+
+
+def sdk_retry_wait(sdk: Any, error: Exception, attempt: int, retries: int, cap: float) -> ModelRetryWaiting | None:
+    """The retry rules of a Stainless SDK (``anthropic``, ``openai``: the same error classes and headers) for ``error``.
+
+    How long to wait before retry ``attempt + 1`` (the server's ``retry-after`` capped at ``cap``, else the SDK's
+    backoff), or None: do not retry.
+    """
     if attempt >= retries:
         return None
     asked: float | None = None
-    if isinstance(error, anthropic.APIStatusError):
+    if isinstance(error, sdk.APIStatusError):
         status = error.status_code
         should = error.response.headers.get("x-should-retry")
         if should == "false" or (should != "true" and status not in (408, 409, 429) and status < 500):
             return None
         reason = f"HTTP {status}"
         asked = _retry_after(error.response.headers)
-    elif isinstance(error, anthropic.APITimeoutError):
+    elif isinstance(error, sdk.APITimeoutError):
         reason = "the request timed out"
-    elif isinstance(error, anthropic.APIConnectionError):
+    elif isinstance(error, sdk.APIConnectionError):
         reason = "the connection failed"
     else:
         return None

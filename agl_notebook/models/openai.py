@@ -42,7 +42,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
 import re
 import time
 import weakref
@@ -66,7 +65,7 @@ from ..errors import (
 from ..events import ModelRetryWaiting
 from ..payloads import JsonObject, JsonValue
 from ..transcript import THINKING_TYPES, Message, RawBlock, TextBlock, ToolResultBlock, ToolUseBlock
-from .anthropic import _INITIAL_RETRY_DELAY, _MAX_BACKOFF, MAX_RETRY_WAIT, _retry_after, _status_of
+from .anthropic import MAX_RETRY_WAIT, _status_of, sdk_retry_wait
 from .base import (
     UNKNOWN_USAGE,
     ModelEvent,
@@ -506,37 +505,10 @@ def _tool_json(spec: ToolSpec) -> JsonObject:
 
 
 def _retry_wait(error: Exception, attempt: int, retries: int, cap: float) -> ModelRetryWaiting | None:
-    """How long to wait before retrying after ``error`` (the SDK's rules, the wait capped), or None: do not retry."""
+    """How long to wait before retrying after ``error`` (the client's rules, as Claude's backend), or None."""
     import openai
 
-    if attempt >= retries:
-        return None
-    asked: float | None = None
-    if isinstance(error, openai.APIStatusError):
-        status = error.status_code
-        should = error.response.headers.get("x-should-retry")
-        if should == "false" or (should != "true" and status not in (408, 409, 429) and status < 500):
-            return None
-        reason = f"HTTP {status}"
-        asked = _retry_after(error.response.headers)
-    elif isinstance(error, openai.APITimeoutError):
-        reason = "the request timed out"
-    elif isinstance(error, openai.APIConnectionError):
-        reason = "the connection failed"
-    else:
-        return None
-    if asked is not None and asked > 0:
-        seconds = min(asked, cap)
-    else:
-        asked = None
-        seconds = min(_INITIAL_RETRY_DELAY * 2.0 ** min(attempt, 100), _MAX_BACKOFF, cap) * (1 - 0.25 * random.random())
-    return ModelRetryWaiting(
-        seconds=seconds,
-        reason=reason,
-        asked=asked if asked is not None and asked > cap else None,
-        retry=attempt + 1,
-        max_retries=retries,
-    )
+    return sdk_retry_wait(openai, error, attempt, retries, cap)
 
 
 def _no_response(error: Exception) -> bool:
