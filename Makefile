@@ -56,6 +56,7 @@ bench: setup
 	$(PY) benchmarks/bench_core.py
 	$(PY) benchmarks/bench_replay.py
 	$(PY) benchmarks/bench_cpu.py
+	$(PY) benchmarks/bench_scrub.py
 	$(PY) benchmarks/bench_notebook.py
 	$(PY) benchmarks/bench_client_tools.py
 	$(PY) benchmarks/bench_functions.py

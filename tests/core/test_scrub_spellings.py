@@ -196,3 +196,39 @@ def test_the_shortcut_for_text_with_no_escape_finds_what_the_full_pattern_finds(
     for text in (f"{around}{secret} and {secret}", f"{around}{quote_plus(secret)}", f"{around}{html.escape(secret)}"):
         assert spellings.sub(text) == spellings.pattern.sub(REDACTED, text), text
     assert spellings.sub(f"{around}{secret}").count(REDACTED) == 1
+
+
+HEADER_VALUE = "hv" + "9" * 14  # built here: no header value is written whole in the repository
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        f"Authorization: Bearer {HEADER_VALUE}",
+        f"authorization:bearer {HEADER_VALUE}",
+        f"AUTHORIZATION: BEARER {HEADER_VALUE}",
+        f"x-api-key: {HEADER_VALUE}",
+        f"X-Api-Key:{HEADER_VALUE}",
+        json.dumps({"x-api-key": HEADER_VALUE}),
+        repr({"x-api-key": HEADER_VALUE}),
+        json.dumps(json.dumps({"X-API-KEY": HEADER_VALUE})),  # the header inside a JSON string
+    ],
+)
+def test_an_auth_header_written_out_loses_its_value_in_any_case_and_quoting(written: str) -> None:
+    text = "before " * 30_000 + written + " after"  # long: the markers are found without a regex at every character
+    scrubbed = scrub_text(text)
+    assert HEADER_VALUE not in scrubbed
+    assert scrubbed.count(REDACTED) == 1
+    assert scrubbed.startswith("before before") and scrubbed.endswith(" after")
+
+
+def test_header_values_are_replaced_alone_each_once_and_json_stays_json() -> None:
+    other = "ov" + "8" * 14
+    record = json.dumps({"headers": {"x-api-key": HEADER_VALUE, "authorization": f"Bearer {other}"}, "n": 1})
+    scrubbed = scrub_text(f"x-api-key: {HEADER_VALUE} and Bearer {other}")
+    assert scrubbed == f"x-api-key: {REDACTED} and Bearer {REDACTED}"
+    assert json.loads(scrub_text(record)) == {
+        "headers": {"x-api-key": REDACTED, "authorization": f"Bearer {REDACTED}"},
+        "n": 1,
+    }
+    assert scrub_text("a bearer of news, x-api-key missing") == "a bearer of news, x-api-key missing"
