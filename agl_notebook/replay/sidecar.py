@@ -17,6 +17,7 @@ that beginning, so the naming still checks out after them; a file rewritten, cut
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import json
 import os
@@ -290,7 +291,9 @@ def _json_object(text: bytes) -> dict[str, JsonValue] | None:
 
 
 def refuse_link(path: Path) -> None:
-    """Refuse a sidecar path that is a symbolic link (dangling or not): it would read or write outside the folder.
+    """Refuse a sidecar path that is a link, symbolic (dangling or not) or hard: it would reach outside the folder.
+
+    A hard link's other names may be anywhere on the file system, and an append writes to all of them.
 
     Raises:
         InputError: It is one; nothing was read or written.
@@ -301,6 +304,27 @@ def refuse_link(path: Path) -> None:
             "in the notebook's folder. Nothing was read or written through it: replace it with the file itself, or "
             "remove it."
         )
+    try:
+        found = path.stat()
+    except OSError:
+        return  # missing or unreadable: the caller's open says so
+    if found.st_nlink > 1 and not _being_made(path, found):
+        raise InputError(
+            f"{path}: a file with {found.st_nlink} hard links, not a plain sidecar file; appending to it would write "
+            "to every other name it has, which may be outside the notebook's folder. Nothing was read or written "
+            "through it: replace it with a copy (cp) of itself, or remove it."
+        )
+
+
+def _being_made(path: Path, found: os.stat_result) -> bool:
+    """Whether the second name of ``path``'s file is the temporary file `_create` is linking it from, right now."""
+    if found.st_nlink != 2:
+        return False
+    for sibling in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        with contextlib.suppress(OSError):
+            if os.path.samestat(sibling.stat(), found):
+                return True
+    return False
 
 
 # Writing -----------------------------------------------------------------------------------------------------------
@@ -332,6 +356,7 @@ def _locked(path: Path, key: str) -> Iterator[IO[bytes]]:
             except FileNotFoundError:
                 same = False
             if same:
+                refuse_link(path)  # a hard link made before the lock: checked on the file now locked
                 yield f
                 return
         finally:

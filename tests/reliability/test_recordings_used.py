@@ -15,6 +15,7 @@ record "unused". A record now keeps every cell that recorded or replayed it, wit
 from __future__ import annotations
 
 import json
+import os
 import threading
 import warnings
 from pathlib import Path
@@ -305,5 +306,43 @@ def test_a_symlinked_sidecar_is_refused_never_followed_nor_a_hang(
         f"the map's sidecar file is a symbolic link ({link}: {LINKS[link]})",
         "a RecordingWarning names the link; the map's records stay in the notebook; nothing is written through "
         "it and nothing hangs; list names it, gc leaves it",
+        records_lost=0,
+    )
+
+
+def test_a_hard_linked_sidecar_is_refused_never_appended_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], reliability: Any
+) -> None:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    path = notebook(folder / "nb.ipynb", ("map", MAP))
+    outside = tmp_path / "elsewhere.agl.jsonl"  # a file outside the folder, with a second name inside it
+    outside.write_text(header_text("rows") + "\n", encoding="utf-8")
+    sidecar = folder / "rows.agl.jsonl"
+    os.link(outside, sidecar)
+    before = outside.read_bytes()
+    items = map_store(path, monkeypatch)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        kept = within(10, lambda: items.put(tiny_record("item-1", {"text": "a"})))
+        block = within(10, items.saved_block)
+
+    said = [str(w.message) for w in caught if issubclass(w.category, RecordingWarning)]
+    assert any(f"{sidecar}: a file with 2 hard links, not a plain sidecar file" in m for m in said), said
+    assert kept.id == "item-1" and [r["id"] for r in block["records"]] == ["item-1"], "kept in the notebook"
+    assert outside.read_bytes() == before, "nothing appended through the second name"
+
+    # A sidecar this library makes is linked into place from a temporary file: never refused for it.
+    made = NotebookStore(locate=lambda: path).for_map("made")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RecordingWarning)
+        within(10, lambda: made.put(tiny_record("item-2", {"text": "b"})))
+    assert (folder / "made.agl.jsonl").stat().st_nlink == 1
+    assert "item-2" in (folder / "made.agl.jsonl").read_text(encoding="utf-8")
+    reliability.note(
+        "Untrusted notebooks",
+        "the map's sidecar file is a hard link to a file outside the notebook's folder",
+        "a RecordingWarning names it; the map's records stay in the notebook; nothing is appended to the file",
         records_lost=0,
     )
