@@ -105,7 +105,7 @@ export function upsertRecord(block: unknown, record: JSONObject): Upsert {
     if (recordId(item) !== id) {
       records.push(item);
     } else if (!placed) {
-      records.push(record);
+      records.push(withCellsOf(item, record));
       placed = true;
     }
   }
@@ -113,6 +113,51 @@ export function upsertRecord(block: unknown, record: JSONObject): Upsert {
     records.push(record);
   }
   return { ok: true, block: { ...(block as JSONObject), records } };
+}
+
+/** The most cells a record keeps: `MAX_CELLS` of agl_notebook/replay/records.py. */
+export const MAX_CELLS = 32;
+
+/**
+ * `record` with the cells of `replaced` (the record of its id the notebook held) it does not name, as the kernel's
+ * `with_cells` adds them: the notebook's cells first, then the record's; a cell with an id once (its latest source),
+ * one without an id once per source; past `MAX_CELLS` the oldest go and `cells_dropped` says so. The kernel that
+ * sent the record may not know every cell that used it (a record recorded again after a restart, another kernel's
+ * replay), and `gc` judges a record unused by its cells: losing one could remove a record a cell still replays.
+ */
+export function withCellsOf(replaced: unknown, record: JSONObject): JSONObject {
+  if (!isObject(replaced) || !Array.isArray(replaced.cells)) {
+    return record;
+  }
+  const cells: JSONObject[] = [];
+  const add = (use: JSONValue): void => {
+    if (!isObject(use) || typeof use.source !== 'string') {
+      return;
+    }
+    const id = typeof use.id === 'string' ? use.id : null;
+    if (id === null) {
+      if (!cells.some(c => c.source === use.source)) {
+        cells.push(use);
+      }
+      return;
+    }
+    const same = cells.findIndex(c => c.id === id);
+    if (same !== -1) {
+      if (cells[same].source === use.source) {
+        return;
+      }
+      cells.splice(same, 1);
+    }
+    cells.push(use);
+  };
+  replaced.cells.forEach(add);
+  (Array.isArray(record.cells) ? record.cells : []).forEach(add);
+  const dropped = replaced.cells_dropped === true || record.cells_dropped === true || cells.length > MAX_CELLS;
+  const merged: JSONObject = { ...record, cells: cells.slice(-MAX_CELLS) };
+  if (dropped) {
+    merged.cells_dropped = true;
+  }
+  return jsonEqual(merged, record) ? record : merged;
 }
 
 /**

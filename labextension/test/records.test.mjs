@@ -191,3 +191,28 @@ test('a failure record never replaces a finished record of the same id', () => {
   assert.deepEqual(upsertRecord(block, failure('b')).block, block, 'the finished record kept');
   assert.deepEqual(upsertRecord({ version: 1, records: [failure('b')] }, failure('b')).block.records, [failure('b')]);
 });
+
+test('a replacing record keeps the cells the notebook named for its id, as the kernel adds them', () => {
+  const cell = (id, source) => (id === null ? { source } : { id, source });
+  const held = { ...rec('a'), cells: [cell('c1', 's1'), cell(null, 's2'), cell('c3', 's3')] };
+  const sent = { ...rec('a', 2), cells: [cell('c3', 's3b'), cell('c4', 's4'), cell(null, 's2')] };
+  const result = upsertRecord({ version: 1, records: [held] }, sent);
+  assert.ok(result.ok);
+  assert.deepEqual(result.block.records, [
+    { ...rec('a', 2), cells: [cell('c1', 's1'), cell(null, 's2'), cell('c3', 's3b'), cell('c4', 's4')] }
+  ]);
+  // Nothing new: the record itself; a record with no cells held: as sent.
+  assert.equal(upsertRecord({ version: 1, records: [sent] }, sent).block.records[0], sent);
+  assert.equal(upsertRecord({ version: 1, records: [rec('a')] }, sent).block.records[0], sent);
+});
+
+test('past 32 cells the oldest go and the record says some went', () => {
+  const many = Array.from({ length: 30 }, (_, i) => ({ id: `old${i}`, source: `s${i}` }));
+  const held = { ...rec('a'), cells: many };
+  const sent = { ...rec('a'), cells: Array.from({ length: 5 }, (_, i) => ({ id: `new${i}`, source: `n${i}` })) };
+  const merged = upsertRecord({ version: 1, records: [held] }, sent).block.records[0];
+  assert.equal(merged.cells.length, 32);
+  assert.deepEqual(merged.cells[0], { id: 'old3', source: 's3' });
+  assert.deepEqual(merged.cells[31], { id: 'new4', source: 'n4' });
+  assert.equal(merged.cells_dropped, true);
+});
