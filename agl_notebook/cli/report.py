@@ -450,8 +450,10 @@ def shown_tokens(record: StepRecord) -> str:
 
 
 def recorded_dollars(record: StepRecord) -> str:
-    """What the recording says its step cost when recorded: dollars, ``price unknown`` (the model had no price),
-    ``usage unknown`` (its server said no usage), or ``-`` (none kept)."""
+    """What the recording says its step cost when recorded: dollars, ``price unknown``, ``usage unknown`` or ``-``.
+
+    ``price unknown``: the model had no price; ``usage unknown``: its server said no usage; ``-``: none kept.
+    """
     return record.cost.words() if record.cost is not None else "-"
 
 

@@ -10,9 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
-from nbformat import v4
 
 from agl_notebook import Run
 from agl_notebook.cli import main
@@ -23,6 +21,7 @@ from agl_notebook.replay.records import StepRecord
 from agl_notebook.replay.stores import MemoryStore
 from tests.models_openai.test_openai_backend import researcher
 from tests.support.openai_api import FakeChat, call, chat, reply, usage_json
+from tests.support.oracle_notebook import nbformat, v4
 
 LOCAL = "http://127.0.0.1:9/v1"
 
