@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import InputError
-from ..models.prices import PriceTable, dollars
+from ..models.prices import PriceTable, declared_rates, dollars
 from ..notebook.nbfile import METADATA_KEY, PROVENANCE_KEY, cell_source, outputs_metadata
 from ..payloads import JsonObject
 from ..replay.records import RECORD_KINDS, StepRecord, block_from_json, record_from_json, source_digest, with_cells
@@ -522,7 +522,8 @@ def cost_totals(records: list[StepRecord], prices: PriceTable) -> CostTotals:
     A partial record (a step still waiting) is left out: it kept no cost, and its tokens are not a whole step's. So
     is a failure record (a map item that failed or never ran): it is not a cost, and recording it again is a retry.
     A step whose server said no usage is counted apart from one whose model has no price: its tokens are not known,
-    so it is priced neither then nor today.
+    so it is priced neither then nor today. A step whose record keeps the rates the person gave its model
+    (``free=True``, ``rates=``) is priced today at those, as when it was recorded.
     """
     recorded = today = 0.0
     unknown = missing = today_unknown = billed_count = no_usage = 0
@@ -541,7 +542,8 @@ def cost_totals(records: list[StepRecord], prices: PriceTable) -> CostTotals:
         else:
             recorded += r.cost.usd
         if billed:
-            now = prices.cost(r.backend, r.usage)
+            declared = declared_rates(r.engine)  # the person's word when recording (free=True, rates=...)
+            now = declared.cost(r.usage) if declared is not None else prices.cost(r.backend, r.usage)
             if now is None:
                 today_unknown += 1
             else:

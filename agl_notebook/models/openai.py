@@ -134,7 +134,8 @@ class OpenAIModel:
         max_retry_wait: The longest wait before a retry, in seconds, whatever the server's ``retry-after`` asks.
         connect_timeout: Seconds to wait for a connection, per attempt.
         free: The person says this model costs nothing (a local server): its steps record $0, not "price unknown".
-        rates: Its price per million tokens, when the library's table does not know it.
+        rates: Its price per million tokens, when the library's table does not know it. Either is kept in each
+            step's record (``engine.declared_rates``), so a program in another process prices the step so too.
         max_tokens_field: ``"max_tokens"`` or ``"max_completion_tokens"``; by default the second for OpenAI's
             reasoning models (o-series, gpt-5), which refuse the first, and the first for every other model.
         tools: False for a server or model that cannot take tools: a step that offers any is refused before a
@@ -214,10 +215,22 @@ class OpenAIModel:
         self._env_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[str, AsyncOpenAI]]
         self._env_clients = weakref.WeakKeyDictionary()
         self._unretried: _Unretried | None = None  # the given client's copy with the SDK's retries off
+        self._engine: JsonObject | None = None
         if free or rates is not None:
-            from .prices import Rates, declare_rates
+            from .prices import DECLARED_RATES, Rates, declare_rates
 
-            declare_rates(self.backend_id(model), rates if rates is not None else Rates(0, 0, 0, 0, 0))
+            declared = rates if rates is not None else Rates(0, 0, 0, 0, 0)
+            declare_rates(self.backend_id(model), declared)
+            # Kept in every record of this model, so another process (agl-notebook list, a new kernel) prices it so.
+            self._engine = {DECLARED_RATES: declared.to_json()}
+
+    def engine_record(self) -> JsonObject | None:
+        """What a step's record keeps besides the backend: the rates the person gave (``free=``, ``rates=``), if any.
+
+        A price is not part of the backend id (a price given later must not make the recordings miss), so it travels
+        in the record's ``engine``, unfingerprinted.
+        """
+        return self._engine
 
     def backend_id(self, model: str) -> str:
         """``openai:<model>@<scheme>://<host>:<port><path>``: this model on this server, whatever ``model`` says."""

@@ -7,17 +7,21 @@ different things: the table, the totals and ``--json`` each tell them apart.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import agl_notebook
 from agl_notebook import Run
 from agl_notebook.cli import main
 from agl_notebook.models.openai import OPENAI_BASE_URL, OpenAIModel
-from agl_notebook.models.prices import PRICES
+from agl_notebook.models.prices import PRICES, Rates, declared_rates
 from agl_notebook.notebook.nbfile import METADATA_KEY
-from agl_notebook.replay.records import StepRecord
+from agl_notebook.replay.records import StepRecord, record_from_json
 from agl_notebook.replay.stores import MemoryStore
 from tests.models_openai.test_openai_backend import researcher
 from tests.support.openai_api import FakeChat, call, chat, reply, usage_json
@@ -50,6 +54,16 @@ def notebook(path: Path, records: list[StepRecord]) -> Path:
     metadata = {METADATA_KEY: {"version": 1, "records": kept}}
     nbformat.write(v4.new_notebook(cells=[cell], metadata=metadata), path)
     return path
+
+
+def listed_in_another_process(path: Path) -> dict[str, Any]:
+    """``agl-notebook list --json`` of ``path`` in a new Python process (which never made the test's models)."""
+    code = "import sys; from agl_notebook.cli import main; sys.exit(main(['list', '--json', sys.argv[1]]))"
+    root = str(Path(agl_notebook.__file__).parent.parent)
+    env = {**os.environ, "PYTHONPATH": root}
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True, env=env)
+    listed: dict[str, Any] = json.loads(out.stdout)
+    return listed
 
 
 async def test_list_tells_usage_unknown_from_price_unknown_in_the_table_totals_and_json(
@@ -104,3 +118,36 @@ async def test_list_tells_usage_unknown_from_price_unknown_in_the_table_totals_a
         "openai:unpriced-model": (False, None),
         "openai:gpt-4.1": (False, 10.0),
     }
+
+
+async def test_the_rates_a_person_gave_are_kept_in_the_record_and_priced_so_by_another_process(
+    tmp_path: Path,
+) -> None:
+    million = usage_json(1_000_000, 1_000_000)
+    free, rated, undeclared = chat(report("f", usage=million)), chat(report("r", usage=million)), chat(report("u"))
+    given = Rates(1, 2, 1, 1, 0.5)
+    records = [
+        await recorded(OpenAIModel("local-free", client=free.client(base_url=LOCAL), free=True), "a"),
+        await recorded(OpenAIModel("local-rated", client=rated.client(base_url=LOCAL), rates=given), "b"),
+        await recorded(OpenAIModel("local-undeclared", client=undeclared.client(base_url=LOCAL)), "c"),
+    ]
+    zero = {"input": 0, "output": 0, "cache_write_5m": 0, "cache_write_1h": 0, "cache_read": 0}
+    assert [r.engine for r in records] == [{"declared_rates": zero}, {"declared_rates": given.to_json()}, None]
+    assert [r.cost.words() if r.cost else None for r in records] == ["$0.0000", "$3.00", "price unknown"]
+    again = [record_from_json(json.loads(json.dumps(r.to_json()))) for r in records]
+    assert [declared_rates(r.engine) for r in again] == [Rates(0, 0, 0, 0, 0), given, None]
+
+    # The step replays with no request on a model made without the rates (the engine is never fingerprinted).
+    store = MemoryStore()
+    store.put(records[1])
+    nothing = chat()
+    replayed = await Run(
+        model=OpenAIModel("local-rated", client=nothing.client(base_url=LOCAL)), store=store, mode="replay"
+    ).step(researcher(), "b")
+    assert replayed.summary == "r" and not nothing.requests
+
+    # Another process, which never made these models: it prices each step as the person said, from the record.
+    path = notebook(tmp_path / "declared.ipynb", records)
+    cost = listed_in_another_process(path)["cost"]
+    assert cost["recorded_usd"] == 3.0 and cost["recorded_unknown"] == 1
+    assert cost["today_usd"] == 3.0 and cost["today_unknown"] == 1  # $0 + $3 today; the undeclared one unknown
