@@ -7,6 +7,7 @@ a budget refusing before any request; an approval pending kept as a partial reco
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -56,14 +57,14 @@ async def test_length_inside_a_call_fails_the_step_and_records_nothing() -> None
 async def test_a_budget_refuses_before_any_request_an_unpriced_model_and_one_it_cannot_afford() -> None:
     unpriced = chat()  # nothing queued: a request would fail the test
     store = MemoryStore()
-    with pytest.raises(PriceUnknownError, match="openai:llama3@http://127.0.0.1:9/v1"):
-        model = OpenAIModel("llama3", client=unpriced.client(base_url="http://127.0.0.1:9/v1"))
-        await Run(model=model, store=store, budget_usd=1.0).step(researcher(), "x")
+    local = OpenAIModel("llama3", client=unpriced.client(base_url="http://127.0.0.1:9/v1"))
+    with pytest.raises(PriceUnknownError, match=re.escape("openai:llama3@http://127.0.0.1:9/v1")):
+        await Run(model=local, store=store, budget_usd=1.0).step(researcher(), "x")
     hosted = chat()
+    # gpt-4.1 on OpenAI's host is priced ($8 per million output tokens): 4,096 of them do not fit in $0.001.
+    priced = OpenAIModel("gpt-4.1", client=hosted.client(base_url=OPENAI_BASE_URL))
     with pytest.raises(BudgetExceededError):
-        # gpt-4.1 on OpenAI's host is priced ($8 per million output tokens): 4,096 of them do not fit in $0.001.
-        model = OpenAIModel("gpt-4.1", client=hosted.client(base_url=OPENAI_BASE_URL))
-        await Run(model=model, store=store, budget_usd=0.001).step(researcher(), "x")
+        await Run(model=priced, store=store, budget_usd=0.001).step(researcher(), "x")
     assert not unpriced.requests and not hosted.requests and not list(store.records())
 
 
