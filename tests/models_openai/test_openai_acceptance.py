@@ -1,7 +1,8 @@
 """Issue 34's clauses not shown elsewhere, through the real ``openai`` client against the fake Chat Completions.
 
 A step with cached tokens and one with no usage replayed with no request; ``length`` inside a call recording nothing;
-a budget refusing before any request; an approval pending kept as a partial record and resumed.
+a budget refusing before any request; an approval pending kept as a partial record and resumed; reasoning text
+drawn in the step's view as Claude's thinking is.
 """
 
 from __future__ import annotations
@@ -17,13 +18,16 @@ from agl_notebook import Run
 from agl_notebook.errors import BudgetExceededError, ModelOutputTruncatedError, PriceUnknownError
 from agl_notebook.models.base import Usage
 from agl_notebook.models.openai import OPENAI_BASE_URL, OpenAIModel
+from agl_notebook.notebook.view import NotebookView
 from agl_notebook.replay.records import Waiting
 from agl_notebook.replay.stores import JsonFileStore, MemoryStore
 from tests.models_openai.test_openai_backend import record_then_replay, researcher
+from tests.notebook.test_view_thinking import final_bundle, thinking_blocks
 from tests.run.test_resume import Person, saved, wait_then_crash
 from tests.support.approvals import ASKED, Summary, Weather, weather_role
 from tests.support.openai_api import call, chat, reply, usage_json
 from tests.support.steps import Answer
+from tests.support.widgets import FakeDisplay
 
 
 def report(summary: str, *, send_usage: bool = True, usage: dict[str, Any] | None = None) -> list[str]:
@@ -100,3 +104,25 @@ async def test_an_approval_pending_is_kept_as_a_partial_record_and_resumes_with_
     nothing = chat()
     replay = Run(model=nothing.model(), terminal=Person(), store=JsonFileStore(crashed), mode="replay")
     assert await replay.step(weather_role(handler), "Go") == resumed and not nothing.requests
+
+
+@pytest.mark.usefixtures("sent")  # widgets over recording comms (tests/conftest.py)
+async def test_reasoning_text_is_drawn_as_thinking_in_the_step_s_view_live_and_replayed_alike() -> None:
+    fake = chat(reply(calls=(call(0, "c", "report", '{"summary": "s"}'),), reasoning=("Weigh <both> ", "sides.")))
+    live_display, replay_display = FakeDisplay(), FakeDisplay()
+    run = Run(model=fake.model(), view=lambda role: NotebookView(role, display=live_display))
+    assert await run.step(researcher(), "x") == Answer("s")
+    nothing = chat()
+    replay = Run(
+        model=nothing.model(),
+        store=run.store,
+        mode="replay",
+        view=lambda role: NotebookView(role, display=replay_display, live=False),
+    )
+    assert await replay.step(researcher(), "x") == Answer("s") and not nothing.requests
+    live, replayed = final_bundle(live_display), final_bundle(replay_display)
+    (block,) = thinking_blocks(live["text/html"])
+    assert "<summary>Thinking</summary>" in block and " open" not in block  # collapsed, as Claude's thinking
+    assert "Weigh &lt;both&gt; sides." in block
+    assert "Weigh" not in live["text/plain"]
+    assert replayed == live
