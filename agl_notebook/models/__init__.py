@@ -1,6 +1,7 @@
 """Model backends: the interface, the scripted model, and (imported lazily) Claude and OpenAI-compatible servers."""
 
-from .base import Model, ModelEvent, ModelRequest, TextDelta, ToolCall, ToolSpec, TurnEnd, Usage, resolve_backend_id
+from .base import Model, ModelEvent, ModelRequest, TextDelta, ToolCall, ToolSpec, TurnEnd, Usage
+from .base import resolve_backend_id as claude_backend_id
 from .scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 
 __all__ = [
@@ -21,6 +22,18 @@ __all__ = [
 
 
 _resolved: dict[str, Model] = {}
+
+
+def resolve_backend_id(model_id: str) -> str:
+    """The backend id `resolve_model` gives for ``model_id``, without loading that backend (or its SDK).
+
+    A fingerprint names the backend a live run would use; a replay needs that name, not the backend.
+    """
+    if model_id.startswith("openai:"):
+        from .openai import backend_id_of_string  # no SDK: the module imports the openai client only to send
+
+        return backend_id_of_string(model_id)
+    return claude_backend_id(model_id)
 
 
 def resolve_model(model_id: str) -> Model:

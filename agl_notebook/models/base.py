@@ -343,13 +343,9 @@ class ModelWrapper:
 def resolve_backend_id(model_id: str) -> str:
     """The backend id `agl_notebook.models.resolve_model` gives for ``model_id``, without loading that backend.
 
-    A fingerprint names the backend a live run would use; a replay needs that name, not the backend. An
-    ``"openai:..."`` string names an OpenAI-compatible model (`agl_notebook.models.openai.parse_model_string`).
+    A fingerprint names the backend a live run would use; a replay needs that name, not the backend. This is
+    Claude's; `agl_notebook.models.resolve_backend_id` also knows an ``"openai:..."`` string.
     """
-    if model_id.startswith("openai:"):
-        from .openai import backend_id_of_string  # no SDK: the module imports the openai client only to send
-
-        return backend_id_of_string(model_id)
     return f"anthropic:{model_id}"
 
 
