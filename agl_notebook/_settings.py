@@ -126,6 +126,13 @@ OPENAI_API_KEY = Setting(
     "Read by OpenAIModel for OpenAI's own server only (another server's key is read from the variable its "
     "api_key_env names), when a request is made. Never written to a record, a view, a log or an error.",
 )
+OPENAI_BASE_URL = Setting(
+    "OPENAI_BASE_URL",
+    "a URL; unset: OpenAI's own server",
+    "Where OpenAIModel(model) and a role's model string 'openai:<model>' send requests when they name no server, "
+    "read when the backend is made (as the openai client reads it). OPENAI_API_KEY still goes to OpenAI's own "
+    "server only.",
+)
 
 SETTINGS: tuple[Setting, ...] = (
     MODE,
@@ -143,6 +150,7 @@ SETTINGS: tuple[Setting, ...] = (
     ANTHROPIC_AUTH_TOKEN,
     ANTHROPIC_BASE_URL,
     OPENAI_API_KEY,
+    OPENAI_BASE_URL,
 )
 """Every environment variable agl_notebook reads by name."""
 

@@ -50,7 +50,8 @@ class Role(Fieldwise, Generic[T]):
     tools: Sequence[Tool[Any] | ReportingTool[Any]] = ()
     """The tools the agent may call; at most one `ReportingTool`."""
     model: str | Model | None = None
-    """A model id (`Claude.OPUS`, any id string) or a `Model`; `@role(model=...)` fills it in."""
+    """A model id (`Claude.OPUS`, any Claude id string; ``"openai:<model>"`` or ``"openai:<model>@<server URL>"`` for
+    an OpenAI-compatible model, docs/models.md) or a `Model`; `@role(model=...)` fills it in."""
     accepts: tuple[type[Any], ...] = ()
     """The input types `Run.step` accepts for this role; empty accepts any payload or string."""
     max_tokens: int = 4096
@@ -116,6 +117,7 @@ class Role(Fieldwise, Generic[T]):
                 raise InputError(f"Role {self.name!r}: {name} takes a whole number, not {number!r}.")
         if self.max_tool_roundtrips < 0 or self.reminders < 0 or self.max_tokens < 1:
             raise InputError(f"Role {self.name!r}: max_tool_roundtrips and reminders must be >= 0 and max_tokens >= 1.")
+        _check_model_string(self.model, f"Role {self.name!r}")
         object.__setattr__(self, "thinking", _thinking(self.name, self.thinking, self.max_tokens))
         if self.effort is not None and (not isinstance(self.effort, str) or self.effort not in EFFORTS):
             raise InputError(
@@ -256,8 +258,8 @@ def role(
     """Decorate a function that returns a `Role`.
 
     Args:
-        model: The model the role runs on: a `Claude` member, any model id string, or a `Model`.
-            `Run(model=...)` overrides it for every role.
+        model: The model the role runs on: a `Claude` member, any Claude id string, an ``"openai:..."`` string, or
+            a `Model`. `Run(model=...)` overrides it for every role.
         accepts: The input types `Run.step` accepts for this role (an `InputError` for any other).
 
     Returns:
@@ -266,6 +268,7 @@ def role(
     """
     if isinstance(model, str) and not model.strip():
         raise InputError("role(model=...) must name a model.")
+    _check_model_string(model, "role(model=...)")
     accepted = tuple(accepts)
     for a in accepted:
         if not isinstance(a, type):
@@ -312,3 +315,14 @@ def _caller_folders() -> list[Path]:
     if filename and not filename.startswith("<") and source.is_file() and "ipykernel_" not in filename:
         return [source.parent]
     return []
+
+
+def _check_model_string(model: object, where: str) -> None:
+    """Refuse, when the role is made, a model string ``"openai:..."`` not of its form (not at its first step)."""
+    if isinstance(model, str) and model.startswith("openai:"):
+        from .models.openai import parse_model_string  # no SDK: that module imports the openai client only to send
+
+        try:
+            parse_model_string(model)
+        except InputError as e:
+            raise InputError(f"{where}: {e}") from None

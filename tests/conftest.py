@@ -80,9 +80,10 @@ def _block_network() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def _no_anthropic_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every test starts without Anthropic credentials or endpoint settings from the person's environment."""
+    """Every test starts without Anthropic or OpenAI credentials or endpoint settings from the person's environment."""
     for name in list(os.environ):
-        if name.startswith("ANTHROPIC_"):  # API key, auth token, base URL, profile, federation, custom headers
+        # API key, auth token, base URL, profile, federation, custom headers
+        if name.startswith(("ANTHROPIC_", "OPENAI_")):
             monkeypatch.delenv(name)
 
 

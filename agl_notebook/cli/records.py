@@ -32,8 +32,8 @@ from .report import (
     recorded_dollars,
     remove,
     scan,
+    shown_tokens,
     table,
-    tokens,
 )
 from .sidecars import Rewritten, Sidecar, drop, sidecars_of
 
@@ -94,7 +94,7 @@ def _list(path: Path, *, as_json: bool) -> int:
             r.record.id[:SHORT_ID],
             r.record.role + _failure_mark(r),
             r.record.backend,
-            str(tokens(r.record)),
+            shown_tokens(r.record),
             recorded_dollars(r.record),
             age(r.record.recorded_at, now),
             "+".join(r.kept),

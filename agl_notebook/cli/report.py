@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import InputError
-from ..models.prices import PriceTable, dollars
+from ..models.prices import PriceTable, declared_rates, dollars
 from ..notebook.nbfile import METADATA_KEY, PROVENANCE_KEY, cell_source, outputs_metadata
 from ..payloads import JsonObject
 from ..replay.records import RECORD_KINDS, StepRecord, block_from_json, record_from_json, source_digest, with_cells
@@ -96,6 +96,7 @@ class Recording:
             "tokens": tokens(r),
             "cost_usd": r.cost.usd if r.cost is not None else None,
             "cost_rates": r.cost.rates_as_of if r.cost is not None else None,
+            **({"usage_unknown": True} if usage_unknown(r) else {}),  # its server said no usage: tokens a floor
             "recorded_at": r.recorded_at or None,
             "age": age(r.recorded_at, now),
             "kept": list(self.kept),
@@ -431,12 +432,28 @@ def _readable(item: Any) -> StepRecord | None:
 
 
 def tokens(record: StepRecord) -> int:
-    """Input plus output tokens the live run spent."""
+    """Input plus output tokens the live run spent (those its server said: none of a request that said no usage)."""
     return record.usage.input_tokens + record.usage.output_tokens
 
 
+def usage_unknown(record: StepRecord) -> bool:
+    """Whether a server answered some request of the recorded step without saying its usage."""
+    return record.cost is not None and record.cost.usage_unknown
+
+
+def shown_tokens(record: StepRecord) -> str:
+    """``list``'s TOKENS: the count, ``unknown`` when no request said its usage, ``123+`` when only some did."""
+    count = tokens(record)
+    if not usage_unknown(record):
+        return str(count)
+    return f"{count}+" if count else "unknown"
+
+
 def recorded_dollars(record: StepRecord) -> str:
-    """What the recording says its step cost when recorded: dollars, ``price unknown``, or ``-`` (none kept)."""
+    """What the recording says its step cost when recorded: dollars, ``price unknown``, ``usage unknown`` or ``-``.
+
+    ``price unknown``: the model had no price; ``usage unknown``: its server said no usage; ``-``: none kept.
+    """
     return record.cost.words() if record.cost is not None else "-"
 
 
@@ -447,7 +464,7 @@ class CostTotals:
     recorded_usd: float
     """The sum of the recorded costs that have a price."""
     recorded_unknown: int
-    """Recordings whose cost was kept as "price unknown"."""
+    """Recordings whose cost was kept as "price unknown" (the model had no price)."""
     recorded_missing: int
     """Recordings of billed models that kept no cost (made before costs were kept)."""
     today_usd: float
@@ -458,6 +475,9 @@ class CostTotals:
     """The day today's rates were taken."""
     billed: int = 0
     """Recordings of models that are billed (a scripted model is not)."""
+    usage_unknown: int = 0
+    """Recordings whose server said no usage for some request ("usage unknown"): no dollars recorded, and left out
+    of today's sum too (their tokens are not known)."""
 
     def to_json(self) -> JsonObject:
         """The totals as ``list --json`` gives them."""
@@ -468,6 +488,7 @@ class CostTotals:
             "today_usd": self.today_usd,
             "today_unknown": self.today_unknown,
             "today_rates": self.rates_as_of,
+            **({"usage_unknown": self.usage_unknown} if self.usage_unknown else {}),  # only then, as before
         }
 
     def lines(self) -> list[str]:
@@ -475,13 +496,23 @@ class CostTotals:
         if not self.billed:
             return []
         recorded = f"recorded cost: {dollars(self.recorded_usd)}"
+        if self.usage_unknown:
+            recorded += f", and {self.usage_unknown} with usage unknown"
         if self.recorded_unknown:
             recorded += f", and {self.recorded_unknown} with price unknown"
         if self.recorded_missing:
             recorded += f", and {self.recorded_missing} recorded before costs were kept"
         today = f"re-recording every step today: {dollars(self.today_usd)} at the rates of {self.rates_as_of}"
-        if self.today_unknown:
-            today += f" ({self.today_unknown} on models with no price left out)"
+        left_out = [
+            f"{n} {why}"
+            for n, why in (
+                (self.usage_unknown, "with usage unknown"),
+                (self.today_unknown, "on models with no price"),
+            )
+            if n
+        ]
+        if left_out:
+            today += f" ({' and '.join(left_out)} left out)"
         return [recorded + ".", today + "."]
 
 
@@ -490,9 +521,12 @@ def cost_totals(records: list[StepRecord], prices: PriceTable) -> CostTotals:
 
     A partial record (a step still waiting) is left out: it kept no cost, and its tokens are not a whole step's. So
     is a failure record (a map item that failed or never ran): it is not a cost, and recording it again is a retry.
+    A step whose server said no usage is counted apart from one whose model has no price: its tokens are not known,
+    so it is priced neither then nor today. A step whose record keeps the rates the person gave its model
+    (``free=True``, ``rates=``) is priced today at those, as when it was recorded.
     """
     recorded = today = 0.0
-    unknown = missing = today_unknown = billed_count = 0
+    unknown = missing = today_unknown = billed_count = no_usage = 0
     for r in records:
         if not r.finished:
             continue
@@ -500,17 +534,21 @@ def cost_totals(records: list[StepRecord], prices: PriceTable) -> CostTotals:
         billed_count += billed
         if r.cost is None:
             missing += billed
+        elif r.cost.usage_unknown:
+            no_usage += 1
+            continue
         elif r.cost.usd is None:
             unknown += 1
         else:
             recorded += r.cost.usd
         if billed:
-            now = prices.cost(r.backend, r.usage)
+            declared = declared_rates(r.engine)  # the person's word when recording (free=True, rates=...)
+            now = declared.cost(r.usage) if declared is not None else prices.cost(r.backend, r.usage)
             if now is None:
                 today_unknown += 1
             else:
                 today += now
-    return CostTotals(recorded, unknown, missing, today, today_unknown, prices.as_of, billed_count)
+    return CostTotals(recorded, unknown, missing, today, today_unknown, prices.as_of, billed_count, no_usage)
 
 
 def age(recorded_at: str, now: datetime.datetime) -> str:

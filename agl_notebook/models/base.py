@@ -343,7 +343,8 @@ class ModelWrapper:
 def resolve_backend_id(model_id: str) -> str:
     """The backend id `agl_notebook.models.resolve_model` gives for ``model_id``, without loading that backend.
 
-    A fingerprint names the backend a live run would use; a replay needs that name, not the backend.
+    A fingerprint names the backend a live run would use; a replay needs that name, not the backend. This is
+    Claude's; `agl_notebook.models.resolve_backend_id` also knows an ``"openai:..."`` string.
     """
     return f"anthropic:{model_id}"
 

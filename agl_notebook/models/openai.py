@@ -86,7 +86,16 @@ if TYPE_CHECKING:
 
     from .prices import Rates
 
-__all__ = ["OPENAI_BASE_URL", "OpenAIModel", "backend_id_for", "chat_params"]
+__all__ = [
+    "MODEL_STRING_PREFIX",
+    "OPENAI_BASE_URL",
+    "OpenAIModel",
+    "backend_id_for",
+    "chat_params",
+    "default_base_url",
+    "model_from_string",
+    "parse_model_string",
+]
 
 log = logging.getLogger(__name__)
 
@@ -114,8 +123,8 @@ class OpenAIModel:
 
     Args:
         model: The model's name on that server (``"gpt-4.1"``, ``"deepseek-chat"``, ``"llama3.2"``).
-        base_url: The server's API root; OpenAI's own by default. A query in it (a key some servers take so) is
-            sent, never recorded.
+        base_url: The server's API root; by default ``OPENAI_BASE_URL`` when set (as the ``openai`` client reads
+            it), else OpenAI's own. A query in it (a key some servers take so) is sent, never recorded.
         api_key: The key, given in code: scrubbed from every record, view, log and error like the environment's.
         api_key_env: The environment variable holding the key; ``OPENAI_API_KEY`` for OpenAI's own server, none for
             another unless named (so an OpenAI key never goes to another host by default).
@@ -125,7 +134,8 @@ class OpenAIModel:
         max_retry_wait: The longest wait before a retry, in seconds, whatever the server's ``retry-after`` asks.
         connect_timeout: Seconds to wait for a connection, per attempt.
         free: The person says this model costs nothing (a local server): its steps record $0, not "price unknown".
-        rates: Its price per million tokens, when the library's table does not know it.
+        rates: Its price per million tokens, when the library's table does not know it. Either is kept in each
+            step's record (``engine.declared_rates``), so a program in another process prices the step so too.
         max_tokens_field: ``"max_tokens"`` or ``"max_completion_tokens"``; by default the second for OpenAI's
             reasoning models (o-series, gpt-5), which refuse the first, and the first for every other model.
         tools: False for a server or model that cannot take tools: a step that offers any is refused before a
@@ -143,7 +153,7 @@ class OpenAIModel:
         self,
         model: str,
         *,
-        base_url: str = OPENAI_BASE_URL,
+        base_url: str | None = None,
         api_key: str | None = None,
         api_key_env: str | None = None,
         client: AsyncOpenAI | None = None,
@@ -160,6 +170,8 @@ class OpenAIModel:
             raise InputError(f"OpenAIModel(model=...) takes the model's name on its server, not {model!r}.")
         if client is not None:
             base_url = str(client.base_url)
+        elif base_url is None:
+            base_url = default_base_url()
         self.server = _Server.parse(base_url)
         """The server, as its backend id names it (no userinfo, no query)."""
         if api_key is not None and (not isinstance(api_key, str) or not api_key):
@@ -203,10 +215,22 @@ class OpenAIModel:
         self._env_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[str, AsyncOpenAI]]
         self._env_clients = weakref.WeakKeyDictionary()
         self._unretried: _Unretried | None = None  # the given client's copy with the SDK's retries off
+        self._engine: JsonObject | None = None
         if free or rates is not None:
-            from .prices import Rates, declare_rates
+            from .prices import DECLARED_RATES, Rates, declare_rates
 
-            declare_rates(self.backend_id(model), rates if rates is not None else Rates(0, 0, 0, 0, 0))
+            declared = rates if rates is not None else Rates(0, 0, 0, 0, 0)
+            declare_rates(self.backend_id(model), declared)
+            # Kept in every record of this model, so another process (agl-notebook list, a new kernel) prices it so.
+            self._engine = {DECLARED_RATES: declared.to_json()}
+
+    def engine_record(self) -> JsonObject | None:
+        """What a step's record keeps besides the backend: the rates the person gave (``free=``, ``rates=``), if any.
+
+        A price is not part of the backend id (a price given later must not make the recordings miss), so it travels
+        in the record's ``engine``, unfingerprinted.
+        """
+        return self._engine
 
     def backend_id(self, model: str) -> str:
         """``openai:<model>@<scheme>://<host>:<port><path>``: this model on this server, whatever ``model`` says."""
@@ -395,6 +419,86 @@ def _copied_settings(client: AsyncOpenAI) -> tuple[object, ...]:
 def backend_id_for(model: str, server: str) -> str:
     """The backend id of ``model`` on ``server`` (``scheme://host:port/path``)."""
     return f"openai:{model}@{server}"
+
+
+def default_base_url() -> str:
+    """Where a backend that names no server sends: ``OPENAI_BASE_URL`` when set, else OpenAI's own server."""
+    from .._settings import OPENAI_BASE_URL as BASE_URL_SETTING
+
+    return BASE_URL_SETTING.text() or OPENAI_BASE_URL
+
+
+# --- A model named by a string --------------------------------------------------------------------------------------
+
+MODEL_STRING_PREFIX = "openai:"
+"""What starts a model string naming an OpenAI-compatible model: ``"openai:<model>"`` or ``"openai:<model>@<url>"``."""
+
+_SERVER_AFTER_AT = re.compile(r"@(?=[A-Za-z][A-Za-z0-9+.-]*://)")  # the "@" a server URL (with its scheme) follows
+_HOST_LIKE = re.compile(r"^(?:localhost|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+|[A-Za-z0-9.-]+:\d+)(?:/|$)")
+_by_string: dict[tuple[str, str], OpenAIModel] = {}
+
+
+def parse_model_string(text: str) -> tuple[str, str]:
+    """The model and the base URL a model string names.
+
+    ``"openai:<model>"``: the server ``OPENAI_BASE_URL`` names, else OpenAI's. ``"openai:<model>@<http(s) URL>"``:
+    that server (the backend id's own form, so an id `agl-notebook list` shows names its backend again).
+
+    A key has no place in a string (a role's model is shown and kept in code): a URL with userinfo or a query is
+    refused, naming neither; `OpenAIModel` takes ``api_key=``, ``api_key_env=`` and such a URL.
+
+    Raises:
+        InputError: ``text`` is not of that form (the message names it, and the form).
+    """
+    form = "'openai:<model>' or 'openai:<model>@<server URL>', such as 'openai:llama3.2@http://localhost:11434/v1'"
+    rest = text.removeprefix(MODEL_STRING_PREFIX)
+    found = _SERVER_AFTER_AT.search(rest)
+    model, url = (rest[: found.start()], rest[found.end() :]) if found else (rest, None)
+    if not model.strip() or model != model.strip() or any(c.isspace() for c in model):
+        named = "names no model" if not model.strip() else "has white space in its model name"
+        raise InputError(f"The model string {text!r} {named}: write {form}.")
+    if url is None:
+        server = model.rpartition("@")[2] if "@" in model else ""
+        if model.endswith("@") or (server and _HOST_LIKE.match(server)):
+            raise InputError(
+                f"The model string {text!r} names its server without a scheme: after '@' comes the server's whole "
+                f"URL, http:// or https:// included; write {form}."
+            )
+        return model, default_base_url()
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # a bad port is found here
+    except ValueError:
+        raise InputError(f"The model string for {model!r} names a server that is not a URL: write {form}.") from None
+    if parts.username is not None or parts.password is not None or parts.query or parts.fragment:
+        raise InputError(
+            f"The model string for {model!r} holds a key or other settings in its server URL (userinfo, a query or "
+            "a fragment), which a role's model must not show: give the role OpenAIModel(model, base_url=..., "
+            "api_key=... or api_key_env=...) instead (docs/models.md)."
+        )
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError(f"The model string {text!r} names no http or https server after '@': write {form}.")
+    return model, url
+
+
+def model_from_string(text: str) -> OpenAIModel:
+    """The backend a model string names (`parse_model_string`), one per model and server.
+
+    So its client and connections are reused by every step. The key is the one `OpenAIModel` reads:
+    ``OPENAI_API_KEY`` for OpenAI's own server only; another server is sent none (one that needs a key takes an
+    `OpenAIModel` with ``api_key_env=``).
+    """
+    model, url = parse_model_string(text)
+    found = _by_string.get((model, url))
+    if found is None:
+        found = _by_string[model, url] = OpenAIModel(model, base_url=url)
+    return found
+
+
+def backend_id_of_string(text: str) -> str:
+    """The backend id `model_from_string` gives ``text``'s backend, without making it."""
+    model, url = parse_model_string(text)
+    return backend_id_for(model, _Server.parse(url).id)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .._families import InputError
 from .._fieldwise import Fieldwise
@@ -105,6 +106,22 @@ class Rates(Fieldwise):
             + one_hour * self.cache_write_1h
             + usage.cache_read_input_tokens * self.cache_read
         ) / 1_000_000
+
+    def to_json(self) -> JsonObject:
+        """The rates as a price table file and a record's ``declared_rates`` give them (defaults left out)."""
+        data: JsonObject = {
+            "input": self.input,
+            "output": self.output,
+            "cache_write_5m": self.cache_write_5m,
+            "cache_write_1h": self.cache_write_1h,
+            "cache_read": self.cache_read,
+        }
+        if self.batch_discount != 0.5:
+            data["batch_discount"] = self.batch_discount
+        if self.long_prompt is not None:
+            data["long_prompt"] = self.long_prompt.to_json()
+            data["long_prompt_over"] = self.long_prompt_over
+        return data
 
     def batched(self) -> Rates:
         """These rates with the batch discount taken off (for a request sent through the Message Batches API)."""
@@ -347,6 +364,28 @@ OPENAI_COMPATIBLE_PRICES: Mapping[str, Mapping[str, Rates]] = {
 
 _DECLARED: dict[str, Rates] = {}  # what an OpenAIModel was told its model costs (free=True, rates=...)
 
+DECLARED_RATES = "declared_rates"
+"""The key of a record's ``engine`` that keeps the rates a person gave the model (``free=True``, ``rates=``), so a
+program in another process (``agl-notebook list``, a new kernel) prices the step as the person said."""
+
+
+def declared_rates(engine: JsonObject | None) -> Rates | None:
+    """The rates a record's ``engine`` says the person gave its model, or None (none given, or not readable)."""
+    fields = engine.get(DECLARED_RATES) if engine is not None else None
+    if not isinstance(fields, dict):
+        return None
+    try:
+        return _rates_from_fields(fields)
+    except (TypeError, InputError):
+        return None  # a record from a newer version, or edited: priced as if nothing was declared
+
+
+def _rates_from_fields(fields: Mapping[str, Any]) -> Rates:
+    tier = fields.get("long_prompt")
+    if isinstance(tier, dict):  # {"long_prompt": {...the five rates...}, "long_prompt_over": tokens}
+        fields = {**fields, "long_prompt": Rates(**tier)}
+    return Rates(**fields)
+
 
 def declare_rates(backend: str, rates: Rates) -> None:
     """Price ``backend`` (an ``openai:`` backend id) at ``rates`` in this process: the person said so."""
@@ -389,10 +428,7 @@ def prices_from_json(path: str | Path) -> PriceTable:
         if not isinstance(fields, dict):
             raise InputError(f"{where}: rates[{model_id!r}] must be an object of dollars per million tokens.")
         try:
-            tier = fields.get("long_prompt")
-            if isinstance(tier, dict):  # {"long_prompt": {...the five rates...}, "long_prompt_over": tokens}
-                fields = {**fields, "long_prompt": Rates(**tier)}
-            rates[model_id] = Rates(**fields)
+            rates[model_id] = _rates_from_fields(fields)
         except TypeError as e:
             raise InputError(f"{where}: rates[{model_id!r}]: {e}.") from None
         except InputError as e:

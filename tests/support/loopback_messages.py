@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -45,18 +45,29 @@ class Served:
 
     url: str
     requests: int = 0
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+    """Each request's JSON body."""
+
+
+def _forty_two(_request: dict[str, Any]) -> bytes:
+    return sse(reply(use("toolu_1", "answer", json.dumps({"text": "forty-two"})), stop_reason="tool_use"))
 
 
 @contextmanager
-def messages_server() -> Iterator[Served]:
-    """A counting fake Messages API on 127.0.0.1, for the length of the block."""
+def messages_server(answer: Callable[[dict[str, Any]], bytes] = _forty_two) -> Iterator[Served]:
+    """A counting fake Messages API on 127.0.0.1, for the length of the block.
+
+    Each request is answered by ``answer`` (SSE bytes; by default a call to the reporting tool ``answer`` saying
+    "forty-two").
+    """
     served = Served("")
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("content-length", "0")))
+            request = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))) or b"{}")
             served.requests += 1
-            body = sse(reply(use("toolu_1", "answer", json.dumps({"text": "forty-two"})), stop_reason="tool_use"))
+            served.bodies.append(request)
+            body = answer(request)
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
             self.send_header("content-length", str(len(body)))

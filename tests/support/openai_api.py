@@ -192,6 +192,8 @@ class Served:
 
     url: str
     requests: int = 0
+    authorizations: list[str] = field(default_factory=list)
+    """Each request's ``Authorization`` header: what key it was sent with."""
 
 
 @contextmanager
@@ -205,6 +207,7 @@ def chat_server(answer: Callable[[dict[str, Any]], list[str]]) -> Iterator[Serve
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))))
             served.requests += 1
+            served.authorizations.append(self.headers.get("authorization", ""))
             data = sse(answer(body))
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
