@@ -18,6 +18,7 @@ from agl_notebook import Claude, Role, Run, ToolResult, reporting_tool, tool
 from agl_notebook.errors import InputError
 from agl_notebook.events import Event, ReplyBlockKept, TextCited
 from agl_notebook.models.anthropic import AnthropicModel
+from agl_notebook.models.base import Cited, TurnEnd
 from agl_notebook.models.batch_replies import message_events
 from agl_notebook.models.prices import PRICES
 from agl_notebook.notebook.render import StepTrace, render_html, render_text
@@ -221,9 +222,8 @@ def test_a_batch_reply_with_server_blocks_citations_and_container_reads_as_the_s
     }
     events = message_events(message)
     end = events[-1]
-    assert getattr(end, "container", None) == CONTAINER
-    assert getattr(end, "usage").web_search_requests == 2
-    cited = [e for e in events if type(e).__name__ == "Cited"]
+    assert isinstance(end, TurnEnd) and end.container == CONTAINER and end.usage.web_search_requests == 2
+    cited = [e for e in events if isinstance(e, Cited)]
     assert [(c.text, c.citations) for c in cited] == [("The wait doubles after each failure.", (CITATION,))]
 
 
