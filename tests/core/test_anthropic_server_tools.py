@@ -199,7 +199,7 @@ async def test_a_step_with_search_fetch_code_and_citations_sends_every_block_bac
 
 async def test_a_role_with_server_tools_changes_the_fingerprint_and_the_options_are_part_of_it() -> None:
     store = MemoryStore()
-    plain = Role("r", "Do it.", model=Claude.SONNET)
+    plain: Role[None] = Role("r", "Do it.", model=Claude.SONNET)
     fake = api(server_reply(text("ok"), stop_reason="end_turn"), server_reply(text("ok"), stop_reason="end_turn"))
     fake.responses.append(fake.responses[0])
     run = Run(model=AnthropicModel(client=fake.client()), store=store)
@@ -211,7 +211,7 @@ async def test_a_role_with_server_tools_changes_the_fingerprint_and_the_options_
 
 
 def test_a_batch_reply_with_server_blocks_citations_and_container_reads_as_the_stream_does() -> None:
-    message = {
+    message: dict[str, Any] = {
         "id": "msg_1",
         "type": "message",
         "role": "assistant",
@@ -230,7 +230,7 @@ def test_a_batch_reply_with_server_blocks_citations_and_container_reads_as_the_s
 async def test_a_budget_with_search_needs_max_uses_and_reserves_every_search() -> None:
     fake = api(server_reply(text("ok"), stop_reason="end_turn"))
     run = Run(model=AnthropicModel(client=fake.client()), budget_usd=1.0)
-    role = Role("r", "Search.", model=Claude.SONNET, server_tools=[WebSearch()])
+    role: Role[None] = Role("r", "Search.", model=Claude.SONNET, server_tools=[WebSearch()])
     with pytest.raises(InputError, match=r"WebSearch without max_uses.*cannot be reserved.*max_uses=") as raised:
         await run.step(role, "go")
     assert fake.requests == [], "nothing was sent"

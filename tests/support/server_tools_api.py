@@ -109,7 +109,7 @@ def cited_text(text: str, *citations: dict[str, Any]) -> Opaque:
     from anthropic.types import CitationsDelta, TextBlock, TextDelta
 
     start = _dumped(TextBlock(type="text", text="", citations=[]))
-    deltas = [{"type": "citations_delta", "citation": c} for c in citations]
+    deltas: list[dict[str, Any]] = [{"type": "citations_delta", "citation": c} for c in citations]
     for delta in deltas:  # the SDK reads each as its own CitationsDelta (the nested citation keeps the API's order)
         assert CitationsDelta.model_validate(delta).citation.type == delta["citation"]["type"]
     deltas.append(_dumped(TextDelta(type="text_delta", text=text)))
