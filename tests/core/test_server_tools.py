@@ -16,6 +16,7 @@ from agl_notebook.errors import InputError
 from agl_notebook.models.base import Usage
 from agl_notebook.models.prices import PRICES, WEB_SEARCH_PER_THOUSAND, Rates
 from agl_notebook.models.scripted import ScriptedModel, ScriptedTurn
+from agl_notebook.payloads import JsonObject
 from agl_notebook.server_tools import (
     APPROVAL_REFUSED,
     CodeExecution,
@@ -73,10 +74,10 @@ def test_each_option_object_sends_only_what_the_sdks_param_type_takes() -> None:
         (lambda: WebSearch(max_uses=True), "max_uses"),
         (lambda: WebSearch(allowed_domains="a.test"), "takes a list of domains"),
         (lambda: WebSearch(allowed_domains=["has space.test"]), "is not a domain"),
-        (lambda: WebSearch(user_location={"city": "Oslo"}), "takes a UserLocation"),
+        (lambda: WebSearch(user_location={"city": "Oslo"}), "takes a UserLocation"),  # type: ignore[arg-type]
         (lambda: UserLocation(country="Norway"), "two-letter ISO country code"),
         (lambda: WebFetch(max_content_tokens=0), "max_content_tokens"),
-        (lambda: WebFetch(citations="yes"), "citations"),
+        (lambda: WebFetch(citations="yes"), "citations"),  # type: ignore[arg-type]
     ],
 )
 def test_bad_options_are_input_errors_naming_what_is_wrong(build: Any, said: str) -> None:
@@ -139,7 +140,7 @@ def test_searches_are_priced_at_ten_dollars_a_thousand_beside_the_tokens() -> No
 
 
 async def test_scripted_turns_script_server_blocks_and_citations_and_count_searches() -> None:
-    cite = {"type": "web_search_result_location", "url": "https://x.test", "title": "X", "cited_text": "x"}
+    cite: JsonObject = {"type": "web_search_result_location", "url": "https://x.test", "title": "X", "cited_text": "x"}
     model = ScriptedModel(
         [
             ScriptedTurn(

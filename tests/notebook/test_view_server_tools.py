@@ -18,6 +18,7 @@ from agl_notebook.events import ReplyBlockKept, StepFinished, StepStarted, TextC
 from agl_notebook.models.prices import RecordedCost
 from agl_notebook.notebook.render import StepTrace, render_html, render_text
 from agl_notebook.notebook.server_view import safe_url
+from agl_notebook.payloads import JsonObject
 from agl_notebook.server_tools import scripted_code_execution, scripted_fetch, scripted_search
 from tests.notebook.test_view_thinking import assert_no_secret, planted, spellings
 
@@ -69,7 +70,7 @@ def hostile_trace(secret: str = "") -> StepTrace:
     for block in scripted_code_execution("s3", f"echo '<script>{secret}</script>'", stdout=f"<b>{secret}</b>"):
         trace.apply(ReplyBlockKept(block))
     trace.apply(ReplyBlockKept({"type": "web_search_tool_result", "tool_use_id": "s9", "content": {"x": "<i>"}}))
-    citations = (
+    citations: tuple[JsonObject, ...] = (
         {"type": "web_search_result_location", "url": "javascript:alert(9)", "title": "<svg onload=alert(10)>"},
         {
             "type": "web_search_result_location",
@@ -86,7 +87,7 @@ def hostile_trace(secret: str = "") -> StepTrace:
         },
     )
     trace.apply(TextCited("The claim.", citations))
-    trace.apply(StepFinished(None, 1, False))
+    trace.apply(StepFinished("researcher", None, 1))
     return trace
 
 
