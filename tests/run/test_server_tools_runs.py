@@ -231,3 +231,40 @@ async def test_batches_send_server_blocks_citations_and_the_container_back_and_r
         again = await replayed.step_outcome(role, query)
         assert again.transcript == outcome.transcript
     assert len(fake.requests) == before, "no request"
+
+
+# --- Secrets: scrubbed from what a record keeps readable, the opaque fields untouched -------------------------------
+
+PLANTED = "planted-" + "7d1e4b9a" * 3  # built at run time, as the other secret tests do (never a real one)
+
+
+async def test_a_secret_in_a_search_result_or_a_citation_is_scrubbed_from_the_record_and_the_opaque_fields_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("T29_SERVICE_TOKEN", PLANTED)
+    leaked = scripted_search("srvtoolu_9", f"token {PLANTED}", [(f"Leak {PLANTED}", f"https://example.test/{PLANTED}")])
+    leaked[1]["content"][0]["encrypted_content"] = "EqgfOpaque+" + PLANTED  # type: ignore[index]
+    cite = {**CITE, "cited_text": f"the token is {PLANTED}"}
+    model = ScriptedModel(
+        [
+            {
+                "blocks": leaked,
+                "cited": [{"text": f"It says {PLANTED}.", "citations": [cite]}],
+                "calls": [{"name": "report", "args": {"summary": "done"}}],
+            }
+        ]
+    )
+    file = tmp_path / "records.json"
+    await Run(model=model, store=JsonFileStore(file)).step(REPORTER, "tides")
+    text = file.read_text()
+    (record,) = saved(file)
+    kept = [b for b in record.transcript[1].content if isinstance(b, RawBlock)]
+    assert kept[0].data["input"] == {"query": "token [REDACTED]"}
+    result = kept[1].data["content"][0]  # type: ignore[index]
+    assert result["title"] == "Leak [REDACTED]" and result["url"] == "https://example.test/[REDACTED]"
+    assert result["encrypted_content"] == "EqgfOpaque+" + PLANTED, "an opaque field goes back as it came"
+    (cited,) = [b for b in record.transcript[1].content if isinstance(b, TextBlock) and b.citations]
+    assert cited.text == "It says [REDACTED]." and cited.citations[0]["cited_text"] == "the token is [REDACTED]"
+    assert record.scrubbed_blocks == ((1, 0), (1, 1)), "the record says which kept blocks were scrubbed"
+    assert cited.citations[0]["encrypted_index"] == CITE["encrypted_index"]
+    assert PLANTED not in text.replace("EqgfOpaque+" + PLANTED, "")
