@@ -243,7 +243,8 @@ async def test_a_secret_in_a_search_result_or_a_citation_is_scrubbed_from_the_re
 ) -> None:
     monkeypatch.setenv("T29_SERVICE_TOKEN", PLANTED)
     leaked = scripted_search("srvtoolu_9", f"token {PLANTED}", [(f"Leak {PLANTED}", f"https://example.test/{PLANTED}")])
-    leaked[1]["content"][0]["encrypted_content"] = "EqgfOpaque+" + PLANTED  # type: ignore[index]
+    results: Any = leaked[1]["content"]
+    results[0]["encrypted_content"] = "EqgfOpaque+" + PLANTED
     cite = {**CITE, "cited_text": f"the token is {PLANTED}"}
     model = ScriptedModel(
         [
@@ -260,7 +261,8 @@ async def test_a_secret_in_a_search_result_or_a_citation_is_scrubbed_from_the_re
     (record,) = saved(file)
     kept = [b for b in record.transcript[1].content if isinstance(b, RawBlock)]
     assert kept[0].data["input"] == {"query": "token [REDACTED]"}
-    result = kept[1].data["content"][0]  # type: ignore[index]
+    result: Any = kept[1].data["content"]
+    result = result[0]
     assert result["title"] == "Leak [REDACTED]" and result["url"] == "https://example.test/[REDACTED]"
     assert result["encrypted_content"] == "EqgfOpaque+" + PLANTED, "an opaque field goes back as it came"
     (cited,) = [b for b in record.transcript[1].content if isinstance(b, TextBlock) and b.citations]
