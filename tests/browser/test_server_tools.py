@@ -1,6 +1,7 @@
 """Server tool rows and citations in JupyterLab, light and dark (issue 29): a row per call marked "run by Anthropic",
 the search results as links, the fetched page, the code with its output; a cited sentence whose number opens its
-source in a new tab; a ``javascript:`` URL the record holds shown as text, never a link; every text readable.
+source in a new tab; a ``javascript:`` URL shown as text, never a link, live and again when the step is replayed from
+the record the notebook holds (after a kernel restart); every text readable.
 
 The step runs on the scripted model, which scripts the blocks Claude would send (server_tools.scripted_search and its
 siblings). Screenshots of the final view with the search row opened go to ``build/browser-artifacts/<test>/`` as
@@ -103,6 +104,22 @@ def test_server_tool_rows_and_a_citation_open_and_read_in_light_and_dark(jupyter
     nb.wait_until(lambda: tab.url == "https://tides.example/brest", "the cited source in a new tab", UI_ACTION)
     nb.artifacts.write("citation-tab.txt", tab.url)
     tab.close()
+
+    # Replayed from the record the notebook now holds, after a restart: the same rows, the same links and texts.
+    nb.save()
+    nb.restart_kernel()
+    nb.run_all()
+    nb.wait_cells_done_without_question(what="Run All after the restart (a replay)")
+    badge = nb.wait_badge(STEP_CELL, r"^replayed\b", "the replayed badge on the step's output")
+    assert "no model call" in badge, badge
+    out = nb.output(STEP_CELL)
+    replayed_rows = out.locator(".agl-step.agl-finished .agl-server-tool")
+    nb.wait_until(lambda: replayed_rows.count() == 3, "the three rows, replayed", RUN_CELLS)
+    hrefs = out.evaluate("(el) => [...el.querySelectorAll('[href]')].map(a => a.getAttribute('href'))")
+    assert hrefs and all(h.startswith("https://") for h in hrefs), hrefs
+    assert "javascript:alert('result')" in [c.text_content() for c in out.locator("code").all()]
+    assert out.locator("a.agl-citation").get_attribute("href") == "https://tides.example/brest"
+    replayed_rows.nth(0).locator("summary").click(timeout=UI_ACTION * 1000)
 
     try:
         for theme in (LIGHT, DARK):
