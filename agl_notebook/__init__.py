@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .run._judge import JudgeCase, Verdict, judge
     from .run._map_state import MapItemError, MapResults
     from .screens import ChoiceInput, ConfirmInput, NumberInput, Screen, TextInput
+    from .server_tools import CodeExecution, UserLocation, WebFetch, WebSearch
 
 __version__ = "0.1.0"
 
@@ -47,6 +48,10 @@ _ON_FIRST_USE = {
     "judge": "run._judge",
     "PriceTable": "models.prices",
     "Rates": "models.prices",
+    "CodeExecution": "server_tools",
+    "UserLocation": "server_tools",
+    "WebFetch": "server_tools",
+    "WebSearch": "server_tools",
 }
 
 
@@ -83,6 +88,11 @@ __all__ = [
     "role",
     "tool",
     "MCPServer",
+    # Tools Anthropic runs (docs/server-tools.md): Role(server_tools=[WebSearch(max_uses=3)])
+    "CodeExecution",
+    "UserLocation",
+    "WebFetch",
+    "WebSearch",
     # Running steps, asking questions, approving tool calls
     "Approve",
     "ChoiceInput",

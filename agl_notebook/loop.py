@@ -50,14 +50,15 @@ from .events import (
     ReplyBlockKept,
     RunTruncated,
     StepReported,
+    TextCited,
 )
 from .models.base import (
     NO_USAGE,
+    Cited,
     Effort,
     Model,
     ModelEvent,
     ModelRequest,
-    StopReason,
     TextDelta,
     Thinking,
     ThinkingDelta,
@@ -191,6 +192,7 @@ async def run_loop(
     progress: Progress | None = None,
     thinking: Thinking | None = None,
     effort: Effort | None = None,
+    server_tools: tuple[JsonObject, ...] = (),
 ) -> LoopOutcome:
     """Run the loop until the agent reports, stops calling tools, or the round-trip limit is reached.
 
@@ -211,11 +213,16 @@ async def run_loop(
     per_request: list[Usage] = []
     requests = roundtrips = pauses = 0
     reminders_left = reminders
+    container: str | None = None  # the code execution container a reply named: every later request sends it back
     while True:
-        request = ModelRequest(model_id, system, tuple(transcript), specs, max_tokens, role, thinking, effort)
+        request = ModelRequest(
+            model_id, system, tuple(transcript), specs, max_tokens, role, thinking, effort, server_tools, container
+        )
         # The guard's list comes from the request actually sent, so it is right for this turn by construction.
         offered = {s.name for s in request.tools}
-        content, stop, turn_usage = await _one_reply(model, request, emit)
+        content, end = await _one_reply(model, request, emit)
+        stop, turn_usage = end.stop_reason, end.usage
+        container = end.container or container
         requests += 1
         usage += turn_usage
         per_request.append(turn_usage)
@@ -345,11 +352,12 @@ def error_text(error: BaseException) -> str:
 
 async def _one_reply(
     model: Model, request: ModelRequest, emit: Callable[[Event], None]
-) -> tuple[tuple[Block, ...], StopReason, Usage]:
+) -> tuple[tuple[Block, ...], TurnEnd]:
     """Stream one reply, emitting text and thinking deltas, and assemble its blocks in order.
 
     Text is joined into text blocks and tool calls become tool_use blocks; every other block comes whole as a
-    `RawBlock` and is kept as it came, between the text before and after it.
+    `RawBlock` and is kept as it came, between the text before and after it. Cited text (a `Cited` after its
+    deltas) is a text block of its own, its citations with it.
     """
     __tracebackhide__ = True
     blocks: list[Block] = []
@@ -368,6 +376,15 @@ async def _one_reply(
         elif isinstance(event, ThinkingDelta):
             if event.text:
                 emit(ReasoningTextDelta(event.text))
+        elif isinstance(event, Cited):
+            joined = "".join(text)
+            # The cited block's text streamed last; what came before it is a block of its own, with no citations.
+            before = joined[: -len(event.text)] if event.text and joined.endswith(event.text) else ""
+            if before:
+                blocks.append(TextBlock(before))
+            blocks.append(TextBlock(joined[len(before) :], citations=event.citations))
+            text.clear()
+            emit(TextCited(event.text, event.citations))
         elif isinstance(event, RawBlock):
             if text:
                 blocks.append(TextBlock("".join(text)))
@@ -385,7 +402,7 @@ async def _one_reply(
         blocks.append(TextBlock("".join(text)))
     if end is None:
         raise UpstreamUnexpected("The model's reply ended without a stop reason.")
-    return tuple(blocks), end.stop_reason, end.usage
+    return tuple(blocks), end
 
 
 def model_events(model: Model, request: ModelRequest) -> AsyncIterator[ModelEvent | MarkupDropped]:

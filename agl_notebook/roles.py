@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from .approvals import ApprovalPolicy
     from .mcp import MCPServer
     from .models.base import Model
+    from .server_tools import ServerTool
 
 T = TypeVar("T")
 Params = ParamSpec("Params")
@@ -76,6 +77,9 @@ class Role(Fieldwise, Generic[T]):
     ask_destructive: bool = False
     """Ask a person about every call of an MCP tool its server does not mark read-only and non-destructive (the
     protocol's default is destructive). A server's hints may add an approval this way, never remove one."""
+    server_tools: Sequence[ServerTool] = ()
+    """Tools Anthropic runs itself: `WebSearch`, `WebFetch`, `CodeExecution` (`agl_notebook.server_tools`;
+    docs/server-tools.md). No approval can gate them. Part of the fingerprint only when set."""
     _tools_by_name: dict[str, Tool[Any]] = field(init=False, repr=False, compare=False)
     _reporting: ReportingTool[Any] | None = field(init=False, repr=False, compare=False)
 
@@ -91,6 +95,11 @@ class Role(Fieldwise, Generic[T]):
         seen: set[str] = set()
         for t in tools:
             if not isinstance(t, Tool | ReportingTool):
+                if type(t).__module__ == "agl_notebook.server_tools":  # type: ignore[unreachable]
+                    raise InputError(
+                        f"Role {self.name!r}: {type(t).__name__} is run by Anthropic; offer it with "
+                        f"server_tools=[{type(t).__name__}(...)], not in tools."
+                    )
                 raise InputError(
                     f"Role {self.name!r}: {t!r} is not a tool; build tools with tool() or reporting_tool()."
                 )
@@ -137,6 +146,10 @@ class Role(Fieldwise, Generic[T]):
             _check_mcp(self)
         if self.mcp_approvals or self.ask_destructive:
             _check_mcp_approvals(self)
+        if self.server_tools:
+            from .server_tools import check_server_tools  # loaded only for a role that offers server tools
+
+            object.__setattr__(self, "server_tools", check_server_tools(self.name, self.server_tools, list(seen)))
 
     @property
     def reporting_tool(self) -> ReportingTool[Any] | None:
@@ -207,6 +220,12 @@ def _check_mcp_approvals(role: Role[Any]) -> None:
 
     if not isinstance(role.ask_destructive, bool):
         raise InputError(f"Role {role.name!r}: ask_destructive takes True or False, not {role.ask_destructive!r}.")
+    approvals = role.mcp_approvals if isinstance(role.mcp_approvals, Mapping) else {}
+    served = [p for p in approvals if p in ("web_search", "web_fetch", "code_execution")]
+    if served:
+        from .server_tools import APPROVAL_REFUSED
+
+        raise InputError(f"Role {role.name!r}, mcp_approvals[{served[0]!r}] names a server tool: {APPROVAL_REFUSED}")
     if not role.mcp:
         raise InputError(
             f"Role {role.name!r}: mcp_approvals and ask_destructive apply to MCP tools, and the role has no MCP "

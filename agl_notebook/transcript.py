@@ -26,6 +26,9 @@ class TextBlock(Fieldwise):
     text: str
     """The text."""
     type: Literal["text"] = "text"
+    citations: tuple[JsonObject, ...] = ()
+    """The sources this text cites, each as the API sent it (``web_search_result_location``, ``char_location``,
+    ``page_location``, ...); sent back and recorded only when there are some."""
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -123,6 +126,8 @@ def block_to_json(block: Block) -> JsonObject:
     if isinstance(block, RawBlock):
         return block.data
     if isinstance(block, TextBlock):
+        if block.citations:
+            return {"type": "text", "text": block.text, "citations": list(block.citations)}
         return {"type": "text", "text": block.text}
     if isinstance(block, ToolUseBlock):
         return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
@@ -159,6 +164,11 @@ def _block_from_json(data: JsonValue, where: str) -> Block:
     if isinstance(data, dict):
         kind = data.get("type")
         if kind == "text" and isinstance(data.get("text"), str):
+            cited = data.get("citations")
+            if isinstance(cited, list) and cited:
+                if not all(isinstance(c, dict) for c in cited):
+                    raise InputError(f"{where}.citations: expected a list of objects.")
+                return TextBlock(str(data["text"]), citations=tuple(c for c in cited if isinstance(c, dict)))
             return TextBlock(str(data["text"]))
         tool_input = data.get("input")
         if (

@@ -1243,6 +1243,168 @@ and no model is called. See [docs/thinking.md](../docs/thinking.md).""",
     ),
 ]
 
+SERVER_TOOLS = [
+    (
+        "md",
+        """\
+# 13. Web search, web fetch and code execution, run by Anthropic
+
+Some tools Anthropic runs itself: **web search**, **web fetch** and **code execution**. A role only offers them
+(`server_tools=[...]`); the model calls them inside its own request, and the reply holds each call and its result in
+place. agl_notebook keeps those blocks as the API sent them, sends them back unchanged on later turns, and draws each
+call as a row marked *run by Anthropic*. Text that cites a source carries a numbered link to it.
+
+The recordings here were made with the scripted model, which scripts the blocks Claude would send, so the notebook
+runs with no API key and no network; set `ANTHROPIC_API_KEY` and the same cells run live on Claude.""",
+    ),
+    (
+        "code",
+        imports(
+            "Claude",
+            "CodeExecution",
+            "InputError",
+            "Role",
+            "Run",
+            "UserLocation",
+            "WebFetch",
+            "WebSearch",
+            "describe",
+            "reporting_tool",
+            "role",
+            "scripted_unless_credentials",
+            extra="\nfrom agl_notebook.server_tools import scripted_code_execution, scripted_fetch, scripted_search",
+        ),
+    ),
+    (
+        "md",
+        """\
+A research agent: it may search (at most three times per request, only on two domains), read a page, and run code.
+Each option object is checked when it is built, and sent as the API takes it.""",
+    ),
+    (
+        "code",
+        """\
+@dataclass(frozen=True)
+class Question:
+    text: str = describe("What to find out.")
+
+
+@dataclass(frozen=True)
+class Finding:
+    answer: str = describe("The answer, in one sentence.")
+
+
+@role(model=Claude.SONNET, accepts=(Question,))
+def researcher() -> Role[Finding]:
+    return Role(
+        name="researcher",
+        instructions="Search the web, read the best page, check numbers with code, then report with sources.",
+        tools=[reporting_tool("report_finding", "Report the finding.", Finding)],
+        server_tools=[
+            WebSearch(max_uses=3, allowed_domains=["example.org", "tides.example"],
+                      user_location=UserLocation(city="Brest", country="FR")),
+            WebFetch(max_uses=1, citations=True),
+            CodeExecution(),
+        ],
+    )""",
+    ),
+    (
+        "md",
+        """\
+The script: the first reply searches and **pauses** its turn (`pause_turn`: Anthropic's own loop stopped, the turn
+goes on: the paused reply is sent back as it is and the model continues). The second reads a page, runs a line of
+code, and answers with a passage that cites a search result.""",
+    ),
+    (
+        "code",
+        """\
+CITED = {"type": "web_search_result_location", "url": "https://tides.example/brest",
+         "title": "Tides at Brest", "cited_text": "Brest has two high tides a day, about 12 h 25 min apart.",
+         "encrypted_index": "scripted"}
+SCRIPT = [
+    {"blocks": scripted_search("srvtoolu_01", "tides at Brest", [
+        ("Tides at Brest", "https://tides.example/brest"),
+        ("Semidiurnal tides explained", "https://example.org/semidiurnal"),
+     ]),
+     "stop_reason": "pause_turn"},
+    {"blocks": [
+        *scripted_fetch("srvtoolu_02", "https://example.org/semidiurnal", "Semidiurnal tides explained",
+                        "Most coasts have two high and two low tides each lunar day."),
+        *scripted_code_execution("srvtoolu_03", "python3 -c 'print(24 * 60 + 50)'", stdout="1490\\n"),
+     ],
+     "text": "A lunar day is 1,490 minutes. ",
+     "cited": [{"text": "Brest has two high tides a day, about 12 h 25 min apart.", "citations": [CITED]}],
+     "container": "container_scripted_01",
+     "calls": [{"name": "report_finding", "args": {"answer": "Two high tides a day, about 12 h 25 min apart."}}]},
+]
+run = Run(model=scripted_unless_credentials(SCRIPT))
+finding = await run.step(researcher, Question("How often is high tide at Brest?"))
+finding""",
+    ),
+    (
+        "md",
+        """\
+Each call of a server tool is a row marked **run by Anthropic**: open the search to see its results as titles and
+links, the fetch to see the page's title and URL, the code with its output. The cited sentence ends with **[1]**,
+a link to its source, and the **Sources** list under the step names it. Only `http` and `https` URLs are ever
+links; anything else a reply or a record holds is shown as text.
+
+The transcript keeps every block where it came, and the cited text keeps its citations:""",
+    ),
+    (
+        "code",
+        """\
+for message in run.outcomes[-1].transcript[1:]:
+    print(message.role, [block.type for block in message.content])
+cited = [b for b in run.outcomes[-1].transcript[2].content if b.type == "text" and b.citations]
+print(cited[0].text, "->", cited[0].citations[0]["url"])""",
+    ),
+    (
+        "md",
+        """\
+**What it costs.** Searches are billed apart from tokens, at $10 per 1,000; the record counts them, and a step on
+Claude is priced with them. Web fetch costs only the tokens the page adds. Code execution is billed by container
+time, which no usage reports: a step that ran code says *code execution not priced* beside its cost. (The scripted
+model is never billed, so its steps show no dollars.)""",
+    ),
+    (
+        "code",
+        """\
+from agl_notebook.models.prices import PRICES
+
+usage = run.outcomes[-1].usage
+sonnet = PRICES.rates_for("anthropic:" + Claude.SONNET)
+print("searches:", usage.web_search_requests, " fetches:", usage.web_fetch_requests)
+print(f"the searches alone, on Claude: ${usage.web_search_requests * sonnet.web_search / 1000:.2f}")""",
+    ),
+    (
+        "md",
+        """\
+**No approval can gate a server tool**: Anthropic runs it inside the request, so the call has already run when the
+reply reaches the kernel. Asking for one is an error that says so; limit the tool instead. A Run with a budget also
+needs `max_uses` on web search, or a search could not be reserved before the request.""",
+    ),
+    (
+        "code",
+        """\
+for make in (
+    lambda: WebSearch(approval="ask"),
+    lambda: WebSearch(allowed_domains=["a.example"], blocked_domains=["b.example"]),
+    lambda: Role("r", "Search.", server_tools=[WebSearch()], mcp_approvals={"web_search": "ask"}),
+):
+    try:
+        make()
+    except InputError as e:
+        print(e)""",
+    ),
+    (
+        "md",
+        """\
+Run the notebook again and the step replays from its recording: every server tool row and citation is drawn again
+from the record, and no model is called. See [docs/server-tools.md](../docs/server-tools.md).""",
+    ),
+]
+
 MODELS = [
     (
         "md",
@@ -1628,6 +1790,7 @@ NOTEBOOKS = {
     "10_mcp_tools.ipynb": MCP_TOOLS,
     "11_models_side_by_side.ipynb": MODELS,
     "12_evaluating.ipynb": EVALUATING,
+    "13_server_tools.ipynb": SERVER_TOOLS,
 }
 
 ANSWERS = {"03_asking_questions.ipynb": ["Saturday", ["Birch", True]], "06_client_tools.ipynb": ["Lisbon"]}

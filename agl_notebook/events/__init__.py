@@ -85,6 +85,20 @@ class ReplyBlockKept(Fieldwise):
 
 
 @dataclass(frozen=True, eq=False, repr=False)
+class TextCited(Fieldwise):
+    """The text just streamed cites these sources (its block's citations, as the API sent them).
+
+    Views number each source once per step and link it (an ``http(s)`` URL only; anything else is shown as text).
+    """
+
+    text: str
+    """The cited text (the end of what has streamed)."""
+    citations: tuple[JsonObject, ...]
+    """Each citation's JSON: ``web_search_result_location`` (url, title), ``char_location`` (document), ..."""
+    type: Literal["response.output_text.cited"] = field(default="response.output_text.cited", init=False)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class ClientToolRequested(Fieldwise):
     """The model asked for a tool call."""
 
@@ -336,6 +350,7 @@ StepEvent: TypeAlias = (
     | OutputTextDelta
     | ReasoningTextDelta
     | ReplyBlockKept
+    | TextCited
     | ClientToolRequested
     | ClientToolExecuting
     | ClientToolResult
@@ -361,6 +376,7 @@ STEP_EVENT_TYPES: tuple[type[StepEvent], ...] = (
     OutputTextDelta,
     ReasoningTextDelta,
     ReplyBlockKept,
+    TextCited,
     ClientToolRequested,
     ClientToolExecuting,
     ClientToolResult,

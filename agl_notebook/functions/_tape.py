@@ -21,6 +21,7 @@ from typing import Any
 from .._canonical import digest
 from ..errors import ReplayMissError
 from ..models.base import (
+    Cited,
     Model,
     ModelEvent,
     ModelRequest,
@@ -205,6 +206,8 @@ def _event_json(event: ModelEvent) -> JsonValue:
         return {"thinking": event.text}
     if isinstance(event, RawBlock):
         return {"block": event.data}  # kept as the API sent it, to be sent back unchanged
+    if isinstance(event, Cited):
+        return {"cited": event.text, "citations": list(event.citations)}
     usage = event.usage
     return {
         "end": event.stop_reason,
@@ -232,6 +235,9 @@ def _events(data: Any) -> list[ModelEvent]:
             events.append(ThinkingDelta(str(item["thinking"])))
         elif "block" in item and isinstance(item["block"], dict):
             events.append(RawBlock(item["block"]))
+        elif "cited" in item and isinstance(item.get("citations"), list):
+            cited = tuple(c for c in item["citations"] if isinstance(c, dict))
+            events.append(Cited(str(item["cited"]), cited))
         elif "end" in item:
             counts = item.get("usage")
             usage = Usage(*counts) if isinstance(counts, list) and len(counts) == 4 else Usage()

@@ -78,6 +78,7 @@ from ..events import ModelRetryWaiting
 from ..payloads import JsonObject, JsonValue
 from ..transcript import RawBlock, messages_to_json
 from .base import (
+    Cited,
     ModelEvent,
     ModelRequest,
     StopReason,
@@ -257,6 +258,7 @@ class AnthropicModel:
                         tools=cast(Any, params.get("tools", _omit())),
                         thinking=cast(Any, params.get("thinking", _omit())),
                         output_config=cast(Any, params.get("output_config", _omit())),
+                        container=cast(Any, params.get("container", _omit())),
                         stream=True,
                         extra_headers={"x-stainless-retry-count": str(attempt)},  # as the SDK's own retries send
                     )
@@ -406,8 +408,8 @@ def request_params(request: ModelRequest, model: str) -> dict[str, JsonValue]:
         model: The model id to send it to.
 
     Returns:
-        ``model``, ``max_tokens``, ``messages`` and, when set, ``system``, ``tools``, ``thinking`` and
-        ``output_config``.
+        ``model``, ``max_tokens``, ``messages`` and, when set, ``system``, ``tools`` (the role's server tools after
+        its own), ``thinking``, ``output_config`` and ``container`` (the id an earlier reply of the step named).
     """
     messages = messages_to_json(request.messages)
     # The conversation only grows within a step: marking its last block caches everything before it, so each
@@ -422,11 +424,15 @@ def request_params(request: ModelRequest, model: str) -> dict[str, JsonValue]:
     }
     if request.system:
         params["system"] = [{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}]
-    if request.tools:
-        tools: list[JsonValue] = [_tool_json(t) for t in request.tools]
+    if request.tools or request.server_tools:
+        # Server tools go after the client tools, copied (a role's tool JSON is never changed), and the cache mark on
+        # the last tool of all, so the whole tool list stays one cached prefix.
+        tools: list[JsonValue] = [*map(_tool_json, request.tools), *(dict(t) for t in request.server_tools)]
         last = cast(JsonObject, tools[-1])
         last["cache_control"] = {"type": "ephemeral"}
         params["tools"] = tools
+    if request.container is not None:
+        params["container"] = request.container
     if request.thinking is not None:
         params["thinking"] = request.thinking.to_json()
     if request.effort is not None:
@@ -608,13 +614,17 @@ class _Reply:
         self.stop_reason: str | None = None
         self.stopped = False
         self.usage: dict[str, int] = {}
+        self.texts: dict[int, _TextBlock] = {}  # open text blocks: their text and the citations streamed onto them
+        self.container: str | None = None
 
     def feed(self, event: JsonObject) -> list[ModelEvent]:
         """The events to yield for one stream event (none once a tool call could not be read)."""
         out: list[ModelEvent] = []
         kind = event.get("type")
         if kind == "message_start":
-            self._take_usage(_object(event, "message").get("usage"))
+            message = _object(event, "message")
+            self._take_usage(message.get("usage"))
+            self._take_container(message.get("container"))
         elif kind == "content_block_start":
             index, block = _index(event), _object(event, "content_block")
             block_type = block.get("type")
@@ -626,7 +636,13 @@ class _Reply:
                     dict(start_input) if isinstance(start_input, dict) else {},
                 )
             elif block_type == "text":
-                if isinstance(piece := block.get("text"), str) and piece:
+                piece = block.get("text")
+                piece = piece if isinstance(piece, str) else ""
+                cited = block.get("citations")
+                self.texts[index] = _TextBlock(
+                    [piece], [c for c in cited if isinstance(c, dict)] if isinstance(cited, list) else []
+                )
+                if piece:
                     out.append(TextDelta(piece))
             else:
                 self.kept[index] = _KeptBlock(block)
@@ -639,6 +655,12 @@ class _Reply:
             elif delta.get("type") == "text_delta":
                 if isinstance(piece := delta.get("text"), str) and piece:
                     out.append(TextDelta(piece))
+                    if index in self.texts:
+                        self.texts[index].pieces.append(piece)
+            elif delta.get("type") == "citations_delta" and index in self.texts:
+                citation = delta.get("citation")
+                if isinstance(citation, dict):
+                    self.texts[index].citations.append(citation)
             elif (
                 delta.get("type") == "input_json_delta"
                 and index in self.tools
@@ -655,10 +677,15 @@ class _Reply:
             kept = self.kept.pop(index, None)
             if kept is not None:
                 out.append(kept.finish())
+            text = self.texts.pop(index, None)
+            if text is not None and text.citations:
+                out.append(Cited("".join(text.pieces), tuple(text.citations)))
         elif kind == "message_delta":
-            stop_reason = _object(event, "delta").get("stop_reason")
+            message_delta = _object(event, "delta")
+            stop_reason = message_delta.get("stop_reason")
             if stop_reason is not None:
                 self.stop_reason = str(stop_reason)
+            self._take_container(message_delta.get("container"))
             self._take_usage(event.get("usage"))
         elif kind == "message_stop":
             self.stopped = True
@@ -700,6 +727,12 @@ class _Reply:
         one_hour = cache_creation.get("ephemeral_1h_input_tokens") if isinstance(cache_creation, dict) else None
         if isinstance(one_hour, int) and not isinstance(one_hour, bool):
             self.usage["cache_creation_1h_input_tokens"] = one_hour
+        self.usage.update(server_tool_counts(usage))
+
+    def _take_container(self, container: JsonValue) -> None:
+        """The code execution container the reply names (``{"id": ..., "expires_at": ...}``), sent back later."""
+        if isinstance(container, dict) and isinstance(container.get("id"), str) and container["id"]:
+            self.container = str(container["id"])
 
     def finish(self) -> TurnEnd:
         """The `TurnEnd` of a reply whose stream has ended, or the error that the reply cannot be used."""
@@ -735,4 +768,24 @@ class _Reply:
             raise UpstreamUnexpected("The Anthropic stream ended without a stop reason.")
         if self.stop_reason not in _STOP_REASONS:
             raise UpstreamUnexpected(f"The Anthropic stream ended with an unknown stop reason {self.stop_reason!r}.")
-        return TurnEnd(cast(StopReason, self.stop_reason), Usage(**self.usage))
+        return TurnEnd(cast(StopReason, self.stop_reason), Usage(**self.usage), self.container)
+
+
+def server_tool_counts(usage: JsonObject) -> dict[str, int]:
+    """The searches and fetches Anthropic ran, from a usage's ``server_tool_use`` (none when it says none)."""
+    server = usage.get("server_tool_use")
+    if not isinstance(server, dict):
+        return {}
+    return {
+        name: value
+        for name in ("web_search_requests", "web_fetch_requests")
+        if isinstance(value := server.get(name), int) and not isinstance(value, bool) and value >= 0
+    }
+
+
+@dataclass
+class _TextBlock:
+    """A text block while it streams: its pieces, and the citations ``citations_delta``s added to it."""
+
+    pieces: list[str]
+    citations: list[JsonObject]

@@ -147,6 +147,10 @@ class ModelRequest(Fieldwise):
     """How the model thinks, or None: the model's default (nothing sent)."""
     effort: Effort | None = None
     """How much effort the reply takes, or None: the model's default (nothing sent)."""
+    server_tools: tuple[JsonObject, ...] = ()
+    """Tools Anthropic runs, as the API takes them (`agl_notebook.server_tools`); sent after ``tools``."""
+    container: str | None = None
+    """The code execution container an earlier reply of the step named, sent back so its files are still there."""
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -159,6 +163,10 @@ class Usage(Fieldwise):
     cache_read_input_tokens: int = 0
     cache_creation_1h_input_tokens: int = 0
     """The part of ``cache_creation_input_tokens`` written with a 1-hour lifetime (billed at another rate)."""
+    web_search_requests: int = 0
+    """Web searches Anthropic ran (``usage.server_tool_use.web_search_requests``), billed per search."""
+    web_fetch_requests: int = 0
+    """Web fetches Anthropic ran (no charge beyond the tokens the pages add)."""
 
     @property
     def tokens(self) -> int:
@@ -177,6 +185,8 @@ class Usage(Fieldwise):
             self.cache_creation_input_tokens + other.cache_creation_input_tokens,
             self.cache_read_input_tokens + other.cache_read_input_tokens,
             self.cache_creation_1h_input_tokens + other.cache_creation_1h_input_tokens,
+            self.web_search_requests + other.web_search_requests,
+            self.web_fetch_requests + other.web_fetch_requests,
         )
 
 
@@ -220,9 +230,23 @@ class TurnEnd(Fieldwise):
 
     stop_reason: StopReason
     usage: Usage = NO_USAGE
+    container: str | None = None
+    """The code execution container the reply ran in (its id), which later requests of the step send back."""
 
 
-ModelEvent: TypeAlias = TextDelta | ToolCall | TurnEnd | ThinkingDelta | RawBlock
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Cited(Fieldwise):
+    """The citations of the text block that just closed (its text came as `TextDelta`s before this).
+
+    ``text`` is that block's whole text, so the loop keeps the cited text a block of its own, its citations
+    (each as the API sent it: a ``web_search_result_location``, ``char_location``, ...) with it.
+    """
+
+    text: str
+    citations: tuple[JsonObject, ...]
+
+
+ModelEvent: TypeAlias = TextDelta | ToolCall | TurnEnd | ThinkingDelta | RawBlock | Cited
 """What a backend streams. A `RawBlock` is a whole block of the reply (not text, not a tool call) as the API sent it:
 the loop keeps it in the reply, in order, and sends it back unchanged. A backend that yields only text, tool calls
 and its `TurnEnd` still works."""

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, cast, get_args
 from ..errors import UpstreamUnexpected
 from ..payloads import JsonObject, JsonValue
 from ..transcript import RawBlock
-from .base import ModelEvent, StopReason, TextDelta, ThinkingDelta, ToolCall, TurnEnd, Usage
+from .anthropic import server_tool_counts
+from .base import Cited, ModelEvent, StopReason, TextDelta, ThinkingDelta, ToolCall, TurnEnd, Usage
 from .batch_state import BatchState
 
 if TYPE_CHECKING:
@@ -96,6 +97,9 @@ def message_events(message: JsonValue) -> list[ModelEvent]:
                 raise UpstreamUnexpected(f"The batch reply {message_id} has a text block with no text.")
             if text:
                 events.append(TextDelta(text))
+            cited = block.get("citations")  # type: ignore[union-attr]
+            if isinstance(cited, list) and cited:
+                events.append(Cited(text, tuple(c for c in cited if isinstance(c, dict))))
         elif kind == "tool_use":
             tool_id, name, tool_input = (block.get(k) for k in ("id", "name", "input"))  # type: ignore[union-attr]
             if not isinstance(tool_id, str) or not isinstance(name, str):
@@ -121,6 +125,8 @@ def message_events(message: JsonValue) -> list[ModelEvent]:
     # What was written for an hour is billed at its own rate, as the live stream's usage tells it (docs/cost.md).
     creation = usage.get("cache_creation")
     one_hour = creation.get("ephemeral_1h_input_tokens") if isinstance(creation, dict) else None
+    counts = server_tool_counts(usage)
+    container = message.get("container")
     events.append(
         TurnEnd(
             cast(StopReason, stop),
@@ -130,7 +136,10 @@ def message_events(message: JsonValue) -> list[ModelEvent]:
                 _tokens(usage, "cache_creation_input_tokens"),
                 _tokens(usage, "cache_read_input_tokens"),
                 one_hour if isinstance(one_hour, int) and not isinstance(one_hour, bool) else 0,
+                counts.get("web_search_requests", 0),
+                counts.get("web_fetch_requests", 0),
             ),
+            str(container["id"]) if isinstance(container, dict) and isinstance(container.get("id"), str) else None,
         )
     )
     return events

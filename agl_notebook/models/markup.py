@@ -299,7 +299,7 @@ async def intercept(
             for item in parser.finish():
                 yield item
             if isinstance(event, TurnEnd) and parser.calls and event.stop_reason == "end_turn":
-                event = TurnEnd("tool_use", event.usage)
+                event = TurnEnd("tool_use", event.usage, event.container)
         yield event
     if parser is not None:  # a stream that ended without its TurnEnd: the loop reports that; release the text
         for item in parser.finish():

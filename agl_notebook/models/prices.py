@@ -39,6 +39,12 @@ PRICING_PAGE = "https://platform.claude.com/docs/en/about-claude/pricing"
 rates)."""
 
 
+WEB_SEARCH_PER_THOUSAND = 10.0
+"""Anthropic's price of web search, in dollars per 1,000 searches (the pricing page's "Web search tool"), on every
+model. Web fetch costs nothing beyond the tokens a page adds; code execution is billed by container time, which no
+usage reports, so a step that ran code shows "code execution not priced"."""
+
+
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Rates(Fieldwise):
     """One model's prices, in US dollars per million tokens."""
@@ -60,9 +66,20 @@ class Rates(Fieldwise):
     is longer than `long_prompt_over` tokens. Every token of such a request, output included, is billed at them."""
     long_prompt_over: int = 0
     """The prompt length, in tokens, past which `long_prompt` applies."""
+    web_search: float = WEB_SEARCH_PER_THOUSAND
+    """Dollars per 1,000 web searches Anthropic runs (``usage.server_tool_use.web_search_requests``); the batch
+    discount does not apply to it."""
 
     def __post_init__(self) -> None:
-        for name in ("input", "output", "cache_write_5m", "cache_write_1h", "cache_read", "batch_discount"):
+        for name in (
+            "input",
+            "output",
+            "cache_write_5m",
+            "cache_write_1h",
+            "cache_read",
+            "batch_discount",
+            "web_search",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
                 raise InputError(f"Rates.{name} takes a number of dollars >= 0, not {value!r}.")
@@ -105,7 +122,7 @@ class Rates(Fieldwise):
             + five_minutes * self.cache_write_5m
             + one_hour * self.cache_write_1h
             + usage.cache_read_input_tokens * self.cache_read
-        ) / 1_000_000
+        ) / 1_000_000 + usage.web_search_requests * self.web_search / 1000
 
     def to_json(self) -> JsonObject:
         """The rates as a price table file and a record's ``declared_rates`` give them (defaults left out)."""
@@ -135,6 +152,7 @@ class Rates(Fieldwise):
             0.0,
             self.long_prompt.batched() if self.long_prompt is not None else None,
             self.long_prompt_over,
+            self.web_search,
         )
 
     @property
@@ -262,6 +280,8 @@ def batched_usage(usage: Usage, engine: JsonObject | None) -> Usage | None:
         "cache_creation_input_tokens",
         "cache_read_input_tokens",
         "cache_creation_1h_input_tokens",
+        "web_search_requests",
+        "web_fetch_requests",
     )
     return _minus(usage, Usage(**{k: counts.get(k, 0) for k in fields}))
 
@@ -273,6 +293,8 @@ def _minus(usage: Usage, part: Usage) -> Usage:
         max(0, usage.cache_creation_input_tokens - part.cache_creation_input_tokens),
         max(0, usage.cache_read_input_tokens - part.cache_read_input_tokens),
         max(0, usage.cache_creation_1h_input_tokens - part.cache_creation_1h_input_tokens),
+        max(0, usage.web_search_requests - part.web_search_requests),
+        max(0, usage.web_fetch_requests - part.web_fetch_requests),
     )
 
 

@@ -31,7 +31,7 @@ from .._settings import CREDENTIALS, has_credentials
 from ..errors import InputError, ScriptExhaustedError
 from ..payloads import JsonObject, JsonValue
 from ..transcript import RawBlock
-from .base import ModelEvent, ModelRequest, StopReason, TextDelta, ThinkingDelta, ToolCall, TurnEnd, Usage
+from .base import Cited, ModelEvent, ModelRequest, StopReason, TextDelta, ThinkingDelta, ToolCall, TurnEnd, Usage
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -64,13 +64,19 @@ class ScriptedTurn(Fieldwise):
     redacted: bool = False
     """Whether the reply holds a redacted thinking block (encrypted thinking, shown only as redacted)."""
     blocks: Sequence[JsonObject] = ()
-    """Other blocks of the reply (``{"type": ..., ...}``), each kept whole and sent back unchanged, in order."""
+    """Other blocks of the reply (``{"type": ..., ...}``), each kept whole and sent back unchanged, in order: server
+    tool calls and their results among them (`agl_notebook.server_tools.scripted_search` and its siblings)."""
+    cited: Sequence[Mapping[str, Any]] = ()
+    """Cited text after the turn's text: ``{"text": ..., "citations": [...]}`` each, a citation as the API sends it
+    (``{"type": "web_search_result_location", "url": ..., "title": ..., "cited_text": ...}``)."""
+    container: str | None = None
+    """The code execution container the reply names (later requests of the step send it back)."""
 
 
 TurnLike: TypeAlias = "ScriptedTurn | str | Mapping[str, Any]"
 """A turn as a `ScriptedTurn`, a plain string (text only), or a dict ``{"text", "calls": [{"name", "args"}]}``
 (with ``stop_reason``, ``thinking``, ``redacted`` and ``blocks`` as in `ScriptedTurn`)."""
-_TURN_KEYS = ("text", "calls", "stop_reason", "thinking", "redacted", "blocks")
+_TURN_KEYS = ("text", "calls", "stop_reason", "thinking", "redacted", "blocks", "cited", "container")
 # Blocks the loop reads itself rather than keeping whole: a script writes them as text and calls.
 _NOT_KEPT = frozenset({"text", "tool_use", "tool_result"})
 ScriptFunction: TypeAlias = Callable[[ModelRequest], "TurnLike | Awaitable[TurnLike]"]
@@ -146,15 +152,22 @@ class ScriptedModel:
             yield RawBlock(dict(block))
         for piece in _WORDS.findall(turn.text):
             yield TextDelta(piece)
+        for cited in turn.cited:
+            for piece in _WORDS.findall(cited["text"]):
+                yield TextDelta(piece)
+            yield Cited(cited["text"], tuple(dict(c) for c in cited["citations"]))
         for i, call in enumerate(turn.calls):
             yield ToolCall(call.id or f"toolu_{position:02d}_{i}", call.name, call.args)
         stop: StopReason = turn.stop_reason or ("tool_use" if turn.calls else "end_turn")
         thought = (max(1, len(turn.thinking) // 4) if turn.thinking else 0) + (10 if turn.redacted else 0)
+        used = [b.get("name") for b in turn.blocks if b.get("type") == "server_tool_use"]
         usage = turn.usage or Usage(
             input_tokens=sum(len(m.text) for m in request.messages) // 4 + len(request.system) // 4,
             output_tokens=max(1, len(turn.text) // 4) + 10 * len(turn.calls) + thought,  # thinking is output
+            web_search_requests=used.count("web_search"),
+            web_fetch_requests=used.count("web_fetch"),
         )
-        yield TurnEnd(stop, usage)
+        yield TurnEnd(stop, usage, turn.container)
 
     async def _turn(self, request: ModelRequest, position: int) -> ScriptedTurn:
         __tracebackhide__ = True
@@ -212,6 +225,8 @@ def _turn(turn: object, where: str) -> ScriptedTurn:
             thinking=turn.get("thinking", ""),
             redacted=turn.get("redacted", False),
             blocks=turn.get("blocks", ()),
+            cited=turn.get("cited", ()),
+            container=turn.get("container"),
         )
         return _checked(built, where)
     raise InputError(f"{where}: a turn is a ScriptedTurn, a string or a dict, not {type(turn).__name__}.")
@@ -237,6 +252,24 @@ def _checked(turn: ScriptedTurn, where: str) -> ScriptedTurn:
             digest(dict(block))
         except (TypeError, ValueError) as e:
             raise InputError(f"{where}.blocks[{i}]: a kept block must be JSON ({e}).") from None
+    if isinstance(turn.cited, str | Mapping) or not isinstance(turn.cited, Sequence):
+        raise InputError(f"{where}: cited is a list of {{'text': ..., 'citations': [...]}}, not {turn.cited!r}.")
+    for i, cited in enumerate(turn.cited):
+        citations = cited.get("citations") if isinstance(cited, Mapping) else None
+        if (
+            not isinstance(cited, Mapping)
+            or not isinstance(cited.get("text"), str)
+            or not cited["text"]
+            or not isinstance(citations, Sequence)
+            or isinstance(citations, str)
+            or not citations
+            or not all(isinstance(c, Mapping) and isinstance(c.get("type"), str) for c in citations)
+        ):
+            raise InputError(
+                f"{where}.cited[{i}]: expected {{'text': non-empty text, 'citations': [{{'type': ..., ...}}, ...]}}."
+            )
+    if turn.container is not None and (not isinstance(turn.container, str) or not turn.container):
+        raise InputError(f"{where}: container is a container id, not {turn.container!r}.")
     return turn
 
 
@@ -253,6 +286,10 @@ def _turn_json(turn: ScriptedTurn) -> JsonValue:
         data["redacted"] = True
     if turn.blocks:
         data["blocks"] = [dict(b) for b in turn.blocks]
+    if turn.cited:
+        data["cited"] = [{"text": c["text"], "citations": [dict(x) for x in c["citations"]]} for c in turn.cited]
+    if turn.container is not None:
+        data["container"] = turn.container
     return data
 
 

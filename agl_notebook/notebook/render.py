@@ -21,6 +21,7 @@ GitHub defines none. Long blocks are capped in height and scroll, so a 200-line 
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 from collections.abc import Callable
@@ -53,10 +54,22 @@ from ..events import (
     StepReplayed,
     StepReported,
     StepStarted,
+    TextCited,
 )
 from ..functions.events import ApiResponded, ErrorHandled, FunctionCalled, FunctionEvent, FunctionReturned, Logged
 from ..models.prices import RecordedCost, dollars
 from ..payloads import JsonObject, JsonValue
+from .server_view import (
+    CODE_TOOLS,
+    CitationMark,
+    ServerCallTrace,
+    Sources,
+    marks_html,
+    server_call_html,
+    server_call_text,
+    sources_html,
+    sources_text,
+)
 
 INTERRUPTIONS = ("KeyboardInterrupt", "CancelledError", "StepInterrupted")
 """The errors that mean the person (or a cancelled task) stopped the step, rather than something going wrong."""
@@ -134,6 +147,9 @@ class FunctionNote:
     failed: bool = False
 
 
+_Drawn = KeptBlockNote | ServerCallTrace
+
+
 @dataclass
 class StepTrace:
     """Everything a view shows about one step, folded from its events."""
@@ -143,11 +159,21 @@ class StepTrace:
     label: str = ""
     """A short label telling this step from others of the role (from the input, or `Run.step`'s ``label``)."""
     backend: str = ""
-    items: list[list[str] | CallTrace | QuestionTrace | MarkupNote | FunctionNote | ThinkingTrace | KeptBlockNote] = (
-        field(default_factory=list)
-    )
-    """Text (kept as its pieces, joined when drawn: appending to one string would copy it per delta), thinking,
-    other kept blocks, tool calls and questions, in order."""
+    items: list[
+        list[str]
+        | CallTrace
+        | QuestionTrace
+        | MarkupNote
+        | FunctionNote
+        | ThinkingTrace
+        | KeptBlockNote
+        | ServerCallTrace
+    ] = field(default_factory=list)
+    """Text (kept as its pieces, joined when drawn: appending to one string would copy it per delta; a
+    `CitationMark` among them where cited text ended), thinking, other kept blocks, tool calls (Anthropic's too) and
+    questions, in order."""
+    sources: Sources = field(default_factory=Sources)
+    """The sources the step's text cites, numbered (notebook/server_view.py)."""
     roundtrips: int = 0
     max_roundtrips: int = 0
     result: JsonValue = None
@@ -194,6 +220,13 @@ class StepTrace:
         elif isinstance(event, ReplyBlockKept):
             self.waiting_for_model = False
             self._kept(event.block)
+        elif isinstance(event, TextCited):
+            numbers = tuple(dict.fromkeys(self.sources.number(c) for c in event.citations))
+            last = self.items[-1] if self.items else None
+            if isinstance(last, list):
+                last.append(CitationMark(numbers))
+            else:
+                self.items.append([CitationMark(numbers)])
         elif isinstance(event, ClientToolRequested):
             self.waiting_for_model = False
             self.items.append(CallTrace(event.tool_call_id, event.name, event.args))
@@ -275,6 +308,25 @@ class StepTrace:
             thinking.pieces, thinking.state = [text], "kept" if text else "omitted"
         elif kind == "redacted_thinking":
             self.items.append(ThinkingTrace(state="redacted"))
+        elif kind == "server_tool_use":
+            given = block.get("input")
+            call_id, name = block.get("id"), block.get("name")
+            self.items.append(
+                ServerCallTrace(
+                    call_id if isinstance(call_id, str) else "",
+                    name if isinstance(name, str) and name else "?",
+                    given if isinstance(given, dict) else {},
+                )
+            )
+        elif isinstance(kind, str) and kind.endswith("_tool_result") and isinstance(block.get("tool_use_id"), str):
+            call = next(
+                (i for i in reversed(self.items) if isinstance(i, ServerCallTrace) and i.id == block["tool_use_id"]),
+                None,
+            )
+            if call is None:  # a result whose call is not in the reply: drawn on its own
+                call = ServerCallTrace(str(block["tool_use_id"]), "?", {})
+                self.items.append(call)
+            call.result = block
         else:
             self.items.append(KeptBlockNote(kind if isinstance(kind, str) and kind else "(no type)"))
 
@@ -363,11 +415,14 @@ def render_text(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
             lines.append(f"  markup error: {show(item.message)}")
         elif isinstance(item, KeptBlockNote):  # thinking is left out of the text; a block of another type is named
             lines.append(f"  kept block: {clip(item.type, LABEL_LENGTH)}")
+        elif isinstance(item, ServerCallTrace):
+            lines.append(server_call_text(item, clip))
         elif isinstance(item, FunctionNote):
             lines.append(f"  {'  ' * item.depth}{_FUNCTION_WORDS[item.kind]} {clip(item.text, 100)}")
         elif isinstance(item, QuestionTrace):
             answer = clip(_compact(scrubbed(item.answer, secrets)), 60) if item.answered else _unanswered(trace)
             lines.append(f"  question {clip(item.text, 60)!r}: {answer}")
+    lines.extend(sources_text(trace.sources, clip))
     if trace.reported_by is not None:
         lines.append(f"  result ({show(trace.reported_by)}):")
         fields = trace.result.items() if isinstance(trace.result, dict) else [("value", trace.result)]
@@ -417,9 +472,14 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None, *, liv
 
     for index, item in enumerate(trace.items):
         if isinstance(item, list):
+            if any(isinstance(piece, CitationMark) for piece in item):
+                parts.append(_cited_html(item, functools.partial(_held_at, held, index), esc, trace.sources))
+                continue
             text = held("".join(item), index)
             if text.strip():
                 parts.append(f'<div style="{_TEXT}">{esc(text)}</div>')
+        elif isinstance(item, ServerCallTrace):
+            parts.append(server_call_html(item, esc, trace.state == "running", keep(f"item-{index}"), _chip))
         elif isinstance(item, ThinkingTrace):
             if item.state == "streaming":
                 item = ThinkingTrace([held("".join(item.pieces), index)])
@@ -446,6 +506,8 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None, *, liv
                 f'<div style="{_QUESTION}"><b>Question:</b> <span style="white-space:pre-wrap">'
                 f"{esc(item.text)}</span><br><b>Answer:</b> {answer}</div>"
             )
+    if trace.sources.listed:
+        parts.append(sources_html(trace.sources, esc))
     if trace.roundtrips:
         parts.append(
             f'<div style="{_NOTE}">tool round trips: {trace.roundtrips} of at most '
@@ -482,6 +544,26 @@ def _without_secret_start(text: str, secrets: tuple[str, ...]) -> str:
                     cut = length
                     break
     return text[: len(text) - cut]
+
+
+def _held_at(held: Callable[[str, int], str], index: int, text: str) -> str:
+    return held(text, index)
+
+
+def _cited_html(item: list[str], held: Callable[[str], str], esc: _Escape, sources: Sources) -> str:
+    """A text item with cited passages: each run of text escaped, each `CitationMark` drawn as its sources' numbers."""
+    drawn: list[str] = []
+    run: list[str] = []
+    for piece in item:
+        if isinstance(piece, CitationMark):
+            drawn.append(esc("".join(run)))
+            drawn.append(marks_html(piece, sources, esc))
+            run = []
+        else:
+            run.append(piece)
+    if run:  # the text after the last mark may still be streaming: a secret's start is held back
+        drawn.append(esc(held("".join(run))))
+    return f'<div style="{_TEXT}">{"".join(drawn)}</div>'
 
 
 def _thinking_html(item: ThinkingTrace, running: bool, esc: _Escape, keep: str) -> str:
@@ -569,7 +651,10 @@ def _state_text(trace: StepTrace) -> str:
 def _cost_text(trace: StepTrace) -> str:
     cost = trace.cost
     assert cost is not None
-    return f"{trace.tokens:,} tokens, {cost.words()} (rates of {cost.rates_as_of})"
+    ran_code = any(isinstance(i, ServerCallTrace) and i.name in CODE_TOOLS for i in trace.items)
+    # Code execution is billed by container time, which no usage reports: say so rather than under-count.
+    code = "; code execution not priced (billed by container time)" if ran_code else ""
+    return f"{trace.tokens:,} tokens, {cost.words()} (rates of {cost.rates_as_of}){code}"
 
 
 def _provenance(trace: StepTrace) -> str:
@@ -594,6 +679,7 @@ _TINTS = {
     "bad": "rgba(209,36,47,0.18)",
     "warn": "rgba(191,135,0,0.22)",
     "plain": "rgba(127,127,127,0.16)",
+    "anthropic": "rgba(204,120,92,0.22)",
 }
 _BOX = "border:1px solid rgba(127,127,127,0.45);border-radius:6px;padding:6px 10px;margin:4px 0;font-size:13px"
 _HEAD = "margin:2px 0 6px 0"

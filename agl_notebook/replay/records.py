@@ -538,6 +538,8 @@ _USAGE_FIELDS_IN_ORDER = (
     "cache_creation_input_tokens",
     "cache_read_input_tokens",
     "cache_creation_1h_input_tokens",
+    "web_search_requests",
+    "web_fetch_requests",
 )
 _USAGE_FIELDS = set(_USAGE_FIELDS_IN_ORDER)
 

@@ -42,6 +42,7 @@ from ..models.base import (
     model_engine_record,
     model_network,
 )
+from ..server_tools import search_max_uses
 from ..transcript import messages_to_json
 
 if TYPE_CHECKING:
@@ -79,7 +80,11 @@ def estimate(request: ModelRequest, rates: Rates) -> Estimate:
     tier = rates.for_prompt(tokens)  # a model priced by prompt length: the tier the estimated prompt falls in
     likely = tokens * max(tier.input, tier.cache_write_5m) + request.max_tokens * tier.output
     worst = (len(text.encode("utf-8")) + API_OVERHEAD_TOKENS) * rates.highest_input
-    return Estimate(likely / 1_000_000, (worst + request.max_tokens * rates.dearest.output) / 1_000_000)
+    # Every search the request may make is reserved (a role with search and a budget must say max_uses).
+    searches = search_max_uses(request.server_tools)[1] * rates.web_search / 1000
+    return Estimate(
+        likely / 1_000_000 + searches, (worst + request.max_tokens * rates.dearest.output) / 1_000_000 + searches
+    )
 
 
 class Reservation:
@@ -194,6 +199,14 @@ class Meter:
                 f"This Run has a budget of {dollars(self.budget_usd)}, but {backend} has no price in its table "
                 f"(rates of {self.prices.as_of}), so its requests cannot be counted against it. Give its rates with "
                 "Run(prices={model id: Rates(...)}) (from agl_notebook import Rates; docs/cost.md)."
+            )
+        searches, max_uses = search_max_uses(request.server_tools)
+        if searches and not max_uses:
+            raise InputError(
+                f"This Run has a budget of {dollars(self.budget_usd)}, and the step offers WebSearch without max_uses: "
+                "each search is billed apart from tokens and Anthropic runs as many as the model asks for within a "
+                "request, so a search cannot be reserved. Give WebSearch(max_uses=...) (each use is reserved at "
+                f"{dollars(rates.web_search / 1000)}). Nothing was sent."
             )
         cost = estimate(request, rates)
         budget = self.budget_usd

@@ -16,6 +16,7 @@ from ..events import QuestionAnswered, QuestionAsked, StepFinished
 from ..loop import LoopOutcome, LoopTool, Progress, Reporting, run_loop
 from ..models.base import (
     NO_USAGE,
+    Cited,
     Model,
     ModelEvent,
     ModelRequest,
@@ -26,6 +27,7 @@ from ..models.base import (
     ToolSpec,
     TurnEnd,
     Usage,
+    model_accepts,
     model_engine_record,
     model_intercepts_markup,
     model_thinks,
@@ -91,6 +93,8 @@ def step_settings(role: Role[Any]) -> dict[str, JsonValue]:
         settings["effort"] = role.effort
     if role.strict_tools:
         settings["strict_tools"] = True
+    if role.server_tools:
+        settings["server_tools"] = [t.to_json() for t in role.server_tools]
     return settings
 
 
@@ -178,6 +182,13 @@ class StepPlan:
                 f"Role {role.name!r} asks for {' and '.join(asked)}, but its model {model!r} does not take "
                 "thinking, effort or strict tools (a backend of your own says it does with a true `thinking` "
                 "attribute). Nothing was sent."
+            )
+        if role.server_tools and not model_accepts(model, "server_tools"):
+            names = ", ".join(t.name for t in role.server_tools)
+            raise InputError(
+                f"Role {role.name!r} offers server tools ({names}), which Anthropic runs, but its model {model!r} "
+                "cannot run them: use a Claude model (AnthropicModel), or a ScriptedModel whose turns script their "
+                "blocks. Nothing was sent."
             )
         tools = [t for t in role.tools if isinstance(t, Tool)]
         reporting = _reporting(role.reporting_tool, strict=role.strict_tools)
@@ -395,6 +406,7 @@ class StepPlan:
             progress=self.progress,
             thinking=self.role.thinking if isinstance(self.role.thinking, Thinking) else None,
             effort=self.role.effort,
+            server_tools=tuple(t.to_json() for t in self.role.server_tools),
         )
 
     def _live_tool(self, t: Tool[Any]) -> LoopTool:
@@ -507,6 +519,8 @@ class RecordedModel:
         for block in reply.content:
             if isinstance(block, TextBlock):
                 yield TextDelta(block.text)
+                if block.citations:
+                    yield Cited(block.text, block.citations)
             elif isinstance(block, ToolUseBlock):
                 yield ToolCall(block.id, block.name, block.input)
             elif isinstance(block, RawBlock):

@@ -496,6 +496,7 @@ VOCABULARY: list[tuple[type[Any], str, list[str]]] = [
     (ev.MarkupError, "markup.error", ["message", "text"]),
     (ev.ReasoningTextDelta, "response.reasoning_text.delta", ["delta"]),
     (ev.ReplyBlockKept, "response.content_block.kept", ["block"]),
+    (ev.TextCited, "response.output_text.cited", ["text", "citations"]),
     (ev.StepFinished, "step.finished", ["role", "result", "requests", "truncated"]),
     (ev.StepFailed, "step.failed", ["role", "error", "message"]),
     (ev.StepReplayed, "step.replayed", ["role", "record_id", "backend"]),
@@ -523,6 +524,7 @@ def test_the_vocabulary_is_complete() -> None:
             "response.reasoning_text.delta",
             "response.content_block.kept",
             "step.started",
+            "response.output_text.cited",
             "step.finished",
             "step.failed",
             "step.replayed",
@@ -685,7 +687,8 @@ def test_scripted_model_refuses_bad_scripts() -> None:
     with pytest.raises(InputError) as e:
         ScriptedModel([{"text": "x", "tools": []}])
     assert str(e.value) == (
-        "script[0]: unknown keys ['tools']; a turn has text, calls, stop_reason, thinking, redacted and blocks."
+        "script[0]: unknown keys ['tools']; a turn has text, calls, stop_reason, thinking, redacted, blocks, cited "
+        "and container."
     )
     with pytest.raises(InputError) as e:
         ScriptedModel([{"calls": [{"args": {}}]}])
