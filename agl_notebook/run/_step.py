@@ -30,12 +30,24 @@ from ..models.base import (
     model_intercepts_markup,
     model_thinks,
 )
+from ..media import check_media, labelled_json, media_in
 from ..payloads import JsonObject, JsonValue, dump, payload_spec
 from ..replay.fingerprint import Fingerprint, fingerprint
 from ..replay.records import RecordedQuestion, StepRecord, Waiting
 from ..roles import Role
 from ..tools import ReportingTool, Tool, ToolResult, with_report_instruction
-from ..transcript import Message, RawBlock, TextBlock, ToolResultBlock, ToolUseBlock, user_text
+from ..transcript import (
+    Block,
+    MediaBlock,
+    Message,
+    RawBlock,
+    TextBlock,
+    ToolResultBlock,
+    ToolText,
+    ToolUseBlock,
+    result_text,
+    user_text,
+)
 from ._approvals import Gatekeeper
 from .views import StepView
 
@@ -68,6 +80,31 @@ def input_message(value: object) -> str:
     import json
 
     return f"{type(value).__name__}:\n{json.dumps(dump(value), indent=2, ensure_ascii=False)}"
+
+
+def input_first_message(value: object) -> Message:
+    """The first user message of a step: its images and documents as content blocks, each after a line naming it,
+    then the rest of the input as JSON, each of them there as a label (``"[image 1]"``), never as JSON text.
+
+    Images come first because Claude works best with an image before the text about it (Anthropic's advice).
+    """
+    if isinstance(value, str):
+        return user_text(value)
+    found = media_in(value, type(value).__name__)
+    if not found:
+        return user_text(input_message(value))
+    import json
+
+    labels: dict[int, str] = {}
+    counts: dict[str, int] = {}
+    blocks: list[Block] = []
+    for path, media in found:
+        counts[media.kind] = counts.get(media.kind, 0) + 1
+        label = labels.setdefault(id(media), f"[{media.kind} {counts[media.kind]}]")
+        blocks += [TextBlock(f"{label} ({path}):"), MediaBlock(media, path)]
+    shown = json.dumps(labelled_json(value, labels), indent=2, ensure_ascii=False)
+    blocks.append(TextBlock(f"{type(value).__name__}:\n{shown}"))
+    return Message("user", tuple(blocks))
 
 
 def _input_json(value: object) -> JsonValue:
@@ -103,6 +140,7 @@ def check_input(role: Role[Any], value: object) -> None:
         raise InputError(f"A step's input is a payload dataclass or a string, not {type(value).__qualname__}.")
     if not isinstance(value, str):
         payload_spec(type(value))  # it must be JSON-able to be shown to the model
+        check_media(value, type(value).__qualname__)  # each image and document read and checked before any request
 
 
 @dataclasses.dataclass
@@ -207,7 +245,7 @@ class StepPlan:
             model_id,
             backend,
             system,
-            user_text(input_message(value)),
+            input_first_message(value),
             tools,
             reporting,
             input_json,
@@ -413,6 +451,10 @@ class StepPlan:
             self.questions.extend(
                 RecordedQuestion(call_id, q.text, q.inputs, q.answer) for q in self.scope.questions[asked:]
             )
+            if result.images:
+                for i, image in enumerate(result.images):
+                    image.check(f"the result of tool {t.name!r}: images[{i}]")
+                return ToolText(result.text, tuple(result.images)), result.rejected
             return result.text, result.rejected
 
         return LoopTool(
@@ -432,7 +474,7 @@ class StepPlan:
                     nearest=record,
                     differing=(),
                 )
-            return recorded.content, recorded.is_error
+            return result_text(recorded), recorded.is_error
 
         async def call(payload: Any, call_id: str) -> tuple[str, bool]:
             __tracebackhide__ = True
@@ -449,7 +491,7 @@ class StepPlan:
         live = self._live_tool(t)
 
         def recorded_result(call_id: str) -> tuple[str, bool]:
-            return results[call_id].content, results[call_id].is_error
+            return result_text(results[call_id]), results[call_id].is_error
 
         async def call(payload: Any, call_id: str) -> tuple[str, bool]:
             __tracebackhide__ = True
@@ -533,7 +575,7 @@ def _results_of(
                     nearest=record,
                     differing=(),
                 )
-            return recorded.content, recorded.is_error
+            return result_text(recorded), recorded.is_error
 
         return recorded_result
 
@@ -546,7 +588,7 @@ def _answered_from(tool: LoopTool, results: dict[str, ToolResultBlock]) -> LoopT
     async def call(payload: Any, call_id: str) -> tuple[str, bool]:
         recorded = results.get(call_id)
         if recorded is not None:
-            return recorded.content, recorded.is_error
+            return result_text(recorded), recorded.is_error
         return await tool.call(payload, call_id)
 
     return dataclasses.replace(tool, call=call)
