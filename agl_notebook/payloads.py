@@ -215,8 +215,7 @@ def _compile_type(tp: Any, *, where: str, active: tuple[type[Any], ...]) -> tupl
             return {"anyOf": [inner_schema, {"type": "null"}]}, _optional_validator(inner)
     raise InputError(
         f"{where}: the type {_type_name(tp)} can't be saved as JSON. Payload fields may be str, bool, int, float, "
-        "another dataclass, a list or tuple of these, or optional (X | None); an input's field may be an Image or "
-        "a Document (agl_notebook.media)."
+        "another dataclass, a list or tuple of these, or optional (X | None)."
     )
 
 
