@@ -24,6 +24,7 @@ import math
 import os
 import re
 import struct
+from contextvars import ContextVar
 from pathlib import Path
 from typing import ClassVar
 
@@ -55,6 +56,21 @@ PDF_MAX_PAGES = 100
 TOKENS_PER_PDF_PAGE = 3000
 """What a PDF page is estimated to cost before a request: its text and its page image (Anthropic says 1500-3000)."""
 
+INLINE_BLOB_BYTES = 32 * 1024
+"""A record keeps a value of at most this many bytes inline (base64 in its ``blobs``); a larger one in a blob file
+beside the notebook (or the records file), ``agl_blobs/<sha256 hex>.<ext>``, named in the record."""
+BLOB_FOLDER = "agl_blobs"
+"""The folder, beside the notebook, of the blob files."""
+
+_EXTENSIONS = {
+    "image/png": ".png",
+    "image/jpeg": ".jpg",
+    "image/gif": ".gif",
+    "image/webp": ".webp",
+    "application/pdf": ".pdf",
+    "text/plain": ".txt",
+}
+
 _PATH_TYPES = {
     ".png": "image/png",
     ".jpg": "image/jpeg",
@@ -66,6 +82,41 @@ _PATH_TYPES = {
     ".md": "text/plain",
     ".csv": "text/plain",
 }
+
+
+records_folder: ContextVar[Path | None] = ContextVar("agl_notebook_records_folder", default=None)
+"""The folder of the records being read (a records file's, a notebook's), where their blob files are; None: the
+working folder (a kernel's is its notebook's)."""
+
+_BLOB_NAME = re.compile(BLOB_FOLDER + r"/[0-9a-f]{64}\.(png|jpg|gif|webp|pdf|txt)")
+
+
+def blob_file_name(media: Media) -> str:
+    """The blob file a recorded value over `INLINE_BLOB_BYTES` is kept in, relative to its records' folder."""
+    return f"{BLOB_FOLDER}/{media.digest.removeprefix('sha256:')}{_EXTENSIONS.get(media.media_type or '', '.bin')}"
+
+
+def kept_in_file(media: Media) -> bool:
+    """Whether a record keeps this value in a blob file rather than inline."""
+    return media.url is None and media.size > INLINE_BLOB_BYTES
+
+
+def write_blob_file(media: Media, folder: Path) -> Path:
+    """Write the value's blob file into ``folder`` (once: a file of its digest is never written again).
+
+    Never outside ``folder``: the name is the digest's hex, and a symbolic link in the blob folder's place, or in
+    the file's, is refused.
+    """
+    from ._files import write_atomically
+
+    path = folder / blob_file_name(media)
+    for place in (path.parent, path):
+        if place.is_symlink():
+            raise InputError(f"{place}: a symbolic link; blob files are written only into the notebook's own folder.")
+    if path.exists() and path.stat().st_size == media.size:
+        return path  # the same digest: the same bytes
+    write_atomically(path, media.data)
+    return path
 
 
 def sniffed_type(data: bytes) -> str | None:
@@ -90,7 +141,7 @@ class Media(Attachment):
     """``image`` or ``document``: the content block's type."""
     accepted: ClassVar[tuple[str, ...]]
 
-    __slots__ = ("_b64", "_data", "_digest", "_media_type", "_path", "_read", "title", "url")
+    __slots__ = ("_b64", "_blob", "_data", "_digest", "_media_type", "_path", "_read", "title", "url")
 
     def __init__(self, source: str | os.PathLike[str] | bytes, *, media_type: str | None = None) -> None:
         self._data: bytes | None = None
@@ -98,6 +149,7 @@ class Media(Attachment):
         self._b64: str | None = None
         self._digest: str | None = None
         self._read = False
+        self._blob: str | None = None  # a recorded value's blob file name, relative to the folder of its records
         self.url: str | None = None
         """The URL the API fetches the value from (a URL source), or None."""
         self.title: str | None = None
@@ -139,9 +191,30 @@ class Media(Attachment):
         media_type = self.media_type_at(where)
         self._check_limits(data, media_type, where)
 
+    @classmethod
+    def from_blob_file(cls, name: str, *, digest: str, media_type: str | None, folder: Path | None) -> Media:
+        """A recorded value kept in a blob file (``agl_blobs/<hex>.<ext>``), read when its bytes are first needed.
+
+        The name must be a blob file's name (nothing that leads outside the folder); the bytes read must have the
+        recorded digest.
+        """
+        if not _BLOB_NAME.fullmatch(name) or f"sha256:{name.split('/')[1].split('.')[0]}" != digest:
+            raise InputError(f"A record names the blob file {name!r}, which is not a blob file of the digest {digest}.")
+        root = folder or records_folder.get() or Path.cwd()
+        made = cls(root / name, media_type=media_type if media_type in cls.accepted else None)
+        made._blob, made._digest = name, digest
+        return made
+
+    @property
+    def blob_file(self) -> str | None:
+        """The blob file a recorded value is read from, relative to its records' folder (None: not one)."""
+        return self._blob
+
     def _bytes(self, where: str) -> bytes:
         if not self._read:
             assert self._path is not None
+            if self._blob is not None:
+                return self._blob_bytes()
             try:
                 self._data = self._path.read_bytes()
             except OSError as e:
@@ -151,6 +224,24 @@ class Media(Attachment):
             self._read = True
         assert self._data is not None
         return self._data
+
+    def _blob_bytes(self) -> bytes:
+        assert self._path is not None and self._digest is not None
+        try:
+            data = self._path.read_bytes()
+        except OSError as e:
+            raise InputError(
+                f"The recorded {self.kind} {self._digest} is kept in the blob file {str(self._path)!r}, which cannot "
+                f"be read ({e.strerror or type(e).__name__}): put the file back beside the notebook, or run the step "
+                "in mode 'refresh' to record it again."
+            ) from e
+        if "sha256:" + hashlib.sha256(data).hexdigest() != self._digest:
+            raise InputError(
+                f"The blob file {str(self._path)!r} no longer holds the recorded {self.kind} {self._digest} (it was "
+                "changed): put the recorded file back, or run the step in mode 'refresh' to record it again."
+            )
+        self._data, self._read = data, True
+        return data
 
     def media_type_at(self, where: str) -> str:
         """The value's media type (declared, else from its bytes' signature, else from its path's suffix)."""

@@ -16,12 +16,13 @@ to its digest and the bytes once, in the record's ``blobs`` (`messages_to_json` 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
 from ._families import InputError
 from ._fieldwise import Fieldwise
-from .media import Document, Image, Media
+from .media import Document, Image, Media, blob_file_name, kept_in_file
 from .payloads import JsonObject, JsonValue
 
 
@@ -167,7 +168,7 @@ def user_text(text: str) -> Message:
     return Message("user", (TextBlock(text),))
 
 
-def block_to_json(block: Block, blobs: dict[str, str] | None = None) -> JsonObject:
+def block_to_json(block: Block, blobs: dict[str, JsonValue] | None = None) -> JsonObject:
     """The Messages API JSON of a block (a `RawBlock`'s own JSON, as received: the same object, not a copy).
 
     ``blobs``: write a record's JSON instead, each image or document a reference to its digest, its base64 put in
@@ -191,10 +192,13 @@ def block_to_json(block: Block, blobs: dict[str, str] | None = None) -> JsonObje
     return result
 
 
-def _media_json(media: Media, blobs: dict[str, str] | None) -> JsonObject:
+def _media_json(media: Media, blobs: dict[str, JsonValue] | None) -> JsonObject:
     if blobs is None or media.url is not None:
         return media.block()
-    blobs.setdefault(media.digest, media.base64)
+    if media.digest not in blobs:
+        # A large value is named, not held: its bytes are in a blob file beside the notebook (`write_blob_file`).
+        kept = {"file": blob_file_name(media), "bytes": media.size} if kept_in_file(media) else media.base64
+        blobs[media.digest] = kept
     block: JsonObject = {
         "type": media.kind,
         "source": {"type": "blob", "digest": media.digest, "media_type": media.media_type},
@@ -204,24 +208,29 @@ def _media_json(media: Media, blobs: dict[str, str] | None) -> JsonObject:
     return block
 
 
-def message_to_json(message: Message, blobs: dict[str, str] | None = None) -> JsonObject:
+def message_to_json(message: Message, blobs: dict[str, JsonValue] | None = None) -> JsonObject:
     """The Messages API JSON of a message (a record's, with ``blobs``: `block_to_json`)."""
     return {"role": message.role, "content": [block_to_json(b, blobs) for b in message.content]}
 
 
 def messages_to_json(
-    messages: tuple[Message, ...] | list[Message], blobs: dict[str, str] | None = None
+    messages: tuple[Message, ...] | list[Message], blobs: dict[str, JsonValue] | None = None
 ) -> list[JsonValue]:
     """The Messages API JSON of a conversation (a record's, with ``blobs``: `block_to_json`)."""
     return [message_to_json(m, blobs) for m in messages]
 
 
 def message_from_json(
-    data: JsonValue, *, where: str = "message", blobs: Mapping[str, JsonValue] | None = None
+    data: JsonValue,
+    *,
+    where: str = "message",
+    blobs: Mapping[str, JsonValue] | None = None,
+    folder: Path | None = None,
 ) -> Message:
     """Read a message back from its JSON, with an `InputError` naming what is wrong.
 
-    ``blobs``: a record's blobs by digest, which its images' and documents' references name.
+    ``blobs``: a record's blobs by digest, which its images' and documents' references name; ``folder``: where
+    its blob files are (None: the working folder, a kernel's being its notebook's).
     """
     if not isinstance(data, dict) or data.get("role") not in ("user", "assistant"):
         raise InputError(f"{where}: expected an object with role 'user' or 'assistant'.")
@@ -231,14 +240,18 @@ def message_from_json(
     if not isinstance(content, list):
         raise InputError(f"{where}.content: expected a list of blocks.")
     role: Literal["user", "assistant"] = "user" if data["role"] == "user" else "assistant"
-    return Message(role, tuple(_block_from_json(b, f"{where}.content[{i}]", blobs) for i, b in enumerate(content)))
+    return Message(
+        role, tuple(_block_from_json(b, f"{where}.content[{i}]", blobs, folder) for i, b in enumerate(content))
+    )
 
 
-def _block_from_json(data: JsonValue, where: str, blobs: Mapping[str, JsonValue] | None = None) -> Block:
+def _block_from_json(
+    data: JsonValue, where: str, blobs: Mapping[str, JsonValue] | None = None, folder: Path | None = None
+) -> Block:
     if isinstance(data, dict):
         kind = data.get("type")
         if kind in ("image", "document") and isinstance(data.get("source"), dict):
-            return MediaBlock(_media_from_json(data, where, blobs))
+            return MediaBlock(_media_from_json(data, where, blobs, folder))
         if kind == "text" and isinstance(data.get("text"), str):
             return TextBlock(str(data["text"]))
         tool_input = data.get("input")
@@ -252,7 +265,7 @@ def _block_from_json(data: JsonValue, where: str, blobs: Mapping[str, JsonValue]
         if kind == "tool_result" and isinstance(data.get("tool_use_id"), str) and isinstance(data.get("content"), str):
             return ToolResultBlock(str(data["tool_use_id"]), str(data["content"]), data.get("is_error") is True)
         if kind == "tool_result" and isinstance(data.get("tool_use_id"), str) and isinstance(data.get("content"), list):
-            parts = [_block_from_json(b, f"{where}.content[{i}]", blobs) for i, b in enumerate(data["content"])]
+            parts = [_block_from_json(b, f"{where}.content[{i}]", blobs, folder) for i, b in enumerate(data["content"])]
             text = "".join(p.text for p in parts if isinstance(p, TextBlock))
             media = tuple(p.media for p in parts if isinstance(p, MediaBlock))
             return ToolResultBlock(str(data["tool_use_id"]), text, data.get("is_error") is True, media=media)
@@ -264,7 +277,7 @@ def _block_from_json(data: JsonValue, where: str, blobs: Mapping[str, JsonValue]
 _READ_TYPES = frozenset({"text", "tool_use", "tool_result"})
 
 
-def _media_from_json(data: JsonObject, where: str, blobs: Mapping[str, JsonValue] | None) -> Media:
+def _media_from_json(data: JsonObject, where: str, blobs: Mapping[str, JsonValue] | None, folder: Path | None) -> Media:
     make = Image if data.get("type") == "image" else Document
     source = data["source"]
     assert isinstance(source, dict)
@@ -275,6 +288,11 @@ def _media_from_json(data: JsonObject, where: str, blobs: Mapping[str, JsonValue
         made = make(str(source["url"]))
     elif kind == "text" and isinstance(source.get("data"), str):
         made = Document(str(source["data"]).encode("utf-8"), media_type="text/plain")
+    elif kind == "blob" and isinstance(kept := (blobs or {}).get(str(source.get("digest"))), dict):
+        name = kept.get("file")
+        if not isinstance(name, str):
+            raise InputError(f"{where}: the record's blob {source.get('digest')} names no file.")
+        made = make.from_blob_file(name, digest=str(source.get("digest")), media_type=media_type, folder=folder)
     elif kind in ("base64", "blob"):
         b64 = source.get("data") if kind == "base64" else (blobs or {}).get(str(source.get("digest")))
         if not isinstance(b64, str):

@@ -10,6 +10,7 @@ misses, and the miss names the input.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 
 from agl_notebook import Document, Image, Role, Run, ToolResult, describe, reporting_tool, tool
 from agl_notebook.errors import InputError, ReplayMissError
+from agl_notebook.media import INLINE_BLOB_BYTES
 from agl_notebook.models.anthropic import AnthropicModel
 from agl_notebook.replay.stores import JsonFileStore, MemoryStore
 from tests.support.anthropic_api import api, fail, reply, text, use
@@ -225,3 +227,40 @@ async def test_a_url_source_is_fingerprinted_by_its_url(tmp_path: Path) -> None:
     with pytest.raises(ReplayMissError):
         await replay.step(inspector(), Inspection(Image(url + "?v=2"), Document(pdf()), "x"))
     assert again.requests == []
+
+
+async def test_a_large_image_is_kept_in_a_blob_file_beside_the_records_and_a_missing_one_is_named(
+    tmp_path: Path,
+) -> None:
+    file = tmp_path / "records.json"
+    large = png(120, 120, noisy=True)  # over INLINE_BLOB_BYTES: kept in a file, not in the record
+    assert len(large) > INLINE_BLOB_BYTES
+
+    async def draw(query: Query) -> ToolResult:
+        return ToolResult("Chart.", images=[Image(large)])
+
+    def make_role() -> Role[Finding]:
+        return inspector(tool("chart", "Draw a chart.", Query, draw))
+
+    fake = api(reply(use("toolu_c", "chart", json.dumps({"topic": "t"})), stop_reason="tool_use"), reported())
+    await Run(model=AnthropicModel(client=fake.client()), store=JsonFileStore(file)).step(
+        make_role(), Inspection(Image(png()), Document(pdf()), "x")
+    )
+    digest = hashlib.sha256(large).hexdigest()
+    blob = tmp_path / "agl_blobs" / f"{digest}.png"
+    assert blob.read_bytes() == large
+    text = file.read_text()
+    assert base64.b64encode(large).decode() not in text  # the records file grew by the reference only
+    (record,) = json.loads(text)["records"]
+    assert record["blobs"][f"sha256:{digest}"] == {"file": f"agl_blobs/{digest}.png", "bytes": len(large)}
+
+    # Read back from another working folder: the blob is found beside the records file, and replays.
+    (kept,) = JsonFileStore(file).records()
+    (image,) = kept.transcript[2].content[0].media  # type: ignore[union-attr]
+    assert image.data == large
+
+    blob.unlink()
+    (kept,) = JsonFileStore(file).records()
+    (image,) = kept.transcript[2].content[0].media  # type: ignore[union-attr]
+    with pytest.raises(InputError, match=rf"blob file '.*agl_blobs/{digest}\.png', which cannot be read"):
+        image.data  # noqa: B018

@@ -3,14 +3,24 @@ a JPEG header, a PDF of any page count."""
 
 from __future__ import annotations
 
+import random
 import struct
 import zlib
 
 
-def png(width: int = 4, height: int = 3, *, changed: tuple[int, int] | None = None, shade: int = 0) -> bytes:
-    """A valid RGB PNG; ``changed`` flips one pixel's red value, so the bytes (and the digest) differ by it."""
+def png(
+    width: int = 4, height: int = 3, *, changed: tuple[int, int] | None = None, shade: int = 0, noisy: bool = False
+) -> bytes:
+    """A valid RGB PNG; ``changed`` flips one pixel's red value, so the bytes (and the digest) differ by it.
+
+    ``noisy``: seeded random pixels, which do not compress (a PNG of about 3 bytes a pixel).
+    """
     rows = []
+    noise = random.Random(shade).randbytes(width * height * 3) if noisy else b""
     for y in range(height):
+        if noisy:
+            rows.append(b"\x00" + noise[y * width * 3 : (y + 1) * width * 3])
+            continue
         row = bytearray()
         for x in range(width):
             red = (x * 40 + shade) % 256
