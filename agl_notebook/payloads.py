@@ -191,7 +191,7 @@ def _compile_type(tp: Any, *, where: str, active: tuple[type[Any], ...]) -> tupl
     if isinstance(tp, type) and issubclass(tp, Attachment):
         noun = ("an " if tp.__name__[0] in "AEIOU" else "a ") + tp.__name__.lower()
         return {"type": "object", "description": f"{noun.capitalize()} attached beside the JSON."}, (
-            _attachment_validator(noun)
+            _attachment_validator(tp, noun)
         )
     if origin is list and len(args) == 1:
         item_schema, item = _compile_type(args[0], where=f"{where}[]", active=active)
@@ -275,8 +275,10 @@ def _validate_float(value: Any, path: str, problems: list[str]) -> Any:
     return _problem(problems, path, f"expected a number, got {_describe_value(value)}.")
 
 
-def _attachment_validator(noun: str) -> Validator:
+def _attachment_validator(kind: type[Any], noun: str) -> Validator:
     def validate(value: Any, path: str, problems: list[str]) -> Any:
+        if isinstance(value, kind):  # built in Python (a DataFrame's cell); a model's JSON never holds one
+            return value
         return _problem(problems, path, f"{noun} can't be written as arguments; leave this field out.")
 
     return validate

@@ -24,7 +24,7 @@ from agl_notebook.errors import InputError, ReplayMissError
 from agl_notebook.media import INLINE_BLOB_BYTES
 from agl_notebook.models.anthropic import AnthropicModel
 from agl_notebook.replay.stores import JsonFileStore, MemoryStore
-from tests.support.anthropic_api import api, fail, reply, text, use
+from tests.support.anthropic_api import api, fail, reply, use
 from tests.support.media import jpeg_header, pdf, png, png_header
 
 
@@ -92,7 +92,7 @@ async def test_a_jpeg_a_text_document_and_url_sources() -> None:
     fake = api(reported(), reported())
     run = Run(model=AnthropicModel(client=fake.client()), store=MemoryStore())
     await run.step(
-        inspector(), Inspection(Image(jpeg_header(640, 480)), Document("notes".encode(), media_type="text/plain"), "x")
+        inspector(), Inspection(Image(jpeg_header(640, 480)), Document(b"notes", media_type="text/plain"), "x")
     )
     url = "https://example.test/part.png"
     await run.step(inspector(), Inspection(Image(url), Document("https://example.test/sheet.pdf"), "x"))
