@@ -24,6 +24,7 @@ import math
 import os
 import re
 import struct
+import weakref
 from contextvars import ContextVar
 from pathlib import Path
 from typing import ClassVar
@@ -84,6 +85,14 @@ _PATH_TYPES = {
 }
 
 
+_KNOWN: weakref.WeakValueDictionary[str, Media] = weakref.WeakValueDictionary()
+
+
+def known(digest: str) -> Media | None:
+    """The value of this digest, while this process holds it (an input, a record's transcript): what a view draws."""
+    return _KNOWN.get(digest)
+
+
 records_folder: ContextVar[Path | None] = ContextVar("agl_notebook_records_folder", default=None)
 """The folder of the records being read (a records file's, a notebook's), where their blob files are; None: the
 working folder (a kernel's is its notebook's)."""
@@ -141,7 +150,7 @@ class Media(Attachment):
     """``image`` or ``document``: the content block's type."""
     accepted: ClassVar[tuple[str, ...]]
 
-    __slots__ = ("_b64", "_blob", "_data", "_digest", "_media_type", "_path", "_read", "title", "url")
+    __slots__ = ("__weakref__", "_b64", "_blob", "_data", "_digest", "_media_type", "_path", "_read", "title", "url")
 
     def __init__(self, source: str | os.PathLike[str] | bytes, *, media_type: str | None = None) -> None:
         self._data: bytes | None = None
@@ -290,6 +299,7 @@ class Media(Attachment):
         if self._digest is None:
             raw = self.url.encode() if self.url is not None else self.data
             self._digest = "sha256:" + hashlib.sha256(raw).hexdigest()
+        _KNOWN[self._digest] = self
         return self._digest
 
     @property

@@ -1,0 +1,62 @@
+"""What a step's view draws of images and documents (issue 28, item 3): a thumbnail of the original bytes scaled by
+CSS, a chip for a document, a placeholder with the size and digest over the cap; scrubbed and escaped;
+deterministic, the same live, at the end, and replayed."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+from agl_notebook import Document, Image, Run, ToolResult, tool
+from agl_notebook.models.anthropic import AnthropicModel
+from agl_notebook.notebook.media_view import THUMBNAIL_BYTES
+from agl_notebook.notebook.render import StepTrace, render_html, render_text
+from agl_notebook.replay.stores import JsonFileStore
+from tests.media.test_media_requests import Inspection, Query, inspector, reported
+from tests.support.anthropic_api import api, reply, use
+from tests.support.media import pdf, png
+
+PLANTED = "planted-" + "5e1c" * 5  # a secret built at run time
+
+
+async def drawn(tmp_path: Path, inspection: Inspection, chart: bytes, *, mode: str = "auto") -> tuple[str, str]:
+    events: list[object] = []
+
+    async def draw(query: Query) -> ToolResult:
+        return ToolResult("Chart.", images=[Image(chart)])
+
+    fake = api(reply(use("toolu_c", "chart", json.dumps({"topic": "t"})), stop_reason="tool_use"), reported())
+    run = Run(
+        model=AnthropicModel(client=fake.client()),
+        store=JsonFileStore(tmp_path / "records.json"),
+        on_event=events.append,
+        mode=mode,  # type: ignore[arg-type]
+    )
+    await run.step(inspector(tool("chart", "Draw a chart.", Query, draw)), inspection)
+    trace = StepTrace("inspector")
+    for event in events:
+        trace.apply(event)  # type: ignore[arg-type]
+    secrets = (PLANTED,)
+    return render_html(trace, secrets), render_text(trace, secrets)
+
+
+async def test_a_thumbnail_a_chip_and_a_placeholder_over_the_cap(tmp_path: Path) -> None:
+    photo, big = png(5, 4), png(160, 160, noisy=True)
+    assert len(big) > THUMBNAIL_BYTES
+    sheet = Document(pdf(3), title=f"<b>Sheet</b> {PLANTED}")
+    page, text = await drawn(tmp_path, Inspection(Image(photo), sheet, "x"), big)
+    # The input's image: its original bytes as a data URI, scaled by CSS, no re-encoding.
+    assert f'src="data:image/png;base64,{base64.b64encode(photo).decode()}"' in page
+    assert "max-width:160px;max-height:120px" in page
+    # The PDF: a chip with its pages, its title escaped and scrubbed.
+    assert 'class="agl-doc"' in page and "PDF, 3 pages" in page
+    assert "&lt;b&gt;Sheet&lt;/b&gt;" in page and "<b>Sheet</b>" not in page and PLANTED not in page
+    # The tool's image over the cap: a placeholder with its size and digest, not its bytes.
+    assert base64.b64encode(big).decode()[:100] not in page
+    assert f"image/png, 160x160 px, {len(big):,} bytes, sha256:" in page and "over the 64 KB view cap" in page
+    assert f"returned image/png, 160x160 px, {len(big):,} bytes" in text
+
+    # A replay draws the same HTML (the same bytes) with no request.
+    again, again_text = await drawn(tmp_path, Inspection(Image(photo), sheet, "x"), big, mode="replay")
+    assert (again, again_text) == (page, text)
