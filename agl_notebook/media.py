@@ -235,7 +235,8 @@ class Media(Attachment):
         return self._data
 
     def _blob_bytes(self) -> bytes:
-        assert self._path is not None and self._digest is not None
+        assert self._path is not None
+        assert self._digest is not None
         try:
             data = self._path.read_bytes()
         except OSError as e:
@@ -341,7 +342,7 @@ class Media(Attachment):
         raise NotImplementedError
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.digest == self.digest  # type: ignore[attr-defined]
+        return isinstance(other, Media) and type(other) is type(self) and other.digest == self.digest
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, self.digest))
@@ -446,7 +447,8 @@ class Document(Media):
         pages = self.pages_at(where)
         if pages > PDF_MAX_PAGES:
             raise InputError(
-                f"{where}: the PDF has {pages} pages; the API refuses a PDF of more than {PDF_MAX_PAGES}. Split it first."
+                f"{where}: the PDF has {pages} pages; the API refuses a PDF of more than {PDF_MAX_PAGES}. "
+                "Split it first."
             )
 
     def pages_at(self, where: str) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -35,7 +35,7 @@ class ToolResult(Fieldwise):
     """What the agent reads back from the call."""
     rejected: bool = False
     """True tells the agent the call failed, False that it succeeded."""
-    images: tuple[Media, ...] = ()
+    images: Sequence[Media] = ()
     """Images (or documents) returned beside the text (a chart, a screenshot): sent inside the tool_result, kept in
     the record."""
 

@@ -16,8 +16,8 @@ to its digest and the bytes once, in the record's ``blobs`` (`messages_to_json` 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal, TypeAlias
 
 from ._families import InputError
@@ -74,6 +74,7 @@ class ToolText(str):
     media: tuple[Media, ...]
 
     def __new__(cls, text: str, media: tuple[Media, ...] = ()) -> ToolText:
+        """The text ``text`` carrying ``media``."""
         made = super().__new__(cls, text)
         made.media = tuple(media)
         return made
@@ -197,7 +198,9 @@ def _media_json(media: Media, blobs: dict[str, JsonValue] | None) -> JsonObject:
         return media.block()
     if media.digest not in blobs:
         # A large value is named, not held: its bytes are in a blob file beside the notebook (`write_blob_file`).
-        kept = {"file": blob_file_name(media), "bytes": media.size} if kept_in_file(media) else media.base64
+        kept: JsonValue = media.base64
+        if kept_in_file(media):
+            kept = {"file": blob_file_name(media), "bytes": media.size}
         blobs[media.digest] = kept
     block: JsonObject = {
         "type": media.kind,
@@ -264,8 +267,9 @@ def _block_from_json(
             return ToolUseBlock(str(data["id"]), str(data["name"]), tool_input)
         if kind == "tool_result" and isinstance(data.get("tool_use_id"), str) and isinstance(data.get("content"), str):
             return ToolResultBlock(str(data["tool_use_id"]), str(data["content"]), data.get("is_error") is True)
-        if kind == "tool_result" and isinstance(data.get("tool_use_id"), str) and isinstance(data.get("content"), list):
-            parts = [_block_from_json(b, f"{where}.content[{i}]", blobs, folder) for i, b in enumerate(data["content"])]
+        listed = data.get("content")
+        if kind == "tool_result" and isinstance(data.get("tool_use_id"), str) and isinstance(listed, list):
+            parts = [_block_from_json(b, f"{where}.content[{i}]", blobs, folder) for i, b in enumerate(listed)]
             text = "".join(p.text for p in parts if isinstance(p, TextBlock))
             media = tuple(p.media for p in parts if isinstance(p, MediaBlock))
             return ToolResultBlock(str(data["tool_use_id"]), text, data.get("is_error") is True, media=media)
@@ -284,6 +288,7 @@ def _media_from_json(data: JsonObject, where: str, blobs: Mapping[str, JsonValue
     title = data.get("title")
     kind, media_type = source.get("type"), source.get("media_type")
     media_type = media_type if isinstance(media_type, str) else None
+    made: Media
     if kind == "url" and isinstance(source.get("url"), str):
         made = make(str(source["url"]))
     elif kind == "text" and isinstance(source.get("data"), str):

@@ -48,7 +48,6 @@ import httpx2
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import agl_notebook.media as media_module  # noqa: E402
 from agl_notebook import Image, Role, Run, ToolResult, describe, reporting_tool, tool  # noqa: E402
 from agl_notebook.media import INLINE_BLOB_BYTES  # noqa: E402
 from agl_notebook.models.anthropic import AnthropicModel  # noqa: E402
@@ -127,13 +126,14 @@ TOOLS: list[dict[str, Any]] = [
 ]
 
 
-async def bare_step(sdk: anthropic.AsyncAnthropic, first: list[dict[str, Any]]) -> None:
+async def bare_step(sdk: Any, first: list[dict[str, Any]]) -> None:
+    # A hand-written loop, as a person writes it against the SDK (untyped dicts: ``sdk`` is Any).
     messages: list[dict[str, Any]] = [{"role": "user", "content": first}]
     for _ in range(3):
         blocks: list[dict[str, Any]] = []
         stream = await sdk.messages.create(
             model="claude-haiku-4-5", max_tokens=4096, system=SYSTEM, tools=TOOLS, messages=messages, stream=True
-        )  # type: ignore[arg-type]
+        )
         partial = ""
         async for event in stream:
             if event.type == "content_block_start" and event.content_block.type == "tool_use":
@@ -156,18 +156,18 @@ async def bare_step(sdk: anthropic.AsyncAnthropic, first: list[dict[str, Any]]) 
 def encodings_per_step(photo: bytes) -> int:
     """How many times one step of three requests base64-encodes its image."""
     calls = 0
-    real = media_module.base64.b64encode
+    real = base64.b64encode
 
     def counting(data: bytes, *args: Any) -> bytes:
         nonlocal calls
         calls += len(data) == len(photo)
         return real(data, *args)
 
-    media_module.base64.b64encode = counting  # type: ignore[assignment]
+    base64.b64encode = counting  # type: ignore[assignment]  # the module agl_notebook.media encodes with
     try:
         asyncio.run(agl_step(AnthropicModel(client=client()), Shot(Image(photo), TEXT)))
     finally:
-        media_module.base64.b64encode = real  # type: ignore[assignment]
+        base64.b64encode = real
     return calls
 
 
@@ -186,8 +186,8 @@ def overhead(photo: bytes, runs: int, repeats: int) -> tuple[float, float, float
     image = Image(photo)
     image.check("bench")
     b64 = base64.b64encode(photo).decode()
-    first_text = [{"type": "text", "text": f"Plain:\n{json.dumps({'question': TEXT}, indent=2)}"}]
-    first_image = [
+    first_text: list[dict[str, Any]] = [{"type": "text", "text": f"Plain:\n{json.dumps({'question': TEXT}, indent=2)}"}]
+    first_image: list[dict[str, Any]] = [
         {"type": "text", "text": "[image 1] (Shot.photo):"},
         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": b64}},
         {"type": "text", "text": f"Shot:\n{json.dumps({'photo': '[image 1]', 'question': TEXT}, indent=2)}"},
@@ -211,9 +211,9 @@ def overhead(photo: bytes, runs: int, repeats: int) -> tuple[float, float, float
     loop.close()
     for name, values in seconds.items():
         print(f"  {name:11s} {statistics.median(values) * 1000:8.2f} ms CPU per step (median of {runs})")
-    text, image = statistics.median(text_overheads), statistics.median(image_overheads)
+    text, with_image = statistics.median(text_overheads), statistics.median(image_overheads)
     per_request = statistics.median(seconds["agl text"]) / 3
-    return text, image, (image - text) / per_request
+    return text, with_image, (with_image - text) / per_request
 
 
 def notebook_growth(size: int) -> int:

@@ -3,9 +3,9 @@
 Arguments are checked with `jsonschema` (imported with the first check) before ``call_tool``; the problems go back to
 the agent as a payload's do, each naming its field path. A result's content becomes the text the agent reads:
 text as it is; an image as an `Image` inside the tool_result (`ToolText`), or, when the API would refuse it (a media
-type it does not take, over its limits), a line saying so; an embedded text resource as its text; structured content, when no text came with it, as JSON. Audio, which no backend
-here can send, makes the call an error result that says so. A result the SDK finds breaking the tool's output schema
-is an error result naming the tool.
+type it does not take, over its limits), a line saying so; an embedded text resource as its text; structured
+content, when no text came with it, as JSON. Audio, which no backend here can send, makes the call an error result
+that says so. A result the SDK finds breaking the tool's output schema is an error result naming the tool.
 """
 
 from __future__ import annotations
@@ -67,8 +67,10 @@ def _validator(schema_json: str) -> Any:
 
 
 def result_text(tool: OfferedTool, result: Any) -> tuple[str, bool]:
-    """An `mcp.types` CallToolResult as the text the agent reads (with its images, a `ToolText`), and whether it is
-    an error result."""
+    """An `mcp.types` CallToolResult as the text the agent reads, and whether it is an error result.
+
+    Its images travel with the text, a `ToolText`.
+    """
     parts: list[str] = []
     images: list[Media] = []
     for block in result.content:

@@ -55,10 +55,10 @@ from ..events import (
     StepStarted,
 )
 from ..functions.events import ApiResponded, ErrorHandled, FunctionCalled, FunctionEvent, FunctionReturned, Logged
+from ..media import Media
 from ..models.prices import RecordedCost, dollars
 from ..payloads import JsonObject, JsonValue
 from ..transcript import media_of
-from ..media import Media
 from .media_view import document_words, image_words, media_html, reference_html, references_in
 
 INTERRUPTIONS = ("KeyboardInterrupt", "CancelledError", "StepInterrupted")

@@ -257,7 +257,7 @@ class StepRecord(Fieldwise):
 
         if self.failure is not None:
             return self._failure_json(self.failure)
-        blobs: dict[str, str] = {}
+        blobs: dict[str, JsonValue] = {}
         # Empty questions, a missing cell id and zero token counts are left out: a notebook holds many records,
         # and a reader fills in the same defaults.
         data: JsonObject = {

@@ -17,8 +17,8 @@ from .._files import read_json_file, write_atomically
 from .._protocols import implements
 from .._secrets import scrub, scrub_text, secrets_from_environment
 from ..errors import InputError, warn
-from ..payloads import JsonObject, JsonValue
 from ..media import kept_in_file, records_folder, write_blob_file
+from ..payloads import JsonObject, JsonValue
 from ..transcript import Block, MediaBlock, Message, RawBlock, ToolResultBlock
 from .records import RecordsBlock, StepRecord, block_from_json, block_to_json, record_from_json, tape_kept_blocks
 
@@ -239,8 +239,10 @@ def _tape_entry(entry: JsonValue, replace: Callable[[JsonObject], JsonObject]) -
 
 
 def write_blob_files(record: StepRecord, folder: Path) -> None:
-    """Write the blob file of each image or document the record keeps in one (over `INLINE_BLOB_BYTES`) into
-    ``folder``, the folder of the records (docs/images.md)."""
+    """Write into ``folder`` (the records' own) the blob file of each image or document kept in one.
+
+    A value over `INLINE_BLOB_BYTES` is kept so (docs/images.md).
+    """
     for message in record.transcript:
         for block in message.content:
             values = (

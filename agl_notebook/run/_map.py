@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .._map_scope import MapItemContext, current_map_item, current_pacer, current_scoring
 from ..errors import BudgetExceededError, InputError, ItemNotRunError, RecordedItemError, RoleIncompleteError
+from ..media import Media, check_media
 from ..models.base import (
     Model,
     ModelEvent,
@@ -32,7 +33,6 @@ from ..models.base import (
     model_intercepts_markup,
     model_thinks,
 )
-from ..media import Media, check_media
 from ..models.prices import dollars
 from ..payloads import JsonObject, dump, payload_spec
 from ..replay.modes import Mode, resolve_mode

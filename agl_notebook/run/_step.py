@@ -14,6 +14,7 @@ from .._scope import Question, StepScope
 from ..errors import InputError, ReplayMissError
 from ..events import QuestionAnswered, QuestionAsked, StepFinished
 from ..loop import LoopOutcome, LoopTool, Progress, Reporting, run_loop
+from ..media import check_media, labelled_json, media_in
 from ..models.base import (
     NO_USAGE,
     Model,
@@ -30,7 +31,6 @@ from ..models.base import (
     model_intercepts_markup,
     model_thinks,
 )
-from ..media import check_media, labelled_json, media_in
 from ..payloads import JsonObject, JsonValue, dump, payload_spec
 from ..replay.fingerprint import Fingerprint, fingerprint
 from ..replay.records import RecordedQuestion, StepRecord, Waiting
@@ -83,9 +83,9 @@ def input_message(value: object) -> str:
 
 
 def input_first_message(value: object) -> Message:
-    """The first user message of a step: its images and documents as content blocks, each after a line naming it,
-    then the rest of the input as JSON, each of them there as a label (``"[image 1]"``), never as JSON text.
+    """The first user message of a step: its images and documents as content blocks, then the rest as JSON.
 
+    Each attachment comes after a line naming it, and is a label in the JSON (``"[image 1]"``), never JSON text.
     Images come first because Claude works best with an image before the text about it (Anthropic's advice).
     """
     if isinstance(value, str):

@@ -12,7 +12,7 @@ from typing import Any
 
 import anthropic
 import httpx2
-import pandas as pd
+import pandas as pd  # type: ignore[import-untyped]
 import pytest
 
 from agl_notebook import Image, Role, Run, describe, reporting_tool
@@ -77,9 +77,7 @@ async def test_a_map_over_twenty_image_rows_sends_each_image_and_replays_with_no
     rows = [Row(Image(p), f"row {i}") for i, p in enumerate(photos(20))]
     fake = Looking()
     results = await Run(model=fake.model(), store=JsonFileStore(file)).map(LOOKER, rows, concurrency=4)
-    assert [r.text for r in results] == [
-        f"row {i}: {len(p)} bytes of image/png" for i, p in enumerate(photos(20))
-    ]
+    assert [r.text for r in results] == [f"row {i}: {len(p)} bytes of image/png" for i, p in enumerate(photos(20))]
     assert len(fake.bodies) == 20
     sent = sorted(
         next(b for b in body["messages"][0]["content"] if b["type"] == "image")["source"]["data"]

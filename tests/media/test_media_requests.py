@@ -21,9 +21,10 @@ import pytest
 
 from agl_notebook import Document, Image, Role, Run, ToolResult, describe, reporting_tool, tool
 from agl_notebook.errors import InputError, ReplayMissError
-from agl_notebook.media import INLINE_BLOB_BYTES
+from agl_notebook.media import INLINE_BLOB_BYTES, Media
 from agl_notebook.models.anthropic import AnthropicModel
 from agl_notebook.replay.stores import JsonFileStore, MemoryStore
+from agl_notebook.transcript import ToolResultBlock
 from tests.support.anthropic_api import api, fail, reply, use
 from tests.support.media import jpeg_header, pdf, png, png_header
 
@@ -229,6 +230,15 @@ async def test_a_url_source_is_fingerprinted_by_its_url(tmp_path: Path) -> None:
     assert again.requests == []
 
 
+def tool_image(file: Path) -> Media:
+    """The one image of the one tool result of the records file's one record, read back."""
+    (kept,) = JsonFileStore(file).records()
+    result = kept.transcript[2].content[0]
+    assert isinstance(result, ToolResultBlock)
+    (image,) = result.media
+    return image
+
+
 async def test_a_large_image_is_kept_in_a_blob_file_beside_the_records_and_a_missing_one_is_named(
     tmp_path: Path,
 ) -> None:
@@ -255,12 +265,9 @@ async def test_a_large_image_is_kept_in_a_blob_file_beside_the_records_and_a_mis
     assert record["blobs"][f"sha256:{digest}"] == {"file": f"agl_blobs/{digest}.png", "bytes": len(large)}
 
     # Read back from another working folder: the blob is found beside the records file, and replays.
-    (kept,) = JsonFileStore(file).records()
-    (image,) = kept.transcript[2].content[0].media  # type: ignore[union-attr]
-    assert image.data == large
+    assert tool_image(file).data == large
 
     blob.unlink()
-    (kept,) = JsonFileStore(file).records()
-    (image,) = kept.transcript[2].content[0].media  # type: ignore[union-attr]
+    image = tool_image(file)
     with pytest.raises(InputError, match=rf"blob file '.*agl_blobs/{digest}\.png', which cannot be read"):
         image.data  # noqa: B018
