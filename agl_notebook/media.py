@@ -110,24 +110,6 @@ def kept_in_file(media: Media) -> bool:
     return media.url is None and media.size > INLINE_BLOB_BYTES
 
 
-def write_blob_file(media: Media, folder: Path) -> Path:
-    """Write the value's blob file into ``folder`` (once: a file of its digest is never written again).
-
-    Never outside ``folder``: the name is the digest's hex, and a symbolic link in the blob folder's place, or in
-    the file's, is refused.
-    """
-    from ._files import write_atomically
-
-    path = folder / blob_file_name(media)
-    for place in (path.parent, path):
-        if place.is_symlink():
-            raise InputError(f"{place}: a symbolic link; blob files are written only into the notebook's own folder.")
-    if path.exists() and path.stat().st_size == media.size:
-        return path  # the same digest: the same bytes
-    write_atomically(path, media.data)
-    return path
-
-
 def sniffed_type(data: bytes) -> str | None:
     """The media type the bytes' signature says (PNG, JPEG, GIF, WebP, PDF), or None."""
     if data.startswith(b"\x89PNG\r\n\x1a\n"):

@@ -17,7 +17,7 @@ from .._files import read_json_file, write_atomically
 from .._protocols import implements
 from .._secrets import scrub, scrub_text, secrets_from_environment
 from ..errors import InputError, warn
-from ..media import kept_in_file, records_folder, write_blob_file
+from ..media import Media, blob_file_name, kept_in_file, records_folder
 from ..payloads import JsonObject, JsonValue
 from ..transcript import Block, MediaBlock, Message, RawBlock, ToolResultBlock
 from .records import RecordsBlock, StepRecord, block_from_json, block_to_json, record_from_json, tape_kept_blocks
@@ -236,6 +236,22 @@ def _tape_entry(entry: JsonValue, replace: Callable[[JsonObject], JsonObject]) -
         **entry,
         "events": [replace(e) if isinstance(e, dict) and isinstance(e.get("block"), dict) else e for e in events],
     }
+
+
+def write_blob_file(media: Media, folder: Path) -> Path:
+    """Write the value's blob file into ``folder`` (once: a file of its digest is never written again).
+
+    Never outside ``folder``: the name is the digest's hex, and a symbolic link in the blob folder's place, or in
+    the file's, is refused.
+    """
+    path = folder / blob_file_name(media)
+    for place in (path.parent, path):
+        if place.is_symlink():
+            raise InputError(f"{place}: a symbolic link; blob files are written only into the notebook's own folder.")
+    if path.exists() and path.stat().st_size == media.size:
+        return path  # the same digest: the same bytes
+    write_atomically(path, media.data)
+    return path
 
 
 def write_blob_files(record: StepRecord, folder: Path) -> None:

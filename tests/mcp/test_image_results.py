@@ -10,11 +10,10 @@ from pathlib import Path
 from agl_notebook import Run
 from agl_notebook.models.anthropic import AnthropicModel
 from agl_notebook.replay.stores import JsonFileStore
-from tests.mcp.conftest import Answer, fault_server, role
 from tests.support.anthropic_api import api, reply, use
 from tests.support.mcp_servers import PNG_1PX
 
-pytest_plugins = ["tests.mcp.conftest"]
+from .conftest import Answer, fault_server, role
 
 
 async def test_an_mcp_image_result_is_an_image_inside_the_tool_result_and_replays(tag: str, tmp_path: Path) -> None:
