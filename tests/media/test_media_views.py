@@ -5,6 +5,7 @@ deterministic, the same live, at the end, and replayed."""
 from __future__ import annotations
 
 import base64
+import html
 import json
 from pathlib import Path
 
@@ -60,3 +61,12 @@ async def test_a_thumbnail_a_chip_and_a_placeholder_over_the_cap(tmp_path: Path)
     # A replay draws the same HTML (the same bytes) with no request.
     again, again_text = await drawn(tmp_path, Inspection(Image(photo), sheet, "x"), big, mode="replay")
     assert (again, again_text) == (page, text)
+
+
+async def test_a_url_with_a_secret_is_scrubbed_in_the_view_and_never_fetched(tmp_path: Path) -> None:
+    url = f"https://example.test/part.png?token={PLANTED}&x=<b>"
+    page, text = await drawn(tmp_path, Inspection(Image(url), Document(pdf()), "x"), png())
+    for spelling in (PLANTED, PLANTED[-12:], html.escape(PLANTED)):  # whole, any tail of it, escaped
+        assert spelling not in page and spelling not in text
+    assert "<b>" not in page.split("token=")[1][:80]  # the rest of the URL escaped
+    assert 'src="https://' not in page  # a URL source is named, never drawn (the view fetches nothing)
