@@ -282,7 +282,7 @@ class Media(Attachment):
         if self._digest is None:
             raw = self.url.encode() if self.url is not None else self.data
             self._digest = "sha256:" + hashlib.sha256(raw).hexdigest()
-        _KNOWN[self._digest] = self
+            _KNOWN[self._digest] = self
         return self._digest
 
     @property
@@ -302,12 +302,13 @@ class Media(Attachment):
 
     def block(self) -> JsonObject:
         """The Messages API content block (``ImageBlockParam`` or ``DocumentBlockParam``)."""
+        media_type = self._media_type or self.media_type  # read once, then kept: every request asks
         if self.url is not None:
             source: JsonObject = {"type": "url", "url": self.url}
-        elif self.media_type == "text/plain":
+        elif media_type == "text/plain":
             source = {"type": "text", "media_type": "text/plain", "data": self.text}
         else:
-            source = {"type": "base64", "media_type": self.media_type, "data": self.base64}
+            source = {"type": "base64", "media_type": media_type, "data": self._b64 or self.base64}
         block: JsonObject = {"type": self.kind, "source": source}
         if self.title:
             block["title"] = self.title

@@ -42,6 +42,7 @@ from ..models.base import (
     model_engine_record,
     model_network,
 )
+from ..payloads import JsonValue
 from ..transcript import MediaBlock, Message, ToolResultBlock, messages_to_json
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def estimate(request: ModelRequest, rates: Rates) -> Estimate:
     media = media_tokens(request.messages)
     text = request.system + json.dumps(
         [
-            messages_to_json(request.messages, {} if media else None),
+            messages_to_json(request.messages, _NoBlobs() if media else None),
             [[t.name, t.description, t.input_schema] for t in request.tools],
         ],
         ensure_ascii=False,
@@ -89,6 +90,13 @@ def estimate(request: ModelRequest, rates: Rates) -> Estimate:
     likely = tokens * max(tier.input, tier.cache_write_5m) + request.max_tokens * tier.output
     worst = (len(text.encode("utf-8")) + API_OVERHEAD_TOKENS + media) * rates.highest_input
     return Estimate(likely / 1_000_000, (worst + request.max_tokens * rates.dearest.output) / 1_000_000)
+
+
+class _NoBlobs(dict[str, JsonValue]):
+    """Blobs that are never kept: a request's estimate reads each attachment's reference, never its bytes."""
+
+    def __contains__(self, key: object) -> bool:
+        return True
 
 
 def media_tokens(messages: Sequence[Message]) -> int:
