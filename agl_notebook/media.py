@@ -106,8 +106,11 @@ def blob_file_name(media: Media) -> str:
 
 
 def kept_in_file(media: Media) -> bool:
-    """Whether a record keeps this value in a blob file rather than inline."""
-    return media.url is None and media.size > INLINE_BLOB_BYTES
+    """Whether a record keeps this value in a blob file rather than inline.
+
+    A text document is always inline, as text, so a secret in it is scrubbed as in any other text of the record.
+    """
+    return media.url is None and media.size > INLINE_BLOB_BYTES and media.media_type != "text/plain"
 
 
 def sniffed_type(data: bytes) -> str | None:

@@ -199,7 +199,9 @@ def _media_json(media: Media, blobs: dict[str, JsonValue] | None) -> JsonObject:
     if media.digest not in blobs:
         # A large value is named, not held: its bytes are in a blob file beside the notebook (`write_blob_file`).
         kept: JsonValue = media.base64
-        if kept_in_file(media):
+        if media.media_type == "text/plain":  # as text, so the record's scrubbing reads it like any other text
+            kept = {"text": media.text}
+        elif kept_in_file(media):
             kept = {"file": blob_file_name(media), "bytes": media.size}
         blobs[media.digest] = kept
     block: JsonObject = {
@@ -294,6 +296,10 @@ def _media_from_json(data: JsonObject, where: str, blobs: Mapping[str, JsonValue
     elif kind == "text" and isinstance(source.get("data"), str):
         made = Document(str(source["data"]).encode("utf-8"), media_type="text/plain")
     elif kind == "blob" and isinstance(kept := (blobs or {}).get(str(source.get("digest"))), dict):
+        if isinstance(kept.get("text"), str):
+            made = Document(str(kept["text"]).encode("utf-8"), media_type="text/plain")
+            made.title = data.get("title") if isinstance(data.get("title"), str) else None
+            return made
         name = kept.get("file")
         if not isinstance(name, str):
             raise InputError(f"{where}: the record's blob {source.get('digest')} names no file.")

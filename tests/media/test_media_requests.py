@@ -271,3 +271,21 @@ async def test_a_large_image_is_kept_in_a_blob_file_beside_the_records_and_a_mis
     image = tool_image(file)
     with pytest.raises(InputError, match=rf"blob file '.*agl_blobs/{digest}\.png', which cannot be read"):
         image.data  # noqa: B018
+
+
+async def test_a_text_document_is_kept_as_text_in_the_record_so_a_secret_in_it_is_scrubbed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    planted = "planted-" + "7d2a" * 6
+    monkeypatch.setenv("AGL_TEST_PLANTED_SECRET", planted)  # a secret of the environment, as a key would be
+    file = tmp_path / "records.json"
+    notes = Document(f"Gauge notes. token={planted}\n".encode() * 2000, media_type="text/plain")  # over 32 KB
+    fake = api(reported())
+    await Run(model=AnthropicModel(client=fake.client()), store=JsonFileStore(file)).step(
+        inspector(), Inspection(Image(png()), notes, "x")
+    )
+    sent = fake.bodies()[0]["messages"][0]["content"][3]["source"]
+    assert sent["type"] == "text" and planted in sent["data"]  # the model reads the document as given
+    saved = file.read_text()
+    assert planted not in saved and "Gauge notes." in saved  # the record keeps it as text, scrubbed
+    assert not (tmp_path / "agl_blobs").exists()
