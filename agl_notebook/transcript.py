@@ -298,7 +298,7 @@ def _media_from_json(data: JsonObject, where: str, blobs: Mapping[str, JsonValue
     elif kind == "blob" and isinstance(kept := (blobs or {}).get(str(source.get("digest"))), dict):
         if isinstance(kept.get("text"), str):
             made = Document(str(kept["text"]).encode("utf-8"), media_type="text/plain")
-            made.title = data.get("title") if isinstance(data.get("title"), str) else None
+            made.title = title if isinstance(title, str) else None
             return made
         name = kept.get("file")
         if not isinstance(name, str):
