@@ -27,6 +27,7 @@ from ..models.base import (
     ToolSpec,
     TurnEnd,
     Usage,
+    model_accepts,
     model_engine_record,
     model_intercepts_markup,
     model_thinks,
@@ -217,6 +218,12 @@ class StepPlan:
                 "thinking, effort or strict tools (a backend of your own says it does with a true `thinking` "
                 "attribute). Nothing was sent."
             )
+        for path, media in media_in(value, type(value).__name__):
+            if not model_accepts(model, f"{media.kind}s"):
+                raise InputError(
+                    f"{path}: the model {model!r} does not take {media.kind}s (its backend declares what it accepts). "
+                    "Nothing was sent."
+                )
         tools = [t for t in role.tools if isinstance(t, Tool)]
         reporting = _reporting(role.reporting_tool, strict=role.strict_tools)
         backend = model.backend_id(model_id)

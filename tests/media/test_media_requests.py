@@ -289,3 +289,41 @@ async def test_a_text_document_is_kept_as_text_in_the_record_so_a_secret_in_it_i
     saved = file.read_text()
     assert planted not in saved and "Gauge notes." in saved  # the record keeps it as text, scrubbed
     assert not (tmp_path / "agl_blobs").exists()
+
+
+class TextOnly:
+    """A backend of one's own that declares it takes text and tools only (as OpenAIModel does)."""
+
+    accepts = frozenset({"text", "tools"})
+    network = False
+
+    def __init__(self) -> None:
+        self.requests = 0
+
+    def backend_id(self, model: str) -> str:
+        return "text-only:1"
+
+    async def stream(self, request: Any) -> Any:
+        self.requests += 1
+        yield  # pragma: no cover - never reached: the step is refused first
+
+
+async def test_a_model_that_takes_no_images_is_refused_before_any_request_naming_the_field() -> None:
+    model = TextOnly()
+    with pytest.raises(InputError, match=r"Inspection\.photo: the model .* does not take images"):
+        await Run(model=model).step(inspector(), Inspection(Image(png()), Document(pdf()), "x"))
+    assert model.requests == 0
+
+
+def test_openai_chat_refuses_a_tool_result_with_images_rather_than_dropping_them() -> None:
+    from agl_notebook.models.base import ModelRequest
+    from agl_notebook.models.openai import chat_params
+    from agl_notebook.transcript import Message, ToolUseBlock, user_text
+
+    messages = (
+        user_text("Chart it."),
+        Message("assistant", (ToolUseBlock("call_1", "chart", {}),)),
+        Message("user", (ToolResultBlock("call_1", "The chart.", media=(Image(png()),)),)),
+    )
+    with pytest.raises(InputError, match=r"Message 2 holds the result of tool call call_1 with 1 image"):
+        chat_params(ModelRequest("gpt-4.1", "", messages, (), 100), "gpt-4.1")
