@@ -13,12 +13,11 @@ Figures, in one run:
 
 1. **Encodings**: how many times the image's bytes were base64-encoded in one step of three requests (goal: 1, once
    per step, not once per request).
-2. **Overhead**: the framework's overhead per request is agl minus bare (the SDK's own encoding of the 1.4 MB body
-   is in both, so it is not the framework's), taken within each round from batches run back to back. The figure is
-   what the image adds to it (the image's median overhead minus the text's), as a share of a text-only request's
-   whole CPU time in agl (goal: within 10%). The bare loop reads the SDK's typed events, which costs more than
-   agl's reading, so a text-only overhead may come out below zero: the difference is what the image costs the
-   framework. Time is the process's CPU time (``time.process_time``).
+2. **Overhead**: the framework's own CPU per request, the same step on the scripted model (no SDK, no wire), with
+   the image against without it (goal: within 10%). Beside it, through the real SDK, agl minus bare per request
+   for each: the SDK's encoding of the 1.4 MB body is in both, but on a shared machine its run-to-run noise (about
+   0.5 ms a request, measured by running the same call twice) is larger than the framework's whole cost (under
+   0.1 ms a request), so that figure is printed as context, not judged.
 3. **Notebook growth**: the bytes a recorded step adds to a saved notebook (its record in the notebook metadata and
    in the display's output metadata, and its ``text/html`` and ``text/plain``) for images of several sizes, beyond
    the text-only step's, against the cap per image (`THUMBNAIL_BYTES` drawn plus `INLINE_BLOB_BYTES` kept inline,
@@ -48,7 +47,7 @@ import httpx2
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agl_notebook import Image, Role, Run, ToolResult, describe, reporting_tool, tool  # noqa: E402
+from agl_notebook import Image, Role, Run, ScriptedModel, ToolResult, describe, reporting_tool, tool  # noqa: E402
 from agl_notebook.media import INLINE_BLOB_BYTES  # noqa: E402
 from agl_notebook.models.anthropic import AnthropicModel  # noqa: E402
 from agl_notebook.notebook.media_view import THUMBNAIL_BYTES  # noqa: E402
@@ -216,6 +215,32 @@ def overhead(photo: bytes, runs: int, repeats: int) -> tuple[float, float, float
     return text, with_image, (with_image - text) / per_request
 
 
+SCRIPT = [
+    {"calls": [{"name": "look_up", "args": {"topic": "limits"}}]},
+    {"calls": [{"name": "look_up", "args": {"topic": "history"}}]},
+    {"calls": [{"name": "report", "args": {"summary": "within limits"}}]},
+]
+
+
+def framework_alone(photo: bytes, runs: int, repeats: int) -> tuple[float, float]:
+    """CPU per request of the same step on the scripted model (no SDK, no wire): text-only, and with the image."""
+    loop = asyncio.new_event_loop()
+    image = Image(photo)
+    image.check("bench")
+    variants = {
+        "text": lambda: Run(model=ScriptedModel(SCRIPT), mode="off").step(ROLE, Plain(TEXT)),
+        "image": lambda: Run(model=ScriptedModel(SCRIPT), mode="off").step(ROLE, Shot(image, TEXT)),
+    }
+    for make in variants.values():
+        cpu(loop, make, 3)
+    taken: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(runs):
+        for name, make in variants.items():
+            taken[name].append(cpu(loop, make, repeats * 4) / 3)
+    loop.close()
+    return statistics.median(taken["text"]), statistics.median(taken["image"])
+
+
 def notebook_growth(size: int) -> int:
     """The bytes a recorded step with an image of about ``size`` bytes adds to a saved notebook beyond a text step."""
 
@@ -248,10 +273,17 @@ def main() -> int:
     encoded = encodings_per_step(photo)
     print(f"1. base64 encodings of the image per step of 3 requests: {encoded} (goal: 1)")
 
-    text, image, ratio = overhead(photo, args.runs, args.repeats)
+    alone_text, alone_image = framework_alone(photo, args.runs, args.repeats)
+    ratio = alone_image / alone_text
     print(
-        f"2. framework overhead per request (agl - bare): text-only {text * 1000:.3f} ms, image {image * 1000:.3f} ms;"
-        f" the image adds {ratio:+.1%} of a text-only request's CPU (goal: within {GOAL - 1:.0%})"
+        f"2. the framework's CPU per request (scripted model, no SDK): text-only {alone_text * 1000:.3f} ms, with the "
+        f"image {alone_image * 1000:.3f} ms: ratio {ratio:.3f} (goal <= {GOAL:.2f})"
+    )
+    text, image, share = overhead(photo, args.runs, args.repeats)
+    print(
+        f"   context, through the SDK (agl - bare per request): text-only {text * 1000:.3f} ms, image "
+        f"{image * 1000:.3f} ms ({share:+.1%} of a text-only request;"
+        " the SDK's run-to-run noise is about 0.5 ms a request: not judged)"
     )
 
     cap = 2 * INLINE_BLOB_BYTES * 4 // 3 + THUMBNAIL_BYTES * 4 // 3
@@ -261,7 +293,7 @@ def main() -> int:
         grown = notebook_growth(size)
         worst = max(worst, grown)
         print(f"   image of about {size:>9,} bytes: the notebook grows by {grown:>9,} bytes")
-    ok = encoded == 1 and ratio <= GOAL - 1 and worst <= cap
+    ok = encoded == 1 and ratio <= GOAL and worst <= cap
     print("goals met" if ok else "a goal was missed")
     return 0 if ok else 1
 
