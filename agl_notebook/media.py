@@ -102,6 +102,8 @@ _BLOB_NAME = re.compile(BLOB_FOLDER + r"/[0-9a-f]{64}\.(png|jpg|gif|webp|pdf|txt
 
 def blob_file_name(media: Media) -> str:
     """The blob file a recorded value over `INLINE_BLOB_BYTES` is kept in, relative to its records' folder."""
+    if media.blob_file is not None:
+        return media.blob_file
     return f"{BLOB_FOLDER}/{media.digest.removeprefix('sha256:')}{_EXTENSIONS.get(media.media_type or '', '.bin')}"
 
 
@@ -110,6 +112,8 @@ def kept_in_file(media: Media) -> bool:
 
     A text document is always inline, as text, so a secret in it is scrubbed as in any other text of the record.
     """
+    if media.blob_file is not None:
+        return True
     return media.url is None and media.size > INLINE_BLOB_BYTES and media.media_type != "text/plain"
 
 
@@ -135,7 +139,19 @@ class Media(Attachment):
     """``image`` or ``document``: the content block's type."""
     accepted: ClassVar[tuple[str, ...]]
 
-    __slots__ = ("__weakref__", "_b64", "_blob", "_data", "_digest", "_media_type", "_path", "_read", "title", "url")
+    __slots__ = (
+        "__weakref__",
+        "_b64",
+        "_blob",
+        "_data",
+        "_digest",
+        "_media_type",
+        "_path",
+        "_read",
+        "_size",
+        "title",
+        "url",
+    )
 
     def __init__(self, source: str | os.PathLike[str] | bytes, *, media_type: str | None = None) -> None:
         self._data: bytes | None = None
@@ -144,6 +160,7 @@ class Media(Attachment):
         self._digest: str | None = None
         self._read = False
         self._blob: str | None = None  # a recorded value's blob file name, relative to the folder of its records
+        self._size: int | None = None  # a recorded value's size, known without reading its blob file
         self.url: str | None = None
         """The URL the API fetches the value from (a URL source), or None."""
         self.title: str | None = None
@@ -186,17 +203,20 @@ class Media(Attachment):
         self._check_limits(data, media_type, where)
 
     @classmethod
-    def from_blob_file(cls, name: str, *, digest: str, media_type: str | None, folder: Path | None) -> Media:
+    def from_blob_file(
+        cls, name: str, *, digest: str, media_type: str | None, folder: Path | None, size: int | None = None
+    ) -> Media:
         """A recorded value kept in a blob file (``agl_blobs/<hex>.<ext>``), read when its bytes are first needed.
 
         The name must be a blob file's name (nothing that leads outside the folder); the bytes read must have the
-        recorded digest.
+        recorded digest. Its digest, media type and size are the record's, so writing the record again (a command
+        that rewrites a notebook) never reads the file.
         """
         if not _BLOB_NAME.fullmatch(name) or f"sha256:{name.split('/')[1].split('.')[0]}" != digest:
             raise InputError(f"A record names the blob file {name!r}, which is not a blob file of the digest {digest}.")
         root = folder or records_folder.get() or Path.cwd()
         made = cls(root / name, media_type=media_type if media_type in cls.accepted else None)
-        made._blob, made._digest = name, digest
+        made._blob, made._digest, made._size = name, digest, size
         return made
 
     @property
@@ -277,6 +297,8 @@ class Media(Attachment):
     @property
     def size(self) -> int:
         """The number of bytes (0 for a URL source)."""
+        if self._size is not None:
+            return self._size
         return 0 if self.url is not None else len(self.data)
 
     @property

@@ -198,11 +198,15 @@ def _media_json(media: Media, blobs: dict[str, JsonValue] | None) -> JsonObject:
         return media.block()
     if media.digest not in blobs:
         # A large value is named, not held: its bytes are in a blob file beside the notebook (`write_blob_file`).
-        kept: JsonValue = media.base64
-        if media.media_type == "text/plain":  # as text, so the record's scrubbing reads it like any other text
+        kept: JsonValue = None
+        if media.blob_file is not None:  # read from a blob file: named again as it was, the file never read
+            kept = {"file": media.blob_file, "bytes": media.size}
+        elif media.media_type == "text/plain":  # as text, so the record's scrubbing reads it like any other text
             kept = {"text": media.text}
         elif kept_in_file(media):
             kept = {"file": blob_file_name(media), "bytes": media.size}
+        else:
+            kept = media.base64
         blobs[media.digest] = kept
     block: JsonObject = {
         "type": media.kind,
@@ -303,7 +307,14 @@ def _media_from_json(data: JsonObject, where: str, blobs: Mapping[str, JsonValue
         name = kept.get("file")
         if not isinstance(name, str):
             raise InputError(f"{where}: the record's blob {source.get('digest')} names no file.")
-        made = make.from_blob_file(name, digest=str(source.get("digest")), media_type=media_type, folder=folder)
+        size = kept.get("bytes")
+        made = make.from_blob_file(
+            name,
+            digest=str(source.get("digest")),
+            media_type=media_type,
+            folder=folder,
+            size=size if isinstance(size, int) and not isinstance(size, bool) else None,
+        )
     elif kind in ("base64", "blob"):
         b64 = source.get("data") if kind == "base64" else (blobs or {}).get(str(source.get("digest")))
         if not isinstance(b64, str):

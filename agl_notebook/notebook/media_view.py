@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 
 from .._view_values import escaped
+from ..errors import InputError
 from ..media import Document, Image, Media, known
 from ..payloads import JsonObject, JsonValue
 
@@ -29,7 +30,7 @@ def media_html(media: Media, secrets: tuple[str, ...]) -> str:
     if isinstance(media, Document):
         return f'<span class="agl-doc" style="{_CHIP}">{escaped(document_words(media), secrets)}</span>'
     words = escaped(image_words(media), secrets)
-    if media.url is not None or media.size > THUMBNAIL_BYTES:
+    if media.url is not None or media.size > THUMBNAIL_BYTES or media.blob_file is not None:
         return f'<span class="agl-image-placeholder" style="{_CHIP}">{words}</span>'
     return (
         f'<figure class="agl-thumb" style="{_FIGURE}"><img src="data:{media.media_type};base64,{media.base64}" '
@@ -41,7 +42,10 @@ def image_words(media: Media) -> str:
     """What the view says of an image: its type, pixels, size and digest, or its URL (deterministic)."""
     if media.url is not None:
         return f"image at {media.url}"
-    pixels = media.pixels if isinstance(media, Image) else None
+    try:
+        pixels = media.pixels if isinstance(media, Image) else None
+    except InputError:  # a recorded image whose blob file is missing: the placeholder says so, the view stands
+        return f"{media.media_type}, {media.size:,} bytes, {media.digest[:19]}, its blob file {media.blob_file} missing"
     size = f"{pixels[0]}x{pixels[1]} px, " if pixels else ""
     over = f", over the {THUMBNAIL_BYTES // 1024} KB view cap" if media.size > THUMBNAIL_BYTES else ""
     return f"{media.media_type}, {size}{media.size:,} bytes, {media.digest[:19]}{over}"
@@ -52,9 +56,11 @@ def document_words(media: Media) -> str:
     title = f"{media.title}: " if media.title else ""
     if media.url is not None:
         return f"document {title}at {media.url}"
-    kind = (
-        f"PDF, {media.pages} pages" if isinstance(media, Document) and media.media_type == "application/pdf" else "text"
-    )
+    try:
+        pdf = isinstance(media, Document) and media.media_type == "application/pdf"
+        kind = f"PDF, {media.pages} pages" if pdf else "text"
+    except InputError:  # a recorded PDF whose blob file is missing: the chip says so, the view stands
+        kind = f"PDF, its blob file {media.blob_file} missing"
     return f"{title}{kind}, {media.size:,} bytes, {media.digest[:19]}"
 
 

@@ -23,6 +23,7 @@ from agl_notebook import Document, Image, Role, Run, ToolResult, describe, repor
 from agl_notebook.errors import InputError, ReplayMissError
 from agl_notebook.media import INLINE_BLOB_BYTES, Media
 from agl_notebook.models.anthropic import AnthropicModel
+from agl_notebook.notebook.media_view import media_html
 from agl_notebook.replay.stores import JsonFileStore, MemoryStore
 from agl_notebook.transcript import ToolResultBlock
 from tests.support.anthropic_api import api, fail, reply, use
@@ -271,6 +272,10 @@ async def test_a_large_image_is_kept_in_a_blob_file_beside_the_records_and_a_mis
     image = tool_image(file)
     with pytest.raises(InputError, match=rf"blob file '.*agl_blobs/{digest}\.png', which cannot be read"):
         image.data  # noqa: B018
+    # The view still draws, a placeholder naming the missing file; the record is written again without reading it.
+    assert f"its blob file agl_blobs/{digest}.png missing" in media_html(image, ())
+    (again,) = JsonFileStore(file).records()
+    assert again.to_json()["blobs"] == record["blobs"]
 
 
 async def test_a_text_document_is_kept_as_text_in_the_record_so_a_secret_in_it_is_scrubbed(
