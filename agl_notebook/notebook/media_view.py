@@ -57,8 +57,8 @@ def document_words(media: Media) -> str:
     if media.url is not None:
         return f"document {title}at {media.url}"
     try:
-        pdf = isinstance(media, Document) and media.media_type == "application/pdf"
-        kind = f"PDF, {media.pages} pages" if pdf else "text"
+        pages = media.pages if isinstance(media, Document) and media.media_type == "application/pdf" else None
+        kind = f"PDF, {pages} pages" if pages is not None else "text"
     except InputError:  # a recorded PDF whose blob file is missing: the chip says so, the view stands
         kind = f"PDF, its blob file {media.blob_file} missing"
     return f"{title}{kind}, {media.size:,} bytes, {media.digest[:19]}"
