@@ -30,10 +30,14 @@ def media_html(media: Media, secrets: tuple[str, ...]) -> str:
     if isinstance(media, Document):
         return f'<span class="agl-doc" style="{_CHIP}">{escaped(document_words(media), secrets)}</span>'
     words = escaped(image_words(media), secrets)
-    if media.url is not None or media.size > THUMBNAIL_BYTES or media.blob_file is not None:
+    if media.url is not None or media.size > THUMBNAIL_BYTES:
+        return f'<span class="agl-image-placeholder" style="{_CHIP}">{words}</span>'
+    try:  # a recorded image in a blob file (over 32 KB) is drawn as it was live: its file is read
+        data = media.base64
+    except InputError:  # its blob file is missing: the words say so
         return f'<span class="agl-image-placeholder" style="{_CHIP}">{words}</span>'
     return (
-        f'<figure class="agl-thumb" style="{_FIGURE}"><img src="data:{media.media_type};base64,{media.base64}" '
+        f'<figure class="agl-thumb" style="{_FIGURE}"><img src="data:{media.media_type};base64,{data}" '
         f'alt="{words}" title="{words}" style="{_THUMB}"><figcaption>{words}</figcaption></figure>'
     )
 
