@@ -535,22 +535,23 @@ def _jpeg_size(data: bytes) -> tuple[int, int] | None:
 
 def media_in(value: object, where: str) -> list[tuple[str, Media]]:
     """Every `Media` inside a payload value, with its field path (``Photo.image``, ``Album.pages[2]``), in order."""
+    found: list[tuple[str, Media]] = []
+    _walk(value, where, found)
+    return found
+
+
+def _walk(value: object, path: str, found: list[tuple[str, Media]]) -> None:
+    # A module-level function, not a closure that calls itself: that would be a reference cycle every step.
     import dataclasses
 
-    found: list[tuple[str, Media]] = []
-
-    def walk(v: object, path: str) -> None:
-        if isinstance(v, Media):
-            found.append((path, v))
-        elif dataclasses.is_dataclass(v) and not isinstance(v, type):
-            for f in dataclasses.fields(v):
-                walk(getattr(v, f.name), f"{path}.{f.name}")
-        elif isinstance(v, list | tuple):
-            for i, item in enumerate(v):
-                walk(item, f"{path}[{i}]")
-
-    walk(value, where)
-    return found
+    if isinstance(value, Media):
+        found.append((path, value))
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            _walk(getattr(value, f.name), f"{path}.{f.name}", found)
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _walk(item, f"{path}[{i}]", found)
 
 
 def check_media(value: object, where: str) -> list[tuple[str, Media]]:

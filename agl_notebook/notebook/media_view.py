@@ -88,20 +88,21 @@ def reference_html(reference: JsonObject, secrets: tuple[str, ...]) -> str:
 def references_in(value: JsonValue) -> list[JsonObject]:
     """The image and document references inside a payload's JSON (`agl_notebook.media.Media.reference`), in order."""
     found: list[JsonObject] = []
-
-    def walk(v: JsonValue) -> None:
-        if isinstance(v, dict):
-            if _is_reference(v):
-                found.append(v)
-                return
-            for item in v.values():
-                walk(item)
-        elif isinstance(v, list):
-            for item in v:
-                walk(item)
-
-    walk(value)
+    _walk(value, found)
     return found
+
+
+def _walk(value: JsonValue, found: list[JsonObject]) -> None:
+    # A module-level function, not a closure that calls itself: that would be a reference cycle every drawing.
+    if isinstance(value, dict):
+        if _is_reference(value):
+            found.append(value)
+            return
+        for item in value.values():
+            _walk(item, found)
+    elif isinstance(value, list):
+        for item in value:
+            _walk(item, found)
 
 
 def _is_reference(v: JsonObject) -> bool:

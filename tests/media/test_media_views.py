@@ -70,3 +70,40 @@ async def test_a_url_with_a_secret_is_scrubbed_in_the_view_and_never_fetched(tmp
         assert spelling not in page and spelling not in text
     assert "<b>" not in page.split("token=")[1][:80]  # the rest of the URL escaped
     assert 'src="https://' not in page  # a URL source is named, never drawn (the view fetches nothing)
+
+
+async def test_a_step_with_images_leaves_no_cycle_for_the_collector() -> None:
+    """As tests/run/test_step_garbage.py: a finished step with an image input and a tool's image frees everything."""
+    import gc
+
+    from agl_notebook import ScriptedModel
+    from agl_notebook.replay.stores import MemoryStore
+
+    async def draw(query: Query) -> ToolResult:
+        return ToolResult("Chart.", images=[Image(png(7, 7))])
+
+    script = [
+        {"calls": [{"name": "chart", "args": {"topic": "t"}}]},
+        {"calls": [{"name": "report", "args": {"text": "a crack"}}]},
+    ]
+    role = inspector(tool("chart", "Draw a chart.", Query, draw))
+    store = MemoryStore()
+    await Run(model=ScriptedModel(script), store=store).step(role, Inspection(Image(png()), Document(pdf()), "x"))
+    gc.collect()  # what the first step loaded (modules, caches) is not the steps' own
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        for mode in ("auto", "refresh"):  # replayed, then live again
+            run = Run(model=ScriptedModel(script), store=store, mode=mode)
+            await run.step(role, Inspection(Image(png()), Document(pdf()), "x"))
+            del run
+            gc.collect()
+            # Only the json module's own: its indenting encoder (the input's JSON, indent=2, as for every payload
+            # input) is made of closures that refer to each other. Nothing of a step, its images or its view.
+            functions = {f"{o.__module__}.{o.__qualname__}" for o in gc.garbage if type(o).__name__ == "function"}
+            assert all(name.startswith("json.encoder.") for name in functions), functions
+            assert not [o for o in gc.garbage if type(o).__module__.startswith("agl_notebook")], mode
+            gc.garbage.clear()
+    finally:
+        gc.set_debug(0)
+        gc.enable()
