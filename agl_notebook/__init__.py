@@ -8,6 +8,7 @@ widgets, and are recorded in the notebook's metadata so that re-executing it rep
 from typing import TYPE_CHECKING, Any
 
 from .errors import InputError, RoleIncompleteError, UpstreamUnexpected
+from .media import Document, Image
 from .models.base import Effort, Model, Thinking
 from .models.scripted import ScriptedCall, ScriptedModel, ScriptedTurn, scripted_unless_credentials
 from .payloads import JsonValue, describe
@@ -82,6 +83,8 @@ __all__ = [
     "RoleFactory",
     "Tool",
     "ToolResult",
+    "Image",
+    "Document",
     "describe",
     "prompt_file",
     "reporting_tool",

@@ -70,7 +70,7 @@ from .models.base import (
 )
 from .models.markup import MarkupDropped, intercept
 from .payloads import JsonObject, JsonValue
-from .transcript import Block, Message, RawBlock, TextBlock, ToolResultBlock, ToolUseBlock
+from .transcript import Block, Message, RawBlock, TextBlock, ToolResultBlock, ToolText, ToolUseBlock, media_of
 
 if TYPE_CHECKING:
     from .events import Event
@@ -294,7 +294,7 @@ async def run_loop(
                 text, is_error = (f"Not run: the limit of {max_tool_roundtrips} tool round trips was reached.", True)
             else:
                 text, is_error = await _run_tool(by_name[call.name], call, emit)
-            results.append(ToolResultBlock(call.id, text, is_error))
+            results.append(ToolResultBlock(call.id, text, is_error, media=media_of(text)))
             emit(ClientToolResult(call.name, call.id, text, is_error))
         transcript.append(Message("user", tuple(results)))
         if progress is not None:
@@ -341,7 +341,9 @@ async def _run_tool(tool: LoopTool, call: ToolUseBlock, emit: Callable[[Event], 
         text, is_error = await tool.call(payload, call.id)
     finally:
         current_tool_call_id.reset(token)
-    return note + text, is_error
+    if not note:
+        return text, is_error  # as it came: a `ToolText` keeps the images it carries
+    return (ToolText(note + text, media_of(text)) if media_of(text) else note + text), is_error
 
 
 def error_text(error: BaseException) -> str:

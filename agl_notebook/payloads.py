@@ -5,8 +5,9 @@ A payload type is compiled once into a `PayloadSpec`: the JSON Schema the model 
 name each field path (``issues[2]``, ``address.city``) in words a model can act on.
 
 Supported field types (docs/roles-and-tools.md, "Payloads"): ``str``, ``bool``, ``int``, ``float``, another
-dataclass, ``list[X]``, ``tuple[X, ...]`` or a fixed ``tuple[X, Y]`` of these, and ``X | None``. Anything else is an
-`InputError` when the payload is compiled, which is when its tool is built.
+dataclass, ``list[X]``, ``tuple[X, ...]`` or a fixed ``tuple[X, Y]`` of these, and ``X | None``; in a step's input,
+an `Attachment` too (an image or a document, `agl_notebook.media`), which the model is sent beside the JSON.
+Anything else is an `InputError` when the payload is compiled, which is when its tool is built.
 
 Why a hand-written validator and schema rather than pydantic's ``TypeAdapter`` (measured, see the issue note):
 
@@ -77,6 +78,20 @@ def field_description(f: dataclasses.Field[Any]) -> str | None:
     """The `describe()` text of a dataclass field, if it has one."""
     text = f.metadata.get(_DESCRIPTION_KEY)
     return text if isinstance(text, str) else None
+
+
+class Attachment:
+    """A field value the model is sent as a content block beside the input's JSON (`agl_notebook.media`).
+
+    Its JSON, in records and fingerprints, is its `reference`; the model cannot write one (a tool's or a report's
+    field of this type never validates).
+    """
+
+    __slots__ = ()
+
+    def reference(self) -> JsonObject:
+        """What a record and the fingerprint keep of the value."""
+        raise NotImplementedError
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -173,6 +188,11 @@ def _compile_type(tp: Any, *, where: str, active: tuple[type[Any], ...]) -> tupl
         return {"type": "number"}, _validate_float
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _compile_dataclass(tp, where=where, active=active)
+    if isinstance(tp, type) and issubclass(tp, Attachment):
+        noun = ("an " if tp.__name__[0] in "AEIOU" else "a ") + tp.__name__.lower()
+        return {"type": "object", "description": f"{noun.capitalize()} attached beside the JSON."}, (
+            _attachment_validator(tp, noun)
+        )
     if origin is list and len(args) == 1:
         item_schema, item = _compile_type(args[0], where=f"{where}[]", active=active)
         return {"type": "array", "items": item_schema}, _sequence_validator(item, list)
@@ -255,6 +275,15 @@ def _validate_float(value: Any, path: str, problems: list[str]) -> Any:
     return _problem(problems, path, f"expected a number, got {_describe_value(value)}.")
 
 
+def _attachment_validator(kind: type[Any], noun: str) -> Validator:
+    def validate(value: Any, path: str, problems: list[str]) -> Any:
+        if isinstance(value, kind):  # built in Python (a DataFrame's cell); a model's JSON never holds one
+            return value
+        return _problem(problems, path, f"{noun} can't be written as arguments; leave this field out.")
+
+    return validate
+
+
 def _sequence_validator(item: Validator, build: type[list[Any]] | type[tuple[Any, ...]]) -> Validator:
     def validate(value: Any, path: str, problems: list[str]) -> Any:
         if not isinstance(value, list | tuple):
@@ -332,6 +361,8 @@ def dump(value: object) -> JsonValue:
 def _dump(value: Any) -> JsonValue:
     if value is None or isinstance(value, str | bool | int | float):
         return value
+    if isinstance(value, Attachment):
+        return value.reference()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _dump(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, list | tuple):

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ._fieldwise import Fieldwise
 from .errors import InputError
+from .media import Media
 from .payloads import JsonObject, PayloadSpec, payload_spec
 
 if TYPE_CHECKING:
@@ -34,6 +35,16 @@ class ToolResult(Fieldwise):
     """What the agent reads back from the call."""
     rejected: bool = False
     """True tells the agent the call failed, False that it succeeded."""
+    images: Sequence[Media] = ()
+    """Images (or documents) returned beside the text (a chart, a screenshot): sent inside the tool_result, kept in
+    the record."""
+
+    def __post_init__(self) -> None:
+        images = tuple(self.images) if isinstance(self.images, list | tuple) else (self.images,)
+        for i, image in enumerate(images):
+            if not isinstance(image, Media):
+                raise InputError(f"ToolResult(images=...)[{i}]: expected an Image or a Document, not {image!r}.")
+        object.__setattr__(self, "images", images)
 
 
 @dataclass(frozen=True, eq=False, repr=False)

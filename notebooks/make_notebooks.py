@@ -1777,6 +1777,181 @@ docs/mcp.md says more.""",
 ]
 
 
+IMAGES = [
+    (
+        "md",
+        """\
+# 13. Images and documents
+
+Agents read photos, charts, scans and PDFs, and tools return them. A payload field can be an `Image` (PNG, JPEG,
+GIF, WebP) or a `Document` (PDF, plain text), made from a path, bytes or a URL. The model is sent each one as a
+content block beside the JSON of the rest of the input (never as JSON text); the view draws a thumbnail of the
+original bytes and a chip for a document; the record keeps each one once, by its digest.
+
+The recordings were made with the scripted model; set `ANTHROPIC_API_KEY` and the same cells run live on Claude.""",
+    ),
+    (
+        "code",
+        imports(
+            "Claude",
+            "Document",
+            "Image",
+            "InputError",
+            "Role",
+            "Run",
+            "ToolResult",
+            "describe",
+            "reporting_tool",
+            "role",
+            "scripted_unless_credentials",
+            "tool",
+        ),
+    ),
+    (
+        "md",
+        """\
+An inspection takes a photo of a part and its inspection sheet (a PDF). Each is read when a step checks it, before
+any request: its media type from its bytes, its size in pixels or pages, against the API's limits.""",
+    ),
+    (
+        "code",
+        """\
+@dataclass(frozen=True)
+class Inspection:
+    photo: Image = describe("The photo of the gauge.")
+    sheet: Document = describe("The inspection sheet.")
+    question: str = describe("What to check.")
+
+
+@dataclass(frozen=True)
+class Finding:
+    reading: str = describe("What the gauge reads.")
+    within_limits: bool = describe("Whether the reading is within the sheet's limits.")
+
+
+photo = Image("media/gauge.png")
+sheet = Document("media/inspection.pdf", title="Inspection sheet 7")
+print(photo.media_type, photo.pixels, f"about {photo.estimated_tokens} tokens")
+print(sheet.media_type, sheet.pages, "pages")""",
+    ),
+    (
+        "md",
+        """\
+A tool can return images beside its text: `ToolResult(text, images=[...])`. They go back to the model inside the
+tool's result. This one draws a bar chart of the last readings (a PNG made by hand, so the notebook needs no
+plotting library).""",
+    ),
+    (
+        "code",
+        """\
+import struct
+import zlib
+
+READINGS = [4.1, 4.3, 4.2, 4.8, 5.6]
+
+
+def bar_chart(values: list[float], width: int = 60, height: int = 40) -> bytes:
+    top = max(values)
+    rows = []
+    for y in range(height):
+        row = bytearray()
+        for x in range(width):
+            bar = x * len(values) // width
+            filled = (height - y) <= values[bar] / top * height and x % (width // len(values)) > 1
+            row += bytes((40, 90, 200) if filled else (250, 250, 250))
+        rows.append(b"\\x00" + bytes(row))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    pixels = zlib.compress(b"".join(rows))
+    return b"\\x89PNG\\r\\n\\x1a\\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
+
+
+@dataclass(frozen=True)
+class History:
+    last: int = describe("How many of the latest readings to chart.")
+
+
+async def chart_readings(history: History) -> ToolResult:
+    shown = READINGS[-history.last :]
+    return ToolResult(f"The last {len(shown)} readings: {shown}", images=[Image(bar_chart(shown))])
+
+
+@role(model=Claude.SONNET, accepts=(Inspection,))
+def inspector() -> Role[Finding]:
+    return Role(
+        name="inspector",
+        instructions="Read the gauge in the photo, check it against the sheet's limits, and look at the trend.",
+        tools=[tool("chart_readings", "Chart the latest readings.", History, chart_readings),
+               reporting_tool("report_finding", "Report the finding.", Finding)],
+    )""",
+    ),
+    (
+        "code",
+        """\
+SCRIPT = [
+    {"text": "The gauge reads about 5.6 bar; the sheet allows 3.5 to 5.0. Let me look at the trend.",
+     "calls": [{"name": "chart_readings", "args": {"last": 5}}]},
+    {"calls": [{"name": "report_finding", "args": {"reading": "5.6 bar, rising", "within_limits": False}}]},
+]
+run = Run(model=scripted_unless_credentials(SCRIPT))
+finding = await run.step(inspector, Inspection(photo, sheet, "Is the pressure within limits?"))
+finding""",
+    ),
+    (
+        "md",
+        """\
+The view shows the photo as a thumbnail (its original bytes, scaled by the page), the sheet as a chip, and the
+chart under the tool call. An image over 64 KB is drawn as a placeholder with its size and digest instead, so a saved
+notebook grows by at most that much per image.
+
+What the model was sent first: each attachment after a line naming it, then the JSON of the rest of the input, in
+which each attachment is only a label.""",
+    ),
+    (
+        "code",
+        """\
+first = run.outcomes[-1].transcript[0]
+print([block.type for block in first.content])
+print(first.content[-1].text)""",
+    ),
+    (
+        "md",
+        """\
+**Bad input** is an `InputError` naming the field, before any request: a path that cannot be read, a media type the
+API does not take, an image over 5 MB or 8000 px on a side, a PDF over 100 pages or 32 MB.""",
+    ),
+    (
+        "code",
+        """\
+try:
+    await run.step(inspector, Inspection(Image("media/missing.png"), sheet, "?"))
+except InputError as error:
+    print(error)""",
+    ),
+    (
+        "md",
+        """\
+**Replay.** The record keeps each image and document once, by its SHA-256 digest (one over 32 KB in a file beside
+the notebook, under `agl_blobs/`), and the fingerprint covers the digest: one changed pixel is a different input,
+and the step runs live again (mode `replay` refuses it, naming the input as what differs). An image given by URL is
+fingerprinted by its URL: a changed picture behind the same URL replays the old answer. docs/images.md says more.""",
+    ),
+    (
+        "code",
+        """\
+changed = bytearray(photo.data)
+changed[-20] ^= 1  # one byte of the last row's pixels
+try:
+    await run.step(inspector, Inspection(Image(bytes(changed)), sheet, "Is the pressure within limits?"), mode="replay")
+except Exception as error:
+    print(type(error).__name__, "- differs in:", error.differing)""",
+    ),
+]
+
+
 NOTEBOOKS = {
     "01_first_step.ipynb": FIRST_STEP,
     "02_tools_and_retries.ipynb": TOOLS,
@@ -1791,6 +1966,7 @@ NOTEBOOKS = {
     "11_models_side_by_side.ipynb": MODELS,
     "12_evaluating.ipynb": EVALUATING,
     "13_server_tools.ipynb": SERVER_TOOLS,
+    "15_images_and_documents.ipynb": IMAGES,
 }
 
 ANSWERS = {"03_asking_questions.ipynb": ["Saturday", ["Birch", True]], "06_client_tools.ipynb": ["Lisbon"]}

@@ -2,10 +2,10 @@
 
 Arguments are checked with `jsonschema` (imported with the first check) before ``call_tool``; the problems go back to
 the agent as a payload's do, each naming its field path. A result's content becomes the text the agent reads:
-text as it is; an image as a placeholder (images are not sent to the model until the images issue lands); an
-embedded text resource as its text; structured content, when no text came with it, as JSON. Audio, which no backend
-here can send, makes the call an error result that says so. A result the SDK finds breaking the tool's output schema
-is an error result naming the tool.
+text as it is; an image as an `Image` inside the tool_result (`ToolText`), or, when the API would refuse it (a media
+type it does not take, over its limits), a line saying so; an embedded text resource as its text; structured
+content, when no text came with it, as JSON. Audio, which no backend here can send, makes the call an error result
+that says so. A result the SDK finds breaking the tool's output schema is an error result naming the tool.
 """
 
 from __future__ import annotations
@@ -17,7 +17,10 @@ from collections.abc import Callable
 from typing import Any
 
 from .._canonical import canonical_json
+from ..errors import InputError
+from ..media import Image, Media
 from ..payloads import JsonObject, PayloadSpec
+from ..transcript import ToolText
 from .listing import OfferedTool
 
 MAX_RESULT_CHARS = 200_000
@@ -64,17 +67,25 @@ def _validator(schema_json: str) -> Any:
 
 
 def result_text(tool: OfferedTool, result: Any) -> tuple[str, bool]:
-    """An `mcp.types` CallToolResult as the text the agent reads, and whether it is an error result."""
+    """An `mcp.types` CallToolResult as the text the agent reads, and whether it is an error result.
+
+    Its images travel with the text, a `ToolText`.
+    """
     parts: list[str] = []
+    images: list[Media] = []
     for block in result.content:
         kind = getattr(block, "type", None)
         if kind == "text":
             parts.append(block.text)
         elif kind == "image":
-            parts.append(
-                f"[image: {block.mime_type}, {_decoded_size(block.data):,} bytes; agl_notebook does not send images "
-                "to the model yet]"
-            )
+            where = f"the result of MCP tool {tool.name!r}: image {len(images) + 1}"
+            try:
+                image = Image.from_base64(block.data, media_type=block.mime_type, where=where)
+                image.check(where)
+            except InputError as e:  # the API would refuse it: the agent reads why instead
+                parts.append(f"[image: {block.mime_type}, {_decoded_size(block.data):,} bytes, not sent: {e}]")
+            else:
+                images.append(image)
         elif kind == "audio":
             return (
                 f"The tool `{tool.name}` returned audio ({block.mime_type}), which agl_notebook cannot send to the "
@@ -97,7 +108,7 @@ def result_text(tool: OfferedTool, result: Any) -> tuple[str, bool]:
     text = "\n".join(parts)
     if len(text) > MAX_RESULT_CHARS:
         text = f"{text[:MAX_RESULT_CHARS]}\n[cut: {len(text) - MAX_RESULT_CHARS:,} more characters]"
-    return text, bool(result.is_error)
+    return (ToolText(text, tuple(images)) if images else text), bool(result.is_error)
 
 
 def output_schema_broken(tool: OfferedTool, message: str) -> tuple[str, bool]:

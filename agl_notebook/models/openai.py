@@ -580,6 +580,11 @@ def _message_json(message: Message, index: int, model: str) -> list[JsonValue]:
             arguments = json.dumps(block.input, ensure_ascii=False)
             calls.append({"id": block.id, "type": "function", "function": {"name": block.name, "arguments": arguments}})
         elif isinstance(block, ToolResultBlock):
+            if block.media:  # never dropped without a word: the agent would answer about images it never saw
+                raise InputError(
+                    f"Message {index} holds the result of tool call {block.tool_use_id} with {len(block.media)} "
+                    f"image(s), which OpenAIModel ({model!r}) cannot send: Chat Completions here takes text only."
+                )
             content = f"Error: {block.content}" if block.is_error else block.content
             results.append({"role": "tool", "tool_call_id": block.tool_use_id, "content": content})
         elif isinstance(block, RawBlock) and block.type in THINKING_TYPES:

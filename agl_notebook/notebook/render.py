@@ -57,8 +57,11 @@ from ..events import (
     TextCited,
 )
 from ..functions.events import ApiResponded, ErrorHandled, FunctionCalled, FunctionEvent, FunctionReturned, Logged
+from ..media import Media
 from ..models.prices import RecordedCost, dollars
 from ..payloads import JsonObject, JsonValue
+from ..transcript import media_of
+from .media_view import document_words, image_words, media_html, reference_html, references_in
 from .server_view import (
     CODE_TOOLS,
     CitationMark,
@@ -411,6 +414,7 @@ def render_text(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
         if isinstance(item, CallTrace):
             decided = f" ({_decided_words(item.decided, lambda m: clip(m, 60))})" if item.decided else ""
             lines.append(f"  tool {show(item.name)}: {_STATUS_WORDS[item.status]}{decided}")
+            lines.extend(f"    returned {show(_media_words(m))}" for m in media_of(item.result or ""))
         elif isinstance(item, MarkupNote):
             lines.append(f"  markup error: {show(item.message)}")
         elif isinstance(item, KeptBlockNote):  # thinking is left out of the text; a block of another type is named
@@ -465,6 +469,7 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None, *, liv
 
     if trace.input is not None:
         parts.append(f"<details{keep('input')}><summary>Input</summary>{val(trace.input)}</details>")
+        parts.append(_media_strip([reference_html(r, secrets) for r in references_in(trace.input)]))
     streaming = len(trace.items) - 1 if live and trace.state == "running" else -1  # the item text streams into
 
     def held(text: str, index: int) -> str:  # the start of a secret still streaming in is not drawn yet
@@ -492,6 +497,7 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None, *, liv
             )
         elif isinstance(item, CallTrace):
             parts.append(_call_html(item, esc, val, keep(f"item-{index}")))
+            parts.append(_media_strip([media_html(m, secrets) for m in media_of(item.result or "")]))
         elif isinstance(item, MarkupNote):
             parts.append(f'<div style="{_ERROR}">A tool call written as text was dropped: {esc(item.message)}</div>')
         elif isinstance(item, FunctionNote):
@@ -627,6 +633,15 @@ def _decided_words(event: ApprovalDecided, message: Callable[[str], str], *, bes
     )
     # Beside the status "denied" the verb would say it twice: "denied · by a person".
     return words.removeprefix("denied ") if beside_status and event.decision == "deny" else words
+
+
+def _media_words(media: Media) -> str:
+    return document_words(media) if media.kind == "document" else image_words(media)
+
+
+def _media_strip(drawn: list[str]) -> str:
+    """The images and documents of an input or a tool's result, drawn in a row (notebook/media_view.py)."""
+    return f'<div class="agl-media" style="margin:2px 0">{"".join(drawn)}</div>' if drawn else ""
 
 
 def _chip(text: str, tint: str) -> str:

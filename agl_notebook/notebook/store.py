@@ -34,7 +34,7 @@ from ..replay.sidecar import (
     read_sidecar,
     uses_line,
 )
-from ..replay.stores import MapStore, RecordingWarning, merge_records, scrubbed
+from ..replay.stores import MapStore, RecordingWarning, merge_records, scrubbed, write_blob_files
 from . import _kernel
 from .frontend import link
 from .locate import locate, not_found_message, notebook_path
@@ -211,6 +211,8 @@ class NotebookStore:
         It keeps the cells of the record of its id it replaces (``older``, else the one this store holds), and gains
         the running cell.
         """
+        where = self._where()
+        write_blob_files(record, where.parent if where is not None else Path.cwd())  # large images beside it
         kept = self.with_cells_of(scrubbed(record), older)
         _kernel_session.forgotten.discard(kept.id)
         _kernel_session.recorded.setdefault(_key(self._where()), {})[kept.id] = kept
@@ -404,6 +406,7 @@ class NotebookMapStore:
                 if path is not None and (self._size > self.limit or path.exists()):
                     self._move(path)
             return kept
+        write_blob_files(record, self._writer.path.parent)  # large images beside the sidecar, as the notebook's
         kept = self._kept[record.id] = self.parent.with_cells_of(scrubbed(record), self._in_file().get(record.id))
         _kernel_session.forgotten.discard(kept.id)
         for partials in _kernel_session.partials.values():  # the finished record replaces its partial one

@@ -257,6 +257,7 @@ class StepRecord(Fieldwise):
 
         if self.failure is not None:
             return self._failure_json(self.failure)
+        blobs: dict[str, JsonValue] = {}
         # Empty questions, a missing cell id and zero token counts are left out: a notebook holds many records,
         # and a reader fills in the same defaults.
         data: JsonObject = {
@@ -269,8 +270,10 @@ class StepRecord(Fieldwise):
             "backend": self.backend,
             "input": self.input,
             "result": self.result,
-            "transcript": messages_to_json(self.transcript),
+            "transcript": messages_to_json(self.transcript, blobs),
         }
+        if blobs:  # each image's or document's bytes once, by digest, however often the transcript names them
+            data["blobs"] = dict(sorted(blobs.items()))
         if self.cell_id is not None:
             data["cell_id"] = self.cell_id
         if self.questions:
@@ -365,6 +368,9 @@ def record_from_json(data: JsonValue, *, where: str = "record") -> StepRecord:
     transcript = data.get("transcript")
     if not isinstance(transcript, list):
         raise InputError(f"{where}.transcript: expected a list of messages.")
+    blobs = data.get("blobs", {})
+    if not isinstance(blobs, dict):
+        raise InputError(f"{where}.blobs: expected an object of base64 texts by digest.")
     questions = data.get("questions", [])
     if not isinstance(questions, list):
         raise InputError(f"{where}.questions: expected a list.")
@@ -392,7 +398,9 @@ def record_from_json(data: JsonValue, *, where: str = "record") -> StepRecord:
         backend=_string(data, "backend", where),
         input=data.get("input"),
         result=data.get("result"),
-        transcript=tuple(message_from_json(m, where=f"{where}.transcript[{i}]") for i, m in enumerate(transcript)),
+        transcript=tuple(
+            message_from_json(m, where=f"{where}.transcript[{i}]", blobs=blobs) for i, m in enumerate(transcript)
+        ),
         questions=tuple(_question(q, f"{where}.questions[{i}]") for i, q in enumerate(questions)),
         decisions=tuple(_decision(d, f"{where}.decisions[{i}]") for i, d in enumerate(decisions)),
         usage=Usage(**{k: int(v) for k, v in usage.items() if k in _USAGE_FIELDS}),  # type: ignore[arg-type]

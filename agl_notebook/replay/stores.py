@@ -17,8 +17,9 @@ from .._files import read_json_file, write_atomically
 from .._protocols import implements
 from .._secrets import scrub, scrub_text, secrets_from_environment
 from ..errors import InputError, warn
+from ..media import Media, blob_file_name, kept_in_file, records_folder
 from ..payloads import JsonObject, JsonValue
-from ..transcript import Block, Message, RawBlock
+from ..transcript import Block, MediaBlock, Message, RawBlock, ToolResultBlock
 from .records import RecordsBlock, StepRecord, block_from_json, block_to_json, record_from_json, tape_kept_blocks
 
 
@@ -237,6 +238,41 @@ def _tape_entry(entry: JsonValue, replace: Callable[[JsonObject], JsonObject]) -
     }
 
 
+def write_blob_file(media: Media, folder: Path) -> Path:
+    """Write the value's blob file into ``folder`` (once: a file of its digest is never written again).
+
+    Never outside ``folder``: the name is the digest's hex, and a symbolic link in the blob folder's place, or in
+    the file's, is refused.
+    """
+    path = folder / blob_file_name(media)
+    for place in (path.parent, path):
+        if place.is_symlink():
+            raise InputError(f"{place}: a symbolic link; blob files are written only into the notebook's own folder.")
+    if path.exists() and path.stat().st_size == media.size:
+        return path  # the same digest: the same bytes
+    write_atomically(path, media.data)
+    return path
+
+
+def write_blob_files(record: StepRecord, folder: Path) -> None:
+    """Write into ``folder`` (the records' own) the blob file of each image or document kept in one.
+
+    A value over `INLINE_BLOB_BYTES` is kept so (docs/images.md).
+    """
+    for message in record.transcript:
+        for block in message.content:
+            values = (
+                block.media
+                if isinstance(block, ToolResultBlock)
+                else (block.media,)
+                if isinstance(block, MediaBlock)
+                else ()
+            )
+            for media in values:
+                if kept_in_file(media) and media.blob_file is None:
+                    write_blob_file(media, folder)
+
+
 def _scrubbed_json(record: StepRecord, known: Sequence[str]) -> StepRecord:
     """The record scrubbed as JSON text: the same record when there was no secret, else the scrubbed JSON read back."""
     text = json.dumps(record.to_json(), ensure_ascii=False)
@@ -381,6 +417,7 @@ class JsonFileStore(MemoryStore):
     def put(self, record: StepRecord) -> StepRecord:
         """Keep the scrubbed record and rewrite the file (unless the file is corrupt)."""
         self._take_in_others()
+        write_blob_files(record, self.path.parent)
         kept = super().put(record)
         if self.problem is not None:
             warn(
@@ -450,12 +487,15 @@ class JsonFileStore(MemoryStore):
         self._read_at = self._mtime()
         if not self.path.exists():
             return
+        folder = records_folder.set(self.path.parent.resolve())  # its blob files are beside it
         try:
             block = read_block_file(self.path)
         except InputError as e:
             self.problem = str(e)
             warn(f"Recordings not read: {e}", RecordingWarning)
             return
+        finally:
+            records_folder.reset(folder)
         for message in block.problems:
             warn(f"A recording was skipped (kept in the file as it is): {message}", RecordingWarning)
         self._unreadable = block.unreadable

@@ -15,12 +15,16 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
+import os
 import re
+import types
+import typing
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._map_scope import MapItemContext, current_map_item, current_pacer, current_scoring
 from ..errors import BudgetExceededError, InputError, ItemNotRunError, RecordedItemError, RoleIncompleteError
+from ..media import Media, check_media
 from ..models.base import (
     Model,
     ModelEvent,
@@ -456,13 +460,31 @@ def _from_dataframe(role: Role[Any], frame: Any) -> list[object]:
             f"run.map: the DataFrame's columns {unknown} are not fields of {kind.__qualname__} "
             f"({', '.join(sorted(fields))}); select the columns to pass, or rename them."
         )
+    media = _media_fields(kind)
     values: list[object] = []
     for i, row in enumerate(frame.to_dict(orient="records")):
+        for name, make in media.items():  # a column of paths, bytes or URLs builds the image or document fields
+            if isinstance(row.get(name), str | bytes | os.PathLike):
+                row[name] = make(row[name])
         value, problems = spec.validate(row)
         if problems:
             raise InputError(f"run.map: row {i} of the DataFrame is not a {kind.__qualname__}: {'; '.join(problems)}")
+        check_media(value, f"run.map: row {i}: {kind.__qualname__}")
         values.append(value)
     return values
+
+
+def _media_fields(kind: type[Any]) -> dict[str, type[Media]]:
+    """The fields of a payload type that are an image or a document (or optionally one), by name."""
+    hints = typing.get_type_hints(kind)
+    found: dict[str, type[Media]] = {}
+    for f in dataclasses.fields(kind):
+        hint = hints[f.name]
+        options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+        made = [o for o in options if isinstance(o, type) and issubclass(o, Media)]
+        if len(made) == 1:
+            found[f.name] = made[0]
+    return found
 
 
 def _check_options(concurrency: object, retries: object, on_error: object, score: object) -> None:

@@ -24,6 +24,7 @@ from ..payloads import JsonObject, JsonValue
 from ..replay.records import StepRecord
 from ..tools import Tool
 from ..transcript import ToolResultBlock
+from ..transcript import result_text as recorded_text
 
 if TYPE_CHECKING:
     from ..approvals import ApprovalPolicy, ApprovalRequest, PolicyAnswer
@@ -209,6 +210,6 @@ def _recorded_tool(
                 nearest=record,
                 differing=(),
             )
-        return recorded.content, recorded.is_error
+        return recorded_text(recorded), recorded.is_error
 
     return LoopTool(_spec(t), call, argument_checker(t), gate)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -42,8 +42,9 @@ from ..models.base import (
     model_engine_record,
     model_network,
 )
+from ..payloads import JsonValue
 from ..server_tools import search_max_uses
-from ..transcript import messages_to_json
+from ..transcript import MediaBlock, Message, ToolResultBlock, messages_to_json
 
 if TYPE_CHECKING:
     # The price table loads with the first priced request, or the first Run given prices: never for a Run that
@@ -71,20 +72,48 @@ class Estimate(Fieldwise):
 
 
 def estimate(request: ModelRequest, rates: Rates) -> Estimate:
-    """What ``request`` may cost at ``rates``."""
+    """What ``request`` may cost at ``rates``.
+
+    An image or a document counts as what it costs, not as its base64 text: an image by Anthropic's formula
+    (width * height / 750 after the API's scaling), a PDF by its pages (`agl_notebook.media`); the text around it
+    sees only a reference to it, so no request's estimate encodes the bytes again.
+    """
+    media = media_tokens(request.messages)
     text = request.system + json.dumps(
-        [messages_to_json(request.messages), [[t.name, t.description, t.input_schema] for t in request.tools]],
+        [
+            messages_to_json(request.messages, _NoBlobs() if media else None),
+            [[t.name, t.description, t.input_schema] for t in request.tools],
+        ],
         ensure_ascii=False,
     )
-    tokens = math.ceil(len(text) / CHARACTERS_PER_TOKEN)
+    tokens = math.ceil(len(text) / CHARACTERS_PER_TOKEN) + media
     tier = rates.for_prompt(tokens)  # a model priced by prompt length: the tier the estimated prompt falls in
     likely = tokens * max(tier.input, tier.cache_write_5m) + request.max_tokens * tier.output
-    worst = (len(text.encode("utf-8")) + API_OVERHEAD_TOKENS) * rates.highest_input
+    worst = (len(text.encode("utf-8")) + API_OVERHEAD_TOKENS + media) * rates.highest_input
     # Every search the request may make is reserved (a role with search and a budget must say max_uses).
     searches = search_max_uses(request.server_tools)[1] * rates.web_search / 1000
     return Estimate(
         likely / 1_000_000 + searches, (worst + request.max_tokens * rates.dearest.output) / 1_000_000 + searches
     )
+
+
+class _NoBlobs(dict[str, JsonValue]):
+    """Blobs that are never kept: a request's estimate reads each attachment's reference, never its bytes."""
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+
+def media_tokens(messages: Sequence[Message]) -> int:
+    """The input tokens the images and documents of a conversation are estimated to cost."""
+    total = 0
+    for message in messages:
+        for block in message.content:
+            if isinstance(block, MediaBlock):
+                total += block.media.estimated_tokens
+            elif isinstance(block, ToolResultBlock) and block.media:
+                total += sum(m.estimated_tokens for m in block.media)
+    return total
 
 
 class Reservation:

@@ -14,6 +14,7 @@ from .._scope import Question, StepScope
 from ..errors import InputError, ReplayMissError
 from ..events import QuestionAnswered, QuestionAsked, StepFinished
 from ..loop import LoopOutcome, LoopTool, Progress, Reporting, run_loop
+from ..media import check_media, labelled_json, media_in
 from ..models.base import (
     NO_USAGE,
     Cited,
@@ -37,7 +38,18 @@ from ..replay.fingerprint import Fingerprint, fingerprint
 from ..replay.records import RecordedQuestion, StepRecord, Waiting
 from ..roles import Role
 from ..tools import ReportingTool, Tool, ToolResult, with_report_instruction
-from ..transcript import Message, RawBlock, TextBlock, ToolResultBlock, ToolUseBlock, user_text
+from ..transcript import (
+    Block,
+    MediaBlock,
+    Message,
+    RawBlock,
+    TextBlock,
+    ToolResultBlock,
+    ToolText,
+    ToolUseBlock,
+    result_text,
+    user_text,
+)
 from ._approvals import Gatekeeper
 from .views import StepView
 
@@ -70,6 +82,31 @@ def input_message(value: object) -> str:
     import json
 
     return f"{type(value).__name__}:\n{json.dumps(dump(value), indent=2, ensure_ascii=False)}"
+
+
+def input_first_message(value: object) -> Message:
+    """The first user message of a step: its images and documents as content blocks, then the rest as JSON.
+
+    Each attachment comes after a line naming it, and is a label in the JSON (``"[image 1]"``), never JSON text.
+    Images come first because Claude works best with an image before the text about it (Anthropic's advice).
+    """
+    if isinstance(value, str):
+        return user_text(value)
+    found = media_in(value, type(value).__name__)
+    if not found:
+        return user_text(input_message(value))
+    import json
+
+    labels: dict[int, str] = {}
+    counts: dict[str, int] = {}
+    blocks: list[Block] = []
+    for path, media in found:
+        counts[media.kind] = counts.get(media.kind, 0) + 1
+        label = labels.setdefault(id(media), f"[{media.kind} {counts[media.kind]}]")
+        blocks += [TextBlock(f"{label} ({path}):"), MediaBlock(media, path)]
+    shown = json.dumps(labelled_json(value, labels), indent=2, ensure_ascii=False)
+    blocks.append(TextBlock(f"{type(value).__name__}:\n{shown}"))
+    return Message("user", tuple(blocks))
 
 
 def _input_json(value: object) -> JsonValue:
@@ -107,6 +144,7 @@ def check_input(role: Role[Any], value: object) -> None:
         raise InputError(f"A step's input is a payload dataclass or a string, not {type(value).__qualname__}.")
     if not isinstance(value, str):
         payload_spec(type(value))  # it must be JSON-able to be shown to the model
+        check_media(value, type(value).__qualname__)  # each image and document read and checked before any request
 
 
 @dataclasses.dataclass
@@ -190,6 +228,12 @@ class StepPlan:
                 "cannot run them: use a Claude model (AnthropicModel), or a ScriptedModel whose turns script their "
                 "blocks. Nothing was sent."
             )
+        for path, media in media_in(value, type(value).__name__):
+            if not model_accepts(model, f"{media.kind}s"):
+                raise InputError(
+                    f"{path}: the model {model!r} does not take {media.kind}s (its backend declares what it accepts). "
+                    "Nothing was sent."
+                )
         tools = [t for t in role.tools if isinstance(t, Tool)]
         reporting = _reporting(role.reporting_tool, strict=role.strict_tools)
         backend = model.backend_id(model_id)
@@ -218,7 +262,7 @@ class StepPlan:
             model_id,
             backend,
             system,
-            user_text(input_message(value)),
+            input_first_message(value),
             tools,
             reporting,
             input_json,
@@ -425,6 +469,10 @@ class StepPlan:
             self.questions.extend(
                 RecordedQuestion(call_id, q.text, q.inputs, q.answer) for q in self.scope.questions[asked:]
             )
+            if result.images:
+                for i, image in enumerate(result.images):
+                    image.check(f"the result of tool {t.name!r}: images[{i}]")
+                return ToolText(result.text, tuple(result.images)), result.rejected
             return result.text, result.rejected
 
         return LoopTool(
@@ -444,7 +492,7 @@ class StepPlan:
                     nearest=record,
                     differing=(),
                 )
-            return recorded.content, recorded.is_error
+            return result_text(recorded), recorded.is_error
 
         async def call(payload: Any, call_id: str) -> tuple[str, bool]:
             __tracebackhide__ = True
@@ -461,7 +509,7 @@ class StepPlan:
         live = self._live_tool(t)
 
         def recorded_result(call_id: str) -> tuple[str, bool]:
-            return results[call_id].content, results[call_id].is_error
+            return result_text(results[call_id]), results[call_id].is_error
 
         async def call(payload: Any, call_id: str) -> tuple[str, bool]:
             __tracebackhide__ = True
@@ -547,7 +595,7 @@ def _results_of(
                     nearest=record,
                     differing=(),
                 )
-            return recorded.content, recorded.is_error
+            return result_text(recorded), recorded.is_error
 
         return recorded_result
 
@@ -560,7 +608,7 @@ def _answered_from(tool: LoopTool, results: dict[str, ToolResultBlock]) -> LoopT
     async def call(payload: Any, call_id: str) -> tuple[str, bool]:
         recorded = results.get(call_id)
         if recorded is not None:
-            return recorded.content, recorded.is_error
+            return result_text(recorded), recorded.is_error
         return await tool.call(payload, call_id)
 
     return dataclasses.replace(tool, call=call)

@@ -11,7 +11,7 @@ import pytest
 from agl_notebook import MCPServer, Run, ScriptedCall, ScriptedModel, ScriptedTurn
 from agl_notebook.errors import InputError, MCPServerError
 from agl_notebook.replay.stores import MemoryStore
-from agl_notebook.transcript import ToolResultBlock
+from agl_notebook.transcript import ToolResultBlock, block_to_json
 from tests.support.mcp_servers import PNG_1PX
 
 from .conftest import EXAMPLE_SERVER, HttpServer, example_server, fault_server, role
@@ -105,8 +105,10 @@ async def test_is_error_output_schema_image_and_audio_results(
     assert bad_output.content.startswith("The result of `bad_output` does not fit the tool's own output schema")
     assert "RuntimeError" not in bad_output.content
     assert not image.is_error
-    size = len(base64.b64decode(PNG_1PX))
-    assert image.content.startswith(f"[image: image/png, {size} bytes; agl_notebook does not send images")
+    # The image is an image inside the tool_result (issue 28), its bytes as the server sent them.
+    (sent,) = image.media
+    assert image.content == "" and sent.media_type == "image/png"
+    assert sent.data == base64.b64decode(PNG_1PX) and block_to_json(image)["content"] == [sent.block()]
     assert audio.is_error
     assert "returned audio (audio/wav), which agl_notebook cannot send to the model" in audio.content
     assert echo.content == "echo: still here"  # the session outlives every bad result
