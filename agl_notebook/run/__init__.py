@@ -344,6 +344,8 @@ class Run:
         view: MapView | None = None,
         engine: Batches | None = None,
         epochs: int = 1,
+        fork_from: MapResults | str | None = None,
+        at_turn: int | None = None,
     ) -> MapResults:
         """Run ``role`` on every input (a list of payloads, or a pandas DataFrame whose columns name the fields).
 
@@ -370,6 +372,10 @@ class Run:
                 items at once (``concurrency`` and ``retries`` pace the live API only; docs/batches.md).
             epochs: How many times each input runs (each repeat its own record); ``results[i]`` is input i's first
                 repeat, ``results.repeats[i]`` all of them, and scores are per input, its repeats' mean.
+            fork_from: A previous map (its results, or its name) whose every item is forked ``at_turn``: each item's
+                first turns come from that map's record of the same input (docs/forking.md). The map is named
+                ``<that map's name>-at-turn-<k>`` unless ``name`` is given.
+            at_turn: How many model turns of each item are replayed (with ``fork_from``).
 
         Returns:
             The results in input order: each item's reported payload, or a `MapItemError`.
@@ -381,8 +387,16 @@ class Run:
         __tracebackhide__ = True
         from ._map import MapHost, run_map  # lazily: asyncio, only for code that maps
 
+        forks = None
+        if fork_from is not None or at_turn is not None:
+            from ._fork import MapFork
+
+            forks = MapFork.of(fork_from, at_turn, self.store)
+            name = name if name is not None else forks.name
+
         def plan(role: Role[Any], input: object, model: tuple[Model, str], view: StepView | None) -> StepPlan:
-            return self._plan_step(role, input, model, view=view, label=None, on_event=None)
+            fork = forks.item(input) if forks is not None else None
+            return self._plan_step(role, input, model, view=view, label=None, on_event=None, fork=fork)
 
         return await run_map(
             MapHost(self.store, self._context(), self.mode, self._model_for, plan, self.meter),

@@ -96,6 +96,48 @@ class Fork:
         return record
 
 
+class MapFork:
+    """A map's fork of a previous map: each item forks that map's record of the same input and occurrence."""
+
+    def __init__(self, key: str, at_turn: int, store: Store) -> None:
+        self.key = key
+        self.at_turn = at_turn
+        self.store = store
+        self._seen: dict[str, int] = {}
+
+    @classmethod
+    def of(cls, fork_from: object, at_turn: object, store: Store) -> MapFork:
+        """The fork ``run.map(fork_from=..., at_turn=...)`` asks for, its options checked."""
+        from ..replay.stores import map_store
+
+        if fork_from is None:
+            raise InputError("run.map(): at_turn forks a previous map: give fork_from=<its results or its name> too.")
+        key = getattr(fork_from, "key", fork_from)
+        if not isinstance(key, str) or not key.strip():
+            raise InputError(
+                f"run.map(): fork_from takes a previous map's results or its name, not {type(fork_from).__name__}."
+            )
+        check_fork_options(key, at_turn, where="run.map()")
+        assert isinstance(at_turn, int)
+        return cls(key, at_turn, map_store(store, key))
+
+    @property
+    def name(self) -> str:
+        """The forked map's name, unless one is given."""
+        return f"{self.key}-at-turn-{self.at_turn}"
+
+    def item(self, value: object) -> Fork:
+        """The fork of the next item of ``value``: items are planned in input (then repeat) order, so the k-th item of
+        an input forks that input's k-th record (its occurrence)."""
+        from .._canonical import canonical_json
+        from ..payloads import dump
+
+        input_json = value if isinstance(value, str) else dump(value)
+        seen = canonical_json(input_json)
+        occurrence = self._seen[seen] = self._seen.get(seen, -1) + 1
+        return Fork(self.at_turn, store=self.store, map_key=self.key, occurrence=occurrence)
+
+
 def check_fork_options(fork_from: object, at_turn: object, *, where: str) -> None:
     """Refuse a fork's options of the wrong type, where they were given."""
     if at_turn is None:

@@ -333,6 +333,8 @@ class StepPlan:
         __tracebackhide__ = True
         from ._fork import divergence, fork_refusal, prefix_length
 
+        if fork.store is not None:
+            await fork.store.ready()  # a previous map's store, perhaps not this step's
         record = fork.find(self.role, self.input_json)
         refusal = fork_refusal(
             record,

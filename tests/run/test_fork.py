@@ -297,3 +297,46 @@ async def test_a_fork_whose_tool_now_refuses_a_replayed_call_is_refused_before_t
     )
     message = await refused(role, store, pager, fork_from=source, at_turn=2)
     assert "no longer gives what was recorded at message 2" in message
+
+
+# Maps -------------------------------------------------------------------------------------------------------------
+
+
+async def test_a_100_item_map_forked_at_turn_2_asks_only_turns_3_on_and_runs_no_handler_of_turns_1_and_2() -> None:
+    pager, handlers, store = Pager(turns=4), Handlers(), MemoryStore()
+    inputs = [f"Question {i}?" for i in range(100)]
+    run = Run(model=pager.model(), store=store)
+    first = await run.map(pager_role(handlers), inputs, concurrency=16)
+    assert list(first) == [Answer("done after 3 pages")] * 100
+    assert len(pager.bodies) == 400 and sorted(handlers.pages) == sorted([1, 2, 3] * 100)
+    pager.bodies.clear()
+    handlers.pages.clear()
+
+    run = Run(model=pager.model(), store=store)
+    changed = pager_role(handlers, "Read the pages carefully, then answer.")
+    forked = await run.map(changed, inputs, fork_from=first, at_turn=2, concurrency=16)
+
+    assert list(forked) == [Answer("done after 3 pages")] * 100
+    assert forked.key == f"{first.key}-at-turn-2"
+    assert len(pager.bodies) == 200  # turns 3 and 4 of each item
+    assert all(sum(m["role"] == "assistant" for m in b["messages"]) >= 2 for b in pager.bodies)
+    assert handlers.pages == [3] * 100  # no handler of turns 1-2 ran
+    # Each item forked its own input's record: the input each request carries is its item's.
+    asked = sorted(b["messages"][0]["content"][0]["text"] for b in pager.bodies)
+    assert asked == sorted(inputs * 2)
+
+    # By name too, and replayed with no request at all.
+    pager.bodies.clear()
+    again = await Run(model=pager.model(), store=store).map(changed, inputs, fork_from=first.key, at_turn=2)
+    assert list(again) == list(forked) and pager.bodies == [] and handlers.pages == [3] * 100
+
+
+async def test_a_map_fork_of_a_map_never_run_fails_each_item_saying_so() -> None:
+    pager, handlers = Pager(turns=4), Handlers()
+    run = Run(model=pager.model(), store=MemoryStore())
+    results = await run.map(pager_role(handlers), ["a", "b"], fork_from="nothing", at_turn=1)
+    assert [type(r).__name__ for r in results] == ["MapItemError", "MapItemError"]
+    assert "the map 'nothing' has no record" in str(results[0].error)
+    assert pager.bodies == []
+    with pytest.raises(InputError, match="at_turn"):
+        await run.map(pager_role(handlers), ["a"], fork_from="nothing")
