@@ -205,7 +205,7 @@ class Run:
         *,
         mode: Mode | None = None,
         label: str | None = None,
-        fork_from: str | StepRecord | None = None,
+        fork_from: str | StepRecord | LoopOutcome | None = None,
         at_turn: int | None = None,
     ) -> T: ...
     @overload
@@ -216,7 +216,7 @@ class Run:
         *,
         mode: Mode | None = None,
         label: str | None = None,
-        fork_from: str | StepRecord | None = None,
+        fork_from: str | StepRecord | LoopOutcome | None = None,
         at_turn: int | None = None,
     ) -> T: ...
     async def step(
@@ -226,7 +226,7 @@ class Run:
         *,
         mode: Mode | None = None,
         label: str | None = None,
-        fork_from: str | StepRecord | None = None,
+        fork_from: str | StepRecord | LoopOutcome | None = None,
         at_turn: int | None = None,
     ) -> T:
         """Run one step of ``role`` on ``input`` and return the reported payload (None without a reporting tool).
@@ -234,7 +234,7 @@ class Run:
         ``label`` is shown in the step's view beside the role, to tell it from other steps of the role (by default,
         the input's first text field, shortened); it is not part of what the model sees.
 
-        ``fork_from`` (a record id, or a `StepRecord`) and ``at_turn=k`` fork a recorded step (docs/forking.md): its
+        ``fork_from`` (a record id, a `StepRecord`, or a recorded step's outcome from `step_outcome`) and ``at_turn=k`` fork a recorded step (docs/forking.md): its
         first k model turns come from that record (no model call, no handler, questions and decisions as recorded),
         then the step goes on live with the role as it is now. The input may be left out: the record's is used. A
         fork is a record of its own, and replays like any.
@@ -265,7 +265,7 @@ class Run:
         mode: Mode | None = None,
         label: str | None = None,
         on_event: EventSink | None = None,
-        fork_from: str | StepRecord | None = None,
+        fork_from: str | StepRecord | LoopOutcome | None = None,
         at_turn: int | None = None,
     ) -> LoopOutcome:
         """`step`, returning the step's whole outcome (result, transcript, usage, requests, truncation).
@@ -568,6 +568,15 @@ class Run:
 
         if fork_from is None:
             raise InputError("run.step(): at_turn forks a recorded step: give fork_from=<record id> too.")
+        if isinstance(fork_from, LoopOutcome):  # a step's outcome: its record, found by its transcript
+            fork_from = next(
+                (r for r in self.store.records() if r.finished and r.transcript == fork_from.transcript), None
+            )
+            if fork_from is None:
+                raise InputError(
+                    "run.step(): this Run's store keeps no record of that outcome (a step in mode 'off' keeps none): "
+                    "fork_from takes a recorded step's outcome, its record, or its record's id."
+                )
         check_fork_options(fork_from, at_turn, where="run.step()")
         assert isinstance(at_turn, int)
         if isinstance(fork_from, StepRecord):

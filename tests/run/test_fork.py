@@ -340,3 +340,15 @@ async def test_a_map_fork_of_a_map_never_run_fails_each_item_saying_so() -> None
     assert pager.bodies == []
     with pytest.raises(InputError, match="at_turn"):
         await run.map(pager_role(handlers), ["a"], fork_from="nothing")
+
+
+async def test_a_fork_from_a_steps_outcome_forks_its_record() -> None:
+    pager, handlers, store = Pager(), Handlers(), MemoryStore()
+    run = Run(model=pager.model(), store=store)
+    first = await run.step_outcome(pager_role(handlers), "Question?")
+    pager.bodies.clear()
+    await run.step(pager_role(handlers, "Again."), fork_from=first, at_turn=4)
+    assert len(pager.bodies) == 1
+    off = await Run(model=pager.model(), store=MemoryStore(), mode="off").step_outcome(pager_role(handlers), "Q?")
+    with pytest.raises(InputError, match="keeps no record of that outcome"):
+        await Run(model=pager.model(), store=MemoryStore()).step(pager_role(handlers), fork_from=off, at_turn=1)
