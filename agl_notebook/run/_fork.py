@@ -250,9 +250,14 @@ def recorded_input(role: Role[Any], record: StepRecord) -> object:
         built, problems = payload_spec(accepted).validate(value)
         if not problems:
             return built
+    why = (
+        "the role names no types it accepts (Role(accepts=...))"
+        if not role.accepts
+        else f"it does not build any type role {role.name!r} accepts now"
+    )
     raise InputError(
-        f"Cannot fork the record {record.id}: its input does not build any type role {role.name!r} accepts now; "
-        "give the input yourself."
+        f"Cannot fork the record {record.id} without its input: {why}, so the recorded input cannot be built again. "
+        "Give the input: run.step(role, input, fork_from=..., at_turn=...)."
     )
 
 
