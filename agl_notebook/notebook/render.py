@@ -503,7 +503,9 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None, *, liv
 def _fork_words(note: ForkNote) -> str:
     turns = "turn 1" if note.at_turn == 1 else f"turns 1-{note.at_turn}"
     replayed = f"{turns} replayed as recorded (under the instructions of then)" if note.at_turn else "nothing replayed"
-    return f"forked from record {note.forked_from} at turn {note.at_turn}: {replayed}, live from turn {note.at_turn + 1}"
+    return (
+        f"forked from record {note.forked_from} at turn {note.at_turn}: {replayed}, live from turn {note.at_turn + 1}"
+    )
 
 
 def fork_code(role: str, record_id: str, at_turn: int) -> str:

@@ -72,6 +72,7 @@ def __getattr__(name: str) -> Any:
 
 T = TypeVar("T")
 
+
 class _RecordedInput:
     """The input of a fork that leaves it out: the record's."""
 
@@ -234,9 +235,10 @@ class Run:
         ``label`` is shown in the step's view beside the role, to tell it from other steps of the role (by default,
         the input's first text field, shortened); it is not part of what the model sees.
 
-        ``fork_from`` (a record id, a `StepRecord`, or a recorded step's outcome from `step_outcome`) and ``at_turn=k`` fork a recorded step (docs/forking.md): its
-        first k model turns come from that record (no model call, no handler, questions and decisions as recorded),
-        then the step goes on live with the role as it is now. The input may be left out: the record's is used. A
+        ``fork_from`` (a record id, a `StepRecord`, or a recorded step's outcome from `step_outcome`) and
+        ``at_turn=k`` fork a recorded step (docs/forking.md): its first k model turns come from that record (no
+        model call, no handler, questions and decisions as recorded), then the step goes on live with the role as
+        it is now. The input may be left out: the record's is used. A
         fork is a record of its own, and replays like any.
 
         A recorded step replays (mode ``auto`` or ``replay``): no model call, no tool call, no question, the same

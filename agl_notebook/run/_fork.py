@@ -127,8 +127,11 @@ class MapFork:
         return f"{self.key}-at-turn-{self.at_turn}"
 
     def item(self, value: object) -> Fork:
-        """The fork of the next item of ``value``: items are planned in input (then repeat) order, so the k-th item of
-        an input forks that input's k-th record (its occurrence)."""
+        """The fork of the next item of ``value``.
+
+        Items are planned in input (then repeat) order, so the k-th item of an input forks that input's k-th record
+        (its occurrence).
+        """
         from .._canonical import canonical_json
         from ..payloads import dump
 
@@ -156,8 +159,10 @@ def turns(transcript: Sequence[Message]) -> int:
 
 
 def prefix_length(transcript: Sequence[Message], at_turn: int) -> int:
-    """How many messages of ``transcript`` the first ``at_turn`` turns make: up to the next reply (their results,
-    a reminder, included)."""
+    """How many messages of ``transcript`` the first ``at_turn`` turns make.
+
+    That is up to the next reply: their results, and a reminder, included.
+    """
     seen = 0
     for index, message in enumerate(transcript):
         if message.role == "assistant":
@@ -216,11 +221,7 @@ def fork_refusal(
     results = {b.tool_use_id: b for m in prefix for b in m.content if isinstance(b, ToolResultBlock)}
     offered = set(tools)
     missing = sorted(
-        {
-            c.name
-            for c in replayed_calls(prefix)
-            if c.name not in offered and not _never_ran(results.get(c.id), c.name)
-        }
+        {c.name for c in replayed_calls(prefix) if c.name not in offered and not _never_ran(results.get(c.id), c.name)}
     )
     if missing:
         listed = ", ".join(repr(t) for t in missing)
@@ -277,16 +278,12 @@ def _map_item_record(store: Store, role: str, input_json: JsonValue, occurrence:
 class ForkingModel:
     """Replies from a record to the requests of its first turns, then from the live model.
 
-    ``on_fork`` is called with the first request that is not answered from the record, before it is sent: it checks
+    ``recorded`` answers from the record (a `agl_notebook.run._step.RecordedModel`). ``on_fork`` is called with the first request that is not answered from the record, before it is sent: it checks
     the request carries the replayed turns as recorded, and tells the views where the live turns begin.
     """
 
-    def __init__(
-        self, record: StepRecord, prefix: int, live: Model, on_fork: Callable[[ModelRequest], None]
-    ) -> None:
-        from ._step import RecordedModel
-
-        self._recorded = RecordedModel(record)
+    def __init__(self, recorded: Model, prefix: int, live: Model, on_fork: Callable[[ModelRequest], None]) -> None:
+        self._recorded = recorded
         self._prefix = prefix
         self._live = live
         self._on_fork = on_fork
@@ -310,9 +307,7 @@ def divergence(sent: Sequence[Message], prefix: Sequence[Message]) -> str | None
     """Where the messages a fork is about to send differ from the recorded turns, or None when they do not."""
     if tuple(sent[: len(prefix)]) == tuple(prefix):
         return None
-    index = next(
-        (i for i, (a, b) in enumerate(zip(sent, prefix, strict=False)) if a != b), min(len(sent), len(prefix))
-    )
+    index = next((i for i, (a, b) in enumerate(zip(sent, prefix, strict=False)) if a != b), min(len(sent), len(prefix)))
     what = "the input" if index == 0 else f"message {index} ({prefix[index].role if index < len(prefix) else 'end'})"
     return (
         f"the step, replayed, no longer gives what was recorded at {what}: the role now answers a replayed call "

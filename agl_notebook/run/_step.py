@@ -364,7 +364,7 @@ class StepPlan:
                 raise InputError(f"Cannot fork the record {record.id} at turn {fork.at_turn}: {differs}")
             self.scope.emit(StepForked(self.role.name, record.id, fork.at_turn))
 
-        model = ForkingModel(record, cut, self.model, forked)
+        model = ForkingModel(RecordedModel(record), cut, self.model, forked)
         outcome = await self._loop(model, tools)
         if not model.forked:
             raise InputError(
@@ -386,7 +386,7 @@ class StepPlan:
         def forked(request: ModelRequest) -> None:
             self.scope.emit(StepForked(self.role.name, source_id, fork.at_turn))
 
-        return ForkingModel(record, prefix_length(record.transcript, fork.at_turn), model, forked)
+        return ForkingModel(model, prefix_length(record.transcript, fork.at_turn), model, forked)
 
     def partial(self, record_id: str, occurrence: int, cell_id: str | None) -> StepRecord | None:
         """The step's progress so far, as a partial record; None when it is not waiting inside a tool call."""

@@ -52,7 +52,7 @@ class Pager:
         done = sum(1 for m in body["messages"] if m["role"] == "assistant")
         turn = done + 1
         if turn < self.turns:
-            blocks = [text(f"Turn {turn}."), use(f"toolu_{turn}", "lookup", json.dumps({"n": turn}))]
+            blocks: list[Any] = [text(f"Turn {turn}."), use(f"toolu_{turn}", "lookup", json.dumps({"n": turn}))]
         else:
             blocks = [use(f"toolu_{turn}", "answer", json.dumps({"text": f"done after {done} pages"}))]
         return stream_response(reply(*blocks, stop_reason="tool_use"))
@@ -67,8 +67,7 @@ class Pager:
 def plain(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Messages as sent, without the prompt-cache marks (the backend puts one on the last block of a request)."""
     return [
-        {**m, "content": [{k: v for k, v in b.items() if k != "cache_control"} for b in m["content"]]}
-        for m in messages
+        {**m, "content": [{k: v for k, v in b.items() if k != "cache_control"} for b in m["content"]]} for m in messages
     ]
 
 
@@ -140,7 +139,7 @@ async def test_a_fork_at_turn_3_asks_only_turns_4_on_each_carrying_turns_1_to_3_
     again = Run(model=pager.model(), store=store, on_event=replayed.append)
     assert await again.step(changed, "Question?", fork_from=source, at_turn=3) == Answer("done after 4 pages")
     assert pager.bodies == [] and handlers.pages == [4]
-    assert [e for e in replayed if isinstance(e, StepReplayed)][0].record_id == fork.id
+    assert next(e for e in replayed if isinstance(e, StepReplayed)).record_id == fork.id
     live_only = (StepReplayed, ModelSpent, OutputTextDelta)  # deltas are coalesced in a replay; nothing is spent
     assert [e for e in replayed if not isinstance(e, live_only)] == [e for e in events if not isinstance(e, live_only)]
 
@@ -212,10 +211,10 @@ async def test_a_fork_past_the_records_turns_is_refused_saying_how_many(forkable
 
 async def test_a_fork_on_another_backend_is_refused(forkable: Any) -> None:
     pager, handlers, store, source = forkable
-    other = AnthropicModel(client=pager.model()._client, model=Claude.SONNET)  # type: ignore[attr-defined]
+    other = AnthropicModel(client=pager.model()._client, model=Claude.SONNET)
     run = Run(model=other, store=store)
     pager.bodies.clear()
-    with pytest.raises(InputError, match="recorded with anthropic:claude-opus.*runs on anthropic:claude-sonnet"):
+    with pytest.raises(InputError, match=r"recorded with anthropic:claude-opus.*runs on anthropic:claude-sonnet"):
         await run.step(pager_role(handlers), "Question?", fork_from=source, at_turn=2)
     assert pager.bodies == []
 
@@ -229,7 +228,9 @@ async def test_a_fork_under_other_thinking_settings_is_refused(forkable: Any) ->
 
 async def test_a_fork_whose_role_lost_a_replayed_tool_is_refused(forkable: Any) -> None:
     pager, handlers, store, source = forkable
-    without = Role(name="reader", instructions="Answer.", tools=[reporting_tool("answer", "Answer.", Answer)])
+    without: Role[Answer] = Role(
+        name="reader", instructions="Answer.", tools=[reporting_tool("answer", "Answer.", Answer)]
+    )
     message = await refused(without, store, pager, fork_from=source, at_turn=2)
     assert "called 'lookup', which role 'reader' no longer has" in message
     # At turn 0 nothing is replayed, so nothing called it yet: the fork runs live (the guard answers the calls).
@@ -258,7 +259,7 @@ async def test_a_fork_of_a_partial_or_failure_record_is_refused(forkable: Any) -
     for held in (partial, failed):
         run = Run(model=pager.model(), store=MemoryStore())
         pager.bodies.clear()
-        with pytest.raises(InputError, match="partial|failure record"):
+        with pytest.raises(InputError, match=r"partial|failure record"):
             await run.step(pager_role(handlers), "Question?", fork_from=held, at_turn=1)
         assert pager.bodies == []
 
@@ -268,13 +269,14 @@ async def test_a_fork_with_another_input_or_bad_options_is_refused(forkable: Any
     run = Run(model=pager.model(), store=store)
     with pytest.raises(InputError, match="answered another input"):
         await run.step(pager_role(handlers), "Another question?", fork_from=source, at_turn=1)
+    bad: Any
     for bad in (-1, 1.5, True, None):
         with pytest.raises(InputError, match="at_turn"):
             await run.step(pager_role(handlers), "Question?", fork_from=source, at_turn=bad)
     with pytest.raises(InputError, match="fork_from"):
         await run.step(pager_role(handlers), "Question?", at_turn=1)
     with pytest.raises(InputError, match="fork_from takes"):
-        await run.step(pager_role(handlers), "Question?", fork_from=3, at_turn=1)  # type: ignore[arg-type]
+        await run.step(pager_role(handlers), "Question?", fork_from=3, at_turn=1)  # type: ignore[call-overload]
     with pytest.raises(InputError, match="takes the step's input"):
         await run.step(pager_role(handlers))
     assert pager.bodies[TURNS:] == []
@@ -285,12 +287,12 @@ async def test_a_fork_whose_tool_now_refuses_a_replayed_call_is_refused_before_t
     class Strict:
         page: int = describe("Which page.")  # the recorded calls gave "n"
 
-    pager, handlers, store, source = forkable
+    pager, _, store, source = forkable
 
     async def strict(payload: Strict) -> ToolResult:
         raise AssertionError("a replayed call ran")
 
-    role = Role(
+    role: Role[Answer] = Role(
         name="reader",
         instructions="Read.",
         tools=[tool("lookup", "Look a page up.", Strict, strict), reporting_tool("answer", "Answer.", Answer)],
