@@ -278,8 +278,9 @@ def _map_item_record(store: Store, role: str, input_json: JsonValue, occurrence:
 class ForkingModel:
     """Replies from a record to the requests of its first turns, then from the live model.
 
-    ``recorded`` answers from the record (a `agl_notebook.run._step.RecordedModel`). ``on_fork`` is called with the first request that is not answered from the record, before it is sent: it checks
-    the request carries the replayed turns as recorded, and tells the views where the live turns begin.
+    ``recorded`` answers from the record (a `agl_notebook.run._step.RecordedModel`). ``on_fork`` is called with the
+    first request that is not answered from the record, before it is sent: it checks the request carries the
+    replayed turns as recorded, and tells the views where the live turns begin.
     """
 
     def __init__(self, recorded: Model, prefix: int, live: Model, on_fork: Callable[[ModelRequest], None]) -> None:
