@@ -393,7 +393,7 @@ def render_text(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
             answer = clip(_compact(scrubbed(item.answer, secrets)), 60) if item.answered else _unanswered(trace)
             lines.append(f"  question {clip(item.text, 60)!r}: {answer}")
         elif isinstance(item, ForkNote):
-            lines.append(f"  {_fork_words(item)}")
+            lines.append(f"  {show(_fork_words(item))}")
     if trace.reported_by is not None:
         lines.append(f"  result ({show(trace.reported_by)}):")
         fields = trace.result.items() if isinstance(trace.result, dict) else [("value", trace.result)]
@@ -495,7 +495,7 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None, *, liv
             f"{esc(_cost_text(trace))}</div>"
         )
     if trace.fork_points is not None and trace.state == "finished":
-        parts.append(_fork_here_html(trace.role, *trace.fork_points))
+        parts.append(_fork_here_html(trace.role, *trace.fork_points, esc=esc))
     parts.append("</div>")
     return "".join(parts)
 
@@ -514,11 +514,14 @@ def fork_code(role: str, record_id: str, at_turn: int) -> str:
     return f'await run.step({name}, fork_from="{record_id}", at_turn={at_turn})'
 
 
-def _fork_here_html(role: str, record_id: str, turns: int) -> str:
-    """Each turn but the last, with the code that forks the step there (the extension adds a button to each)."""
+def _fork_here_html(role: str, record_id: str, turns: int, *, esc: _Escape) -> str:
+    """Each turn but the last, with the code that forks the step there (the extension adds a button to each).
+
+    The code is scrubbed and escaped like every other value (a role's name is the person's text).
+    """
     rows = "".join(
         f'<div class="agl-fork-turn">after turn {k} of {turns}:'
-        f'<pre class="agl-fork-code" style="{PRE}">{html.escape(fork_code(role, record_id, k))}</pre></div>'
+        f'<pre class="agl-fork-code" style="{PRE}">{esc(fork_code(role, record_id, k))}</pre></div>'
         for k in range(1, turns)
     )
     return (

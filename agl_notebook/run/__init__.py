@@ -459,6 +459,8 @@ class Run:
         mode: Mode | None = None,
         engine: Batches | None = None,
         epochs: int = 1,
+        fork_from: MapResults | str | None = None,
+        at_turn: int | None = None,
     ) -> MapResults:
         """`map`, for code that cannot await (a synchronous cell or script); see `run_sync`."""
         __tracebackhide__ = True
@@ -475,6 +477,8 @@ class Run:
                 mode=mode,
                 engine=engine,
                 epochs=epochs,
+                fork_from=fork_from,
+                at_turn=at_turn,
             )
 
         return at_call_site(self.run_sync, make)

@@ -91,3 +91,16 @@ def test_fork_here_inserts_a_cell_below_with_the_code_and_never_runs_it(jupyter:
     nb.wait_cells_done([READ + 1], what="PAGES_READ after the fork")
     assert nb.output_text(READ + 1).strip().splitlines()[-1] == "[1, 2]", "no handler of the replayed turns ran"
     nb.shot("fork-run")
+
+    # Save, restart, Run All: the step and its fork replay, no handler runs, and the fork's view is the same.
+    saved = nb.save()
+    fork_view = "".join(saved["cells"][STEP + 1]["outputs"][0]["data"]["text/plain"])
+    assert len(saved["metadata"]["agl_notebook"]["records"]) == 2
+    nb.restart_kernel()
+    nb.run_all()
+    # (Shift+Enter on the last cell added an empty one below it, which never shows a count.)
+    nb.wait_cells_done(range(READ + 2), what="Run All after the restart (replays)")
+    assert nb.output_text(READ + 1).strip().splitlines()[-1] == "[]", "nothing ran: both steps replayed"
+    nb.wait_badge(STEP + 1, r"^replayed\b", "the replayed badge on the fork's output")
+    saved = nb.save()
+    assert "".join(saved["cells"][STEP + 1]["outputs"][0]["data"]["text/plain"]) == fork_view

@@ -16,6 +16,7 @@ import pytest
 from agl_notebook import Role, Run, ToolResult, describe, reporting_tool, tool
 from agl_notebook.errors import InputError
 from agl_notebook.events import Event, ModelSpent, OutputTextDelta, StepForked, StepReplayed
+from agl_notebook.events import StepFinished as StepFinishedEvent
 from agl_notebook.models.anthropic import AnthropicModel
 from agl_notebook.models.base import Thinking
 from agl_notebook.replay.stores import MemoryStore
@@ -354,3 +355,18 @@ async def test_a_fork_from_a_steps_outcome_forks_its_record() -> None:
     off = await Run(model=pager.model(), store=MemoryStore(), mode="off").step_outcome(pager_role(handlers), "Q?")
     with pytest.raises(InputError, match="keeps no record of that outcome"):
         await Run(model=pager.model(), store=MemoryStore()).step(pager_role(handlers), fork_from=off, at_turn=1)
+
+
+def test_the_fork_line_and_the_fork_code_are_scrubbed_of_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agl_notebook.notebook.render import StepTrace, render_html, render_text
+
+    planted = "sk_ant_" + "forkplanted" * 3  # an identifier-shaped secret, built at run time
+    trace = StepTrace(planted)
+    trace.apply(StepForked(planted, "a" * 32, 2))
+    trace.apply(StepFinishedEvent(planted, None, 3, False))
+    trace.take_fork_points("b" * 32, 3)
+    secrets = (planted,)
+    for drawn in (render_html(trace, secrets), render_text(trace, secrets)):
+        assert planted not in drawn and planted[:20] not in drawn
+    html = render_html(trace, secrets)
+    assert html.count('class="agl-fork-code"') == 2 and "at_turn=2)" in html
