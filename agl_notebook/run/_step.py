@@ -318,7 +318,9 @@ class StepPlan:
             if q.tool_call_id not in results:
                 self.scope.resumed.setdefault(q.tool_call_id, []).append(Question(q.text, q.inputs, q.answer))
         self._earlier_usage = partial.usage
-        model = ResumingModel(partial, self.model)
+        model: Model = ResumingModel(partial, self.model)
+        if self.fork is not None:  # a fork waiting in its live turns: where they began is told again
+            model = self._fork_point(partial, model)
         tools = [self._resuming_tool(t, partial, results) for t in self.tools]
         told = _results_of(partial, results)
         mcp = await self._live_mcp(

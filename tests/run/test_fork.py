@@ -370,3 +370,89 @@ def test_the_fork_line_and_the_fork_code_are_scrubbed_of_secrets(monkeypatch: py
         assert planted not in drawn and planted[:20] not in drawn
     html = render_html(trace, secrets)
     assert html.count('class="agl-fork-code"') == 2 and "at_turn=2)" in html
+
+
+# Thinking and budgets ----------------------------------------------------------------------------------------------
+
+
+async def test_a_fork_of_a_thinking_record_sends_its_kept_blocks_back_unchanged_and_other_settings_are_refused() -> (
+    None
+):
+    from tests.run.test_thinking_records import Thinker, kept_json
+    from tests.support.approvals import Summary, Weather, weather_role
+
+    store = MemoryStore()
+    first = Thinker()
+    await Run(model=first, store=store, approvals="approve").step(weather_role(Weather(), approval=None), "Go")
+    (record,) = store.records()
+    assert len(first.requests) == 3
+
+    fork = Thinker()
+    result = await Run(model=fork, store=store).step(
+        weather_role(Weather(), approval=None), fork_from=record.id, at_turn=1
+    )
+    assert result == Summary("Bergen: sunny for 2 days")
+    assert len(fork.requests) == 2  # turns 2 and 3
+    assert kept_json(fork.requests[0].messages) == [json.dumps(b) for b in first.sent[0]]  # byte for byte
+
+    # The record's replies hold thinking: other settings (here the token limit) are refused, nothing sent.
+    other = dataclasses.replace(weather_role(Weather(), approval=None), max_tokens=2048)
+    refused_model = Thinker()
+    with pytest.raises(InputError, match="recorded with thinking under other settings"):
+        await Run(model=refused_model, store=store).step(other, fork_from=record.id, at_turn=1)
+    assert refused_model.requests == []
+
+
+async def test_a_forks_replayed_turns_cost_nothing_against_the_budget() -> None:
+    pager, handlers, store = Pager(), Handlers(), MemoryStore()
+    source = await recorded(pager, handlers, store)
+    run = Run(model=pager.model(), store=store, budget_usd=1.0)
+    await run.step(pager_role(handlers, "Again."), fork_from=source, at_turn=3)
+    summary = run.summary()
+    assert summary.requests == 2  # only the live turns passed the Run's account
+    live = store.get(source)
+    assert live is not None and live.cost is not None and live.cost.usd is not None
+    fork = next(r for r in store.records() if r.id != source)
+    assert fork.cost is not None and fork.cost.usd is not None
+    assert fork.usage.input_tokens == 20 and fork.cost.usd < live.cost.usd
+    assert run.spent_usd == pytest.approx(fork.cost.usd)
+
+
+async def test_a_fork_waiting_for_a_person_keeps_a_partial_record_and_resumes_as_a_fork(tmp_path: Any) -> None:
+    import asyncio
+    import shutil
+
+    from agl_notebook.replay.stores import JsonFileStore
+    from tests.run.test_resume import Person
+
+    pager, handlers = Pager(), Handlers()
+    file, crashed = tmp_path / "records.json", tmp_path / "after-crash.json"
+    base = pager_role(handlers)
+    asking = dataclasses.replace(
+        base, tools=[tool("lookup", "Look a page up.", Lookup, handlers.lookup, approval="ask"), base.tools[1]]
+    )
+    await Run(model=pager.model(), store=JsonFileStore(file), approvals="approve").step(asking, "Question?")
+    (source,) = JsonFileStore(file).records()
+    pager.bodies.clear()
+    handlers.pages.clear()
+
+    person = Person(approve=0)
+    task = asyncio.ensure_future(
+        Run(model=pager.model(), store=JsonFileStore(file), terminal=person).step(
+            asking, fork_from=source.id, at_turn=2
+        )
+    )
+    await asyncio.wait_for(person.waiting.wait(), 10)  # turn 3's call waits for approval
+    shutil.copy(file, crashed)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    partial = next(r for r in JsonFileStore(crashed).records() if r.partial is not None)
+    assert partial.engine == {"fork": {"from": source.id, "at_turn": 2}} and "fork" in partial.parts
+    assert len(pager.bodies) == 1 and handlers.pages == []
+
+    events: list[Event] = []
+    run = Run(model=pager.model(), store=JsonFileStore(crashed), terminal=Person(approve=2), on_event=events.append)
+    assert await run.step(asking, fork_from=source.id, at_turn=2) == Answer("done after 4 pages")
+    assert len(pager.bodies) == 3 and handlers.pages == [3, 4]  # turn 3's reply came from the partial record
+    assert [e for e in events if isinstance(e, StepForked)] == [StepForked("reader", source.id, 2)]
