@@ -456,3 +456,38 @@ async def test_a_fork_waiting_for_a_person_keeps_a_partial_record_and_resumes_as
     assert await run.step(asking, fork_from=source.id, at_turn=2) == Answer("done after 4 pages")
     assert len(pager.bodies) == 3 and handlers.pages == [3, 4]  # turn 3's reply came from the partial record
     assert [e for e in events if isinstance(e, StepForked)] == [StepForked("reader", source.id, 2)]
+
+
+async def test_the_questions_of_replayed_turns_are_told_with_their_recorded_answers_never_asked() -> None:
+    from agl_notebook import Screen, TextInput
+
+    pager, store = Pager(), MemoryStore()
+    runs: list[Run] = []
+    pages: list[int] = []
+
+    async def asking(payload: Lookup) -> ToolResult:
+        pages.append(payload.n)
+        note: str = await runs[-1].terminal.show(lambda: Screen(f"Why page {payload.n}?", [TextInput("Why")]))
+        return ToolResult(f"page {payload.n}: {note}")
+
+    def role(instructions: str) -> Role[Answer]:
+        return Role(
+            name="reader",
+            instructions=instructions,
+            tools=[tool("lookup", "Look a page up.", Lookup, asking), reporting_tool("answer", "Answer.", Answer)],
+        )
+
+    runs.append(Run(model=pager.model(), store=store, answers=["one", "two", "three", "four"]))
+    await runs[-1].step(role("Read."), "Question?")
+    (source,) = store.records()
+    pager.bodies.clear()
+    pages.clear()
+    events: list[Event] = []
+    runs.append(Run(model=pager.model(), store=store, answers=["live three", "live four"], on_event=events.append))
+    await runs[-1].step(role("Read again."), fork_from=source.id, at_turn=2)
+    assert pages == [3, 4]  # the handlers of turns 1-2 never ran, so never asked
+    answered = [e.answer for e in events if e.type == "question.answered"]
+    assert answered == ["one", "two", "live three", "live four"]  # turns 1-2's told as recorded
+    fork = next(r for r in store.records() if r.id != source.id)
+    assert [q.answer for q in fork.questions] == ["one", "two", "live three", "live four"]
+    assert [b["messages"][4]["content"][0]["content"] for b in pager.bodies[:1]] == ["page 2: two"]
