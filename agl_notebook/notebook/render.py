@@ -437,7 +437,8 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None, *, liv
     if trace.input is not None:
         parts.append(f"<details{keep('input')}><summary>Input</summary>{val(trace.input)}</details>")
     streaming = len(trace.items) - 1 if live and trace.state == "running" else -1  # the item text streams into
-    if trace.forked is not None:  # the replayed turns are drawn in a marked box, up to where the live ones begin
+    boxed = trace.forked is not None and trace.forked.at_turn > 0
+    if boxed:  # the replayed turns are drawn in a marked box, up to where the live ones begin
         parts.append(f'<div class="agl-replayed" style="{_REPLAYED}" title="{_REPLAYED_TITLE}">')
 
     def held(text: str, index: int) -> str:  # the start of a secret still streaming in is not drawn yet
@@ -469,7 +470,8 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None, *, liv
                 f"<b>{esc(_FUNCTION_WORDS[item.kind])}</b> <code>{esc(item.text)}</code></div>"
             )
         elif isinstance(item, ForkNote):
-            parts.append(f'</div><div class="agl-forked" style="{_NOTE}">{esc(_fork_words(item))}</div>')
+            close = "</div>" if boxed else ""
+            parts.append(f'{close}<div class="agl-forked" style="{_NOTE}">{esc(_fork_words(item))}</div>')
         else:
             answer = val(item.answer) if item.answered else f"<i>{_unanswered(trace)}</i>"
             parts.append(

@@ -491,3 +491,14 @@ async def test_the_questions_of_replayed_turns_are_told_with_their_recorded_answ
     fork = next(r for r in store.records() if r.id != source.id)
     assert [q.answer for q in fork.questions] == ["one", "two", "live three", "live four"]
     assert [b["messages"][4]["content"][0]["content"] for b in pager.bodies[:1]] == ["page 2: two"]
+
+
+def test_a_fork_at_turn_0_draws_no_box_of_replayed_turns() -> None:
+    from agl_notebook.notebook.render import StepTrace, render_html
+
+    for at_turn, boxes in ((0, 0), (2, 1)):
+        trace = StepTrace("reader")
+        trace.apply(StepForked("reader", "a" * 32, at_turn))
+        drawn = render_html(trace, ())
+        assert drawn.count('class="agl-replayed"') == boxes
+        assert drawn.count("<div") == drawn.count("</div>")  # the box, when drawn, is closed where the fork began
