@@ -1781,7 +1781,7 @@ IMAGES = [
     (
         "md",
         """\
-# 13. Images and documents
+# 15. Images and documents
 
 Agents read photos, charts, scans and PDFs, and tools return them. A payload field can be an `Image` (PNG, JPEG,
 GIF, WebP) or a `Document` (PDF, plain text), made from a path, bytes or a URL. The model is sent each one as a
@@ -1952,6 +1952,103 @@ except Exception as error:
 ]
 
 
+FORKING = [
+    (
+        "md",
+        """\
+# 14. Forking a step at a turn
+
+An agent often goes wrong late. Instead of running the whole step again, **fork** it: its first turns are replayed
+from its record (no model call, no tool call), and the step goes on live from the turn you choose, with the role as
+it is now. docs/forking.md says more.""",
+    ),
+    ("code", imports("Role", "Run", "ToolResult", "describe", "reporting_tool", "scripted_unless_credentials", "tool")),
+    (
+        "code",
+        """\
+@dataclass(frozen=True)
+class Question:
+    text: str = describe("The question about the pump.")
+
+
+@dataclass(frozen=True)
+class Page:
+    n: int = describe("Which page of the manual to read, from 1.")
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str = describe("The answer, in one or two sentences.")
+
+
+MANUAL = {1: "Start the pump with the red switch.", 2: "Prime it with water first.", 3: "Never run it dry."}
+pages_read = []
+
+
+async def read_page(page: Page) -> ToolResult:
+    pages_read.append(page.n)
+    return ToolResult(MANUAL.get(page.n, "There is no such page."))
+
+
+def reader_role(instructions: str) -> Role[Answer]:
+    return Role(
+        name="reader",
+        instructions=instructions,
+        accepts=(Question,),
+        tools=[tool("read_page", "Read one page of the pump's manual.", Page, read_page),
+               reporting_tool("answer", "Answer the question.", Answer)],
+    )
+
+
+def reading(request):
+    turn = sum(1 for message in request.messages if message.role == "assistant")
+    if turn < 3:
+        return {"text": f"Reading page {turn + 1}.", "calls": [{"name": "read_page", "args": {"n": turn + 1}}]}
+    answer = "Prime the pump with water, then press the red switch."
+    if "safety" in request.system:
+        answer += " Never run it dry."
+    return {"calls": [{"name": "answer", "args": {"text": answer}}]}""",
+    ),
+    (
+        "md",
+        """\
+The step reads three pages, then answers. Its view ends with **Fork this step at a turn**: the code that forks its
+record after each turn.""",
+    ),
+    (
+        "code",
+        """\
+reader = reader_role("Answer questions about the pump from its manual.")
+run = Run(model=scripted_unless_credentials(reading))
+first = await run.step_outcome(reader, Question("How do I start the pump?"))
+first.result""",
+    ),
+    (
+        "md",
+        """\
+The answer left out the safety warning. Change the instructions and fork at turn 2: turns 1 and 2 (pages 1 and 2)
+come from the record, so only page 3 is read again, and only turns 3 and 4 are asked of the model. The replayed
+turns were written under the old instructions; the view draws them in a dashed box and says where the fork began.
+(Live, `pages_read` is `[3]` after this cell; replayed, nothing runs and it stays empty.)""",
+    ),
+    (
+        "code",
+        """\
+pages_read.clear()
+reader = reader_role("Answer questions about the pump from its manual. End with its safety warning.")
+answer = await run.step(reader, fork_from=first, at_turn=2)
+answer""",
+    ),
+    (
+        "md",
+        """\
+The fork is a record of its own (the record it forked stays as it was): run the cell again, or the whole notebook
+after a restart, and it replays with no model call. A fork on another model, with other thinking settings, past the
+record's turns, or without a tool the replayed turns called is refused before any request.""",
+    ),
+]
+
+
 NOTEBOOKS = {
     "01_first_step.ipynb": FIRST_STEP,
     "02_tools_and_retries.ipynb": TOOLS,
@@ -1966,6 +2063,7 @@ NOTEBOOKS = {
     "11_models_side_by_side.ipynb": MODELS,
     "12_evaluating.ipynb": EVALUATING,
     "13_server_tools.ipynb": SERVER_TOOLS,
+    "14_forking.ipynb": FORKING,
     "15_images_and_documents.ipynb": IMAGES,
 }
 

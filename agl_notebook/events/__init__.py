@@ -315,6 +315,22 @@ class StepReplayed(Fieldwise):
 
 
 @dataclass(frozen=True, eq=False, repr=False)
+class StepForked(Fieldwise):
+    """A forked step's replayed turns are done: from here its replies come from the model (docs/forking.md).
+
+    Told at the same point live and replayed, right before the first reply that was not taken from the record forked.
+    """
+
+    role: str
+    """The role's name."""
+    forked_from: str
+    """The id of the record whose turns were replayed."""
+    at_turn: int
+    """How many of its model turns were replayed."""
+    type: Literal["step.forked"] = field(default="step.forked", init=False)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class ModelRetryWaiting(Fieldwise):
     """The model's API failed in a way worth retrying; the step waits this long first (drawn live, never kept)."""
 
@@ -366,6 +382,7 @@ StepEvent: TypeAlias = (
     | StepFinished
     | StepFailed
     | StepReplayed
+    | StepForked
     | ModelRetryWaiting
     | ModelSpent
 )
@@ -392,6 +409,7 @@ STEP_EVENT_TYPES: tuple[type[StepEvent], ...] = (
     StepFinished,
     StepFailed,
     StepReplayed,
+    StepForked,
     ModelRetryWaiting,
     ModelSpent,
 )

@@ -51,6 +51,7 @@ from ..events import (
     RunTruncated,
     StepFailed,
     StepFinished,
+    StepForked,
     StepReplayed,
     StepReported,
     StepStarted,
@@ -140,6 +141,16 @@ class KeptBlockNote:
 
 
 @dataclass
+class ForkNote:
+    """Where a forked step's replayed turns end and its live ones begin (docs/forking.md)."""
+
+    forked_from: str
+    """The id of the record whose turns were replayed."""
+    at_turn: int
+    """How many turns were replayed."""
+
+
+@dataclass
 class FunctionNote:
     """A line of a running agent function: a call, its return, a log message, an API response, a handled error."""
 
@@ -171,6 +182,7 @@ class StepTrace:
         | ThinkingTrace
         | KeptBlockNote
         | ServerCallTrace
+        | ForkNote
     ] = field(default_factory=list)
     """Text (kept as its pieces, joined when drawn: appending to one string would copy it per delta; a
     `CitationMark` among them where cited text ended), thinking, other kept blocks, tool calls (Anthropic's too) and
@@ -198,6 +210,8 @@ class StepTrace:
     """False when the step finished and nothing was recorded (mode ``off``): its view says so."""
     spent_now: str | None = None
     """Live only: what the Run has spent so far (never drawn once the step ends, so never saved)."""
+    fork_points: tuple[str, int] | None = None
+    """A finished step's record id and its model turns: each turn but the last offers the code that forks there."""
     _depth: int = field(default=0, init=False, repr=False, compare=False)
     """The depth of the agent function running now (what a log or an API response belongs to)."""
 
@@ -270,12 +284,23 @@ class StepTrace:
             self.role, self.input, self.backend, self.label = event.role, event.input, event.model, event.label
         elif isinstance(event, StepReplayed):
             self.backend = event.backend  # what the record claims it was made with
+        elif isinstance(event, StepForked):
+            self.items.append(ForkNote(event.forked_from, event.at_turn))
         elif isinstance(event, StepFinished):
             self.state, self.requests, self.truncated = "finished", event.requests, event.truncated
         elif isinstance(event, StepFailed):
             self.end_failed(event.error, event.message)
         elif isinstance(event, ModelSpent):
             self.spent_now = f"this Run has spent {dollars(event.run_spent_usd)} so far"
+
+    def take_fork_points(self, record_id: str, turns: int) -> None:
+        """Offer the code that forks the finished step's record at each of its turns but the last."""
+        self.fork_points = (record_id, turns) if turns >= 2 else None
+
+    @property
+    def forked(self) -> ForkNote | None:
+        """Where a forked step's live turns began, if it is a fork."""
+        return next((item for item in self.items if isinstance(item, ForkNote)), None)
 
     def take_cost(self, cost: RecordedCost | None, tokens: int) -> None:
         """Draw the step's recorded cost (and tokens): the record's, the same live and replayed."""
@@ -426,6 +451,8 @@ def render_text(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
         elif isinstance(item, QuestionTrace):
             answer = clip(_compact(scrubbed(item.answer, secrets)), 60) if item.answered else _unanswered(trace)
             lines.append(f"  question {clip(item.text, 60)!r}: {answer}")
+        elif isinstance(item, ForkNote):
+            lines.append(f"  {show(_fork_words(item))}")
     lines.extend(sources_text(trace.sources, clip))
     if trace.reported_by is not None:
         lines.append(f"  result ({show(trace.reported_by)}):")
@@ -471,6 +498,9 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None, *, liv
         parts.append(f"<details{keep('input')}><summary>Input</summary>{val(trace.input)}</details>")
         parts.append(_media_strip([reference_html(r, secrets) for r in references_in(trace.input)]))
     streaming = len(trace.items) - 1 if live and trace.state == "running" else -1  # the item text streams into
+    boxed = trace.forked is not None and trace.forked.at_turn > 0
+    if boxed:  # the replayed turns are drawn in a marked box, up to where the live ones begin
+        parts.append(f'<div class="agl-replayed" style="{_REPLAYED}" title="{_REPLAYED_TITLE}">')
 
     def held(text: str, index: int) -> str:  # the start of a secret still streaming in is not drawn yet
         return _without_secret_start(text, secrets) if index == streaming else text
@@ -506,6 +536,9 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None, *, liv
                 f'<div style="{_FUNCTION}padding-left:{12 * item.depth}px;{tint}">'
                 f"<b>{esc(_FUNCTION_WORDS[item.kind])}</b> <code>{esc(item.text)}</code></div>"
             )
+        elif isinstance(item, ForkNote):
+            close = "</div>" if boxed else ""
+            parts.append(f'{close}<div class="agl-forked" style="{_NOTE}">{esc(_fork_words(item))}</div>')
         else:
             answer = val(item.answer) if item.answered else f"<i>{_unanswered(trace)}</i>"
             parts.append(
@@ -532,8 +565,41 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None, *, liv
             f'<div style="{_NOTE}" title="What the step cost when it was recorded, at the rates of that day">'
             f"{esc(_cost_text(trace))}</div>"
         )
+    if trace.fork_points is not None and trace.state == "finished":
+        parts.append(_fork_here_html(trace.role, *trace.fork_points, esc=esc))
     parts.append("</div>")
     return "".join(parts)
+
+
+def _fork_words(note: ForkNote) -> str:
+    turns = "turn 1" if note.at_turn == 1 else f"turns 1-{note.at_turn}"
+    replayed = f"{turns} replayed as recorded (under the instructions of then)" if note.at_turn else "nothing replayed"
+    return (
+        f"forked from record {note.forked_from} at turn {note.at_turn}: {replayed}, live from turn {note.at_turn + 1}"
+    )
+
+
+def fork_code(role: str, record_id: str, at_turn: int) -> str:
+    """The code that forks a step's record at a turn (the role named by its name, the Run ``run``)."""
+    name = role if role.isidentifier() else "role"
+    return f'await run.step({name}, fork_from="{record_id}", at_turn={at_turn})'
+
+
+def _fork_here_html(role: str, record_id: str, turns: int, *, esc: _Escape) -> str:
+    """Each turn but the last, with the code that forks the step there (the extension adds a button to each).
+
+    The code is scrubbed and escaped like every other value (a role's name is the person's text).
+    """
+    rows = "".join(
+        f'<div class="agl-fork-turn">after turn {k} of {turns}:'
+        f'<pre class="agl-fork-code" style="{PRE}">{esc(fork_code(role, record_id, k))}</pre></div>'
+        for k in range(1, turns)
+    )
+    return (
+        f'<details class="agl-fork" style="{_CALL}"><summary>Fork this step at a turn</summary>'
+        f'<div style="{_NOTE}">The turns up to the one chosen are replayed from this record, the rest asked live with '
+        f"the role as it is then.</div>{rows}</details>"
+    )
 
 
 def _without_secret_start(text: str, secrets: tuple[str, ...]) -> str:
@@ -705,4 +771,6 @@ _THINKING = "margin:4px 0;padding:2px 6px;background:rgba(130,80,223,0.10);borde
 _FUNCTION = "margin:2px 0;white-space:pre-wrap;"
 _QUESTION = "margin:4px 0;padding:4px 6px;background:rgba(127,127,127,0.14);border-left:3px solid rgba(127,127,127,0.5)"
 _NOTE = "opacity:0.8;margin:4px 0"
+_REPLAYED = "border-left:3px dashed rgba(127,127,127,0.6);padding-left:6px;margin:2px 0"
+_REPLAYED_TITLE = "Replayed from the record forked: written under the instructions it was recorded with"
 _ERROR = f"margin:4px 0;padding:4px 6px;background:{_TINTS['bad']};border-left:3px solid rgba(209,36,47,0.7)"

@@ -21,11 +21,13 @@ from ..models.base import Model, is_model, model_network
 from ..payloads import JsonValue
 from ..replay.fingerprint import fingerprint
 from ..replay.modes import Mode, check_mode, resolve_mode
+from ..replay.records import StepRecord
 from ..replay.stores import MemoryStore, Store
 from ..roles import Role, RoleFactory
 from ..terminals import ConsoleTerminal, ScriptedApprovals, ScriptedTerminal, Terminal
 from ._approvals import Gatekeeper
 from ._engine import Context, run_unit
+from ._fork import Fork
 from ._meter import Meter, RunSummary
 from ._step import StepPlan, check_input, input_message, system_text
 from .environment import Environment, current_environment
@@ -69,6 +71,17 @@ def __getattr__(name: str) -> Any:
 
 
 T = TypeVar("T")
+
+
+class _RecordedInput:
+    """The input of a fork that leaves it out: the record's."""
+
+    def __repr__(self) -> str:
+        return "<the record's input>"
+
+
+RECORDED_INPUT: Any = _RecordedInput()
+"""`Run.step`'s input when none is given: a fork's is its record's."""
 
 HISTORY = 100
 """How many outcomes `Run.outcomes` keeps: the latest ones, oldest dropped first."""
@@ -186,43 +199,76 @@ class Run:
         self._sinks.append(sink)
 
     @overload
-    async def step(self, role: Role[T], input: object, *, mode: Mode | None = None, label: str | None = None) -> T: ...
+    async def step(
+        self,
+        role: Role[T],
+        input: object = RECORDED_INPUT,
+        *,
+        mode: Mode | None = None,
+        label: str | None = None,
+        fork_from: str | StepRecord | LoopOutcome | None = None,
+        at_turn: int | None = None,
+    ) -> T: ...
     @overload
     async def step(
-        self, role: RoleFactory[..., T], input: object, *, mode: Mode | None = None, label: str | None = None
+        self,
+        role: RoleFactory[..., T],
+        input: object = RECORDED_INPUT,
+        *,
+        mode: Mode | None = None,
+        label: str | None = None,
+        fork_from: str | StepRecord | LoopOutcome | None = None,
+        at_turn: int | None = None,
     ) -> T: ...
     async def step(
-        self, role: Role[T] | RoleFactory[..., T], input: object, *, mode: Mode | None = None, label: str | None = None
+        self,
+        role: Role[T] | RoleFactory[..., T],
+        input: object = RECORDED_INPUT,
+        *,
+        mode: Mode | None = None,
+        label: str | None = None,
+        fork_from: str | StepRecord | LoopOutcome | None = None,
+        at_turn: int | None = None,
     ) -> T:
         """Run one step of ``role`` on ``input`` and return the reported payload (None without a reporting tool).
 
         ``label`` is shown in the step's view beside the role, to tell it from other steps of the role (by default,
         the input's first text field, shortened); it is not part of what the model sees.
 
+        ``fork_from`` (a record id, a `StepRecord`, or a recorded step's outcome from `step_outcome`) and
+        ``at_turn=k`` fork a recorded step (docs/forking.md): its first k model turns come from that record (no
+        model call, no handler, questions and decisions as recorded), then the step goes on live with the role as
+        it is now. The input may be left out: the record's is used. A
+        fork is a record of its own, and replays like any.
+
         A recorded step replays (mode ``auto`` or ``replay``): no model call, no tool call, no question, the same
         events (plus ``step.replayed``) and the same result. Otherwise it runs live and, unless the mode is
         ``off``, its record is kept in the Run's store.
 
         Raises:
-            InputError: ``input`` is not one of the role's accepted types, or the role has no model.
+            InputError: ``input`` is not one of the role's accepted types, or the role has no model; or a fork that
+                cannot be made (another backend or thinking settings, a tool the replayed turns called is gone,
+                ``at_turn`` past the record's turns, no such finished record), refused before any request.
             RoleIncompleteError: The agent never reported; the step's work was wiped.
             ReplayMissError: Mode ``replay`` and no recording matches; the message names the nearest.
             Exception: A tool's handler raised: the step's work was wiped and the same exception is re-raised.
             StepInterrupted: In a notebook, the kernel was interrupted: the step's work was wiped, nothing recorded.
         """
         __tracebackhide__ = True  # IPython shows the person's frames, not these (unless %xmode --show)
-        outcome = await self.step_outcome(role, input, mode=mode, label=label)
+        outcome = await self.step_outcome(role, input, mode=mode, label=label, fork_from=fork_from, at_turn=at_turn)
         result: T = outcome.result
         return result
 
     async def step_outcome(
         self,
         role: Role[Any] | RoleFactory[..., Any],
-        input: object,
+        input: object = RECORDED_INPUT,
         *,
         mode: Mode | None = None,
         label: str | None = None,
         on_event: EventSink | None = None,
+        fork_from: str | StepRecord | LoopOutcome | None = None,
+        at_turn: int | None = None,
     ) -> LoopOutcome:
         """`step`, returning the step's whole outcome (result, transcript, usage, requests, truncation).
 
@@ -233,6 +279,13 @@ class Run:
         # Everything up to the first await runs as soon as the step starts, in the order steps are started:
         # that is what makes the occurrence number (and so replay under asyncio.gather) deterministic.
         resolved = self._resolve_role(role)
+        fork: Fork | None = None
+        if fork_from is not None or at_turn is not None:
+            fork = self._fork(fork_from, at_turn)
+            if input is RECORDED_INPUT:
+                input = await self._recorded_input(resolved, fork)
+        elif input is RECORDED_INPUT:
+            raise InputError("run.step() takes the step's input (only a fork, with fork_from=, may leave it out).")
         check_input(resolved, input)
         # A judge's step inside a map's score. `_map_scope` loads with the first map (not with `import agl_notebook`):
         # until then no score can be running.
@@ -242,7 +295,9 @@ class Run:
             outcome: LoopOutcome = await scoring.step(resolved, input, mode)
             return outcome
         view = self._view_factory(resolved) if self._view_factory is not None else None
-        plan = self._plan_step(resolved, input, self._model_for(resolved), view=view, label=label, on_event=on_event)
+        plan = self._plan_step(
+            resolved, input, self._model_for(resolved), view=view, label=label, on_event=on_event, fork=fork
+        )
         return await run_unit(plan, resolve_mode(step=mode, run=self.mode), self._context())
 
     def _plan_step(
@@ -254,6 +309,7 @@ class Run:
         view: StepView | None,
         label: str | None,
         on_event: EventSink | None,
+        fork: Fork | None = None,
     ) -> StepPlan:
         """The plan of one step of ``role`` (checked) on ``input``: `step_outcome`'s, and each item's of a map."""
         emit = self._emit if on_event is None else _emit_both(on_event, self._emit)
@@ -273,6 +329,7 @@ class Run:
             keep=self._keep,
             gatekeeper=self._gatekeeper,
             prices=self.meter.prices if network else None,  # a scripted model is never billed
+            fork=fork,
         )
 
     async def map(
@@ -289,6 +346,8 @@ class Run:
         view: MapView | None = None,
         engine: Batches | None = None,
         epochs: int = 1,
+        fork_from: MapResults | str | None = None,
+        at_turn: int | None = None,
     ) -> MapResults:
         """Run ``role`` on every input (a list of payloads, or a pandas DataFrame whose columns name the fields).
 
@@ -315,6 +374,10 @@ class Run:
                 items at once (``concurrency`` and ``retries`` pace the live API only; docs/batches.md).
             epochs: How many times each input runs (each repeat its own record); ``results[i]`` is input i's first
                 repeat, ``results.repeats[i]`` all of them, and scores are per input, its repeats' mean.
+            fork_from: A previous map (its results, or its name) whose every item is forked ``at_turn``: each item's
+                first turns come from that map's record of the same input (docs/forking.md). The map is named
+                ``<that map's name>-at-turn-<k>`` unless ``name`` is given.
+            at_turn: How many model turns of each item are replayed (with ``fork_from``).
 
         Returns:
             The results in input order: each item's reported payload, or a `MapItemError`.
@@ -326,8 +389,16 @@ class Run:
         __tracebackhide__ = True
         from ._map import MapHost, run_map  # lazily: asyncio, only for code that maps
 
+        forks = None
+        if fork_from is not None or at_turn is not None:
+            from ._fork import MapFork
+
+            forks = MapFork.of(fork_from, at_turn, self.store)
+            name = name if name is not None else forks.name
+
         def plan(role: Role[Any], input: object, model: tuple[Model, str], view: StepView | None) -> StepPlan:
-            return self._plan_step(role, input, model, view=view, label=None, on_event=None)
+            fork = forks.item(input) if forks is not None else None
+            return self._plan_step(role, input, model, view=view, label=None, on_event=None, fork=fork)
 
         return await run_map(
             MapHost(self.store, self._context(), self.mode, self._model_for, plan, self.meter),
@@ -388,6 +459,8 @@ class Run:
         mode: Mode | None = None,
         engine: Batches | None = None,
         epochs: int = 1,
+        fork_from: MapResults | str | None = None,
+        at_turn: int | None = None,
     ) -> MapResults:
         """`map`, for code that cannot await (a synchronous cell or script); see `run_sync`."""
         __tracebackhide__ = True
@@ -404,6 +477,8 @@ class Run:
                 mode=mode,
                 engine=engine,
                 epochs=epochs,
+                fork_from=fork_from,
+                at_turn=at_turn,
             )
 
         return at_call_site(self.run_sync, make)
@@ -492,6 +567,40 @@ class Run:
             from ..interrupts import StepInterrupted, interrupted_message
 
             raise StepInterrupted(interrupted_message(resolved.name)) from None
+
+    def _fork(self, fork_from: object, at_turn: object) -> Fork:
+        """What a step forks, its options checked where they were given."""
+        from ._fork import check_fork_options
+
+        if fork_from is None:
+            raise InputError("run.step(): at_turn forks a recorded step: give fork_from=<record id> too.")
+        if isinstance(fork_from, LoopOutcome):  # a step's outcome: its record, found by its transcript
+            fork_from = next(
+                (r for r in self.store.records() if r.finished and r.transcript == fork_from.transcript), None
+            )
+            if fork_from is None:
+                raise InputError(
+                    "run.step(): this Run's store keeps no record of that outcome (a step in mode 'off' keeps none): "
+                    "fork_from takes a recorded step's outcome, its record, or its record's id."
+                )
+        check_fork_options(fork_from, at_turn, where="run.step()")
+        assert isinstance(at_turn, int)
+        if isinstance(fork_from, StepRecord):
+            return Fork(at_turn, record_id=fork_from.id, record=fork_from, store=self.store)
+        assert isinstance(fork_from, str)
+        return Fork(at_turn, record_id=fork_from.strip(), store=self.store)
+
+    async def _recorded_input(self, role: Role[Any], fork: Fork) -> object:
+        """The input of the record a fork names, built again (a fork whose input was left out)."""
+        from ._fork import recorded_input
+
+        if fork.record is None and fork.store is not None and fork.store.get(fork.record_id or "") is None:
+            await fork.store.ready()  # recordings the frontend hands over after a restart
+        found = fork.record or (fork.store.get(fork.record_id or "") if fork.store is not None else None)
+        if found is None:
+            fork.find(role, None)  # raises, saying there is no such record
+        assert found is not None
+        return recorded_input(role, found)
 
     def _context(self) -> Context:
         return Context(self.store, self._occurrences, self._environment)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._scope import Question, StepScope
 from ..errors import InputError, ReplayMissError
-from ..events import QuestionAnswered, QuestionAsked, StepFinished
+from ..events import QuestionAnswered, QuestionAsked, StepFinished, StepForked
 from ..loop import LoopOutcome, LoopTool, Progress, Reporting, run_loop
 from ..media import check_media, labelled_json, media_in
 from ..models.base import (
@@ -51,6 +51,7 @@ from ..transcript import (
     user_text,
 )
 from ._approvals import Gatekeeper
+from ._fork import Fork, ForkingModel
 from .views import StepView
 
 if TYPE_CHECKING:
@@ -178,6 +179,8 @@ class StepPlan:
     _earlier_usage: Usage = NO_USAGE  # what a resumed step's partial record spent
     mcp: StepMCP | None = None
     """The role's MCP tools (docs/mcp.md), when it has MCP servers."""
+    fork: Fork | None = None
+    """Where a forked step's first turns come from (docs/forking.md); None for a step run from its start."""
 
     @property
     def name(self) -> str:
@@ -204,6 +207,7 @@ class StepPlan:
         keep: Callable[[LoopOutcome], None],
         gatekeeper: Gatekeeper,
         prices: PriceTable | None = None,
+        fork: Fork | None = None,
     ) -> StepPlan:
         strict = role.strict_tools or any(t.strict for t in role.tools)
         if (role.thinking is not None or role.effort is not None or strict) and not model_thinks(model):
@@ -245,6 +249,13 @@ class StepPlan:
 
             own = [t.name for t in role.tools]
             mcp = StepMCP(role.mcp, role.name, own, approvals=role.mcp_approvals, ask_destructive=role.ask_destructive)
+        if fork is not None and mcp is not None:
+            raise InputError(
+                f"Role {role.name!r} has MCP servers: forking its steps is not supported yet (docs/forking.md)."
+            )
+        extra: dict[str, JsonValue] = {"mcp": StepMCP.choice_part(role.mcp)} if mcp is not None else {}
+        if fork is not None:
+            extra["fork"] = fork.part()  # a fork is a record of its own, never "the step" it forked
         fp = fingerprint(
             role=role.name,
             backend=backend,
@@ -254,7 +265,7 @@ class StepPlan:
             input_type=type(value).__qualname__,
             input=input_json,
             settings=step_settings(role),
-            extra={"mcp": StepMCP.choice_part(role.mcp)} if mcp is not None else None,
+            extra=extra or None,
         )
         return cls(
             role,
@@ -275,11 +286,14 @@ class StepPlan:
             gatekeeper,
             prices=prices,
             mcp=mcp,
+            fork=fork,
         )
 
     async def live(self) -> LoopOutcome:
-        """Run the loop on the model, the tools' handlers running."""
+        """Run the loop on the model, the tools' handlers running (a fork's first turns from its record)."""
         __tracebackhide__ = True
+        if self.fork is not None:
+            return await self._fork_live(self.fork)
         mcp = await self._live_mcp(lambda t: self.gatekeeper.live_gate(t, self.scope))
         return await self._loop(self.model, [self._live_tool(t) for t in self.tools] + mcp)
 
@@ -306,6 +320,8 @@ class StepPlan:
     def _engine_record(self) -> JsonObject | None:
         """The record's ``engine``: the model's, and the snapshot of each MCP server's tools."""
         engine = model_engine_record(self.model)
+        if self.fork is not None:
+            engine = {**(engine or {}), "fork": self.fork.engine()}
         if self.mcp is None or self.mcp.listed is None:
             return engine
         return {**(engine or {}), "mcp": self.mcp.snapshot()}
@@ -329,7 +345,10 @@ class StepPlan:
             tools += self.mcp.recorded_tools(
                 record, lambda t: self.gatekeeper.replay_gate(t, record.decisions, self.scope, told(t.name))
             )
-        outcome = await self._loop(RecordedModel(record), tools)
+        model: Model = RecordedModel(record)
+        if self.fork is not None:  # where its live turns began is told where it was told live
+            model = self._fork_point(record, model)
+        outcome = await self._loop(model, tools)
         if outcome.result_json != record.result:
             raise ReplayMissError(
                 f"The recording {record.id} of role {self.role.name!r} does not replay to its own "
@@ -354,7 +373,9 @@ class StepPlan:
             if q.tool_call_id not in results:
                 self.scope.resumed.setdefault(q.tool_call_id, []).append(Question(q.text, q.inputs, q.answer))
         self._earlier_usage = partial.usage
-        model = ResumingModel(partial, self.model)
+        model: Model = ResumingModel(partial, self.model)
+        if self.fork is not None:  # a fork waiting in its live turns: where they began is told again
+            model = self._fork_point(partial, model)
         tools = [self._resuming_tool(t, partial, results) for t in self.tools]
         told = _results_of(partial, results)
         mcp = await self._live_mcp(
@@ -363,6 +384,66 @@ class StepPlan:
         tools += [_answered_from(t, results) for t in mcp]
         outcome = await self._loop(model, tools)
         return dataclasses.replace(outcome, usage=partial.usage + outcome.usage)
+
+    async def _fork_live(self, fork: Fork) -> LoopOutcome:
+        """A fork: the first turns from the record forked (no request, no handler), then live."""
+        __tracebackhide__ = True
+        from ._fork import divergence, fork_refusal, prefix_length
+
+        if fork.store is not None:
+            await fork.store.ready()  # a previous map's store, perhaps not this step's
+        record = fork.find(self.role, self.input_json)
+        refusal = fork_refusal(
+            record,
+            fork.at_turn,
+            role=self.role,
+            backend=self.backend,
+            input_json=self.input_json,
+            tools=[t.name for t in self.tools],
+            settings_digest=self.fingerprint.parts["settings"],
+        )
+        if refusal is not None:
+            raise InputError(refusal)
+        cut = prefix_length(record.transcript, fork.at_turn)
+        prefix = record.transcript[:cut]
+        results = {b.tool_use_id: b for m in prefix for b in m.content if isinstance(b, ToolResultBlock)}
+        replayed = dataclasses.replace(
+            record,
+            transcript=prefix,
+            questions=tuple(q for q in record.questions if q.tool_call_id in results),
+            decisions=tuple(d for d in record.decisions if d.tool_call_id in results),
+        )
+        tools = [self._resuming_tool(t, replayed, results) for t in self.tools]
+
+        def forked(request: ModelRequest) -> None:
+            differs = divergence(request.messages, prefix)
+            if differs is not None:
+                raise InputError(f"Cannot fork the record {record.id} at turn {fork.at_turn}: {differs}")
+            self.scope.emit(StepForked(self.role.name, record.id, fork.at_turn))
+
+        model = ForkingModel(RecordedModel(record), cut, self.model, forked)
+        outcome = await self._loop(model, tools)
+        if not model.forked:
+            raise InputError(
+                f"Cannot fork the record {record.id} at turn {fork.at_turn}: the role, replaying its turns, ended the "
+                "step before any live turn (its reporting tool now takes a payload it refused when recorded)."
+            )
+        return outcome
+
+    def _fork_point(self, record: StepRecord, model: Model) -> Model:
+        """``model``, telling ``step.forked`` before the first request past a fork's replayed turns."""
+        from ._fork import prefix_length
+
+        fork = self.fork
+        assert fork is not None
+        forked_from = (record.engine or {}).get("fork")
+        source = forked_from.get("from") if isinstance(forked_from, dict) else None
+        source_id = source if isinstance(source, str) else fork.record_id or ""
+
+        def forked(request: ModelRequest) -> None:
+            self.scope.emit(StepForked(self.role.name, source_id, fork.at_turn))
+
+        return ForkingModel(model, prefix_length(record.transcript, fork.at_turn), model, forked)
 
     def partial(self, record_id: str, occurrence: int, cell_id: str | None) -> StepRecord | None:
         """The step's progress so far, as a partial record; None when it is not waiting inside a tool call."""

@@ -3,12 +3,14 @@
  * ("replayed · recorded on 2026-12-01 · no model call", "live · 1 model request"). The badge is added to the output
  * area's DOM only; the output's data and metadata are never changed. Badges are drawn again whenever a code cell's
  * outputs change (a step's display updated in place, outputs cleared) and when cells are added (a notebook loaded).
+ * The same pass gives each "fork this step" snippet of a finished view its "Fork here" button (forks.ts).
  */
 
 import type { CodeCell } from '@jupyterlab/cells';
 import type { NotebookPanel } from '@jupyterlab/notebook';
 import type { IOutputAreaModel } from '@jupyterlab/outputarea';
 
+import { drawForkButtons } from './forks.js';
 import { type Badge, badgeFor, PROVENANCE_KEY } from './outputs.js';
 
 /** The class of every badge element. */
@@ -119,8 +121,21 @@ export class PanelBadges {
         const badge = i < count && child.hasClass('jp-OutputArea-child') ?
           badgeFor(outputs.model.get(i).metadata[PROVENANCE_KEY]) : null;
         drawBadge(child.node, badge);
+        drawForkButtons(child.node, code => this.insertBelow(cell, code));
       }
     }
+  }
+
+  /** Insert a code cell holding `code` right below `cell` (never run). */
+  private insertBelow(cell: object, code: string): void {
+    const notebook = this.panel.content;
+    const index = notebook.widgets.indexOf(cell as (typeof notebook.widgets)[number]);
+    const model = notebook.model;
+    if (index < 0 || model === null) {
+      return;
+    }
+    model.sharedModel.insertCell(index + 1, { cell_type: 'code', source: code });
+    notebook.activeCellIndex = index + 1;
   }
 
   private disposed = false;
