@@ -11,7 +11,7 @@ The format (docs/recordings.md), version `FORMAT`::
               "usage": {...}, "cost"?: {"usd": dollars or null, "rates": day}, "tape": [...], "engine": {...}?,
               "recorded_at": ..., "partial": {"waiting": "approval" | "question", "tool_call_id": ..., "tool": ...}?,
               "cells"?: [{"id"?: cell id, "source": digest of the cell's source}], "cells_dropped"?: true,
-              "scrubbed_blocks"?: [[message, block], ...]}
+              "scrubbed_blocks"?: [[message, block], ...], "views"?: n}
 
     failure record = {"kind": "failure", "format": 1, "id": ..., "parts": {...}, "occurrence": n, "cell_id"?: ...,
               "role": ..., "backend": ..., "input": ..., "recorded_at": ...,
@@ -21,7 +21,8 @@ The format (docs/recordings.md), version `FORMAT`::
 A step record holding a block kept as the API sent it (thinking and the rest, `RawBlock`; in its transcript or its
 tape) is ``"format": 2`` (`KEPT_BLOCKS_FORMAT`), so a reader from before kept blocks keeps it aside instead of
 replaying it without them; ``scrubbed_blocks`` says which kept blocks had a secret scrubbed out of their readable
-text (docs/recordings.md, "Thinking and other kept blocks").
+text (docs/recordings.md, "Thinking and other kept blocks"). ``views`` is the version of the step's view that drew
+the record when it was recorded (`VIEWS`), so a replay draws the same.
 
 ``decisions`` (approvals of tool calls), ``cost``, ``engine`` and ``partial`` came after format 1 was first written:
 each is left out when empty, so records without them read as they did. A record with ``partial`` is the progress of
@@ -71,6 +72,11 @@ such a record aside as unreadable, with a warning, instead of replaying it witho
 ``format`` part stays `FORMAT`: a step recorded before kept blocks existed still replays."""
 READ_FORMATS = (FORMAT, KEPT_BLOCKS_FORMAT)
 """The step record formats this version reads."""
+VIEWS = 2
+"""The version of the step's view this version draws: 2 added the code that forks a finished step at each turn
+(`notebook/render.py`). A record keeps the version that drew it (`StepRecord.views`); never part of the format or
+the fingerprint, which it does not change."""
+
 FAILURE_FORMAT = 1
 """The format of failure records (kind ``failure``) this version writes and reads."""
 RECORD_KINDS = ("step", "failure")
@@ -236,6 +242,10 @@ class StepRecord(Fieldwise):
     """Where scrubbing a secret changed a kept block's readable text (its thinking): ``(message, block)`` indexes into
     the transcript. Such a block no longer matches its signature, so the API would refuse it: the record replays,
     but a partial record with any is never resumed (`resume_refusal`)."""
+    views: int = VIEWS
+    """Which version of the step's view drew it when it was recorded (`VIEWS`; 1 for a record without the field).
+    A replay draws what that version drew, so a notebook saved before the view gained a part still replays equal to
+    its saved outputs under nbval."""
     kind: str = field(default="step", init=False)
     format: int = field(default=FORMAT, init=False)
 
@@ -307,6 +317,8 @@ class StepRecord(Fieldwise):
             data["cells_dropped"] = True
         if self.scrubbed_blocks:
             data["scrubbed_blocks"] = [[m, b] for m, b in self.scrubbed_blocks]
+        if self.views != 1:
+            data["views"] = self.views
         return data
 
     def _failure_json(self, failure: RecordedFailure) -> JsonObject:
@@ -413,6 +425,7 @@ def record_from_json(data: JsonValue, *, where: str = "record") -> StepRecord:
         cells=_cells(data.get("cells", []), f"{where}.cells"),
         cells_dropped=data.get("cells_dropped") is True,
         scrubbed_blocks=_scrubbed_blocks(data.get("scrubbed_blocks", []), f"{where}.scrubbed_blocks"),
+        views=_views(data.get("views", 1), f"{where}.views"),
     )
 
 
@@ -451,6 +464,12 @@ def resume_refusal(record: StepRecord, role: str) -> str | None:
         "API would refuse it when it is sent back. Run the step in mode 'refresh' to run it again from the start "
         "(its new records replace this one)."
     )
+
+
+def _views(data: JsonValue, where: str) -> int:
+    if not isinstance(data, int) or isinstance(data, bool) or data < 1:
+        raise InputError(f"{where}: expected a whole number >= 1, got {data!r}.")
+    return data
 
 
 def _scrubbed_blocks(data: JsonValue, where: str) -> tuple[tuple[int, int], ...]:

@@ -4,6 +4,7 @@ fixture of tests/conftest.py)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,8 @@ from agl_notebook.notebook import form as form_module
 from agl_notebook.notebook import view as view_module
 from agl_notebook.notebook.render import StepTrace, render_html, render_text
 from agl_notebook.notebook.view import WIDGET_MIME, NotebookView
+from agl_notebook.replay import MemoryStore
+from agl_notebook.replay.records import VIEWS, record_from_json
 from tests.support.steps import Query
 from tests.support.widgets import FakeDisplay, Sent, form_state, from_browser
 
@@ -376,3 +379,24 @@ def test_text_fields_say_what_to_type() -> None:
         "hint": "",
     }
     assert form_module._read(TextInput("Notes", multiline=True), "  two\nlines ") == "  two\nlines "
+
+
+async def test_a_record_drawn_before_fork_snippets_replays_without_them_and_a_new_one_with_them() -> None:
+    live = Run(model=ScriptedModel(SCRIPT), view=lambda role: NotebookView(role, display=FakeDisplay()))
+    await live.step(ROLE, "Is it fine?")
+    (now,) = live.store.records()
+    assert now.views == VIEWS == 2 and record_from_json(now.to_json()).views == 2
+    before = dataclasses.replace(now, views=1)  # as a version before `views` wrote it
+    assert "views" not in before.to_json() and record_from_json(before.to_json()).views == 1
+    for kept, forks in ((now, True), (before, False)):
+        display = FakeDisplay()
+        replay = Run(
+            model=ScriptedModel(SCRIPT),
+            store=MemoryStore([kept]),
+            mode="replay",
+            view=lambda role, display=display: NotebookView(role, display=display, live=False),
+        )
+        await replay.step(ROLE, "Is it fine?")
+        ((bundle, _),) = display.shown
+        assert ('class="agl-fork"' in bundle["text/html"]) is forks
+        assert ("fork_from=" in bundle["text/plain"]) is False  # the text view never had them
