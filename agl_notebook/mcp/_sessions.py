@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import contextvars
+import dataclasses
 import os
 import signal
 import sys
@@ -59,18 +61,40 @@ _LINUX_LAUNCH = (
 _OUTPUT_SCHEMA_REFUSALS = ("Invalid structured content returned by tool ", "Invalid schema for tool ")
 _NO_STRUCTURED_CONTENT = " has an output schema but did not return structured content"
 
-ElicitationHandler = Callable[[str, Any, tuple[str, ...]], Awaitable[Any]]
-"""Answers a server's request for input: given the server's name, the request's params (`mcp.types`) and the ids of
-the tool calls running on that session (the one that caused it, when only one runs), returns an `mcp.types`
-ElicitResult. Set with `set_elicitation_handler`; none set, a session does not offer elicitation."""
-
-_elicitation_handler: ElicitationHandler | None = None
+Ask = Callable[[Any, tuple[str, ...]], Awaitable[Any]]
+"""How a tool call answers a server's request for input made during it: given the request's params (`mcp.types`)
+and the ids of the other calls then running on the session, returns an ElicitResult (or ErrorData). Run in the
+calling step's context (its scope, its tool call id, its map item), with the call's timeout paused."""
 
 
-def set_elicitation_handler(handler: ElicitationHandler | None) -> None:
-    """Where servers' requests for input go from now on (sessions started later offer elicitation)."""
-    global _elicitation_handler
-    _elicitation_handler = handler
+@dataclasses.dataclass(eq=False)
+class _InFlight:
+    """A tool call running on a session: whose it is, how it answers a request for input, its deadline."""
+
+    call_id: str
+    context: contextvars.Context
+    ask: Ask | None
+    deadline: asyncio.Timeout | None = None
+    paused: int = 0
+    left: float = 0.0
+    asked: int = 0
+    """How many of the server's questions this call asked."""
+    asking: set[asyncio.Task[Any]] = dataclasses.field(default_factory=set)
+
+    def pause(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Stop the call's clock while a person answers (a person's time is not the server's)."""
+        self.paused += 1
+        when = self.deadline.when() if self.deadline is not None else None
+        if self.paused == 1 and self.deadline is not None and when is not None:
+            self.left = max(0.0, when - loop.time())
+            with contextlib.suppress(RuntimeError):  # the call has just ended: nothing to pause
+                self.deadline.reschedule(None)
+
+    def resume(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.paused -= 1
+        if self.paused == 0 and self.deadline is not None:
+            with contextlib.suppress(RuntimeError):  # the call ended while its question was open
+                self.deadline.reschedule(loop.time() + self.left)
 
 
 class Connection:
@@ -85,8 +109,8 @@ class Connection:
         self.pid: int | None = None
         self.failure: MCPServerError | None = None
         """Why the connection ended, if it did: every later call fails with it, and the next use starts anew."""
-        self.in_flight: dict[int, str] = {}
-        """The tool calls running on the session: a counter to the loop's tool call id."""
+        self.in_flight: dict[int, _InFlight] = {}
+        """The tool calls running on the session, by a counter (in the order they started)."""
         self._next = 0
         self._slots = asyncio.Semaphore(server.concurrency)
         self._ready: asyncio.Future[None] = loop.create_future()
@@ -116,8 +140,11 @@ class Connection:
         assert self.tools is not None
         return self.tools
 
-    async def call(self, name: str, arguments: JsonObject, call_id: str) -> CallToolResult:
+    async def call(self, name: str, arguments: JsonObject, call_id: str, ask: Ask | None = None) -> CallToolResult:
         """Call the server's tool ``name`` (its own name for it) within the call timeout.
+
+        A request for input the server makes meanwhile goes to ``ask``, run in the caller's context, the timeout
+        paused until it is answered (`_elicit`).
 
         Raises:
             MCPServerError: The server crashed, hung past the timeout or answered garbage; the connection ends.
@@ -131,9 +158,9 @@ class Connection:
             assert session is not None
             self._next += 1
             ticket = self._next
-            self.in_flight[ticket] = call_id
+            flight = self.in_flight[ticket] = _InFlight(call_id, contextvars.copy_context(), ask)
             try:
-                async with asyncio.timeout(self.server.call_timeout):
+                async with asyncio.timeout(self.server.call_timeout) as flight.deadline:
                     return await session.call_tool(name, arguments)
             except TimeoutError:
                 raise self._end(
@@ -155,6 +182,8 @@ class Connection:
                 raise self._end(self._error(f"failed during the call: {type(e).__name__}: {e}", tool=name)) from None
             finally:
                 self.in_flight.pop(ticket, None)
+                for task in flight.asking:  # a call ended (interrupted, timed out): its question is no longer asked
+                    task.cancel()
 
     async def close(self) -> None:
         """End the session and stop the server; waits for the owner task."""
@@ -202,20 +231,12 @@ class Connection:
         return self.failure
 
     async def _own(self) -> None:
-        from mcp import ClientSession
-
         refused: MCPServerError | None = None
         try:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport())
-                handler = _elicitation_handler
                 session = await stack.enter_async_context(
-                    ClientSession(
-                        read,
-                        write,
-                        message_handler=self._on_message,
-                        elicitation_callback=self._elicit if handler is not None else None,
-                    )
+                    _form_only_session()(read, write, message_handler=self._on_message, elicitation_callback=self._elicit)
                 )
                 await session.initialize()
                 self.pid = self._launched_pid()
@@ -288,12 +309,65 @@ class Connection:
             self._end(self._error(f"sent something that is not MCP JSON-RPC: {_describe(message)}"))
 
     async def _elicit(self, context: Any, params: Any) -> Any:
-        handler = _elicitation_handler
-        if handler is None:  # pragma: no cover - only offered while one is set
-            from mcp.types import ErrorData
+        """A server's request for input: asked by the call that caused it, in that call's context, its clock paused.
 
-            return ErrorData(code=-32600, message="Elicitation not supported")
-        return await handler(self.server.name, params, tuple(self.in_flight.values()))
+        Nothing in the request says which call caused it (over stdio the protocol carries no link), so with one
+        call running it is that one's; with several, the one that asked fewest questions so far and is not waiting
+        on one, the oldest among equals (docs/mcp.md, "Elicitation").
+        """
+        from mcp.types import INVALID_PARAMS, ErrorData
+
+        if getattr(params, "mode", "form") != "form":
+            return ErrorData(code=INVALID_PARAMS, message="URL-mode elicitation is not offered by this client.")
+        flights = [f for f in self.in_flight.values() if f.ask is not None]
+        if not flights:
+            return ErrorData(code=INVALID_PARAMS, message="No tool call is running to ask the person for.")
+        # A call waiting on its own question is blocked in the server, so it is not the one asking; a call not yet
+        # asked anything is likelier to be asking than one whose question was answered (most tools ask once).
+        flight = min(flights, key=lambda f: (bool(f.asking), f.asked))
+        flight.asked += 1
+        assert flight.ask is not None
+        loop = asyncio.get_running_loop()
+        others = tuple(f.call_id for f in flights if f is not flight)
+        for f in flights:
+            f.pause(loop)
+        task = loop.create_task(flight.ask(params, others), context=flight.context.copy())
+        flight.asking.add(task)
+        try:
+            await asyncio.wait((task,))  # a question its call stopped waiting for ends cancelled, not raising here
+        finally:
+            flight.asking.discard(task)
+            task.cancel()
+            for f in flights:
+                f.resume(loop)
+        if task.cancelled():
+            from mcp.types import ElicitResult
+
+            return ElicitResult(action="cancel")
+        if task.exception() is not None:
+            return ErrorData(code=INVALID_PARAMS, message="The client could not ask the person.")
+        return task.result()
+
+
+def _form_only_session() -> type[ClientSession]:
+    """The SDK's `ClientSession`, declaring form-mode elicitation only (the SDK declares URL mode too)."""
+    global _FormOnlySession
+    if _FormOnlySession is None:
+        from mcp import ClientSession
+        from mcp.types import ElicitationCapability, FormElicitationCapability
+
+        class FormOnly(ClientSession):
+            def _build_capabilities(self, version: str) -> Any:
+                offered = super()._build_capabilities(version)
+                return offered.model_copy(
+                    update={"elicitation": ElicitationCapability(form=FormElicitationCapability())}
+                )
+
+        _FormOnlySession = FormOnly
+    return _FormOnlySession
+
+
+_FormOnlySession: type[ClientSession] | None = None
 
 
 @contextlib.asynccontextmanager

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 from typing import Any
@@ -51,7 +52,26 @@ def fault_tools(version: int) -> list[types.Tool]:
         _tool("fails", "Always fail.", {}),
         _tool("image", "Return a one-pixel image.", {}),
         _tool("audio", "Return a sound.", {}),
+        _tool("ask", "Ask the person for a booking (MCP elicitation) and say what came back.", {}),
+        _tool("ask_url", "Ask the person in URL mode (never offered).", {}),
+        _tool("ask_array", "Ask for a multi-select (not shown as a form).", {}),
+        _tool("ask_slow", "Ask the person, then take longer than the call timeout would allow without a pause.", {}),
     ]
+
+
+BOOKING = {
+    "type": "object",
+    "properties": {
+        "email": {"type": "string", "format": "email", "title": "Email", "description": "Where to send it."},
+        "nights": {"type": "integer", "minimum": 1, "maximum": 14, "title": "Nights"},
+        "room": {"type": "string", "enum": ["single", "double"], "enumNames": ["Single room", "Double room"]},
+        "breakfast": {"type": "boolean", "title": "Breakfast"},
+        "note": {"type": "string", "title": "Note", "maxLength": 40},
+    },
+    "required": ["email", "nights", "room", "breakfast"],
+}
+"""What the ``ask`` tool requests: a string with a format, an integer with bounds, a titled enum, a boolean, an
+optional string."""
 
 
 def listing(kind: str, version: int) -> list[types.Tool]:
@@ -75,7 +95,7 @@ def listing(kind: str, version: int) -> list[types.Tool]:
     return fault_tools(version)
 
 
-async def call(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+async def call(name: str, arguments: dict[str, Any], ctx: Any = None) -> types.CallToolResult:
     def text(value: str, *, error: bool = False) -> types.CallToolResult:
         return types.CallToolResult(content=[types.TextContent(type="text", text=value)], is_error=error)
 
@@ -101,6 +121,25 @@ async def call(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         return text("the thing failed", error=True)
     if name == "image":
         return types.CallToolResult(content=[types.ImageContent(type="image", data=PNG_1PX, mime_type="image/png")])
+    if name in ("ask", "ask_slow", "ask_array"):
+        schema: dict[str, Any] = BOOKING
+        if name == "ask_array":
+            items = {"type": "string", "enum": ["a", "b"]}
+            schema = {"type": "object", "properties": {"many": {"type": "array", "items": items}}}
+        try:
+            answer = await ctx.session.elicit_form("Book a room?", schema, related_request_id=ctx.request_id)
+        except Exception as e:  # the client refused the request: the tool says so
+            return text(f"elicitation failed: {e}", error=True)
+        if name == "ask_slow":
+            await asyncio.sleep(0.5)
+        said = answer.model_dump(mode="json", exclude_none=True)
+        return text(f"{answer.action}: {json.dumps(said.get('content'), sort_keys=True)}")
+    if name == "ask_url":
+        try:
+            answer = await ctx.session.elicit_url("Sign in", "https://example.invalid/x", "e1", ctx.request_id)
+        except Exception as e:
+            return text(f"elicitation failed: {e}", error=True)
+        return text(answer.action)
     if name == "audio":
         return types.CallToolResult(content=[types.AudioContent(type="audio", data="AAAA", mime_type="audio/wav")])
     return text(f"no tool {name}", error=True)
@@ -111,7 +150,7 @@ def build(kind: str, version: int) -> Server[Any]:
         return types.ListToolsResult(tools=listing(kind, version))
 
     async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await call(params.name, params.arguments or {})
+        return await call(params.name, params.arguments or {}, ctx)
 
     return Server("test-" + kind, on_list_tools=on_list_tools, on_call_tool=on_call_tool)
 
