@@ -1,0 +1,99 @@
+"""A server's request for input in a real kernel: the question form in the cell (Accept after a wrong answer, and
+Decline), and headless, answered from ``AGL_NOTEBOOK_ANSWERS`` or failing with an error naming it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.support.kernel_harness import Kernel, started_kernel
+
+from .conftest import FAULT_SERVER, new_tag, wait_until_gone
+
+SETUP = f"""
+import sys
+from dataclasses import dataclass
+from agl_notebook import MCPServer, Role, Run, ScriptedCall, ScriptedModel, ScriptedTurn, reporting_tool
+from agl_notebook.replay.stores import MemoryStore
+
+@dataclass
+class Answer:
+    text: str
+
+store = MemoryStore()
+
+def step_asking(tag):
+    server = MCPServer.stdio("faults", sys.executable, [{str(FAULT_SERVER)!r}, "faults", "--tag", tag])
+    role = Role("k", "Use the tools.", tools=[reporting_tool("report", "Report.", Answer)], mcp=[server])
+    report = ScriptedTurn(calls=[ScriptedCall("report", {{"text": "ok"}})])
+    model = ScriptedModel([ScriptedTurn(calls=[ScriptedCall("ask", {{}})]), report])
+    return Run(model=model, store=store, mode="refresh").step(role, "go")
+
+def said():
+    record = store.records()[-1]
+    return record.transcript[2].content[0].content
+"""
+
+ACCEPT = ["Accept", "ada@example.org", "3", "Double room", True, ""]
+
+
+def printed(kernel: Kernel) -> str:
+    msg_id = kernel.execute("print(said())")
+    kernel.wait_reply(msg_id)
+    return kernel.stream(msg_id)
+
+
+def form(kernel: Kernel) -> str:
+    kernel.wait_for(lambda: bool(kernel.question_forms()))
+    (found,) = kernel.question_forms()
+    return found
+
+
+def test_the_question_form_in_the_cell_accepts_after_a_wrong_answer_and_declines(tmp_path: Path) -> None:
+    tag = new_tag()
+    with started_kernel(tmp_path, SETUP) as kernel:
+        msg_id = kernel.execute(f"await step_asking({tag!r})")
+        shown = form(kernel)
+        fields = kernel.widgets[shown]["fields"]
+        assert fields[0] == {"kind": "actions", "label": "Response", "options": ["Accept", "Decline", "Cancel"]}
+        assert [f["kind"] for f in fields[1:]] == ["text", "number", "choice", "confirm", "text"]
+        kernel.submit_form(shown, ["Accept", "not an address", "30", "Double room", True, ""])
+        kernel.wait_for(lambda: kernel.widgets[shown].get("checked") == 1)
+        assert kernel.widgets[shown]["errors"][1:3] == [
+            "Email (an email address): type an email address.",
+            "Nights: 30 is above the maximum 14; type a whole number from 1 to 14.",
+        ]
+        kernel.submit_form(shown, ACCEPT, attempt=2)
+        assert kernel.wait_reply(msg_id)["content"]["status"] == "ok"
+        said = printed(kernel)
+        assert 'accept: {"breakfast": true, "email": "ada@example.org", "nights": 3, "room": "double"}' in said
+
+        first = shown
+        msg_id = kernel.execute(f"await step_asking({tag!r})")
+        kernel.wait_for(lambda: any(c != first for c in kernel.question_forms()))
+        (shown,) = [c for c in kernel.question_forms() if c != first]
+        kernel.submit_form(shown, ["Decline", "", "", None, None, ""])  # the fields are not read
+        assert kernel.wait_reply(msg_id)["content"]["status"] == "ok"
+        assert "decline: null" in printed(kernel)
+    assert wait_until_gone(tag) == []
+
+
+def test_headless_the_answer_comes_from_the_setting_or_the_error_names_it(tmp_path: Path) -> None:
+    tag = new_tag()
+    for answers in (None, json.dumps([["Cancel"]])):
+        env = {"AGL_NOTEBOOK_ANSWERS": answers} if answers else {}
+        kernel = Kernel(cwd=tmp_path, env=env)
+        try:
+            kernel.run(SETUP)
+            msg_id = kernel.execute(f"await step_asking({tag!r})", allow_stdin=False)
+            reply = kernel.wait_reply(msg_id)["content"]
+            if answers is None:
+                assert reply["ename"] == "NoAnswerError"
+                assert 'Nobody can answer "Book a room?' in reply["evalue"]
+                assert "set AGL_NOTEBOOK_ANSWERS=VALUE" in reply["evalue"]
+            else:
+                assert reply["status"] == "ok", reply
+                assert "cancel: null" in printed(kernel)
+        finally:
+            kernel.close()
+    assert wait_until_gone(tag) == []
