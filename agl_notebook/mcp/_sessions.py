@@ -26,7 +26,7 @@ import sys
 import tempfile
 import threading
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import IO, TYPE_CHECKING, Any
 
 from .._secrets import scrub_text
@@ -61,7 +61,7 @@ _LINUX_LAUNCH = (
 _OUTPUT_SCHEMA_REFUSALS = ("Invalid structured content returned by tool ", "Invalid schema for tool ")
 _NO_STRUCTURED_CONTENT = " has an output schema but did not return structured content"
 
-Ask = Callable[[Any, tuple[str, ...]], Awaitable[Any]]
+Ask = Callable[[Any, tuple[str, ...]], Coroutine[Any, Any, Any]]
 """How a tool call answers a server's request for input made during it: given the request's params (`mcp.types`)
 and the ids of the other calls then running on the session, returns an ElicitResult (or ErrorData). Run in the
 calling step's context (its scope, its tool call id, its map item), with the call's timeout paused."""
@@ -236,7 +236,9 @@ class Connection:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport())
                 session = await stack.enter_async_context(
-                    _form_only_session()(read, write, message_handler=self._on_message, elicitation_callback=self._elicit)
+                    _form_only_session()(
+                        read, write, message_handler=self._on_message, elicitation_callback=self._elicit
+                    )
                 )
                 await session.initialize()
                 self.pid = self._launched_pid()
@@ -331,7 +333,7 @@ class Connection:
         others = tuple(f.call_id for f in flights if f is not flight)
         for f in flights:
             f.pause(loop)
-        task = loop.create_task(flight.ask(params, others), context=flight.context.copy())
+        task: asyncio.Task[Any] = loop.create_task(flight.ask(params, others), context=flight.context.copy())
         flight.asking.add(task)
         try:
             await asyncio.wait((task,))  # a question its call stopped waiting for ends cancelled, not raising here

@@ -54,9 +54,11 @@ class FormText(TextInput):
     format: str | None = None
 
     def parse(self, raw: str) -> Any:
+        """Typed text, stripped: empty is no answer (when optional)."""
         return self.validate(raw.strip())
 
     def validate(self, value: object) -> Any:
+        """Check the text, its length and format; None for an optional one left empty."""
         if self.optional and (value is None or value == ""):
             return None
         text = super().validate(value)
@@ -76,11 +78,13 @@ class FormNumber(NumberInput):
     optional: bool = False
 
     def parse(self, raw: str) -> Any:
+        """Typed text as the number; empty is no answer (when optional)."""
         if self.optional and not raw.strip():
             return None
         return super().parse(raw)
 
     def validate(self, value: object) -> Any:
+        """Check the number and its bounds; None for an optional one left empty."""
         if self.optional and value is None:
             return None
         return super().validate(value)
@@ -159,7 +163,7 @@ def elicitation(server: str, tool: str | None, params: Any) -> Elicitation:
     for name, prop in properties.items():
         if not isinstance(prop, dict):
             raise UnsupportedRequest(f"The property {name!r} is not a schema.")
-        title = prop.get("title") if isinstance(prop.get("title"), str) and prop["title"].strip() else name
+        title = prop["title"] if isinstance(prop.get("title"), str) and prop["title"].strip() else str(name)
         label = title if title not in labels else name
         if label in labels:
             raise UnsupportedRequest(f"Two properties are called {label!r}.")

@@ -27,10 +27,10 @@ from ..transcript import ToolResultBlock
 
 if TYPE_CHECKING:
     from ..approvals import ApprovalPolicy, ApprovalRequest, PolicyAnswer
-    from ..terminals import Terminal
     from ..mcp.listing import OfferedTool, ServerTools
     from ..mcp.servers import MCPServer
     from ..replay.modes import Mode
+    from ..terminals import Terminal
 
 
 class StepMCP:

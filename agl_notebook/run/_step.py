@@ -271,7 +271,7 @@ class StepPlan:
         return dataclasses.replace(tool, call=call)
 
     def _tell_questions(self, record: StepRecord, call_id: str, *, keep: bool = False) -> None:
-        """Tell the views the questions ``record`` keeps for ``call_id``; with ``keep``, keep them for the new record."""
+        """Tell the views the questions ``record`` keeps for ``call_id`` (with ``keep``, kept for the new record)."""
         for q in record.questions:
             if q.tool_call_id == call_id:
                 self.scope.emit(QuestionAsked(q.text, q.inputs))

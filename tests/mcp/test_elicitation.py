@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -27,9 +27,7 @@ from agl_notebook.transcript import ToolResultBlock
 from .conftest import fault_server, gone, role
 
 ACCEPTED = ["Accept", "ada@example.org", 3, "Double room", True, ""]
-QUESTION = (
-    "Book a room?\n- Email: Where to send it.\n(asked by the MCP server 'faults' during the call to ask)"
-)
+QUESTION = "Book a room?\n- Email: Where to send it.\n(asked by the MCP server 'faults' during the call to ask)"
 
 
 def script(tool: str = "ask") -> ScriptedModel:
@@ -165,11 +163,14 @@ def test_the_screen_of_a_schema() -> None:
     class Params:
         mode = "form"
         message = "Pick"
-        requested_schema = {
+        requested_schema: ClassVar[dict[str, Any]] = {
             "type": "object",
             "properties": {
                 "when": {"type": "string", "format": "date"},
-                "size": {"type": "string", "oneOf": [{"const": "s", "title": "Small"}, {"const": "l", "title": "Large"}]},
+                "size": {
+                    "type": "string",
+                    "oneOf": [{"const": "s", "title": "Small"}, {"const": "l", "title": "Large"}],
+                },
                 "ratio": {"type": "number", "minimum": 0, "maximum": 1},
             },
             "required": ["when"],
