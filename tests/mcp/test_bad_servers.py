@@ -60,7 +60,7 @@ async def test_tools_colliding_after_the_prefix_or_with_the_role_own(tag: str, r
     assert "has the name of one of the MCP server 'one''s tools; give the server a prefix" in str(error)
     # The same prefix on both collides too, named as offered; distinct prefixes do not.
     error = await fails(fault_server(tag, name="one", prefix="a_"), fault_server(tag, name="two", prefix="a_"))
-    assert "the tool 'a_audio' of the MCP server 'two'" in str(error)
+    assert "the tool 'a_ask' of the MCP server 'two'" in str(error)  # the first name of both, sorted
     store = MemoryStore()
     model = ScriptedModel([ScriptedTurn(calls=[ScriptedCall("b_echo", {"text": "x"})]), REPORT])
     both = role(fault_server(tag, name="one", prefix="a_"), fault_server(tag, name="two", prefix="b_"))
