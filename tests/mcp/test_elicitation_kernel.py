@@ -4,6 +4,7 @@ Decline), and headless, answered from ``AGL_NOTEBOOK_ANSWERS`` or failing with a
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from tests.support.kernel_harness import Kernel, started_kernel
@@ -96,4 +97,63 @@ def test_headless_the_answer_comes_from_the_setting_or_the_error_names_it(tmp_pa
                 assert "cancel: null" in printed(kernel)
         finally:
             kernel.close()
+    assert wait_until_gone(tag) == []
+
+
+MAP = """
+def booked(request):
+    if len(request.messages) == 1:
+        return {"calls": [{"name": "ask", "args": {}}]}
+    return {"calls": [{"name": "report", "args": {"text": request.messages[-1].content[0].content}}]}
+
+def map_asking(tag):
+    server = MCPServer.stdio("faults", sys.executable, [FAULTS, "faults", "--tag", tag])
+    role = Role("k", "Use the tools.", tools=[reporting_tool("report", "Report.", Answer)], mcp=[server])
+    return Run(model=ScriptedModel(booked), store=store, mode="refresh").map(role, ["a", "b", "c"], concurrency=3)
+"""
+
+
+def map_headers(kernel: Kernel) -> list[str]:
+    """The map's question headers shown now ("Item 1 (...) asks: ...")."""
+    return [str(s.get("value", "")) for c, s in kernel.widgets.items() if s.get("_model_name") == "HTMLModel"]
+
+
+def map_line(kernel: Kernel) -> str:
+    return "".join(str(s.get("html", "")) for s in kernel.widgets.values() if "html" in s)
+
+
+def test_a_maps_questions_queue_in_its_view_and_are_answered_one_after_another(tmp_path: Path) -> None:
+    tag = new_tag()
+    with started_kernel(tmp_path, SETUP, f"FAULTS = {str(FAULT_SERVER)!r}", MAP) as kernel:
+        msg_id = kernel.execute(f"results = await map_asking({tag!r})\nprint([r.text for r in results])")
+        answered: list[int] = []
+        for turn in range(3):
+            # One question at a time, under its item's header; the others wait, and the map's line says so.
+            kernel.wait_for(lambda: len(kernel.question_forms()) == 1 and len(map_headers(kernel)) == 1)
+            (shown,) = kernel.question_forms()
+            (header,) = map_headers(kernel)
+            item = int(header.split("<b>Item ")[1].split("<")[0])
+            assert "asks: Book a room?" in header and item not in answered, header
+            kernel.wait_for(lambda t=turn: re.findall(r", (\d+) waiting for you", map_line(kernel)) == [str(3 - t)])
+            if turn == 0:
+                kernel.submit_form(shown, ["Accept", "nobody", "3", "Single room", False, ""])
+                kernel.wait_for(lambda s=shown: kernel.widgets[s].get("checked") == 1)
+                assert kernel.widgets[shown]["errors"][1] == "Email (an email address): type an email address."
+                assert len(kernel.question_forms()) == 1, "the next item waits while this one is corrected"
+                kernel.submit_form(
+                    shown, ["Accept", f"item{item}@example.org", str(item + 1), "Single room", False, ""], attempt=2
+                )
+            else:
+                kernel.submit_form(shown, ["Accept", f"item{item}@example.org", str(item + 1), "Double room", True, ""])
+            answered.append(item)
+            kernel.wait_for(lambda s=shown: s not in kernel.question_forms())
+        assert kernel.wait_reply(msg_id)["content"]["status"] == "ok"
+        assert sorted(answered) == [0, 1, 2]
+        said = kernel.stream(msg_id)
+        for item in range(3):
+            assert f'"email": "item{item}@example.org", "nights": {item + 1}' in said, said
+        kernel.run(
+            "records = store.records()\nassert len(records) == 3\n"
+            "assert all(r.questions[0].tool_call_id == r.transcript[1].content[0].id for r in records)"
+        )
     assert wait_until_gone(tag) == []
