@@ -41,6 +41,9 @@ if TYPE_CHECKING:
 
 STDERR_TAIL_CHARS = 2_000
 """How much of a failed server's stderr its error quotes (the end of it)."""
+MAX_LINE_BYTES = 16 * 1024 * 1024
+"""The longest line a stdio server may write (one JSON-RPC message): room for a listing page or a result with an
+image, and a bound on what the SDK holds while it waits for the line's end (it keeps the line as one string)."""
 _PID_MARK = "agl_notebook-mcp-pid "
 # POSIX: a shell tells the server's process id (on its stderr, which we keep) and then becomes the server.
 _SHELL_LAUNCH = 'echo "agl_notebook-mcp-pid $$" >&2; exec "$0" "$@"'
@@ -74,6 +77,7 @@ class _InFlight:
     call_id: str
     context: contextvars.Context
     ask: Ask | None
+    tool: str = ""
     deadline: asyncio.Timeout | None = None
     paused: int = 0
     left: float = 0.0
@@ -104,7 +108,10 @@ class Connection:
         self.server = server
         self.loop = loop
         self.tools: ServerTools | None = None
-        """The server's tools as the role offers them, listed once when the session starts."""
+        """The server's tools as the role offers them, listed when the session starts and again after the server
+        says they changed (notifications/tools/list_changed), before the next step takes them."""
+        self._listed_again = True
+        """False from the server's notice that its tools changed until they are listed again."""
         self.session: ClientSession | None = None
         self.pid: int | None = None
         self.failure: MCPServerError | None = None
@@ -127,7 +134,7 @@ class Connection:
 
     async def ready(self) -> ServerTools:
         """Wait until the server is started, initialized and listed; its tools."""
-        if self._ready.done() and self.failure is None and self.tools is not None:
+        if self._ready.done() and self.failure is None and self.tools is not None and self._listed_again:
             return self.tools  # every call asks: no waiting machinery once it is ready
         try:
             await asyncio.wait_for(asyncio.shield(self._ready), self.server.start_timeout)
@@ -137,8 +144,19 @@ class Connection:
             raise
         if self.failure is not None:
             raise self.failure
+        if not self._listed_again and self.session is not None:
+            await self._list_again(self.session)
         assert self.tools is not None
         return self.tools
+
+    async def _list_again(self, session: ClientSession) -> None:
+        self._listed_again = True
+        try:
+            self.tools = offered_tools(self.server, await _listing(session))
+        except MCPServerError as e:  # the new listing breaks a limit: the connection ends, as at the start
+            raise self._end(e) from None
+        except Exception as e:
+            raise self._end(self._error(f"failed to list its tools again: {_describe(e)}")) from None
 
     async def call(self, name: str, arguments: JsonObject, call_id: str, ask: Ask | None = None) -> CallToolResult:
         """Call the server's tool ``name`` (its own name for it) within the call timeout.
@@ -158,7 +176,7 @@ class Connection:
             assert session is not None
             self._next += 1
             ticket = self._next
-            flight = self.in_flight[ticket] = _InFlight(call_id, contextvars.copy_context(), ask)
+            flight = self.in_flight[ticket] = _InFlight(call_id, contextvars.copy_context(), ask, name)
             try:
                 async with asyncio.timeout(self.server.call_timeout) as flight.deadline:
                     return await session.call_tool(name, arguments)
@@ -242,16 +260,7 @@ class Connection:
                 )
                 await session.initialize()
                 self.pid = self._launched_pid()
-                listed: list[dict[str, Any]] = []
-                cursor: str | None = None
-                while True:
-                    from mcp.types import PaginatedRequestParams
-
-                    page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
-                    listed.extend(t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in page.tools)
-                    cursor = page.next_cursor
-                    if not cursor or len(listed) > 100_000:
-                        break
+                listed = await _listing(session)
                 try:
                     self.tools = offered_tools(self.server, listed)
                 except MCPServerError as e:  # raised out of the SDK's task groups, it would come wrapped
@@ -282,6 +291,8 @@ class Connection:
             return _http(streamable_http_client, create_mcp_http_client(headers=dict(server.headers)), server.url)
         from mcp import StdioServerParameters, stdio_client
 
+        _bound_stdio_lines()
+
         command, args = server.command, list(server.args)
         if sys.platform == "linux":
             launch = ["-S", "-c", _LINUX_LAUNCH, str(os.getpid())]
@@ -290,7 +301,13 @@ class Connection:
             command, args = "/bin/sh", ["-c", _SHELL_LAUNCH, server.command, *server.args]
         params = StdioServerParameters(command=command, args=args, env=dict(server.env) or None, cwd=server.cwd)
         _register_exit_hook()
+        _too_long.set(self._line_too_long)  # the owner task's context: the SDK spawns the server from it
         return stdio_client(params, errlog=self._stderr)  # type: ignore[arg-type]  # a binary file has a fileno too
+
+    def _line_too_long(self) -> None:
+        tools = sorted({f.tool for f in self.in_flight.values() if f.tool})
+        what = f"wrote a line of over {MAX_LINE_BYTES // (1024 * 1024)} MiB on stdout without ending it"
+        self._end(self._error(f"{what} (one MCP message may not be that long)", tool=", ".join(tools) or None))
 
     def _launched_pid(self) -> int | None:
         if self._stderr is None:
@@ -309,6 +326,8 @@ class Connection:
     async def _on_message(self, message: object) -> None:
         if isinstance(message, Exception):  # the transport could not read what the server sent
             self._end(self._error(f"sent something that is not MCP JSON-RPC: {_describe(message)}"))
+        elif getattr(message, "method", None) == "notifications/tools/list_changed":
+            self._listed_again = False  # the next step lists them again (`ready`); a step running keeps its own
 
     async def _elicit(self, context: Any, params: Any) -> Any:
         """A server's request for input: asked by the call that caused it, in that call's context, its clock paused.
@@ -349,6 +368,81 @@ class Connection:
         if task.exception() is not None:
             return ErrorData(code=INVALID_PARAMS, message="The client could not ask the person.")
         return task.result()
+
+
+async def _listing(session: ClientSession) -> list[dict[str, Any]]:
+    """The server's tools, every page of them (at most a little over 100,000: `offered_tools` refuses so many)."""
+    from mcp.types import PaginatedRequestParams
+
+    listed: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
+        listed.extend(t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in page.tools)
+        cursor = page.next_cursor
+        if not cursor or len(listed) > 100_000:
+            return listed
+
+
+_too_long: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar("_too_long", default=None)
+"""What the server being spawned in this context does when it writes a line over `MAX_LINE_BYTES`."""
+
+
+class _BoundedLines:
+    """A server's stdout, ended once a line runs past `MAX_LINE_BYTES` with no newline (the SDK keeps it whole).
+
+    It tells ``too_long`` first, then raises EndOfStream, so the SDK's reader stops cleanly (nothing logged).
+    """
+
+    def __init__(self, stream: Any, too_long: Callable[[], None]) -> None:
+        self._stream = stream
+        self._too_long = too_long
+        self._run = 0  # bytes since the last newline
+        self._over = False
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        import anyio
+
+        if self._over:
+            raise anyio.EndOfStream
+        chunk: bytes = await self._stream.receive(max_bytes)
+        newline = chunk.rfind(b"\n")
+        self._run = len(chunk) - newline - 1 if newline >= 0 else self._run + len(chunk)
+        if self._run > MAX_LINE_BYTES:
+            self._over = True
+            self._too_long()
+            raise anyio.EndOfStream
+        return chunk
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _bound_stdio_lines() -> None:
+    """Have the SDK's stdio transport read a server of ours through `_BoundedLines`, before it parses a line.
+
+    The SDK reads ``process.stdout`` of the process its private ``_create_platform_compatible_process`` returns;
+    that function is wrapped once (the mcp major version is pinned), and only a spawn made in a context that set
+    `_too_long` (a `Connection`'s) is bounded: another user of the SDK in the process is left as it was.
+    """
+    from mcp.client import stdio
+
+    spawn = stdio._create_platform_compatible_process
+    if getattr(spawn, "_agl_bounded", False):
+        return
+
+    async def bounded(*args: Any, **kwargs: Any) -> Any:
+        process: Any = await spawn(*args, **kwargs)
+        too_long = _too_long.get()
+        if too_long is not None and getattr(process, "_stdout", None) is not None:  # anyio's asyncio Process
+            process._stdout = _BoundedLines(process._stdout, too_long)
+        return process
+
+    bounded._agl_bounded = True  # type: ignore[attr-defined]
+    stdio._create_platform_compatible_process = bounded
 
 
 def _form_only_session() -> type[ClientSession]:

@@ -18,8 +18,16 @@ from typing import Any
 
 import pytest
 
-from tests.browser.harness import JS_CONTRAST, QUESTION, REPO, UI_ACTION, WCAG_AA, Jupyter, NotebookPage
-from tests.browser.harness import records_anywhere
+from tests.browser.harness import (
+    JS_CONTRAST,
+    QUESTION,
+    REPO,
+    UI_ACTION,
+    WCAG_AA,
+    Jupyter,
+    NotebookPage,
+    records_anywhere,
+)
 
 SERVER = REPO / "tests" / "support" / "mcp_servers.py"
 

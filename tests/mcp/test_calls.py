@@ -14,7 +14,7 @@ from agl_notebook.replay.stores import MemoryStore
 from agl_notebook.transcript import ToolResultBlock
 from tests.support.mcp_servers import PNG_1PX
 
-from .conftest import EXAMPLE_SERVER, HttpServer, example_server, fault_server, role
+from .conftest import EXAMPLE_SERVER, HttpServer, example_server, fault_server, gone, role
 
 
 def script(*calls: tuple[str, dict[str, Any]]) -> ScriptedModel:
@@ -131,3 +131,22 @@ async def test_a_server_that_cannot_start_fails_the_step_naming_it_and_recording
         await run_step(server, script(("anything", {})), store)
     assert "no-such-program" in caught.value.stderr
     assert not store.records()
+
+
+async def test_a_server_that_says_its_tools_changed_is_listed_again_by_the_next_step(tag: str) -> None:
+    from agl_notebook.mcp import _sessions
+
+    server = fault_server(tag, "changing", name="changing")
+    store = MemoryStore()
+    await Run(model=script(("grow", {})), store=store, mode="refresh").step(role(server), "grow a tool")
+    # The same session (no restart): the server's notice makes the next step list the tools again.
+    await Run(model=script(("grown_1", {})), store=store, mode="refresh").step(role(server), "use the new tool")
+    first, second = store.records()
+    offered = [[t["name"] for t in r.engine["mcp"]["changing"]["tools"]] for r in (first, second)]  # type: ignore[index, union-attr, call-overload]
+    assert offered == [["grow"], ["grow", "grown_1"]], offered
+    said = [
+        b.content for r in (first, second) for m in r.transcript for b in m.content if isinstance(b, ToolResultBlock)
+    ]
+    assert said[0] == "added grown_1" and said[2] == "grown_1 ran", said
+    await _sessions.close_loop()
+    assert await gone(tag) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.support.kernel_harness import Kernel, started_kernel
@@ -122,6 +123,19 @@ def map_line(kernel: Kernel) -> str:
     return "".join(str(s.get("html", "")) for s in kernel.widgets.values() if "html" in s)
 
 
+def waiting(kernel: Kernel, count: int) -> Callable[[], bool]:
+    """Whether the map's line says ``count`` items wait for you."""
+    return lambda: re.findall(r", (\d+) waiting for you", map_line(kernel)) == [str(count)]
+
+
+def checked(kernel: Kernel, form: str, attempt: int) -> Callable[[], bool]:
+    return lambda: kernel.widgets[form].get("checked") == attempt
+
+
+def gone_form(kernel: Kernel, form: str) -> Callable[[], bool]:
+    return lambda: form not in kernel.question_forms()
+
+
 def test_a_maps_questions_queue_in_its_view_and_are_answered_one_after_another(tmp_path: Path) -> None:
     tag = new_tag()
     with started_kernel(tmp_path, SETUP, f"FAULTS = {str(FAULT_SERVER)!r}", MAP) as kernel:
@@ -134,10 +148,10 @@ def test_a_maps_questions_queue_in_its_view_and_are_answered_one_after_another(t
             (header,) = map_headers(kernel)
             item = int(header.split("<b>Item ")[1].split("<")[0])
             assert "asks: Book a room?" in header and item not in answered, header
-            kernel.wait_for(lambda t=turn: re.findall(r", (\d+) waiting for you", map_line(kernel)) == [str(3 - t)])
+            kernel.wait_for(waiting(kernel, 3 - turn))
             if turn == 0:
                 kernel.submit_form(shown, ["Accept", "nobody", "3", "Single room", False, ""])
-                kernel.wait_for(lambda s=shown: kernel.widgets[s].get("checked") == 1)
+                kernel.wait_for(checked(kernel, shown, 1))
                 assert kernel.widgets[shown]["errors"][1] == "Email (an email address): type an email address."
                 assert len(kernel.question_forms()) == 1, "the next item waits while this one is corrected"
                 kernel.submit_form(
@@ -146,7 +160,7 @@ def test_a_maps_questions_queue_in_its_view_and_are_answered_one_after_another(t
             else:
                 kernel.submit_form(shown, ["Accept", f"item{item}@example.org", str(item + 1), "Double room", True, ""])
             answered.append(item)
-            kernel.wait_for(lambda s=shown: s not in kernel.question_forms())
+            kernel.wait_for(gone_form(kernel, shown))
         assert kernel.wait_reply(msg_id)["content"]["status"] == "ok"
         assert sorted(answered) == [0, 1, 2]
         said = kernel.stream(msg_id)

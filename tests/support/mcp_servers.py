@@ -10,6 +10,9 @@ agl_notebook. KIND chooses what it does:
 - ``huge``: 5,000 tools. ``refcycle``: a schema whose references loop. ``badname``: a tool the Messages API would
   refuse. ``bigschema``: a 100 KB schema. ``remote_ref``: a $ref to a URL.
 - ``garbage``: answers its first message with a line that is not JSON-RPC.
+- ``flood``: one tool, ``flood``, which writes 100 MB to stdout with no newline, then waits.
+- ``changing``: the tool ``grow`` adds a tool (``grown_1``, ``grown_2``...) and says so
+  (notifications/tools/list_changed).
 - ``stubborn``: the ``faults`` tools, but it ignores SIGTERM and stays after its stdin closes (only SIGKILL ends it).
 
 ``--tag`` is ignored: it marks the process's command line, so a test can count the processes it started.
@@ -74,7 +77,19 @@ BOOKING = {
 optional string."""
 
 
+FLOOD_BYTES = 100 * 1024 * 1024
+_WIRE: list[int] = []
+"""A copy of the stdout the client reads (``flood``): the SDK's stdio server points fd 1 at stderr while it runs."""
+_GROWN: list[str] = []
+"""The tools ``grow`` added (``changing``)."""
+
+
 def listing(kind: str, version: int) -> list[types.Tool]:
+    if kind == "flood":
+        return [_tool("flood", "Write one endless line.", {})]
+    if kind == "changing":
+        grown = [_tool(name, "A tool added while the server ran.", {}) for name in _GROWN]
+        return [_tool("grow", "Add a tool, and say the tools changed.", {}), *grown]
     if kind == "huge":
         return [_tool(f"tool_{i}", f"Tool number {i}.") for i in range(5000)]
     if kind == "refcycle":
@@ -140,6 +155,17 @@ async def call(name: str, arguments: dict[str, Any], ctx: Any = None) -> types.C
         except Exception as e:
             return text(f"elicitation failed: {e}", error=True)
         return text(answer.action)
+    if name == "flood":
+        block = b"x" * (1024 * 1024)
+        for _ in range(FLOOD_BYTES // len(block)):
+            os.write(_WIRE[0], block)  # a blocking write: the pipe fills until the client reads (or stops reading)
+        await asyncio.sleep(3600)
+    if name == "grow":
+        _GROWN.append(f"grown_{len(_GROWN) + 1}")
+        await ctx.session.send_tool_list_changed()
+        return text(f"added {_GROWN[-1]}")
+    if name.startswith("grown_"):
+        return text(f"{name} ran")
     if name == "audio":
         return types.CallToolResult(content=[types.AudioContent(type="audio", data="AAAA", mime_type="audio/wav")])
     return text(f"no tool {name}", error=True)
@@ -187,6 +213,7 @@ def main() -> None:
         while True:
             time.sleep(3600)
     server = build(options.kind, options.version)
+    _WIRE.append(os.dup(1))
     if options.http:
         import uvicorn
 
