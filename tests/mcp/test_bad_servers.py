@@ -205,3 +205,30 @@ def test_a_line_without_end_is_cut_at_the_bound_with_memory_bounded(tag: str, re
         f"{found['growth_mb']} MB grown in a memory-capped worker; nothing recorded; no process left",
         records_lost=0,
     )
+
+
+async def test_the_line_bound_counts_the_bytes_since_the_last_newline() -> None:
+    """The counter the real test above goes through: long lines that end pass; one a byte over the bound ends."""
+    import anyio
+
+    from agl_notebook.mcp._sessions import MAX_LINE_BYTES, _BoundedLines
+
+    half = MAX_LINE_BYTES // 2
+    chunks = [b"a" * half + b"\n" + b"b" * half, b"c" * (half - 1) + b"\n", b"d" * MAX_LINE_BYTES, b"\n"]
+
+    class Chunks:
+        async def receive(self, max_bytes: int = 65536) -> bytes:
+            return chunks.pop(0)
+
+    told: list[str] = []
+    stream = _BoundedLines(Chunks(), lambda: told.append("too long"))
+    for _ in range(4):  # a whole line of exactly MAX_LINE_BYTES (the "d"s) is allowed
+        await stream.receive()
+    assert told == []
+    chunks[:] = [b"f" * MAX_LINE_BYTES, b"g"]
+    await stream.receive()
+    with pytest.raises(anyio.EndOfStream):
+        await stream.receive()  # the "f"s, then "g": a byte over
+    assert told == ["too long"]
+    with pytest.raises(anyio.EndOfStream):
+        await stream.receive()  # and it stays ended
