@@ -3,7 +3,9 @@ tool, which is behind an approval; the person approves it with a click. The serv
 (elicitation): the question form shows Accept, Decline and Cancel as buttons and the schema's fields; the person
 types a wrong email and too many nights, clicks Accept, reads the errors next to the fields, corrects them and clicks
 Accept again. The server's tool receives what the form showed and the step finishes; the saved notebook keeps the
-decision and the question's answer. The server is a subprocess (tests/support/mcp_servers.py), gone with the kernel.
+decision and the question's answer. A second step is approved again and its question Declined with a click, no
+field filled: the server's tool is told "decline" and nothing else. The server is a subprocess
+(tests/support/mcp_servers.py), gone with the kernel.
 
 Screenshots for the docs: ``mcp_approval_light.png``, ``mcp_elicitation_light.png`` and their ``_dark`` twins in the
 test's artifacts folder (copied into docs/screenshots by hand when they change).
@@ -53,7 +55,8 @@ def script(request):
 
 
 STEP = 'said = await Run(model=ScriptedModel(script)).step(booker, "Book a room")\nprint(said.text)'
-STEP_CELL = 1
+AGAIN = 'again = await Run(model=ScriptedModel(script)).step(booker, "Book another room")\nprint(again.text)'
+STEP_CELL, AGAIN_CELL = 1, 2
 EMAIL, NIGHTS, ROOM, BREAKFAST = "Email (an email address)", "Nights", "room", "Breakfast"
 SENT = 'accept: {"breakfast": true, "email": "ada@example.org", "nights": 3, "room": "double"}'
 
@@ -116,19 +119,32 @@ def approve_then_answer(nb: NotebookPage, shots: str) -> None:
     button(form, "Accept").click()
 
 
+def approve_then_decline(nb: NotebookPage) -> None:
+    """The second step: approved again; then Decline, clicked with no field filled (Decline reads none)."""
+    approval = nb.output(AGAIN_CELL).locator(".agl-approval")
+    nb.wait_visible(approval, "the second approval form", QUESTION)
+    button(approval, "Approve").click()
+    nb.wait_until(lambda: approval.count() == 0, "the second approval form gone once approved", QUESTION)
+    form = nb.output(AGAIN_CELL).locator(".agl-form:not(.agl-approval)")
+    nb.wait_visible(form, "the second question form", QUESTION)
+    form.scroll_into_view_if_needed(timeout=UI_ACTION * 1000)
+    button(form, "Decline").click()
+
+
 @pytest.mark.parametrize("theme", ["JupyterLab Light", "JupyterLab Dark"])
 def test_an_mcp_tool_approved_and_its_question_answered_in_the_cell(jupyter: Jupyter, theme: str) -> None:
     dark = theme.endswith("Dark")
     tag = f"agl-test-{uuid.uuid4().hex[:12]}"
     name = f"mcp_{'dark' if dark else 'light'}.ipynb"
-    jupyter.server.write_notebook(name, [setup(tag), STEP])
+    jupyter.server.write_notebook(name, [setup(tag), STEP, AGAIN])
     nb = jupyter.open(name, ui="lab")
     if dark:
         nb.set_theme(theme)
     try:
         nb.run_all()
         approve_then_answer(nb, "dark" if dark else "light")
-        nb.wait_cells_done(what="Run All after the approval and the answer")
+        approve_then_decline(nb)
+        nb.wait_cells_done(what="Run All after the approvals and the answers")
     finally:
         if dark:  # the theme is a user setting shared by every test of this server
             nb.set_theme("JupyterLab Light")
@@ -138,7 +154,11 @@ def test_an_mcp_tool_approved_and_its_question_answered_in_the_cell(jupyter: Jup
     assert nb.output(STEP_CELL).locator(".agl-form, .agl-approval").count() == 0, "no form is left once it ends"
 
     saved = nb.save()
-    (record,) = [r for r in records_anywhere(saved) if r.get("role") == "booker"]
+    records = {str(r.get("input")): r for r in records_anywhere(saved) if r.get("role") == "booker"}
+    assert sorted(records) == ["Book a room", "Book another room"], sorted(records)
+    record, declined = records["Book a room"], records["Book another room"]
     assert [(d["tool"], d["decision"]) for d in record["decisions"]] == [("ask", "approve")], record["decisions"]
     answers = [q.get("answer") for q in record.get("questions", [])]
     assert answers == [["Accept", "ada@example.org", 3, "Double room", True, None]], answers
+    assert "decline: null" in nb.output_text(AGAIN_CELL), nb.output_text(AGAIN_CELL)
+    assert [q["answer"][0] for q in declined["questions"]] == ["Decline"], declined["questions"]
