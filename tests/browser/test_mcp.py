@@ -30,6 +30,7 @@ from tests.browser.harness import (
     NotebookPage,
     records_anywhere,
 )
+from tests.mcp.conftest import wait_until_gone
 
 SERVER = REPO / "tests" / "support" / "mcp_servers.py"
 
@@ -162,3 +163,6 @@ def test_an_mcp_tool_approved_and_its_question_answered_in_the_cell(jupyter: Jup
     assert answers == [["Accept", "ada@example.org", 3, "Double room", True, None]], answers
     assert "decline: null" in nb.output_text(AGAIN_CELL), nb.output_text(AGAIN_CELL)
     assert [q["answer"][0] for q in declined["questions"]] == ["Decline"], declined["questions"]
+
+    jupyter.server.shut_down_sessions(name)
+    assert wait_until_gone(tag) == [], "the server's process outlived its kernel"
