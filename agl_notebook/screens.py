@@ -189,6 +189,25 @@ class ConfirmInput(Fieldwise):
         return value
 
 
+@dataclass(frozen=True, eq=False, repr=False)
+class ActionInput(ChoiceInput):
+    """The first input of a screen that can be answered without its fields: drawn as the form's buttons.
+
+    Its answer is the option chosen (the button pressed). Choosing one of ``dismissing`` answers the screen with
+    that option alone: the other inputs are neither asked nor checked, and answer None (an MCP server's question,
+    declined or cancelled).
+    """
+
+    dismissing: Sequence[str] = ()
+    """The options that answer without the other inputs."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "dismissing", tuple(self.dismissing))
+        if not set(self.dismissing) <= set(self.options):
+            raise InputError(f"ActionInput {self.label!r}: every dismissing option must be one of its options.")
+
+
 Input: TypeAlias = TextInput | NumberInput | ChoiceInput | ConfirmInput
 """Any input a screen can hold."""
 
@@ -217,7 +236,13 @@ class Screen(Fieldwise, Generic[T]):
         object.__setattr__(self, "inputs", inputs)
 
     def validate(self, answers: Sequence[object]) -> T:
-        """Validate one answer per input; return the value (one input) or the tuple (several)."""
+        """Validate one answer per input; return the value (one input) or the tuple (several).
+
+        A first `ActionInput` answered with a dismissing option needs no other answer: the rest are None.
+        """
+        first = self.inputs[0]
+        if isinstance(first, ActionInput) and answers and answers[0] in first.dismissing and len(self.inputs) > 1:
+            return (first.validate(answers[0]), *([None] * (len(self.inputs) - 1)))  # type: ignore[return-value]
         if len(answers) != len(self.inputs):
             raise InputError(
                 f"Screen {self.text[:40]!r} has {len(self.inputs)} input(s), got {len(answers)} answer(s)."

@@ -132,6 +132,7 @@ class ConsoleTerminal(Terminal):
         import asyncio
 
         from ._secrets import scrub_text, secrets_from_environment
+        from .screens import ActionInput
 
         secrets = secrets_from_environment()  # what is printed is scrubbed; the answer is the person's own
         print(scrub_text(screen.text, secrets), flush=True)
@@ -150,6 +151,8 @@ class ConsoleTerminal(Terminal):
                     break
                 except InputError as e:
                     print(scrub_text(str(e), secrets), file=sys.stderr, flush=True)
+            if isinstance(item, ActionInput) and values[-1] in item.dismissing:
+                break  # declined or cancelled: the other inputs are not asked
         return screen.validate(values)
 
     async def ask_approval(self, request: ApprovalRequest) -> Decision:

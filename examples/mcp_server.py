@@ -16,10 +16,10 @@ from __future__ import annotations
 import argparse
 from typing import Annotated, TypedDict
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 server = MCPServer("units", instructions="Converts units and keeps short notes.")
 
@@ -60,6 +60,28 @@ def read_note(title: str) -> str:
     if title not in _NOTES:
         raise ToolError(f"no note is titled {title!r}")
     return _NOTES[title]
+
+
+class Clearing(BaseModel):
+    """What the person is asked before the notes are cleared."""
+
+    confirm: bool = Field(description="Remove every note?")
+    keep: str = Field(default="", description="The title of one note to keep (optional).")
+
+
+@server.tool()  # destructive: it asks the person first (MCP elicitation, a form in the notebook's cell)
+async def clear_notes(ctx: Context) -> str:
+    """Remove the notes, once the person confirms (they may keep one)."""
+    answer = await ctx.elicit(f"Clear the {len(_NOTES)} notes?", Clearing)
+    if answer.action != "accept":
+        return f"The person chose {answer.action}: no note was removed."
+    if not answer.data.confirm:
+        return "The person did not confirm: no note was removed."
+    kept = {t: n for t, n in _NOTES.items() if t == answer.data.keep}
+    removed = len(_NOTES) - len(kept)
+    _NOTES.clear()
+    _NOTES.update(kept)
+    return f"Removed {removed} note(s)" + (f", kept {answer.data.keep!r}." if kept else ".")
 
 
 def main() -> None:

@@ -1768,6 +1768,27 @@ for message in run.outcomes[-1].transcript:
     (
         "md",
         """\
+**The server's own questions (elicitation).** A server may ask the person something in the middle of a call.
+`clear_notes` asks before it removes anything: confirm, and the title of a note to keep, if any. The question is
+drawn in the running cell as a form of the server's fields, with **Accept**, **Decline** and **Cancel** (the
+protocol's answers: the fields sent; "no"; the question dismissed). The answer is checked against the server's
+schema before it goes back, it is kept in the step's recording with the call that caused it, and a replay shows it
+again without asking. When this notebook was recorded nobody sat at it: `AGL_NOTEBOOK_ANSWERS` answered
+(`[["Accept", true, ""]]`: accept, yes, keep none). `clear_notes` is also destructive, so it is approved first.""",
+    ),
+    (
+        "code",
+        """\
+CLEAR = [
+    {"text": "I clear the notes; the server asks you first.", "calls": [{"name": "units_clear_notes", "args": {}}]},
+    {"calls": [{"name": "report", "args": {"text": "The notes are cleared."}}]},
+]
+cleared = await Run(model=scripted_unless_credentials(CLEAR)).step(planner, "Clear the notes.")
+cleared""",
+    ),
+    (
+        "md",
+        """\
 **Replay with the server gone.** Running this notebook again replays the step from its recording: the tools come
 from the snapshot kept with it, the recorded approval is shown again, and no server process starts (mode
 `replay` starts none; mode `auto` tries once, and replays if the command cannot start). If the server's tools
@@ -2067,7 +2088,11 @@ NOTEBOOKS = {
     "15_images_and_documents.ipynb": IMAGES,
 }
 
-ANSWERS = {"03_asking_questions.ipynb": ["Saturday", ["Birch", True]], "06_client_tools.ipynb": ["Lisbon"]}
+ANSWERS = {
+    "03_asking_questions.ipynb": ["Saturday", ["Birch", True]],
+    "06_client_tools.ipynb": ["Lisbon"],
+    "10_mcp_tools.ipynb": [["Accept", True, ""]],
+}
 """The person's answers to the questions asked while recording."""
 
 APPROVALS = {"10_mcp_tools.ipynb": "approve"}

@@ -18,13 +18,15 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import contextvars
+import dataclasses
 import os
 import signal
 import sys
 import tempfile
 import threading
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import IO, TYPE_CHECKING, Any
 
 from .._secrets import scrub_text
@@ -39,6 +41,9 @@ if TYPE_CHECKING:
 
 STDERR_TAIL_CHARS = 2_000
 """How much of a failed server's stderr its error quotes (the end of it)."""
+MAX_LINE_BYTES = 16 * 1024 * 1024
+"""The longest line a stdio server may write (one JSON-RPC message): room for a listing page or a result with an
+image, and a bound on what the SDK holds while it waits for the line's end (it keeps the line as one string)."""
 _PID_MARK = "agl_notebook-mcp-pid "
 # POSIX: a shell tells the server's process id (on its stderr, which we keep) and then becomes the server.
 _SHELL_LAUNCH = 'echo "agl_notebook-mcp-pid $$" >&2; exec "$0" "$@"'
@@ -59,18 +64,41 @@ _LINUX_LAUNCH = (
 _OUTPUT_SCHEMA_REFUSALS = ("Invalid structured content returned by tool ", "Invalid schema for tool ")
 _NO_STRUCTURED_CONTENT = " has an output schema but did not return structured content"
 
-ElicitationHandler = Callable[[str, Any, tuple[str, ...]], Awaitable[Any]]
-"""Answers a server's request for input: given the server's name, the request's params (`mcp.types`) and the ids of
-the tool calls running on that session (the one that caused it, when only one runs), returns an `mcp.types`
-ElicitResult. Set with `set_elicitation_handler`; none set, a session does not offer elicitation."""
-
-_elicitation_handler: ElicitationHandler | None = None
+Ask = Callable[[Any, tuple[str, ...]], Coroutine[Any, Any, Any]]
+"""How a tool call answers a server's request for input made during it: given the request's params (`mcp.types`)
+and the ids of the other calls then running on the session, returns an ElicitResult (or ErrorData). Run in the
+calling step's context (its scope, its tool call id, its map item), with the call's timeout paused."""
 
 
-def set_elicitation_handler(handler: ElicitationHandler | None) -> None:
-    """Where servers' requests for input go from now on (sessions started later offer elicitation)."""
-    global _elicitation_handler
-    _elicitation_handler = handler
+@dataclasses.dataclass(eq=False)
+class _InFlight:
+    """A tool call running on a session: whose it is, how it answers a request for input, its deadline."""
+
+    call_id: str
+    context: contextvars.Context
+    ask: Ask | None
+    tool: str = ""
+    deadline: asyncio.Timeout | None = None
+    paused: int = 0
+    left: float = 0.0
+    asked: int = 0
+    """How many of the server's questions this call asked."""
+    asking: set[asyncio.Task[Any]] = dataclasses.field(default_factory=set)
+
+    def pause(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Stop the call's clock while a person answers (a person's time is not the server's)."""
+        self.paused += 1
+        when = self.deadline.when() if self.deadline is not None else None
+        if self.paused == 1 and self.deadline is not None and when is not None:
+            self.left = max(0.0, when - loop.time())
+            with contextlib.suppress(RuntimeError):  # the call has just ended: nothing to pause
+                self.deadline.reschedule(None)
+
+    def resume(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.paused -= 1
+        if self.paused == 0 and self.deadline is not None:
+            with contextlib.suppress(RuntimeError):  # the call ended while its question was open
+                self.deadline.reschedule(loop.time() + self.left)
 
 
 class Connection:
@@ -80,13 +108,16 @@ class Connection:
         self.server = server
         self.loop = loop
         self.tools: ServerTools | None = None
-        """The server's tools as the role offers them, listed once when the session starts."""
+        """The server's tools as the role offers them, listed when the session starts and again after the server
+        says they changed (notifications/tools/list_changed), before the next step takes them."""
+        self._listed_again = True
+        """False from the server's notice that its tools changed until they are listed again."""
         self.session: ClientSession | None = None
         self.pid: int | None = None
         self.failure: MCPServerError | None = None
         """Why the connection ended, if it did: every later call fails with it, and the next use starts anew."""
-        self.in_flight: dict[int, str] = {}
-        """The tool calls running on the session: a counter to the loop's tool call id."""
+        self.in_flight: dict[int, _InFlight] = {}
+        """The tool calls running on the session, by a counter (in the order they started)."""
         self._next = 0
         self._slots = asyncio.Semaphore(server.concurrency)
         self._ready: asyncio.Future[None] = loop.create_future()
@@ -103,7 +134,7 @@ class Connection:
 
     async def ready(self) -> ServerTools:
         """Wait until the server is started, initialized and listed; its tools."""
-        if self._ready.done() and self.failure is None and self.tools is not None:
+        if self._ready.done() and self.failure is None and self.tools is not None and self._listed_again:
             return self.tools  # every call asks: no waiting machinery once it is ready
         try:
             await asyncio.wait_for(asyncio.shield(self._ready), self.server.start_timeout)
@@ -113,11 +144,25 @@ class Connection:
             raise
         if self.failure is not None:
             raise self.failure
+        if not self._listed_again and self.session is not None:
+            await self._list_again(self.session)
         assert self.tools is not None
         return self.tools
 
-    async def call(self, name: str, arguments: JsonObject, call_id: str) -> CallToolResult:
+    async def _list_again(self, session: ClientSession) -> None:
+        self._listed_again = True
+        try:
+            self.tools = offered_tools(self.server, await _listing(session))
+        except MCPServerError as e:  # the new listing breaks a limit: the connection ends, as at the start
+            raise self._end(e) from None
+        except Exception as e:
+            raise self._end(self._error(f"failed to list its tools again: {_describe(e)}")) from None
+
+    async def call(self, name: str, arguments: JsonObject, call_id: str, ask: Ask | None = None) -> CallToolResult:
         """Call the server's tool ``name`` (its own name for it) within the call timeout.
+
+        A request for input the server makes meanwhile goes to ``ask``, run in the caller's context, the timeout
+        paused until it is answered (`_elicit`).
 
         Raises:
             MCPServerError: The server crashed, hung past the timeout or answered garbage; the connection ends.
@@ -131,9 +176,9 @@ class Connection:
             assert session is not None
             self._next += 1
             ticket = self._next
-            self.in_flight[ticket] = call_id
+            flight = self.in_flight[ticket] = _InFlight(call_id, contextvars.copy_context(), ask, name)
             try:
-                async with asyncio.timeout(self.server.call_timeout):
+                async with asyncio.timeout(self.server.call_timeout) as flight.deadline:
                     return await session.call_tool(name, arguments)
             except TimeoutError:
                 raise self._end(
@@ -155,6 +200,8 @@ class Connection:
                 raise self._end(self._error(f"failed during the call: {type(e).__name__}: {e}", tool=name)) from None
             finally:
                 self.in_flight.pop(ticket, None)
+                for task in flight.asking:  # a call ended (interrupted, timed out): its question is no longer asked
+                    task.cancel()
 
     async def close(self) -> None:
         """End the session and stop the server; waits for the owner task."""
@@ -202,33 +249,18 @@ class Connection:
         return self.failure
 
     async def _own(self) -> None:
-        from mcp import ClientSession
-
         refused: MCPServerError | None = None
         try:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport())
-                handler = _elicitation_handler
                 session = await stack.enter_async_context(
-                    ClientSession(
-                        read,
-                        write,
-                        message_handler=self._on_message,
-                        elicitation_callback=self._elicit if handler is not None else None,
+                    _form_only_session()(
+                        read, write, message_handler=self._on_message, elicitation_callback=self._elicit
                     )
                 )
                 await session.initialize()
                 self.pid = self._launched_pid()
-                listed: list[dict[str, Any]] = []
-                cursor: str | None = None
-                while True:
-                    from mcp.types import PaginatedRequestParams
-
-                    page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
-                    listed.extend(t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in page.tools)
-                    cursor = page.next_cursor
-                    if not cursor or len(listed) > 100_000:
-                        break
+                listed = await _listing(session)
                 try:
                     self.tools = offered_tools(self.server, listed)
                 except MCPServerError as e:  # raised out of the SDK's task groups, it would come wrapped
@@ -259,6 +291,8 @@ class Connection:
             return _http(streamable_http_client, create_mcp_http_client(headers=dict(server.headers)), server.url)
         from mcp import StdioServerParameters, stdio_client
 
+        _bound_stdio_lines()
+
         command, args = server.command, list(server.args)
         if sys.platform == "linux":
             launch = ["-S", "-c", _LINUX_LAUNCH, str(os.getpid())]
@@ -267,7 +301,13 @@ class Connection:
             command, args = "/bin/sh", ["-c", _SHELL_LAUNCH, server.command, *server.args]
         params = StdioServerParameters(command=command, args=args, env=dict(server.env) or None, cwd=server.cwd)
         _register_exit_hook()
+        _too_long.set(self._line_too_long)  # the owner task's context: the SDK spawns the server from it
         return stdio_client(params, errlog=self._stderr)  # type: ignore[arg-type]  # a binary file has a fileno too
+
+    def _line_too_long(self) -> None:
+        tools = sorted({f.tool for f in self.in_flight.values() if f.tool})
+        what = f"wrote a line of over {MAX_LINE_BYTES // (1024 * 1024)} MiB on stdout without ending it"
+        self._end(self._error(f"{what} (one MCP message may not be that long)", tool=", ".join(tools) or None))
 
     def _launched_pid(self) -> int | None:
         if self._stderr is None:
@@ -286,14 +326,144 @@ class Connection:
     async def _on_message(self, message: object) -> None:
         if isinstance(message, Exception):  # the transport could not read what the server sent
             self._end(self._error(f"sent something that is not MCP JSON-RPC: {_describe(message)}"))
+        elif getattr(message, "method", None) == "notifications/tools/list_changed":
+            self._listed_again = False  # the next step lists them again (`ready`); a step running keeps its own
 
     async def _elicit(self, context: Any, params: Any) -> Any:
-        handler = _elicitation_handler
-        if handler is None:  # pragma: no cover - only offered while one is set
-            from mcp.types import ErrorData
+        """A server's request for input: asked by the call that caused it, in that call's context, its clock paused.
 
-            return ErrorData(code=-32600, message="Elicitation not supported")
-        return await handler(self.server.name, params, tuple(self.in_flight.values()))
+        Nothing in the request says which call caused it (over stdio the protocol carries no link), so with one
+        call running it is that one's; with several, the one that asked fewest questions so far and is not waiting
+        on one, the oldest among equals (docs/mcp.md, "Elicitation").
+        """
+        from mcp.types import INVALID_PARAMS, ErrorData
+
+        if getattr(params, "mode", "form") != "form":
+            return ErrorData(code=INVALID_PARAMS, message="URL-mode elicitation is not offered by this client.")
+        flights = [f for f in self.in_flight.values() if f.ask is not None]
+        if not flights:
+            return ErrorData(code=INVALID_PARAMS, message="No tool call is running to ask the person for.")
+        # A call waiting on its own question is blocked in the server, so it is not the one asking; a call not yet
+        # asked anything is likelier to be asking than one whose question was answered (most tools ask once).
+        flight = min(flights, key=lambda f: (bool(f.asking), f.asked))
+        flight.asked += 1
+        assert flight.ask is not None
+        loop = asyncio.get_running_loop()
+        others = tuple(f.call_id for f in flights if f is not flight)
+        for f in flights:
+            f.pause(loop)
+        task: asyncio.Task[Any] = loop.create_task(flight.ask(params, others), context=flight.context.copy())
+        flight.asking.add(task)
+        try:
+            await asyncio.wait((task,))  # a question its call stopped waiting for ends cancelled, not raising here
+        finally:
+            flight.asking.discard(task)
+            task.cancel()
+            for f in flights:
+                f.resume(loop)
+        if task.cancelled():
+            from mcp.types import ElicitResult
+
+            return ElicitResult(action="cancel")
+        if task.exception() is not None:
+            return ErrorData(code=INVALID_PARAMS, message="The client could not ask the person.")
+        return task.result()
+
+
+async def _listing(session: ClientSession) -> list[dict[str, Any]]:
+    """The server's tools, every page of them (at most a little over 100,000: `offered_tools` refuses so many)."""
+    from mcp.types import PaginatedRequestParams
+
+    listed: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
+        listed.extend(t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in page.tools)
+        cursor = page.next_cursor
+        if not cursor or len(listed) > 100_000:
+            return listed
+
+
+_too_long: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar("_too_long", default=None)
+"""What the server being spawned in this context does when it writes a line over `MAX_LINE_BYTES`."""
+
+
+class _BoundedLines:
+    """A server's stdout, ended once a line runs past `MAX_LINE_BYTES` with no newline (the SDK keeps it whole).
+
+    It tells ``too_long`` first, then raises EndOfStream, so the SDK's reader stops cleanly (nothing logged).
+    """
+
+    def __init__(self, stream: Any, too_long: Callable[[], None]) -> None:
+        self._stream = stream
+        self._too_long = too_long
+        self._run = 0  # bytes since the last newline
+        self._over = False
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        import anyio
+
+        if self._over:
+            raise anyio.EndOfStream
+        chunk: bytes = await self._stream.receive(max_bytes)
+        newline = chunk.rfind(b"\n")
+        self._run = len(chunk) - newline - 1 if newline >= 0 else self._run + len(chunk)
+        if self._run > MAX_LINE_BYTES:
+            self._over = True
+            self._too_long()
+            raise anyio.EndOfStream
+        return chunk
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _bound_stdio_lines() -> None:
+    """Have the SDK's stdio transport read a server of ours through `_BoundedLines`, before it parses a line.
+
+    The SDK reads ``process.stdout`` of the process its private ``_create_platform_compatible_process`` returns;
+    that function is wrapped once (the mcp major version is pinned), and only a spawn made in a context that set
+    `_too_long` (a `Connection`'s) is bounded: another user of the SDK in the process is left as it was.
+    """
+    from mcp.client import stdio
+
+    spawn = stdio._create_platform_compatible_process
+    if getattr(spawn, "_agl_bounded", False):
+        return
+
+    async def bounded(*args: Any, **kwargs: Any) -> Any:
+        process: Any = await spawn(*args, **kwargs)
+        too_long = _too_long.get()
+        if too_long is not None and getattr(process, "_stdout", None) is not None:  # anyio's asyncio Process
+            process._stdout = _BoundedLines(process._stdout, too_long)
+        return process
+
+    bounded._agl_bounded = True  # type: ignore[attr-defined]
+    stdio._create_platform_compatible_process = bounded
+
+
+def _form_only_session() -> type[ClientSession]:
+    """The SDK's `ClientSession`, declaring form-mode elicitation only (the SDK declares URL mode too)."""
+    global _FormOnlySession
+    if _FormOnlySession is None:
+        from mcp import ClientSession
+        from mcp.types import ElicitationCapability, FormElicitationCapability
+
+        class FormOnly(ClientSession):
+            def _build_capabilities(self, version: str) -> Any:
+                offered = super()._build_capabilities(version)
+                return offered.model_copy(
+                    update={"elicitation": ElicitationCapability(form=FormElicitationCapability())}
+                )
+
+        _FormOnlySession = FormOnly
+    return _FormOnlySession
+
+
+_FormOnlySession: type[ClientSession] | None = None
 
 
 @contextlib.asynccontextmanager

@@ -62,8 +62,12 @@ function render({ model, el }) {
   const title = model.get("title");
   if (title) form.append(element("div", { class: "agl-form-title" }, title));
 
+  // An "actions" field is not drawn as a row: its options are the form's buttons (Accept, Decline, Cancel), and
+  // its value is the button pressed; the first one is what Enter presses.
+  let pressed = null;
   const fields = model.get("fields").map((spec, i) => {
     const id = `${prefix}-${i}`;
+    if (spec.kind === "actions") return { actions: spec.options, read: () => pressed, inputs: [], row: null, error: null };
     const row = element("div", { class: `agl-form-row agl-form-${spec.kind}` });
     const made = spec.kind === "choice" ? choiceField(spec, id)
       : spec.kind === "confirm" ? confirmField(id)
@@ -84,10 +88,15 @@ function render({ model, el }) {
   });
 
   const message = element("div", { class: "agl-form-error agl-form-message", "aria-live": "polite" });
-  const submit = element("button", { type: "submit", class: "agl-form-submit" }, "Submit");
+  const named = fields.find((f) => f.actions);
+  const buttons = (named ? named.actions : ["Submit"]).map((text, i) => {
+    const button = element("button", { type: "submit", class: i === 0 ? "agl-form-submit" : "agl-form-submit agl-form-other" }, text);
+    button.dataset.action = text;
+    return button;
+  });
   const status = element("span", { class: "agl-form-status", "aria-live": "polite" });
   const actions = element("div", { class: "agl-form-actions" });
-  actions.append(submit, status);
+  actions.append(...buttons, status);
   form.append(message, actions);
   el.append(form);
 
@@ -101,6 +110,7 @@ function render({ model, el }) {
   // Enter in a single-line input submits the form natively; a textarea keeps Enter for new lines.
   const onSubmit = (event) => {
     event.preventDefault();
+    pressed = event.submitter?.dataset.action ?? buttons[0].dataset.action;
     send();
   };
   // Keys typed into the form are the person's answer, not notebook shortcuts (a, b, d d, arrows, Shift+Enter);
@@ -109,6 +119,7 @@ function render({ model, el }) {
     if (!event.ctrlKey && !event.altKey && !event.metaKey && event.key !== "Escape") event.stopPropagation();
     if (event.key === "Enter" && event.target.type === "radio") {
       event.preventDefault();
+      pressed = buttons[0].dataset.action;
       send();
     }
   };
@@ -118,6 +129,7 @@ function render({ model, el }) {
   const show = () => {
     const errors = model.get("errors") ?? [];
     fields.forEach((field, i) => {
+      if (!field.row) return;
       const text = errors[i] || "";
       field.error.textContent = text;
       field.row.classList.toggle("agl-form-invalid", !!text);
@@ -129,9 +141,9 @@ function render({ model, el }) {
     message.textContent = model.get("message") || "";
     const accepted = !!model.get("accepted");
     if (accepted) {
-      status.textContent = "Submitted.";
+      status.textContent = pressed && named ? `${pressed}: sent.` : "Submitted.";
       for (const field of fields) for (const input of field.inputs) input.disabled = true;
-      submit.disabled = true;
+      for (const button of buttons) button.disabled = true;
     } else if (model.get("checked") >= attempt) {
       const wrong = errors.filter((e) => e).length + (model.get("message") ? 1 : 0);
       status.textContent = attempt === 0 ? "" : wrong ? "Please correct the answer above." : "";

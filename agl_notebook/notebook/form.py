@@ -20,7 +20,7 @@ import traitlets
 
 from .._secrets import scrub, scrub_text, secrets_from_environment
 from ..errors import InputError
-from ..screens import ChoiceInput, ConfirmInput, Input, NumberInput, Screen
+from ..screens import ActionInput, ChoiceInput, ConfirmInput, Input, NumberInput, Screen
 
 _TICK = 0.1  # seconds between wake-ups while waiting for an answer
 _HERE = Path(__file__).parent
@@ -105,6 +105,9 @@ class _Form:
         count = len(self.screen.inputs)
         if not isinstance(raw, list) or len(raw) != count:
             return None, [""] * count, f"The form sent {raw!r:.80} instead of {count} value(s); please submit again."
+        first = self.screen.inputs[0]
+        if isinstance(first, ActionInput) and raw[0] in first.dismissing:  # declined or cancelled: no field read
+            return [raw[0], *([None] * (count - 1))], [""] * count, ""
         values: list[object] = []
         errors: list[str] = []
         for item, shown, value in zip(self.screen.inputs, self._options, raw, strict=True):
@@ -144,6 +147,8 @@ def _field(item: Input) -> dict[str, Any]:
     """What the frontend needs to draw one input."""
     if isinstance(item, ConfirmInput):
         return {"kind": "confirm", "label": item.label}
+    if isinstance(item, ActionInput):  # the form's buttons, in place of Submit
+        return {"kind": "actions", "label": item.label, "options": list(item.options)}
     if isinstance(item, ChoiceInput):
         # No preselected option: a default would reach the agent, and the record, as a choice nobody made.
         return {"kind": "choice", "label": item.label, "options": list(item.options), "placeholder": "Choose one\u2026"}

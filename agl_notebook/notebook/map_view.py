@@ -28,7 +28,7 @@ from .._secrets import scrub_text, secrets_from_environment
 from .._view_values import escaped
 from ..approvals import ApprovalRequest, Approve, decide
 from ..errors import InputError
-from ..events import Event
+from ..events import ApprovalDecided, ApprovalRequested, Event, QuestionAnswered, QuestionAsked
 from ..payloads import JsonObject
 from ..replay.records import StepRecord
 from ..roles import Role
@@ -100,7 +100,9 @@ class NotebookMapView:
         self._timer: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._asking: asyncio.Lock | None = None
-        self._waiting = 0
+        # Questions and approvals not yet answered, by item: counted from the item's events, which come before the
+        # terminal's one-at-a-time lock (a count taken here in the queue saw only the item past that lock).
+        self._waiting: dict[tuple[int, int], int] = {}
         self._always: set[str] = set()  # tools the person chose to always approve: queued calls of them pass
         self.redraws = 0
         """How many times the live widget was redrawn (each one widget message)."""
@@ -209,10 +211,7 @@ class NotebookMapView:
             raise InputError("A map item's question can only be drawn while the map's live view is shown.")
         if self._asking is None:
             self._asking = asyncio.Lock()
-        self._waiting += 1
-        self.changed(item)
         await self._asking.acquire()
-        self._waiting -= 1
         import ipywidgets as widgets
 
         label = escaped(_one_line(item.input_json, self._secrets), self._secrets)
@@ -253,7 +252,8 @@ class NotebookMapView:
         if ended and state.queued + state.running:
             seconds = elapsed / ended * (state.queued + state.running)
             left = f", about {_duration(seconds)} left"
-        waiting = f", {self._waiting} waiting for you" if self._waiting else ""
+        asking = sum(1 for count in self._waiting.values() if count > 0)
+        waiting = f", {asking} waiting for you" if asking else ""
         share = ended / state.total if state.total else 1.0
         bar = (
             f'<div style="height:6px;background:rgba(127,127,127,0.2);border-radius:3px;margin:2px 0 4px 0">'
@@ -298,8 +298,16 @@ class NotebookMapView:
             f"</b> {escaped(item.reasoning, self._secrets)}</div>"
         )
 
+    def _asked(self, item: MapItem, change: int) -> None:
+        """One more (``change`` 1) or one fewer (-1) of the item's questions and approvals waits for the person."""
+        key = (item.index, item.repeat)
+        self._waiting[key] = max(0, self._waiting.get(key, 0) + change)
+        self._dirty()
+
     def _ended(self, item: MapItem, trace: StepTrace, *, failed: bool) -> None:
         """An item's step ended: keep its trace if the table can show its row (a repeated input's row: repeat 0)."""
+        if self._waiting.pop((item.index, item.repeat), 0):  # a question that ended unanswered (the step failed)
+            self._dirty()
         if item.index < ROWS and item.repeat == 0:
             self._traces[item.index] = trace
         elif failed and item.index >= ROWS and self._kept_failures < KEPT_FAILURES:
@@ -321,8 +329,12 @@ class _ItemView:
         """Nothing to draw: the map's view shows the item's row."""
 
     def event(self, event: Event) -> None:
-        """Fold the event into the item's trace."""
+        """Fold the event into the item's trace; count the item's questions waiting for the person."""
         self.trace.apply(event)
+        if isinstance(event, QuestionAsked | ApprovalRequested):
+            self._map._asked(self.item, 1)
+        elif isinstance(event, QuestionAnswered | ApprovalDecided):
+            self._map._asked(self.item, -1)
 
     def finish(self, record: StepRecord | None) -> None:
         """The item's step finished (``record`` None: mode ``off``, nothing kept)."""

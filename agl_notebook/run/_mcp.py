@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ..mcp.listing import OfferedTool, ServerTools
     from ..mcp.servers import MCPServer
     from ..replay.modes import Mode
+    from ..terminals import Terminal
 
 
 class StepMCP:
@@ -118,8 +119,11 @@ class StepMCP:
 
         return Tool(t.name, t.description, dict, _not_called, payload_spec(t), self.policy(t))
 
-    async def live_tools(self, gate_of: GateOf | None = None) -> list[LoopTool]:
-        """The offered tools, each calling its server, its arguments checked first, gated by ``gate_of``."""
+    async def live_tools(self, gate_of: GateOf | None = None, terminal: Terminal | None = None) -> list[LoopTool]:
+        """The offered tools, each calling its server, its arguments checked first, gated by ``gate_of``.
+
+        A server's request for input during a call is shown on ``terminal`` (none: it is declined as unsupported).
+        """
         from ..mcp import _sessions
 
         listed = await self.list_live()
@@ -127,7 +131,7 @@ class StepMCP:
         for server, tools in zip(self.servers, listed, strict=True):
             for t in tools.tools:
                 gate = gate_of(self.gated(t)) if gate_of is not None else None
-                loop_tools.append(_live_tool(server, t, _sessions, gate))
+                loop_tools.append(_live_tool(server, t, _sessions, gate, terminal))
         return loop_tools
 
     def recorded_tools(self, record: StepRecord, gate_of: GateOf | None = None) -> list[LoopTool]:
@@ -180,20 +184,52 @@ def _spec(t: OfferedTool) -> ToolSpec:
     return ToolSpec(t.name, t.description, t.input_schema)
 
 
-def _live_tool(server: MCPServer, t: OfferedTool, sessions: Any, gate: Gate | None) -> LoopTool:
+def _live_tool(
+    server: MCPServer, t: OfferedTool, sessions: Any, gate: Gate | None, terminal: Terminal | None
+) -> LoopTool:
     from ..mcp.results import argument_checker, output_schema_broken, result_text
 
     async def call(arguments: Any, call_id: str) -> tuple[str, bool]:
         connection = await sessions.connect(server)
+        failed: list[Exception] = []
+        ask = _asker(server, t, terminal, failed) if terminal is not None else None
         try:
-            result = await connection.call(t.server_name, arguments, call_id)
+            result = await connection.call(t.server_name, arguments, call_id, ask)
         except RuntimeError as e:
             if isinstance(e, MCPServerError):
                 raise
             return output_schema_broken(t, str(e))
+        if failed:  # nobody could answer the server's question (headless, no answer given): the step fails so
+            raise failed[0]
         return result_text(t, result)
 
     return LoopTool(_spec(t), call, argument_checker(t), gate)
+
+
+def _asker(server: MCPServer, t: OfferedTool, terminal: Terminal, failed: list[Exception]) -> Any:
+    """How a call to ``t`` answers its server's request for input: a question on ``terminal`` (docs/mcp.md).
+
+    Runs in the calling step's context, so the question is that step's (its view, its record, its map item). A
+    question nobody can answer is cancelled for the server, and its error kept in ``failed`` for the step.
+    """
+
+    async def ask(params: Any, others: tuple[str, ...]) -> Any:
+        from mcp.types import INVALID_PARAMS, ElicitResult, ErrorData
+
+        from ..mcp.elicitation import UnsupportedRequest, elicitation
+
+        try:
+            made = elicitation(server.name, t.name, params)
+        except UnsupportedRequest as e:
+            return ErrorData(code=INVALID_PARAMS, message=str(e))
+        try:
+            answer = await terminal.show(lambda: made.screen)
+        except Exception as e:
+            failed.append(e)
+            return ElicitResult(action="cancel")
+        return ElicitResult(**made.result(answer))
+
+    return ask
 
 
 def _recorded_tool(

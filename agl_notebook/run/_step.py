@@ -307,9 +307,46 @@ class StepPlan:
     async def _live_mcp(self, gate_of: GateOf) -> list[LoopTool]:
         if self.mcp is None:
             return []
-        tools = await self.mcp.live_tools(gate_of)
+        tools = await self.mcp.live_tools(gate_of, self.gatekeeper.terminal)
         self._note_mcp_parts()
-        return tools
+        return [self._keeping_questions(t) for t in tools]
+
+    def _keeping_questions(self, tool: LoopTool) -> LoopTool:
+        """``tool``, its call's questions (an MCP server's requests for input) kept for the record by call id."""
+
+        async def call(payload: Any, call_id: str) -> tuple[str, bool]:
+            __tracebackhide__ = True
+            asked = len(self.scope.questions)
+            self._running = (call_id, asked)
+            try:
+                result = await tool.call(payload, call_id)
+            finally:
+                self._running = None
+            self.questions.extend(
+                RecordedQuestion(call_id, q.text, q.inputs, q.answer) for q in self.scope.questions[asked:]
+            )
+            return result
+
+        return dataclasses.replace(tool, call=call)
+
+    def _telling_questions(self, tool: LoopTool, record: StepRecord) -> LoopTool:
+        """``tool``, telling the views a recorded call's questions again before it answers from ``record``."""
+
+        async def call(payload: Any, call_id: str) -> tuple[str, bool]:
+            __tracebackhide__ = True
+            self._tell_questions(record, call_id)
+            return await tool.call(payload, call_id)
+
+        return dataclasses.replace(tool, call=call)
+
+    def _tell_questions(self, record: StepRecord, call_id: str, *, keep: bool = False) -> None:
+        """Tell the views the questions ``record`` keeps for ``call_id`` (with ``keep``, kept for the new record)."""
+        for q in record.questions:
+            if q.tool_call_id == call_id:
+                self.scope.emit(QuestionAsked(q.text, q.inputs))
+                self.scope.emit(QuestionAnswered(q.text, q.answer))
+                if keep:
+                    self.questions.append(q)
 
     def _note_mcp_parts(self) -> None:
         """Add each MCP tool's digest to the fingerprint's parts (kept in the record; the id is unchanged)."""
@@ -342,9 +379,12 @@ class StepPlan:
         tools = [self._replay_tool(t, record, results) for t in self.tools]
         if self.mcp is not None:
             told = _results_of(record, results)
-            tools += self.mcp.recorded_tools(
-                record, lambda t: self.gatekeeper.replay_gate(t, record.decisions, self.scope, told(t.name))
-            )
+            tools += [
+                self._telling_questions(t, record)
+                for t in self.mcp.recorded_tools(
+                    record, lambda t: self.gatekeeper.replay_gate(t, record.decisions, self.scope, told(t.name))
+                )
+            ]
         model: Model = RecordedModel(record)
         if self.fork is not None:  # where its live turns began is told where it was told live
             model = self._fork_point(record, model)
@@ -381,7 +421,7 @@ class StepPlan:
         mcp = await self._live_mcp(
             lambda t: self.gatekeeper.resume_gate(t, partial.decisions, self.scope, set(results), told(t.name))
         )
-        tools += [_answered_from(t, results) for t in mcp]
+        tools += [_answered_from(t, results, lambda i: self._tell_questions(partial, i, keep=True)) for t in mcp]
         outcome = await self._loop(model, tools)
         return dataclasses.replace(outcome, usage=partial.usage + outcome.usage)
 
@@ -683,12 +723,19 @@ def _results_of(
     return of_tool
 
 
-def _answered_from(tool: LoopTool, results: dict[str, ToolResultBlock]) -> LoopTool:
-    """``tool``, answering a call with a recorded result from ``results`` without running it (a resumed step)."""
+def _answered_from(
+    tool: LoopTool, results: dict[str, ToolResultBlock], told: Callable[[str], object] | None = None
+) -> LoopTool:
+    """``tool``, answering a call with a recorded result from ``results`` without running it (a resumed step).
+
+    ``told``: called with the id of a call answered from the record first (it tells that call's questions).
+    """
 
     async def call(payload: Any, call_id: str) -> tuple[str, bool]:
         recorded = results.get(call_id)
         if recorded is not None:
+            if told is not None:
+                told(call_id)
             return result_text(recorded), recorded.is_error
         return await tool.call(payload, call_id)
 

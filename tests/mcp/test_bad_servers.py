@@ -11,7 +11,7 @@ from agl_notebook.mcp.servers import MCPServer
 from agl_notebook.replay.stores import MemoryStore
 from tests.support.reliability_report import ReliabilityNotes
 
-from .conftest import fault_server, gone, role
+from .conftest import fault_server, gone, role, wait_until_gone
 
 pytestmark = pytest.mark.reliability  # its notes make docs/reliability.md (make reliability-report)
 
@@ -60,7 +60,7 @@ async def test_tools_colliding_after_the_prefix_or_with_the_role_own(tag: str, r
     assert "has the name of one of the MCP server 'one''s tools; give the server a prefix" in str(error)
     # The same prefix on both collides too, named as offered; distinct prefixes do not.
     error = await fails(fault_server(tag, name="one", prefix="a_"), fault_server(tag, name="two", prefix="a_"))
-    assert "the tool 'a_audio' of the MCP server 'two'" in str(error)
+    assert "the tool 'a_ask' of the MCP server 'two'" in str(error)  # the first name of both, sorted
     store = MemoryStore()
     model = ScriptedModel([ScriptedTurn(calls=[ScriptedCall("b_echo", {"text": "x"})]), REPORT])
     both = role(fault_server(tag, name="one", prefix="a_"), fault_server(tag, name="two", prefix="b_"))
@@ -132,3 +132,103 @@ def test_a_recursive_schema_that_consumes_input_is_accepted() -> None:
         MCPServer.stdio("s", "x"), [{"name": "t", "description": "d", "inputSchema": tree}]
     ).tools
     assert offered.input_schema is tree
+
+
+# A server writing one endless line, measured in a worker process capped in memory: before the bound, the SDK kept the
+# unended line whole (and copied it at every chunk), so 100 MB cost several times that and ended in a MemoryError.
+FLOOD_WORKER = """
+import asyncio, json, resource, sys, time
+from agl_notebook import Run, ScriptedCall, ScriptedModel, ScriptedTurn
+from agl_notebook.mcp import _sessions
+from agl_notebook.replay.stores import MemoryStore
+from tests.mcp.conftest import fault_server, role
+
+def kb(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+
+async def main(tag, cap_mb):
+    store = MemoryStore()
+    model = ScriptedModel([ScriptedTurn(calls=[ScriptedCall("flood", {})]),
+                           ScriptedTurn(calls=[ScriptedCall("report", {"text": "done"})])])
+    run = Run(model=model, store=store, mode="refresh")
+    server = fault_server(tag, "flood", name="flooder")
+    await _sessions.connect(server)  # started and listed before the measure
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    start = kb("VmRSS")
+    cap = kb("VmSize") * 1024 + cap_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    began, error = time.monotonic(), None
+    try:
+        await run.step(role(server), "go")
+    except BaseException as e:
+        error = e
+    seconds = time.monotonic() - began
+    growth = (max(kb("VmHWM"), start) - start) / 1024
+    await _sessions.close_loop()
+    print(json.dumps({"error": type(error).__name__, "message": str(error), "server": getattr(error, "server", None),
+                      "tool": getattr(error, "tool", None), "growth_mb": round(growth, 1),
+                      "seconds": round(seconds, 2), "records": len(store.records())}))
+
+asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+"""
+
+
+def test_a_line_without_end_is_cut_at_the_bound_with_memory_bounded(tag: str, reliability: ReliabilityNotes) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from agl_notebook.mcp._sessions import MAX_LINE_BYTES
+    from tests.support.paths import ROOT
+
+    cap_mb = 256  # the 100 MB line, kept whole and copied as the SDK reads it, would need several times this
+    done = subprocess.run(
+        [sys.executable, "-c", FLOOD_WORKER, tag, str(cap_mb)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["error"] == "MCPServerError", found
+    assert (found["server"], found["tool"], found["records"]) == ("flooder", "flood", 0), found
+    assert found["message"].startswith(
+        "The MCP server 'flooder' (calling its tool 'flood') wrote a line of over 16 MiB on stdout without ending it"
+    ), found
+    assert found["growth_mb"] < 4 * MAX_LINE_BYTES / 2**20, found  # the SDK's string of the line and its copies
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]  # nothing logged by the SDK's reader
+    assert wait_until_gone(tag) == []
+    reliability.note(
+        "Model faults",
+        "an MCP server writing a 100 MB line with no newline on stdout",
+        f"cut at {MAX_LINE_BYTES // 2**20} MiB: the step fails with MCPServerError naming the server and the tool; "
+        f"{found['growth_mb']} MB grown in a memory-capped worker; nothing recorded; no process left",
+        records_lost=0,
+    )
+
+
+async def test_the_line_bound_counts_the_bytes_since_the_last_newline() -> None:
+    """The counter the real test above goes through: long lines that end pass; one a byte over the bound ends."""
+    import anyio
+
+    from agl_notebook.mcp._sessions import MAX_LINE_BYTES, _BoundedLines
+
+    half = MAX_LINE_BYTES // 2
+    chunks = [b"a" * half + b"\n" + b"b" * half, b"c" * (half - 1) + b"\n", b"d" * MAX_LINE_BYTES, b"\n"]
+
+    class Chunks:
+        async def receive(self, max_bytes: int = 65536) -> bytes:
+            return chunks.pop(0)
+
+    told: list[str] = []
+    stream = _BoundedLines(Chunks(), lambda: told.append("too long"))
+    for _ in range(4):  # a whole line of exactly MAX_LINE_BYTES (the "d"s) is allowed
+        await stream.receive()
+    assert told == []
+    chunks[:] = [b"f" * MAX_LINE_BYTES, b"g"]
+    await stream.receive()
+    with pytest.raises(anyio.EndOfStream):
+        await stream.receive()  # the "f"s, then "g": a byte over
+    assert told == ["too long"]
+    with pytest.raises(anyio.EndOfStream):
+        await stream.receive()  # and it stays ended

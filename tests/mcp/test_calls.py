@@ -14,7 +14,7 @@ from agl_notebook.replay.stores import MemoryStore
 from agl_notebook.transcript import ToolResultBlock, block_to_json
 from tests.support.mcp_servers import PNG_1PX
 
-from .conftest import EXAMPLE_SERVER, HttpServer, example_server, fault_server, role
+from .conftest import EXAMPLE_SERVER, FAULT_SERVER, HttpServer, example_server, fault_server, gone, role, start_http
 
 
 def script(*calls: tuple[str, dict[str, Any]]) -> ScriptedModel:
@@ -69,7 +69,7 @@ async def test_a_call_and_an_argument_the_agent_corrects_after_the_schema_says_w
 async def test_the_listing_is_offered_with_names_descriptions_and_schemas(
     transport: str, tag: str, http_example: HttpServer
 ) -> None:
-    options = {"prefix": "u_", "exclude": ["add_note"]}
+    options = {"prefix": "u_", "exclude": ["add_note", "clear_notes"]}
     server = (
         example_server(tag, **options) if transport == "stdio" else MCPServer.http("units", http_example.url, **options)  # type: ignore[arg-type]
     )
@@ -133,3 +133,45 @@ async def test_a_server_that_cannot_start_fails_the_step_naming_it_and_recording
         await run_step(server, script(("anything", {})), store)
     assert "no-such-program" in caught.value.stderr
     assert not store.records()
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_a_server_that_says_its_tools_changed_is_listed_again_by_the_next_step(transport: str, tag: str) -> None:
+    from agl_notebook.mcp import _sessions
+
+    http = start_http(FAULT_SERVER, "changing") if transport == "http" else None
+    server = fault_server(tag, "changing", name="changing") if http is None else MCPServer.http("changing", http.url)
+    try:
+        await grow_then_use(server)
+    finally:
+        await _sessions.close_loop()
+        if http is not None:
+            http.process.kill()
+            http.process.wait()
+    assert await gone(tag) == []
+
+
+async def grow_then_use(server: MCPServer) -> None:
+    import asyncio
+    import time
+
+    from agl_notebook.mcp import _sessions
+
+    store = MemoryStore()
+    await Run(model=script(("grow", {})), store=store, mode="refresh").step(role(server), "grow a tool")
+    # Over stdio the notice comes before the call's result; over HTTP on the server's own stream, a moment after it.
+    connection = _sessions.running(server)
+    assert connection is not None
+    deadline = time.monotonic() + 10
+    while connection._listed_again and time.monotonic() < deadline:  # noqa: ASYNC110 - no event to wait on
+        await asyncio.sleep(0.01)
+    # The same session (no restart): the server's notice makes the next step list the tools again.
+    await Run(model=script(("grown_1", {})), store=store, mode="refresh").step(role(server), "use the new tool")
+    assert _sessions.running(server) is connection, "the session was not started again"
+    first, second = store.records()
+    offered = [[t["name"] for t in r.engine["mcp"]["changing"]["tools"]] for r in (first, second)]  # type: ignore[index, union-attr, call-overload]
+    assert offered == [["grow"], ["grow", "grown_1"]], offered
+    said = [
+        b.content for r in (first, second) for m in r.transcript for b in m.content if isinstance(b, ToolResultBlock)
+    ]
+    assert said[0] == "added grown_1" and said[2] == "grown_1 ran", said

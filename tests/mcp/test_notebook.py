@@ -35,5 +35,9 @@ def test_the_mcp_notebook_replays_under_nbval_with_the_server_command_unavailabl
     done = nbval(copy, {"PATH": str(tmp_path / "empty")})
 
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "10_mcp_tools.ipynb: 1 step replayed from its recordings; 0 model calls" in done.stdout
+    assert "10_mcp_tools.ipynb: 2 steps replayed from its recordings; 0 model calls" in done.stdout
     assert not marker.exists(), "the server's command ran during the replay"
+    # The server's question (clear_notes elicits) is kept with its call and told again by the replay.
+    (asked,) = [q for r in notebook["metadata"]["agl_notebook"]["records"] for q in r.get("questions", [])]
+    assert asked["answer"] == ["Accept", True, None] and asked["text"].startswith("Clear the 1 notes?"), asked
+    assert asked["inputs"] == ["Response", "Confirm", "Keep, optional"], asked

@@ -10,6 +10,9 @@ agl_notebook. KIND chooses what it does:
 - ``huge``: 5,000 tools. ``refcycle``: a schema whose references loop. ``badname``: a tool the Messages API would
   refuse. ``bigschema``: a 100 KB schema. ``remote_ref``: a $ref to a URL.
 - ``garbage``: answers its first message with a line that is not JSON-RPC.
+- ``flood``: one tool, ``flood``, which writes 100 MB to stdout with no newline, then waits.
+- ``changing``: the tool ``grow`` adds a tool (``grown_1``, ``grown_2``...) and says so
+  (notifications/tools/list_changed).
 - ``stubborn``: the ``faults`` tools, but it ignores SIGTERM and stays after its stdin closes (only SIGKILL ends it).
 
 ``--tag`` is ignored: it marks the process's command line, so a test can count the processes it started.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 from typing import Any
@@ -51,10 +55,41 @@ def fault_tools(version: int) -> list[types.Tool]:
         _tool("fails", "Always fail.", {}),
         _tool("image", "Return a one-pixel image.", {}),
         _tool("audio", "Return a sound.", {}),
+        _tool("ask", "Ask the person for a booking (MCP elicitation) and say what came back.", {}),
+        _tool("ask_url", "Ask the person in URL mode (never offered).", {}),
+        _tool("ask_array", "Ask for a multi-select (not shown as a form).", {}),
+        _tool("ask_slow", "Ask the person, then take longer than the call timeout would allow without a pause.", {}),
     ]
 
 
+BOOKING = {
+    "type": "object",
+    "properties": {
+        "email": {"type": "string", "format": "email", "title": "Email", "description": "Where to send it."},
+        "nights": {"type": "integer", "minimum": 1, "maximum": 14, "title": "Nights"},
+        "room": {"type": "string", "enum": ["single", "double"], "enumNames": ["Single room", "Double room"]},
+        "breakfast": {"type": "boolean", "title": "Breakfast"},
+        "note": {"type": "string", "title": "Note", "maxLength": 40},
+    },
+    "required": ["email", "nights", "room", "breakfast"],
+}
+"""What the ``ask`` tool requests: a string with a format, an integer with bounds, a titled enum, a boolean, an
+optional string."""
+
+
+FLOOD_BYTES = 100 * 1024 * 1024
+_WIRE: list[int] = []
+"""A copy of the stdout the client reads (``flood``): the SDK's stdio server points fd 1 at stderr while it runs."""
+_GROWN: list[str] = []
+"""The tools ``grow`` added (``changing``)."""
+
+
 def listing(kind: str, version: int) -> list[types.Tool]:
+    if kind == "flood":
+        return [_tool("flood", "Write one endless line.", {})]
+    if kind == "changing":
+        grown = [_tool(name, "A tool added while the server ran.", {}) for name in _GROWN]
+        return [_tool("grow", "Add a tool, and say the tools changed.", {}), *grown]
     if kind == "huge":
         return [_tool(f"tool_{i}", f"Tool number {i}.") for i in range(5000)]
     if kind == "refcycle":
@@ -75,7 +110,7 @@ def listing(kind: str, version: int) -> list[types.Tool]:
     return fault_tools(version)
 
 
-async def call(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+async def call(name: str, arguments: dict[str, Any], ctx: Any = None) -> types.CallToolResult:
     def text(value: str, *, error: bool = False) -> types.CallToolResult:
         return types.CallToolResult(content=[types.TextContent(type="text", text=value)], is_error=error)
 
@@ -101,6 +136,36 @@ async def call(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         return text("the thing failed", error=True)
     if name == "image":
         return types.CallToolResult(content=[types.ImageContent(type="image", data=PNG_1PX, mime_type="image/png")])
+    if name in ("ask", "ask_slow", "ask_array"):
+        schema: dict[str, Any] = BOOKING
+        if name == "ask_array":
+            items = {"type": "string", "enum": ["a", "b"]}
+            schema = {"type": "object", "properties": {"many": {"type": "array", "items": items}}}
+        try:
+            answer = await ctx.session.elicit_form("Book a room?", schema, related_request_id=ctx.request_id)
+        except Exception as e:  # the client refused the request: the tool says so
+            return text(f"elicitation failed: {e}", error=True)
+        if name == "ask_slow":
+            await asyncio.sleep(0.5)
+        said = answer.model_dump(mode="json", exclude_none=True)
+        return text(f"{answer.action}: {json.dumps(said.get('content'), sort_keys=True)}")
+    if name == "ask_url":
+        try:
+            answer = await ctx.session.elicit_url("Sign in", "https://example.invalid/x", "e1", ctx.request_id)
+        except Exception as e:
+            return text(f"elicitation failed: {e}", error=True)
+        return text(answer.action)
+    if name == "flood":
+        block = b"x" * (1024 * 1024)
+        for _ in range(FLOOD_BYTES // len(block)):
+            os.write(_WIRE[0], block)  # a blocking write: the pipe fills until the client reads (or stops reading)
+        await asyncio.sleep(3600)
+    if name == "grow":
+        _GROWN.append(f"grown_{len(_GROWN) + 1}")
+        await ctx.session.send_tool_list_changed()
+        return text(f"added {_GROWN[-1]}")
+    if name.startswith("grown_"):
+        return text(f"{name} ran")
     if name == "audio":
         return types.CallToolResult(content=[types.AudioContent(type="audio", data="AAAA", mime_type="audio/wav")])
     return text(f"no tool {name}", error=True)
@@ -111,7 +176,7 @@ def build(kind: str, version: int) -> Server[Any]:
         return types.ListToolsResult(tools=listing(kind, version))
 
     async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await call(params.name, params.arguments or {})
+        return await call(params.name, params.arguments or {}, ctx)
 
     return Server("test-" + kind, on_list_tools=on_list_tools, on_call_tool=on_call_tool)
 
@@ -148,6 +213,7 @@ def main() -> None:
         while True:
             time.sleep(3600)
     server = build(options.kind, options.version)
+    _WIRE.append(os.dup(1))
     if options.http:
         import uvicorn
 
