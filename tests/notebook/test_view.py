@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -394,7 +395,7 @@ async def test_a_record_drawn_before_fork_snippets_replays_without_them_and_a_ne
             model=ScriptedModel(SCRIPT),
             store=MemoryStore([kept]),
             mode="replay",
-            view=lambda role, display=display: NotebookView(role, display=display, live=False),
+            view=functools.partial(NotebookView, display=display, live=False),
         )
         await replay.step(ROLE, "Is it fine?")
         ((bundle, _),) = display.shown
