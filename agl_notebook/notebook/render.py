@@ -57,6 +57,7 @@ from ..events import (
 from ..functions.events import ApiResponded, ErrorHandled, FunctionCalled, FunctionEvent, FunctionReturned, Logged
 from ..models.prices import RecordedCost, dollars
 from ..payloads import JsonObject, JsonValue
+from .change_view import change_html, change_text
 
 INTERRUPTIONS = ("KeyboardInterrupt", "CancelledError", "StepInterrupted")
 """The errors that mean the person (or a cancelled task) stopped the step, rather than something going wrong."""
@@ -169,6 +170,8 @@ class StepTrace:
     """False when the step finished and nothing was recorded (mode ``off``): its view says so."""
     spent_now: str | None = None
     """Live only: what the Run has spent so far (never drawn once the step ends, so never saved)."""
+    change: JsonObject | None = None
+    """What changed since the step's previous version, from its record (docs/iterating.md); None: nothing drawn."""
     _depth: int = field(default=0, init=False, repr=False, compare=False)
     """The depth of the agent function running now (what a log or an API response belongs to)."""
 
@@ -378,6 +381,8 @@ def render_text(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
         lines.append(f"  error: {show(trace.error[0])}: {show(trace.error[1])}")
     if trace.cost is not None:
         lines.append(f"  cost: {_cost_text(trace)}")
+    if trace.change is not None:
+        lines.extend(change_text(trace.change, secrets))
     return scrub_text("\n".join(lines), secrets)  # a net: every value above is scrubbed already
 
 
@@ -464,6 +469,8 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None, *, liv
             f'<div style="{_NOTE}" title="What the step cost when it was recorded, at the rates of that day">'
             f"{esc(_cost_text(trace))}</div>"
         )
+    if trace.change is not None:
+        parts.append(change_html(trace.change, esc))
     parts.append("</div>")
     return "".join(parts)
 

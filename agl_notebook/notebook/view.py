@@ -235,6 +235,8 @@ class NotebookView:
             self._timer = None
         if record is not None and record.cost is not None:
             self.trace.take_cost(record.cost, record.usage.tokens)
+        if record is not None:
+            self.trace.change = record.change
         if record is None and self.trace.state == "finished":
             self.trace.recorded = False  # mode "off": finished, and nothing kept
         bundle = final_bundle(self.trace, self._secrets)

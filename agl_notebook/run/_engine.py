@@ -7,6 +7,7 @@ item (`Context.keeps_failures`) that fails leaves a failure record instead, whic
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -28,6 +29,14 @@ from ..replay.explain import Miss, explain_miss, note_miss, note_used
 from ..replay.modes import Mode
 from ..replay.records import RecordedFailure, StepRecord, recorded_failure, resume_refusal
 from ..replay.stores import PartialStore, RecordingWarning, Store
+from ..replay.versions import (
+    ContentIndex,
+    VersionIndex,
+    change_summary,
+    deduplicated,
+    keep_versions,
+    previous_version,
+)
 from .environment import Environment
 from .occurrences import Occurrences
 from .units import Relisting, Resumable, TapedUnit, Unit
@@ -46,6 +55,8 @@ class Context:
     keeps_failures: bool = False
     """A `run.map` item's: a failure in mode ``auto`` or ``refresh`` keeps a failure record, mode ``replay`` replays
     one, and a failed item keeps its occurrence number (items are numbered in input order whatever their outcome)."""
+    versions: MapVersions | None = None
+    """A map's index of its previous records and their contents, built once (`MapVersions`); None for a step."""
 
     def execution_key(self) -> object:
         """What occurrence numbers count within: the whole Run, or a cell execution in a notebook."""
@@ -191,7 +202,10 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
 
                 raise asyncio.CancelledError
             if mode != "off":
-                kept = store.put(unit.record(record_id, occurrence, outcome, context.cell_id()))
+                record = unit.record(record_id, occurrence, outcome, context.cell_id())
+                if record.contents:  # a step of a role: it says what changed since its previous version
+                    record = with_versions(record, mode, context)
+                kept = store.put(record)
                 note_used(context.cell_id(), execution, kept.id)
     except BaseException as e:  # KeyboardInterrupt and cancellation wipe the step too
         if not replays_failure:
@@ -231,6 +245,78 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
     if view is not None:
         view.finish(kept)
     return outcome
+
+
+class MapVersions:
+    """A map's previous records by (role, input digest, occurrence) and their contents, indexed once per map.
+
+    Built when the first item runs live (a map that replays whole never pays for it), from the records its store
+    held then: the previous run's.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._built: tuple[VersionIndex, ContentIndex] | None = None
+
+    def _build(self) -> tuple[VersionIndex, ContentIndex]:
+        if self._built is None:
+            records = self._store.records()
+            self._built = (VersionIndex(records), ContentIndex(records))
+        return self._built
+
+    @property
+    def index(self) -> VersionIndex:
+        """The previous records by (role, input digest, occurrence)."""
+        return self._build()[0]
+
+    @property
+    def contents(self) -> ContentIndex:
+        """The contents they (and the items recorded since) keep."""
+        return self._build()[1]
+
+
+def with_versions(record: StepRecord, mode: Mode, context: Context) -> StepRecord:
+    """``record`` with its change since its previous version, its contents kept once, and (mode ``refresh``) the
+    version it replaces kept inside it (docs/iterating.md)."""
+    store = context.store
+    replaced = store.get(record.id) if mode == "refresh" else None
+    if replaced is not None and not replaced.finished:
+        replaced = None
+    versions = context.versions
+    if versions is not None:
+        contents = versions.contents
+        previous = replaced or versions.index.previous(
+            record.role, record.parts.get("input", ""), record.occurrence, record.id
+        )
+    else:
+        records = store.records()
+        contents = ContentIndex(records)
+        previous = replaced or previous_version(
+            records,
+            cell_id=record.cell_id,
+            role=record.role,
+            input_digest=record.parts.get("input", ""),
+            occurrence=record.occurrence,
+            not_id=record.id,
+        )
+    if replaced is not None:
+        contents.add(replaced)
+    change = (
+        change_summary(previous, record, contents, keep_result=versions is not None) if previous is not None else None
+    )
+    kept_inside = _older_versions(replaced, keep_versions() - 1) if replaced is not None else None
+    own = deduplicated(record.contents, record.parts, contents)
+    versioned = dataclasses.replace(record, contents=own, change=change, replaced=kept_inside)
+    contents.add(record)  # its full contents: the next item of a map finds them here
+    return versioned
+
+
+def _older_versions(record: StepRecord, keep: int) -> StepRecord | None:
+    """``record`` with at most ``keep`` versions in all (itself and those kept inside it)."""
+    if keep < 1:
+        return None
+    inner = _older_versions(record.replaced, keep - 1) if record.replaced is not None else None
+    return record if inner is record.replaced else dataclasses.replace(record, replaced=inner)
 
 
 def _unit_kind(unit: Unit[Any], context: Context) -> _tally.Kind:
@@ -281,7 +367,13 @@ def keep_failure(
             # The person's recording of the step stays (a partial one that cannot be resumed too, until a refresh
             # replaces it); the failure is shown, not kept.
             return
-        kept = store.put(failure_record(unit, record_id, occurrence, context.cell_id(), failure))
+        record = failure_record(unit, record_id, occurrence, context.cell_id(), failure)
+        versions = context.versions
+        if versions is not None:  # a map item that fails now: newly failing when its previous version finished
+            previous = versions.index.previous(record.role, record.parts.get("input", ""), occurrence, record_id)
+            if previous is not None:
+                record = dataclasses.replace(record, change=change_summary(previous, record, versions.contents))
+        kept = store.put(record)
         note_used(context.cell_id(), context.execution_key(), kept.id)
     except Exception as keeping_error:
         if error is not None:

@@ -36,7 +36,7 @@ from ..replay.records import recorded_failure
 from ..replay.stores import map_store
 from ..roles import Role
 from ..transcript import Message
-from ._engine import Context, keep_failure, run_unit
+from ._engine import Context, MapVersions, keep_failure, run_unit
 from ._judge import Judge, Scoring, Verdict, judge
 from ._map_state import MapItem, MapResults, MapState, MapView, item_fields
 from ._meter import Meter, estimate
@@ -125,7 +125,7 @@ async def run_map(
     number = context.occurrences.take(context.execution_key(), f"map:{base}")
     key = base if number == 0 else f"{base}-{number + 1}"
     store = map_store(run.store, key)
-    item_context = Context(store, context.occurrences, env, keeps_failures=True)
+    item_context = Context(store, context.occurrences, env, keeps_failures=True, versions=MapVersions(store))
     reporting = role.reporting_tool
     # Each input's repeats follow it, so identical steps (an input's repeats) are numbered in input, then repeat,
     # order: the k records of an input are occurrences 0..k-1 of its step, and repeat 0 is the record a map without

@@ -31,8 +31,9 @@ from ..models.base import (
     model_thinks,
 )
 from ..payloads import JsonObject, JsonValue, dump, payload_spec
-from ..replay.fingerprint import Fingerprint, fingerprint
+from ..replay.fingerprint import Fingerprint, fingerprint, tool_json
 from ..replay.records import RecordedQuestion, StepRecord, Waiting
+from ..replay.versions import contents_of
 from ..roles import Role
 from ..tools import ReportingTool, Tool, ToolResult, with_report_instruction
 from ..transcript import Message, RawBlock, TextBlock, ToolResultBlock, ToolUseBlock, user_text
@@ -362,6 +363,7 @@ class StepPlan:
             role=self.role.name,
             backend=self.backend,
             input=self.input_json,
+            contents=self.contents(),
             result=outcome.result_json,
             transcript=outcome.transcript,
             questions=tuple(self.questions),
@@ -372,6 +374,13 @@ class StepPlan:
             cost=self.cost,
             engine=engine,
         )
+
+    def contents(self) -> JsonObject:
+        """What the model was told besides the input, as its record keeps it (docs/iterating.md)."""
+        role = self.role
+        tools = [tool_json(_tool_spec(t, strict=role.strict_tools)) for t in self.tools]
+        reporting = tool_json(self.reporting.spec) if self.reporting is not None else None
+        return contents_of(self.system, tools, reporting, step_settings(role))
 
     def finished(self, outcome: LoopOutcome) -> Event:
         """``step.finished``, once the outcome is kept in the Run's history."""
