@@ -129,10 +129,12 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
             emit(StepReplayed(name, found.id, found.backend))
             outcome = await unit.replay(found)
             kept = found
+            _tell_kept(unit, found)
             note_used(context.cell_id(), execution, found.id)
         elif mode == "replay" and failed_before is not None:
             how, replays_failure = "replayed", True
             note_used(context.cell_id(), execution, failed_before.id)
+            _tell_kept(unit, failed_before)
             raise _replayed_failure(failed_before, name, map_item=context.keeps_failures, where=repr(store))
         elif mode == "replay" and partial is not None:
             raise ReplayMissError(_partial_message(partial, name, where=repr(store)), nearest=partial, differing=())
@@ -206,6 +208,7 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
                 if record.contents:  # a step of a role: it says what changed since its previous version
                     record = with_versions(record, mode, context)
                 kept = store.put(record)
+                _tell_kept(unit, kept)
                 note_used(context.cell_id(), execution, kept.id)
     except BaseException as e:  # KeyboardInterrupt and cancellation wipe the step too
         if not replays_failure:
@@ -311,6 +314,12 @@ def with_versions(record: StepRecord, mode: Mode, context: Context) -> StepRecor
     return versioned
 
 
+def _tell_kept(unit: Unit[Any], record: StepRecord) -> None:
+    """Hand a unit that asks (``kept``, a map item's step) the record it replayed or kept: a map reads its change."""
+    if hasattr(unit, "kept"):
+        unit.kept = record
+
+
 def _older_versions(record: StepRecord, keep: int) -> StepRecord | None:
     """``record`` with at most ``keep`` versions in all (itself and those kept inside it)."""
     if keep < 1:
@@ -372,8 +381,11 @@ def keep_failure(
         if versions is not None:  # a map item that fails now: newly failing when its previous version finished
             previous = versions.index.previous(record.role, record.parts.get("input", ""), occurrence, record_id)
             if previous is not None:
-                record = dataclasses.replace(record, change=change_summary(previous, record, versions.contents))
+                record = dataclasses.replace(
+                    record, change=change_summary(previous, record, versions.contents, keep_result=True)
+                )
         kept = store.put(record)
+        _tell_kept(unit, kept)
         note_used(context.cell_id(), context.execution_key(), kept.id)
     except Exception as keeping_error:
         if error is not None:

@@ -37,6 +37,8 @@ from ..replay.stores import map_store
 from ..roles import Role
 from ..transcript import Message
 from ._engine import Context, MapVersions, keep_failure, run_unit
+from ._step import reporting_of
+from ._vs_previous import previous_of, scored_previous
 from ._judge import Judge, Scoring, Verdict, judge
 from ._map_state import MapItem, MapResults, MapState, MapView, item_fields
 from ._meter import Meter, estimate
@@ -173,6 +175,7 @@ async def run_map(
             _park_while_waiting(plan, participant)
     if view is not None:
         view.begin(state)
+    reporting_plan = reporting_of(role)  # builds an item's previous result, to score it as results are now
 
     async def run_item(item: MapItem, prepared: tuple[_Tap, StepPlan, Participant] | None = None) -> None:
         __tracebackhide__ = True
@@ -184,6 +187,7 @@ async def run_map(
         if view is not None:
             view.changed(item)
         tap: _Tap | None = None
+        plan: StepPlan | None = None
         try:
             if prepared is None:
                 tap, plan = prepare(item)
@@ -218,6 +222,11 @@ async def run_map(
             state.failed += 1
             state.failures.append(item)
         finally:
+            if plan is not None and plan.kept is not None:
+                previous = previous_of(plan.kept.change)
+                if previous is not None:
+                    judged = score is None or isinstance(score, Judge)
+                    item.previous = scored_previous(previous, item.value, None if judged else score, reporting_plan)
             state.running -= 1
             if prepared is None:
                 pacer.end_item()

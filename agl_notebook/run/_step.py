@@ -137,6 +137,8 @@ class StepPlan:
     _earlier_usage: Usage = NO_USAGE  # what a resumed step's partial record spent
     mcp: StepMCP | None = None
     """The role's MCP tools (docs/mcp.md), when it has MCP servers."""
+    kept: StepRecord | None = None
+    """The record the step replayed or kept (a failure record included), once it ended; the engine sets it."""
 
     @property
     def name(self) -> str:
@@ -564,6 +566,11 @@ def _answered_from(tool: LoopTool, results: dict[str, ToolResultBlock]) -> LoopT
 def _tool_spec(t: Tool[Any], *, strict: bool = False) -> ToolSpec:
     """The tool as the model is shown it: strict when the tool or its role (``strict``) asks for it."""
     return ToolSpec(t.name, t.description, t.input_schema, strict or t.strict)
+
+
+def reporting_of(role: Role[Any]) -> Reporting | None:
+    """The role's reporting tool as the loop sees it (what builds its payload from JSON), or None."""
+    return _reporting(role.reporting_tool, strict=role.strict_tools)
 
 
 def _reporting(report: ReportingTool[Any] | None, *, strict: bool = False) -> Reporting | None:
