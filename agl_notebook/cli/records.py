@@ -10,6 +10,7 @@ from .._files import write_atomically
 from ..errors import InputError
 from ..models.prices import current_prices
 from ..notebook.nbfile import consolidate, read_notebook_json, records_in_notebook
+from ..replay.versions import history_lines
 from ._common import (
     EXIT_OK,
     _check_metadata_block,
@@ -130,6 +131,17 @@ def _list(path: Path, *, as_json: bool) -> int:
         )
     for line in costs.lines():
         _say(line)
+    return EXIT_OK
+
+
+def _history(path: Path, cell: str | None) -> int:
+    path = _existing_notebook_file(path)
+    data = read_notebook_json(path)
+    _check_metadata_block(data, path, refusal="so its recordings cannot be listed")
+    found = scan(data, where=str(path), sidecars=sidecars_of(data, path.parent, where=str(path)))
+    _warn_unreadable(found)
+    lines = history_lines([r.record for r in found.recordings], cell=cell)
+    _say("\n".join(lines) if lines else f"{path}: no recordings{f' of a cell starting {cell!r}' if cell else ''}.")
     return EXIT_OK
 
 

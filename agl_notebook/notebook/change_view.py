@@ -56,7 +56,9 @@ def change_html(change: Mapping[str, JsonValue], esc: Callable[[str], str]) -> s
     for part in ("backend", "settings"):
         value = change.get(part)
         if isinstance(value, dict):
-            parts.append(f"<div><b>{part}</b>: {esc(_compact(value.get('before')))} → {esc(_compact(value.get('after')))}</div>")
+            parts.append(
+                f"<div><b>{part}</b>: {esc(_compact(value.get('before')))} → {esc(_compact(value.get('after')))}</div>"
+            )
     result = change.get("result")
     if isinstance(result, list) and result:
         rows = []

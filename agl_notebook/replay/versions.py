@@ -162,7 +162,9 @@ class VersionIndex:
         return found
 
 
-def change_summary(before: StepRecord, after: StepRecord, index: ContentIndex, *, keep_result: bool = False) -> JsonObject:
+def change_summary(
+    before: StepRecord, after: StepRecord, index: ContentIndex, *, keep_result: bool = False
+) -> JsonObject:
     """What changed from ``before`` to ``after``: everything a view of ``after`` draws of it (format 1).
 
     ``keep_result``: keep the previous result whole (a map item's, up to `PREVIOUS_RESULT_CHARS`), so a map can
@@ -274,11 +276,10 @@ def _tools_change(old: JsonValue, new: JsonValue) -> JsonObject:
         return {str(s.get("name")): s for s in specs if isinstance(s, dict)}
 
     a, b = by_name(old), by_name(new)
-    return {
-        "added": sorted(n for n in b if n not in a),
-        "removed": sorted(n for n in a if n not in b),
-        "changed": sorted(n for n in a if n in b and a[n] != b[n]),
-    }
+    added: list[JsonValue] = [n for n in sorted(b) if n not in a]
+    removed: list[JsonValue] = [n for n in sorted(a) if n not in b]
+    changed: list[JsonValue] = [n for n in sorted(a) if n in b and a[n] != b[n]]
+    return {"added": added, "removed": removed, "changed": changed}
 
 
 def _before_after_keys(old: JsonValue, new: JsonValue) -> JsonObject:
@@ -310,3 +311,127 @@ def change_words(change: Mapping[str, JsonValue]) -> str:
     if not names:
         return "nothing that a record keeps"
     return ", ".join(f"{n} (differs; not kept before)" if n in unknown_names else n for n in names)
+
+
+# History: a cell's versions, newest first, and any two side by side ----------------------------------------------
+
+VERSION_MARK = "~"
+"""A version kept inside a record is named by the record's id, this mark and how far back it is (``~1``)."""
+
+
+def versions_of(records: Iterable[StepRecord]) -> list[tuple[str, StepRecord]]:
+    """Every version the records hold, named: each record by its id, each version kept inside it as ``id~n``."""
+    named: list[tuple[str, StepRecord]] = []
+    for record in records:
+        inner, depth = record, 0
+        while inner is not None:
+            named.append((record.id if depth == 0 else f"{record.id}{VERSION_MARK}{depth}", inner))
+            inner, depth = inner.replaced, depth + 1  # type: ignore[assignment]
+    return named
+
+
+def history_lines(records: Iterable[StepRecord], *, cell: str | None = None) -> list[str]:
+    """A cell's versions newest first (every cell's, by cell), each with what changed and its result's headline.
+
+    Versions of one step are those of one cell, role, input and occurrence. ``cell``: a cell id, or a prefix of one.
+    """
+    groups: dict[tuple[str, str, str, int], list[tuple[str, StepRecord]]] = {}
+    for name, record in versions_of(records):
+        cell_id = record.cell_id or next((c.cell_id for c in record.cells if c.cell_id), None) or "(unknown cell)"
+        if cell is not None and not cell_id.startswith(cell):
+            continue
+        key = (cell_id, record.role, record.parts.get("input", ""), record.occurrence)
+        groups.setdefault(key, []).append((name, record))
+    lines: list[str] = []
+    for (cell_id, role, _, occurrence), versions in groups.items():
+        versions.sort(key=lambda nv: nv[1].recorded_at, reverse=True)
+        label = _input_label(versions[0][1].input)
+        lines.append(
+            f"cell {cell_id}: role {role!r} on {label} (occurrence {occurrence + 1}), {len(versions)} version(s)"
+        )
+        for name, record in versions:
+            changed = change_words(record.change) if record.change is not None else "(no previous version)"
+            lines.append(
+                f"  {name[:14] if VERSION_MARK not in name else name[:12] + name[name.index(VERSION_MARK) :]}"
+                f"  {record.recorded_at or '?'}  changed: {changed}  result: {headline(record)}"
+            )
+    return lines
+
+
+def headline(record: StepRecord) -> str:
+    """A record's result in a few words: its first field's value, or how it failed."""
+    if record.failure is not None:
+        return f"failed ({record.failure.type})"
+    if record.partial is not None:
+        return "waiting (partial)"
+    text = json.dumps(record.result, ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= 80 else text[:80] + "…"
+
+
+def _input_label(value: JsonValue) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return repr(text if len(text) <= 40 else text[:40] + "…")
+
+
+def find_version(named: Sequence[tuple[str, StepRecord]], given: str) -> tuple[str, StepRecord] | str:
+    """The version a name or prefix (at least 6 characters) gives, or why none does (one line)."""
+    if len(given) < 6:
+        return f"{given!r} is too short to name a version: give at least 6 characters of its id"
+    matches = [(n, r) for n, r in named if n == given] or [(n, r) for n, r in named if n.startswith(given)]
+    if not matches:
+        return f"no version has an id starting with {given!r} (%agl history lists them)"
+    if len({n for n, _ in matches}) > 1:
+        return f"{given!r} starts the ids of {len(matches)} versions; give more of the id"
+    return matches[0]
+
+
+def diff_lines(a: StepRecord, b: StepRecord, index: ContentIndex) -> list[str]:
+    """What changed from version ``a`` to version ``b``, as lines of text."""
+    change = change_summary(a, b, index)
+    lines = [f"changed: {change_words(change)}"]
+    instructions = change.get("instructions")
+    if isinstance(instructions, dict):
+        lines.append("instructions:")
+        lines += [f"  {line}" for line in instructions.get("lines", [])]  # type: ignore[union-attr]
+        if isinstance(instructions.get("more"), int):
+            lines.append(f"  … {instructions['more']:,} more diff lines")
+    for part in ("tools", "reporting"):
+        tools = change.get(part)
+        if isinstance(tools, dict):
+            said = [f"{w} {', '.join(map(str, n))}" for w in ("added", "removed", "changed") if (n := tools.get(w))]  # type: ignore[arg-type]
+            lines.append(f"{part}: {'; '.join(said) or 'differs'}")
+    for part in ("backend", "settings"):
+        value = change.get(part)
+        if isinstance(value, dict):
+            lines.append(f"{part}: {_json(value.get('before'))} -> {_json(value.get('after'))}")
+    result = change.get("result")
+    if isinstance(result, list):
+        for entry in result:
+            if not isinstance(entry, dict):
+                continue
+            words = entry.get("words")
+            if isinstance(words, list):
+                shown = " ".join(
+                    f"[-{run[1]}-]" if run[0] == "-" else f"{{+{run[1]}+}}" if run[0] == "+" else str(run[1])
+                    for run in words
+                    if isinstance(run, list) and len(run) == 2
+                )
+                lines.append(f"result {entry.get('field')}: {shown}")
+            else:
+                lines.append(
+                    f"result {entry.get('field')}: {_json(entry.get('before'))} -> {_json(entry.get('after'))}"
+                )
+    numbers = change.get("numbers")
+    if isinstance(numbers, dict):
+        lines.append(
+            ", ".join(
+                f"{name} {_json(pair[0])} -> {_json(pair[1])}"
+                for name, pair in numbers.items()
+                if isinstance(pair, list)
+            )
+        )
+    return lines
+
+
+def _json(value: JsonValue) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)

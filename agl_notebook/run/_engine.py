@@ -279,8 +279,10 @@ class MapVersions:
 
 
 def with_versions(record: StepRecord, mode: Mode, context: Context) -> StepRecord:
-    """``record`` with its change since its previous version, its contents kept once, and (mode ``refresh``) the
-    version it replaces kept inside it (docs/iterating.md)."""
+    """``record`` with its change since its previous version, its contents kept once, and its replaced version.
+
+    In mode ``refresh`` the version the record replaces is kept inside it (docs/iterating.md).
+    """
     store = context.store
     replaced = store.get(record.id) if mode == "refresh" else None
     if replaced is not None and not replaced.finished:

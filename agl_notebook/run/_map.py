@@ -37,14 +37,13 @@ from ..replay.stores import map_store
 from ..roles import Role
 from ..transcript import Message
 from ._engine import Context, MapVersions, keep_failure, run_unit
-from ._step import reporting_of
-from ._vs_previous import previous_of, scored_previous
 from ._judge import Judge, Scoring, Verdict, judge
 from ._map_state import MapItem, MapResults, MapState, MapView, item_fields
 from ._meter import Meter, estimate
 from ._pacer import MAX_CONCURRENCY, MIN_CONCURRENCY, MapPacer
 from ._step import _tool_spec as _spec
-from ._step import check_input
+from ._step import check_input, reporting_of
+from ._vs_previous import previous_of, scored_previous
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

@@ -356,10 +356,6 @@ class MapResults(Sequence[Any]):
         A row per item that has a previous version: its input, how it compares (``outcome``), the previous result,
         error and score, and the result, score and status now. Needs pandas.
         """
-        try:
-            import pandas  # noqa: F401  # optional, and without stubs
-        except ImportError:
-            raise InputError("results.vs_previous() needs pandas: pip install 'agl_notebook[pandas]'.") from None
         return pairs_frame(self._state.items)
 
     @property

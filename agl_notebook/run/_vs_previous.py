@@ -69,6 +69,8 @@ def scored_previous(
         return previous
     result: object = previous.result_json
     if reporting is not None:
+        if not isinstance(previous.result_json, dict):
+            return previous
         built, problems = reporting.validate(previous.result_json)
         if problems:
             return previous
@@ -135,7 +137,7 @@ def vs_previous(state: MapState) -> VsPrevious | None:
     paired = [item for item in state.items if item.previous is not None]
     if not paired:
         return None
-    counts = dict.fromkeys(OUTCOMES, 0)
+    counts: dict[str, int] = dict.fromkeys(OUTCOMES, 0)
     for item in paired:
         got = outcome(item)
         if got is not None:
@@ -148,7 +150,9 @@ def vs_previous(state: MapState) -> VsPrevious | None:
         new: list[list[float | None]] = []
         for index in range(state.inputs):
             repeats = [r for r in state.repeats(index) if r.previous is not None]
-            old.append([None if r.previous is None or r.previous.score is None else float(r.previous.score) for r in repeats])
+            old.append(
+                [None if r.previous is None or r.previous.score is None else float(r.previous.score) for r in repeats]
+            )
             new.append([None if r.score is None else float(r.score) for r in repeats])
         a, b = input_scores(old), input_scores(new)
         both = [(x, y) for x, y in zip(a, b, strict=True) if x is not None and y is not None]
@@ -161,7 +165,12 @@ def vs_previous(state: MapState) -> VsPrevious | None:
 
 def pairs_frame(items: Sequence[MapItem]) -> Any:
     """The pairs as a pandas DataFrame: a row per item with a previous version."""
-    import pandas as pd  # an optional extra, loaded only when asked for
+    try:
+        import pandas as pd  # type: ignore[import-untyped]  # an optional extra, loaded only when asked for
+    except ImportError:
+        from ..errors import InputError
+
+        raise InputError("results.vs_previous() needs pandas: pip install 'agl_notebook[pandas]'.") from None
 
     rows = [
         {
