@@ -428,7 +428,7 @@ def shown_items(state: MapState) -> tuple[list[MapItem], list[MapItem]]:
     return rows, later[:FAILURES]
 
 
-_CHANGED = ("improved", "regressed", "changed", "newly failing", "newly passing")
+_CHANGED: tuple[str | None, ...] = ("improved", "regressed", "changed", "newly failing", "newly passing")
 
 
 def previous_text(state: MapState) -> str | None:

@@ -16,14 +16,45 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..payloads import JsonValue
 from ._stats import Interval, PairedDifference, input_scores, mean_interval, paired_difference
 
 if TYPE_CHECKING:
     from ..loop import Reporting
-    from ._map_state import MapItem, MapState
+
+
+class MapItem(Protocol):
+    """What pairing reads of a map's item (`agl_notebook.run._map_state.MapItem`)."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def repeat(self) -> int: ...
+    @property
+    def input_json(self) -> JsonValue: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def result_json(self) -> JsonValue: ...
+    @property
+    def score(self) -> float | bool | None: ...
+    @property
+    def previous(self) -> PreviousItem | None: ...
+
+
+class MapState(Protocol):
+    """What the comparison reads of a map's state (`agl_notebook.run._map_state.MapState`)."""
+
+    @property
+    def items(self) -> Sequence[MapItem]: ...
+    @property
+    def inputs(self) -> int: ...
+    @property
+    def scored(self) -> bool: ...
+    def repeats(self, index: int) -> Sequence[MapItem]: ...
+
 
 Outcome = Literal["improved", "regressed", "unchanged", "changed", "newly failing", "newly passing", "still failing"]
 OUTCOMES: tuple[Outcome, ...] = (
