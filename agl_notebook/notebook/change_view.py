@@ -101,7 +101,7 @@ def _numbers(change: Mapping[str, JsonValue]) -> str:
     said = []
     for name in NUMBERS:
         pair = numbers.get(name)
-        if isinstance(pair, list) and len(pair) == 2:
+        if isinstance(pair, list) and len(pair) == 2 and pair != [None, None]:
             before, after = (_number(v, name) for v in pair)
             said.append(f"{_LABELS[name]} {before} → {after}")
     return ", ".join(said)

@@ -309,6 +309,8 @@ def with_versions(record: StepRecord, mode: Mode, context: Context) -> StepRecor
     change = (
         change_summary(previous, record, contents, keep_result=versions is not None) if previous is not None else None
     )
+    if change is not None and not change.get("differs"):
+        change = None  # the same step again, with the same result: nothing to show
     kept_inside = _older_versions(replaced, keep_versions() - 1) if replaced is not None else None
     own = deduplicated(record.contents, record.parts, contents)
     versioned = dataclasses.replace(record, contents=own, change=change, replaced=kept_inside)
