@@ -344,7 +344,10 @@ def history_lines(records: Iterable[StepRecord], *, cell: str | None = None) -> 
         groups.setdefault(key, []).append((name, record))
     lines: list[str] = []
     for (cell_id, role, _, occurrence), versions in groups.items():
-        versions.sort(key=lambda nv: nv[1].recorded_at, reverse=True)
+        # Newest first: by time, then (made within one second) a later record before an earlier one, and a record
+        # before the versions kept inside it.
+        order = {id(nv): n for n, nv in enumerate(versions)}
+        versions.sort(key=lambda nv: (nv[1].recorded_at, VERSION_MARK not in nv[0], order[id(nv)]), reverse=True)
         label = _input_label(versions[0][1].input)
         lines.append(
             f"cell {cell_id}: role {role!r} on {label} (occurrence {occurrence + 1}), {len(versions)} version(s)"
