@@ -118,9 +118,19 @@ def deduplicated(contents: Mapping[str, JsonValue], parts: Mapping[str, str], in
 
 
 def previous_version(
-    records: Iterable[StepRecord], *, cell_id: str | None, role: str, input_digest: str, occurrence: int, not_id: str
+    records: Iterable[StepRecord],
+    *,
+    cell_id: str | None,
+    role: str,
+    input_digest: str,
+    occurrence: int,
+    not_id: str,
+    source: str | None = None,
 ) -> StepRecord | None:
-    """The newest finished record of the same cell, role, input and occurrence as a step, other than its own."""
+    """The newest finished record of the same cell, role, input and occurrence as a step, other than its own.
+
+    The cell is known by its id, or (a headless kernel is told none) by ``source``, the digest of its source.
+    """
     found: StepRecord | None = None
     for record in records:
         if (
@@ -130,17 +140,19 @@ def previous_version(
             and record.role == role
             and record.occurrence == occurrence
             and record.parts.get("input") == input_digest
-            and _same_cell(record, cell_id)
+            and _same_cell(record, cell_id, source)
             and (found is None or record.recorded_at >= found.recorded_at)
         ):
             found = record
     return found
 
 
-def _same_cell(record: StepRecord, cell_id: str | None) -> bool:
-    if cell_id is None:
-        return record.cell_id is None
-    return record.cell_id == cell_id or any(use.cell_id == cell_id for use in record.cells)
+def _same_cell(record: StepRecord, cell_id: str | None, source: str | None) -> bool:
+    if cell_id is not None and (record.cell_id == cell_id or any(use.cell_id == cell_id for use in record.cells)):
+        return True
+    if source is not None and any(use.source == source for use in record.cells):
+        return True
+    return cell_id is None and source is None and record.cell_id is None  # outside a notebook: one place
 
 
 class VersionIndex:

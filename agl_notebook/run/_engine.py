@@ -296,9 +296,12 @@ def with_versions(record: StepRecord, mode: Mode, context: Context) -> StepRecor
     else:
         records = store.records()
         contents = ContentIndex(records)
+        this_cell = getattr(store, "this_cell", None)  # the notebook's store knows the running cell
+        use = this_cell() if callable(this_cell) else None
         previous = replaced or previous_version(
             records,
-            cell_id=record.cell_id,
+            cell_id=record.cell_id or (use.cell_id if use is not None else None),
+            source=use.source if use is not None else None,
             role=record.role,
             input_digest=record.parts.get("input", ""),
             occurrence=record.occurrence,
@@ -306,6 +309,10 @@ def with_versions(record: StepRecord, mode: Mode, context: Context) -> StepRecor
         )
     if replaced is not None:
         contents.add(replaced)
+        if replaced.result == record.result and replaced.parts == record.parts:
+            # Refreshed to the same result: the same version again, which keeps its own change and its previous.
+            own = deduplicated(record.contents, record.parts, contents)
+            return dataclasses.replace(record, contents=own, change=replaced.change, replaced=replaced.replaced)
     change = (
         change_summary(previous, record, contents, keep_result=versions is not None) if previous is not None else None
     )

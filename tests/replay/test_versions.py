@@ -153,7 +153,9 @@ def test_line_and_word_diffs_are_capped() -> None:
     old = "\n".join(f"line {i}" for i in range(1000))
     new = "\n".join(f"line {i}!" for i in range(1000))
     diff = line_diff(old, new)
-    assert len(diff["lines"]) == DIFF_LINES and diff["more"] == 2001 - DIFF_LINES  # a hunk header and 2,000 changed lines  # type: ignore[arg-type]
+    assert (
+        len(diff["lines"]) == DIFF_LINES and diff["more"] == 2001 - DIFF_LINES
+    )  # a hunk header and 2,000 changed lines  # type: ignore[arg-type]
     runs = word_diff("the cat sat on the mat", "the dog sat on the mat")
     assert runs == [["=", "the"], ["-", "cat"], ["+", "dog"], ["=", "sat on the mat"]]
     huge = word_diff("a " * 10_000, "b " * 10_000)
@@ -166,3 +168,14 @@ def test_diff_of_unknown_ids_is_a_one_line_usage_error(line: str) -> None:
     with pytest.raises(UsageError) as caught:
         agl(line)
     assert "\n" not in str(caught.value) and "usage: %agl" in str(caught.value)
+
+
+async def test_a_refresh_to_the_same_result_is_the_same_version_with_its_change_and_previous() -> None:
+    store = MemoryStore()
+    await Run(model=model("one"), store=store).step(role("First."), "q")
+    for _ in range(2):
+        await Run(model=model("two"), store=store, mode="refresh").step(role("Second."), "q")
+    first, second = store.records()
+    assert second.change is not None and second.change["previous"] == first.id
+    assert second.change["differs"] == ["instructions", "result"]
+    assert second.replaced is None, "nothing new was replaced: the version before it is the other record"
