@@ -47,7 +47,8 @@ def cli(*args: str | Path) -> int:
 
 
 def step_output(nb: dict[str, Any]) -> dict[str, Any]:
-    (view,) = [o for o in nb["cells"][2]["outputs"] if "data" in o and "text/html" in o["data"]]
+    views: list[dict[str, Any]] = [o for o in nb["cells"][2]["outputs"] if "data" in o and "text/html" in o["data"]]
+    (view,) = views
     return view
 
 
