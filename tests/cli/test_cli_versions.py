@@ -18,6 +18,7 @@ from agl_notebook.replay.versions import ContentIndex
 from tests.replay.test_versions import model, role
 
 v4: Any = _nbformat.v4
+nbformat: Any = _nbformat  # partly typed; its write is not annotated
 
 
 async def test_clearing_the_record_that_keeps_a_shared_system_text_copies_it_into_the_others(tmp_path: Path) -> None:
@@ -30,7 +31,7 @@ async def test_clearing_the_record_that_keeps_a_shared_system_text_copies_it_int
     path = tmp_path / "shared.ipynb"
     nb = v4.new_notebook(cells=[v4.new_code_cell("pass")])
     nb.metadata[METADATA_KEY] = block_to_json(store.records())
-    _nbformat.write(nb, path)
+    nbformat.write(nb, path)
 
     assert main(["clear", str(path), holder.id[:12]]) == 0
     left = block_from_json(json.loads(path.read_text(encoding="utf-8"))["metadata"][METADATA_KEY], where="b").records
