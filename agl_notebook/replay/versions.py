@@ -69,7 +69,7 @@ def contents_of(
     system: str, tools: Sequence[JsonValue], reporting: JsonValue, settings: JsonValue
 ) -> dict[str, JsonValue]:
     """The contents of `CONTENT_PARTS` (each left out when over `CONTENT_CHARS`)."""
-    contents: dict[str, JsonValue] = {}
+    contents: JsonObject = {}
     for part, value in (
         ("instructions", system),
         ("tools", list(tools)),
@@ -88,7 +88,8 @@ class ContentIndex:
     def __init__(self, records: Iterable[StepRecord] = ()) -> None:
         self._by_digest: dict[tuple[str, str], JsonValue] = {}
         for record in records:
-            self.add(record)
+            if record.contents or record.replaced is not None:  # most records keep none: skipped at loop speed
+                self.add(record)
 
     def add(self, record: StepRecord) -> None:
         """Index the contents ``record`` keeps (and those of the versions it keeps inside it)."""
@@ -194,12 +195,19 @@ def change_summary(
         if not (had and has):
             unknown.append(part)
             continue
-        if part == "instructions" and isinstance(old, str) and isinstance(new, str):
-            change["instructions"] = line_diff(old, new)
-        elif part in ("tools", "reporting"):
-            change[part] = _tools_change(old, new)
-        elif part == "settings":
-            change["settings"] = _before_after_keys(old, new)
+        key = (part, before.parts.get(part, ""), after.parts.get(part, ""))
+        said = _SAID.get(key)
+        if said is None:  # each edit is said once: a map's thousands of items share it
+            if part == "instructions" and isinstance(old, str) and isinstance(new, str):
+                said = line_diff(old, new)
+            elif part in ("tools", "reporting"):
+                said = _tools_change(old, new)
+            else:
+                said = _before_after_keys(old, new)
+            if len(_SAID) >= _SAID_LIMIT:
+                _SAID.clear()
+            _SAID[key] = said
+        change[part] = said
     if "backend" in differs:
         change["backend"] = {"before": before.backend, "after": after.backend}
     result = _result_change(before, after)
@@ -218,6 +226,9 @@ def change_summary(
     change["numbers"] = {name: [_number(before, name), _number(after, name)] for name in NUMBERS}
     return change
 
+
+_SAID: dict[tuple[str, str, str], JsonObject] = {}
+_SAID_LIMIT = 256
 
 NUMBERS = ("tokens", "usd", "turns", "tool_calls")
 """The numbers a change says before and after."""

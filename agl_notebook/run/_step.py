@@ -365,7 +365,7 @@ class StepPlan:
             role=self.role.name,
             backend=self.backend,
             input=self.input_json,
-            contents=self.contents(),
+            contents=dict(self.contents()),
             result=outcome.result_json,
             transcript=outcome.transcript,
             questions=tuple(self.questions),
@@ -378,7 +378,20 @@ class StepPlan:
         )
 
     def contents(self) -> JsonObject:
-        """What the model was told besides the input, as its record keeps it (docs/iterating.md)."""
+        """What the model was told besides the input, as its record keeps it (docs/iterating.md).
+
+        Made once per distinct set of digests: a role's steps share it (a map's items, a notebook's re-runs).
+        """
+        parts = self.fingerprint.parts
+        key = tuple(parts.get(p, "") for p in ("instructions", "tools", "reporting", "settings"))
+        found = _CONTENTS.get(key)
+        if found is None:
+            if len(_CONTENTS) >= 256:
+                _CONTENTS.clear()
+            found = _CONTENTS[key] = self._contents()
+        return found
+
+    def _contents(self) -> JsonObject:
         role = self.role
         tools = [tool_json(_tool_spec(t, strict=role.strict_tools)) for t in self.tools]
         reporting = tool_json(self.reporting.spec) if self.reporting is not None else None
@@ -475,6 +488,9 @@ class StepPlan:
 
         gate = self.gatekeeper.resume_gate(t, partial.decisions, self.scope, set(results), recorded_result)
         return LoopTool(_tool_spec(t, strict=self.role.strict_tools), call, t.spec.validate, gate)
+
+
+_CONTENTS: dict[tuple[str, ...], JsonObject] = {}
 
 
 class ResumingModel:
