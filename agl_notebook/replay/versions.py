@@ -381,7 +381,7 @@ def history_lines(records: Iterable[StepRecord], *, cell: str | None = None) -> 
                 f"  {name[:14] if VERSION_MARK not in name else name[:12] + name[name.index(VERSION_MARK) :]}"
                 f"  {record.recorded_at or '?'}  changed: {changed}  result: {headline(record)}"
             )
-    return lines
+    return _scrubbed(lines)
 
 
 def headline(record: StepRecord) -> str:
@@ -456,8 +456,15 @@ def diff_lines(a: StepRecord, b: StepRecord, index: ContentIndex) -> list[str]:
                 if isinstance(pair, list)
             )
         )
-    return lines
+    return _scrubbed(lines)  # an exit: the versions' texts were kept as the agent read them
 
 
 def _json(value: JsonValue) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _scrubbed(lines: list[str]) -> list[str]:
+    from .._secrets import scrub_text, secrets_from_environment
+
+    secrets = secrets_from_environment()
+    return [scrub_text(line, secrets) for line in lines]

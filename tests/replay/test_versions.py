@@ -179,3 +179,27 @@ async def test_a_refresh_to_the_same_result_is_the_same_version_with_its_change_
     assert second.change is not None and second.change["previous"] == first.id
     assert second.change["differs"] == ["instructions", "result"]
     assert second.replaced is None, "nothing new was replaced: the version before it is the other record"
+
+
+async def test_a_planted_secret_is_in_no_content_change_view_history_or_diff(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.notebook.test_saved_views import leaked, planted_secret
+
+    secret = planted_secret()
+    monkeypatch.setenv("AGL_TEST_SERVICE_PASSWORD", secret)  # the way the scrubber learns a secret
+    store = MemoryStore()
+    await Run(model=model(f"one {secret}"), store=store).step(role(f"Use the password {secret}."), "q")
+    long_answer = f"a long answer {'with many words ' * 12} and {json.dumps(secret)} in it"
+    await Run(model=model(long_answer), store=store).step(role(f"Use the password {secret} twice."), "q")
+    first, second = store.records()
+    assert second.change is not None and second.change["differs"] == ["instructions", "result"]
+    trace = StepTrace("writer")
+    trace.change = second.change
+    texts = [
+        json.dumps(block_to_json(store.records())),  # contents and change as kept (plain and JSON-escaped)
+        render_text(trace),
+        render_html(trace),
+        *history_lines(store.records()),
+        *diff_lines(first, second, ContentIndex(store.records())),
+    ]
+    assert not leaked(texts, secret), leaked(texts, secret)
+    assert "+Use the password" in render_html(trace)
