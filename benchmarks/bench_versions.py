@@ -2,7 +2,9 @@
 
 1. A live step (scripted model, the step of ``_step.py``) whose store holds 20 records, its previous version among
    them: with versions (its contents kept, its previous version found, its change made) against the same step with
-   ``with_versions`` switched off (what a live step did before). Target: at most 5% more framework time.
+   ``with_versions`` switched off (what a live step did before). Target: at most 5% more framework time. 1b: the
+   same step through the real anthropic client over bench_replay.py's in-process transport (two HTTP requests, SSE
+   parsed by the SDK), where the framework's time is what a live step really costs without the network.
 2. A replayed step (the same store): with versions against without (the engine handing the record to the step and
    the view reading its change). Target: no more time (within the noise).
 3. Pairing a 10,000-item map with its previous run: the index built from 10,000 previous records, 10,000 lookups,
@@ -71,6 +73,16 @@ async def live_step(on: bool) -> None:
     assert result == EXPECTED
     kept = store.records()[-1]
     assert (kept.change is not None) == on
+
+
+async def live_http_step(on: bool) -> None:
+    """The same live step through the real anthropic client over an in-process transport (bench_replay.py's)."""
+    from bench_replay import BACKEND
+
+    versions(on)
+    store = MemoryStore(SEED)
+    assert await Run(model=BACKEND, store=store).step(EDITED, PROMPT) == EXPECTED
+    assert (store.records()[-1].change is not None) == on
 
 
 async def replayed_step(on: bool) -> None:
@@ -192,6 +204,23 @@ def main() -> None:
     )
     report(
         "1. A live step (store of 20 records)", live, "live step, versions", "live step, without versions", "<= 1.05"
+    )
+    http = asyncio.run(
+        timed(
+            {
+                "live HTTP step, versions": lambda: live_http_step(True),
+                "live HTTP step, without": lambda: live_http_step(False),
+            },
+            args.runs,
+            args.repeats,
+        )
+    )
+    report(
+        "1b. The same live step through the anthropic client",
+        http,
+        "live HTTP step, versions",
+        "live HTTP step, without",
+        "<= 1.05",
     )
     replay = asyncio.run(
         timed(

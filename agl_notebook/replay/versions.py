@@ -223,7 +223,8 @@ def change_summary(
     change["differs"] = list(differs)
     if unknown:
         change["unknown"] = unknown
-    change["numbers"] = {name: [_number(before, name), _number(after, name)] for name in NUMBERS}
+    old_numbers, new_numbers = _numbers(before), _numbers(after)
+    change["numbers"] = {name: [old_numbers[i], new_numbers[i]] for i, name in enumerate(NUMBERS)}
     return change
 
 
@@ -234,14 +235,15 @@ NUMBERS = ("tokens", "usd", "turns", "tool_calls")
 """The numbers a change says before and after."""
 
 
-def _number(record: StepRecord, name: str) -> JsonValue:
-    if name == "tokens":
-        return record.usage.tokens
-    if name == "usd":
-        return record.cost.usd if record.cost is not None else None
-    if name == "turns":
-        return sum(1 for m in record.transcript if m.role == "assistant")
-    return sum(len(m.tool_uses) for m in record.transcript if m.role == "assistant")
+def _numbers(record: StepRecord) -> tuple[JsonValue, ...]:
+    """`NUMBERS` of a record, in their order, in one pass over its transcript."""
+    turns = calls = 0
+    for message in record.transcript:
+        if message.role == "assistant":
+            turns += 1
+            calls += len(message.tool_uses)
+    usd = record.cost.usd if record.cost is not None else None
+    return record.usage.tokens, usd, turns, calls
 
 
 def line_diff(old: str, new: str) -> JsonObject:

@@ -320,9 +320,10 @@ def with_versions(record: StepRecord, mode: Mode, context: Context) -> StepRecor
         change = None  # the same step again, with the same result: nothing to show
     kept_inside = _older_versions(replaced, keep_versions() - 1) if replaced is not None else None
     own = deduplicated(record.contents, record.parts, contents)
-    versioned = dataclasses.replace(record, contents=own, change=change, replaced=kept_inside)
     contents.add(record)  # its full contents: the next item of a map finds them here
-    return versioned
+    if change is None and kept_inside is None and len(own) == len(record.contents):
+        return record  # nothing to add or leave out (a first version)
+    return dataclasses.replace(record, contents=own, change=change, replaced=kept_inside)
 
 
 def _tell_kept(unit: Unit[Any], record: StepRecord) -> None:

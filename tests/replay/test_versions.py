@@ -203,3 +203,11 @@ async def test_a_planted_secret_is_in_no_content_change_view_history_or_diff(mon
     ]
     assert not leaked(texts, secret), leaked(texts, secret)
     assert "+Use the password" in render_html(trace)
+
+
+def test_history_and_versions_magics_say_what_they_did_or_a_one_line_usage_error() -> None:
+    assert agl("history").startswith("No recordings")
+    for line in ("versions 0", "versions many", "history a b"):
+        with pytest.raises(UsageError) as caught:
+            agl(line)
+        assert "\n" not in str(caught.value) and "usage: %agl" in str(caught.value)
