@@ -2069,6 +2069,127 @@ record's turns, or without a tool the replayed turns called is refused before an
     ),
 ]
 
+ITERATING_V1 = '''INSTRUCTIONS = """You label product reviews.
+Say whether each one is positive or negative."""'''
+
+ITERATING_V2 = '''INSTRUCTIONS = """You label product reviews.
+Say whether each one is positive, negative or mixed (it praises one thing and complains of another)."""'''
+
+ITERATING = [
+    (
+        "md",
+        """\
+# 16. Iterating: what did my change do?
+
+Designing an agent is a loop: change the instructions, a tool or the model, run again, judge the difference. Each
+step's record keeps what its agent was told (instructions, tools, settings: each long text once per notebook), so
+when a cell runs again after an edit, its new record says **what changed since its previous version**: the parts
+that differ, the instructions as a line diff, the result field by field. The view shows it, collapsed, under the
+step; it is part of the record, so a replay draws the same.
+
+This notebook was recorded twice: first with the instructions saying *positive or negative*, then with the cell
+below edited to add *mixed*. What you see is the second run, beside the first.""",
+    ),
+    ("code", imports("Claude", "Role", "Run", "describe", "reporting_tool", "role", "scripted_unless_credentials")),
+    (
+        "code",
+        """\
+@dataclass(frozen=True)
+class Review:
+    text: str = describe("A product review, as the customer wrote it.")
+
+
+@dataclass(frozen=True)
+class Label:
+    sentiment: str = describe("positive, negative, or another label the instructions name.")
+    reason: str = describe("Why, in one sentence.")""",
+    ),
+    ("md", "The instructions, in a cell of their own: the cell this notebook's second recording edited."),
+    ("code", ITERATING_V2),
+    (
+        "code",
+        """\
+@role(model=Claude.HAIKU, accepts=(Review,))
+def labeller() -> Role[Label]:
+    return Role(
+        name="labeller",
+        instructions=INSTRUCTIONS,
+        tools=[reporting_tool("report_label", "Report the label.", Label)],
+    )
+
+
+def script(request):
+    # Offline, a scripted model stands in for Claude: it reads its instructions, as Claude would.
+    text = request.messages[0].text.split('"text": ', 1)[1].strip('"}\\n ')
+    words = text.lower()
+    praise = any(w in words for w in ("good", "love", "great"))
+    complaint = any(w in words for w in ("dies", "broke", "slow"))
+    if praise and complaint and "mixed" in request.system:
+        label, reason = "mixed", f"It praises one thing and complains of another: {text}"
+    else:
+        label = "positive" if praise else "negative"
+        reason = f"The review is {label} overall: {text}"
+    return {"calls": [{"name": "report_label", "args": {"sentiment": label, "reason": reason}}]}
+
+
+run = Run(model=scripted_unless_credentials(script))""",
+    ),
+    (
+        "md",
+        """\
+One step. Open **Changed since the previous version** under it: the instructions' diff, and the result before and
+after (the reason, a longer text, as a word diff).""",
+    ),
+    ("code", 'await run.step(labeller, Review("The screen is good but the battery dies by noon."))'),
+    (
+        "md",
+        """\
+A map does the same for every item: the items that ran live because the role changed are paired with their previous
+versions (same role, input and occurrence), and the summary counts what improved, regressed, stayed the same, newly
+failed or newly passed, with the mean score before and after, each with its 95% interval, and the paired
+difference said in a sentence. The changed items are listed first, with their previous result and score.""",
+    ),
+    (
+        "code",
+        """\
+reviews = [
+    Review("I love it, works great"),
+    Review("It broke in a week"),
+    Review("Good price but so slow"),
+    Review("Great sound but the strap broke"),
+    Review("Slow and it broke"),
+    Review("Good value, love the colour"),
+    Review("Love the design but the battery dies fast"),
+    Review("It is good"),
+]
+expected = ["positive", "negative", "mixed", "mixed", "negative", "positive", "mixed", "positive"]
+
+
+def right(review: Review, label: Label) -> bool:
+    return label.sentiment == expected[reviews.index(review)]
+
+
+results = await run.map(labeller, reviews, score=right)""",
+    ),
+    (
+        "md",
+        """\
+`results.vs_previous()` gives the pairs as a DataFrame, and `results.compared` the counts and intervals.""",
+    ),
+    ("code", 'results.vs_previous()[["index", "outcome", "previous_result", "result", "previous_score", "score"]]'),
+    (
+        "md",
+        """\
+`%agl history` (or `agl-notebook history NOTEBOOK` in a terminal) lists each cell's versions newest first, with what
+changed and the result; `%agl diff A B` shows any two. A version a `refresh` replaced is kept inside the new record
+(`ID~1`); keeping more than the current and the previous version is opt-in: `%agl versions 3`. docs/iterating.md
+says more.""",
+    ),
+]
+
+EDITS = {"16_iterating.ipynb": (4, ITERATING_V1)}
+"""Notebooks recorded twice: first with this cell's source (by index) in place of the one written, then as written."""
+
 
 NOTEBOOKS = {
     "01_first_step.ipynb": FIRST_STEP,
@@ -2086,6 +2207,7 @@ NOTEBOOKS = {
     "13_server_tools.ipynb": SERVER_TOOLS,
     "14_forking.ipynb": FORKING,
     "15_images_and_documents.ipynb": IMAGES,
+    "16_iterating.ipynb": ITERATING,
 }
 
 ANSWERS = {
@@ -2126,6 +2248,16 @@ def main() -> int:
         if name in ANSWERS:
             os.environ[ANSWERS_VARIABLE] = json.dumps(ANSWERS[name])
         approvals = ["--approvals", APPROVALS[name]] if name in APPROVALS else []
+        if name in EDITS:  # recorded first as it was before the edit, so the second recording has a previous version
+            index, before = EDITS[name]
+            written = nbformat.read(path, as_version=4)
+            after, written.cells[index].source = written.cells[index].source, before
+            nbformat.write(written, path)
+            if agl_notebook(["execute", str(path), "--record", *approvals]) != 0:
+                return 1
+            edited = nbformat.read(path, as_version=4)
+            edited.cells[index].source = after
+            nbformat.write(edited, path)
         if agl_notebook(["execute", str(path), "--record", *approvals]) != 0:
             return 1
     return 0

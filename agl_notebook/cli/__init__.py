@@ -47,7 +47,7 @@ from ._common import EXIT_FAILED, EXIT_USAGE, _error, _Failed, _say
 from .batches import ClientFactory, batches_command
 from .execute import _execute
 from .explain import _explain
-from .records import _clear, _consolidate, _gc, _list
+from .records import _clear, _consolidate, _gc, _history, _list
 from .report import MIN_PREFIX
 
 EXIT_BROKEN_PIPE = 141
@@ -104,6 +104,8 @@ def _main(argv: list[str] | None, *, batch_client: ClientFactory | None) -> int:
             return _list(path, as_json=args.json)
         if args.command == "explain":
             return _explain(path, args.cell, timeout=args.timeout)
+        if args.command == "history":
+            return _history(path, args.cell)
         if args.command == "clear":
             return _clear(path, args.ids, everything=args.all, dry_run=args.dry_run)
         if args.command == "gc":
@@ -195,6 +197,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     listing.add_argument("notebook", metavar="NOTEBOOK", help="the .ipynb file")
     listing.add_argument("--json", action="store_true", help="print JSON for programs instead of a table")
+
+    history = commands.add_parser(
+        "history",
+        help="list each cell's versions of its steps, newest first, with what changed",
+        description="List the versions of each step the notebook keeps (same cell, role, input and occurrence), "
+        "newest first: its id (a version a refresh replaced is named ID~1), when it was recorded, what changed "
+        "since the version before it, and its result's headline. Nothing runs and nothing is written.",
+    )
+    history.add_argument("notebook", metavar="NOTEBOOK", help="the .ipynb file")
+    history.add_argument("--cell", default=None, help="only the cell whose id starts with this")
 
     explain = commands.add_parser(
         "explain",

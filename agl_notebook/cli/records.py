@@ -9,7 +9,8 @@ from typing import Any
 from .._files import write_atomically
 from ..errors import InputError
 from ..models.prices import current_prices
-from ..notebook.nbfile import consolidate, read_notebook_json, records_in_notebook
+from ..notebook.nbfile import METADATA_KEY, consolidate, outputs_metadata, read_notebook_json, records_in_notebook
+from ..replay.versions import CONTENT_PARTS, ContentIndex, history_lines
 from ._common import (
     EXIT_OK,
     _check_metadata_block,
@@ -133,6 +134,17 @@ def _list(path: Path, *, as_json: bool) -> int:
     return EXIT_OK
 
 
+def _history(path: Path, cell: str | None) -> int:
+    path = _existing_notebook_file(path)
+    data = read_notebook_json(path)
+    _check_metadata_block(data, path, refusal="so its recordings cannot be listed")
+    found = scan(data, where=str(path), sidecars=sidecars_of(data, path.parent, where=str(path)))
+    _warn_unreadable(found)
+    lines = history_lines([r.record for r in found.recordings], cell=cell)
+    _say("\n".join(lines) if lines else f"{path}: no recordings{f' of a cell starting {cell!r}' if cell else ''}.")
+    return EXIT_OK
+
+
 def _failure_mark(recording: Recording) -> str:
     """After the role in ``list``'s table: how a failure record's map item ended."""
     failure = recording.record.failure
@@ -218,6 +230,7 @@ def _remove(
         _say(f"{path}: no recordings; nothing to remove.")
         return EXIT_OK
     ids = {r.record.id for r in chosen}
+    shared = _keep_shared_contents(data, found, ids)
     removed = remove(data, ids, unreadable=unreadable)
     # The sidecars first (each rewritten atomically, and named anew in `data`), then the notebook naming them.
     rewritten = [drop(data, sidecar, ids, dry_run=dry_run) for sidecar in sidecars if sidecar.read is not None]
@@ -250,6 +263,8 @@ def _remove(
         summary += f" ({', '.join(places)})"
     if removed.unreadable:
         summary += f" and {removed.unreadable} this version cannot read"
+    if shared:
+        summary += f", {shared} shared content{_s(shared)} copied into the records still using them"
     replaced = sum(done.replaced for done in rewritten)
     if replaced:
         summary += f", and {replaced} sidecar line{_s(replaced)} a later line of the same id replaced"
@@ -263,6 +278,36 @@ def _remove(
     for done in rewritten:
         _say_rewritten(done)
     return EXIT_OK
+
+
+def _keep_shared_contents(data: dict[str, Any], found: Scan, ids: set[str]) -> int:
+    """Copy into a kept record each content it left out that only a record being removed keeps (docs/iterating.md).
+
+    A record keeps a long system text only when no other record of the notebook does; removing that other record
+    must not take the text from the records that still use it. Returns how many contents were copied.
+    """
+    kept = [r.record for r in found.recordings if r.record.id not in ids]
+    leaving = ContentIndex(r.record for r in found.recordings if r.record.id in ids)
+    staying = ContentIndex(kept)
+    copies: dict[str, dict[str, Any]] = {}
+    given: set[tuple[str, str]] = set()
+    for record in kept:
+        for part in CONTENT_PARTS:
+            digest = record.parts.get(part)
+            if digest is None or part in record.contents or staying.holds(part, digest) or (part, digest) in given:
+                continue
+            has, value = leaving.content(record, part)
+            if has:
+                copies.setdefault(record.id, {})[part] = value
+                given.add((part, digest))
+    if not copies:
+        return 0
+    blocks = [data.get("metadata", {}).get(METADATA_KEY)] + [m.get(METADATA_KEY) for _, _, m in outputs_metadata(data)]
+    for block in blocks:
+        for item in block.get("records", []) if isinstance(block, dict) else []:
+            if isinstance(item, dict) and item.get("id") in copies:
+                item["contents"] = {**(item.get("contents") or {}), **copies[item["id"]]}
+    return sum(len(c) for c in copies.values())
 
 
 def _say_rewritten(done: Rewritten) -> None:

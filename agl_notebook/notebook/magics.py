@@ -9,7 +9,11 @@
 - ``%agl explain``: why the latest steps that ran live did not replay (the nearest recording, the parts that
   differ);
 - ``%agl forget ID|ROLE|all``: forget recordings, so those steps run live next time and their new recordings
-  replace the old ones in the notebook.
+  replace the old ones in the notebook;
+- ``%agl history [CELL]``: each cell's versions of its steps, newest first, with what changed and the result;
+- ``%agl diff A B``: what changed from version A to version B (ids or prefixes, as history names them);
+- ``%agl versions N``: keep N versions of each step a refresh replaces (2, the current and the previous, unless
+  set; docs/iterating.md).
 
 A command the magic does not take is IPython's `UsageError`: one line saying what is wrong, with the usage, and no
 traceback.
@@ -27,10 +31,14 @@ from .. import _settings
 from ..errors import InputError
 from ..replay import modes
 from ..replay.explain import recent_misses, stale_reasons
+from ..replay.versions import ContentIndex, diff_lines, find_version, history_lines, set_keep_versions, versions_of
 from .nbfile import read_notebook_json
 from .store import NotebookStore, forget
 
-USAGE = """usage: %agl [mode [auto|replay|refresh|off|default] | list | explain | forget ID|ROLE|all]"""
+USAGE = (
+    "usage: %agl [mode [auto|replay|refresh|off|default] | list | explain | forget ID|ROLE|all | history [CELL] | "
+    "diff A B | versions N]"
+)
 
 
 def agl(line: str) -> str:
@@ -48,6 +56,20 @@ def agl(line: str) -> str:
         return _explain()
     if command == "forget" and len(rest) == 1:
         return _forget(rest[0])
+    if command == "history" and len(rest) <= 1:
+        return _history(rest[0] if rest else None)
+    if command == "diff" and len(rest) == 2:
+        return _diff(rest[0], rest[1])
+    if command == "versions" and len(rest) == 1 and rest[0].isdigit():
+        try:
+            set_keep_versions(int(rest[0]))
+        except InputError as e:
+            raise _usage_error(f"%agl {e}") from None
+        return f"A refresh keeps {rest[0]} version(s) of each step it replaces, the current one included."
+    if command == "diff":
+        raise _usage_error(f"%agl diff takes two version ids, not {len(rest)}.")
+    if command in ("history", "versions"):
+        raise _usage_error(f"%agl {command}: unexpected {' '.join(rest)!r}.")
     if command in ("list", "explain"):
         raise _usage_error(f"%agl {command} takes nothing after it, not {' '.join(rest)!r}.")
     if command == "forget":
@@ -142,6 +164,28 @@ def _forget(what: str) -> str:
         f"Forgot {len(chosen)} recording(s): those steps run live next time, and their new recordings replace "
         "the old ones in the notebook."
     )
+
+
+def _history(cell: str | None) -> str:
+    store = NotebookStore()
+    lines = history_lines(store.records(), cell=cell)
+    if not lines:
+        where = f" of a cell whose id starts with {cell!r}" if cell else ""
+        return f"No recordings{where} in {store!r}."
+    return "\n".join(lines)
+
+
+def _diff(first: str, second: str) -> str:
+    records = NotebookStore().records()
+    named = versions_of(records)
+    found = []
+    for given in (first, second):
+        version = find_version(named, given)
+        if isinstance(version, str):
+            raise _usage_error(f"%agl diff: {version}.")
+        found.append(version)
+    (a_name, a), (b_name, b) = found
+    return "\n".join([f"{a_name[:14]} -> {b_name[:14]}", *diff_lines(a, b, ContentIndex(records))])
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -62,6 +62,7 @@ from ..media import Media
 from ..models.prices import RecordedCost, dollars
 from ..payloads import JsonObject, JsonValue
 from ..transcript import media_of
+from .change_view import change_html, change_text
 from .media_view import document_words, image_words, media_html, reference_html, references_in
 from .server_view import (
     CODE_TOOLS,
@@ -212,6 +213,8 @@ class StepTrace:
     """Live only: what the Run has spent so far (never drawn once the step ends, so never saved)."""
     fork_points: tuple[str, int] | None = None
     """A finished step's record id and its model turns: each turn but the last offers the code that forks there."""
+    change: JsonObject | None = None
+    """What changed since the step's previous version, from its record (docs/iterating.md); None: nothing drawn."""
     _depth: int = field(default=0, init=False, repr=False, compare=False)
     """The depth of the agent function running now (what a log or an API response belongs to)."""
 
@@ -464,6 +467,8 @@ def render_text(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
         lines.append(f"  error: {show(trace.error[0])}: {show(trace.error[1])}")
     if trace.cost is not None:
         lines.append(f"  cost: {_cost_text(trace)}")
+    if trace.change is not None:
+        lines.extend(change_text(trace.change, secrets))
     return scrub_text("\n".join(lines), secrets)  # a net: every value above is scrubbed already
 
 
@@ -567,6 +572,8 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None, *, liv
         )
     if trace.fork_points is not None and trace.state == "finished":
         parts.append(_fork_here_html(trace.role, *trace.fork_points, esc=esc))
+    if trace.change is not None:
+        parts.append(change_html(trace.change, esc))
     parts.append("</div>")
     return "".join(parts)
 

@@ -239,6 +239,8 @@ class NotebookView:
         if record is not None and record.finished and record.transcript and record.views >= 2:
             turns = sum(1 for m in record.transcript if m.role == "assistant")
             self.trace.take_fork_points(record.id, turns)
+        if record is not None:
+            self.trace.change = record.change
         if record is None and self.trace.state == "finished":
             self.trace.recorded = False  # mode "off": finished, and nothing kept
         bundle = final_bundle(self.trace, self._secrets)

@@ -120,6 +120,11 @@ def _schema_key(schema: dict[str, JsonValue]) -> str:
     return entry[1]
 
 
+def tool_json(spec: ToolSpec) -> JsonValue:
+    """A tool as its fingerprint part digests it (what a record keeps as the part's contents)."""
+    return _tool_json(spec)
+
+
 def _tool_json(spec: ToolSpec) -> JsonValue:
     data: dict[str, JsonValue] = {"name": spec.name, "description": spec.description, "input_schema": spec.input_schema}
     if spec.strict:  # only when set, so every record made before strict tools still matches

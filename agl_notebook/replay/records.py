@@ -11,7 +11,8 @@ The format (docs/recordings.md), version `FORMAT`::
               "usage": {...}, "cost"?: {"usd": dollars or null, "rates": day}, "tape": [...], "engine": {...}?,
               "recorded_at": ..., "partial": {"waiting": "approval" | "question", "tool_call_id": ..., "tool": ...}?,
               "cells"?: [{"id"?: cell id, "source": digest of the cell's source}], "cells_dropped"?: true,
-              "scrubbed_blocks"?: [[message, block], ...], "views"?: n}
+              "scrubbed_blocks"?: [[message, block], ...], "views"?: n,
+              "contents"?: {part: content}, "change"?: {...}, "replaced"?: record}
 
     failure record = {"kind": "failure", "format": 1, "id": ..., "parts": {...}, "occurrence": n, "cell_id"?: ...,
               "role": ..., "backend": ..., "input": ..., "recorded_at": ...,
@@ -23,6 +24,10 @@ tape) is ``"format": 2`` (`KEPT_BLOCKS_FORMAT`), so a reader from before kept bl
 replaying it without them; ``scrubbed_blocks`` says which kept blocks had a secret scrubbed out of their readable
 text (docs/recordings.md, "Thinking and other kept blocks"). ``views`` is the version of the step's view that drew
 the record when it was recorded (`VIEWS`), so a replay draws the same.
+
+``contents``, ``change`` and ``replaced`` are a step's versions (docs/iterating.md, `agl_notebook.replay.versions`):
+what its agent was told, what changed since its previous version, and the version a refresh replaced. Each is left
+out when empty, and a reader from before them ignores them, so format 1 stays format 1.
 
 ``decisions`` (approvals of tool calls), ``cost``, ``engine`` and ``partial`` came after format 1 was first written:
 each is left out when empty, so records without them read as they did. A record with ``partial`` is the progress of
@@ -246,6 +251,14 @@ class StepRecord(Fieldwise):
     """Which version of the step's view drew it when it was recorded (`VIEWS`; 1 for a record without the field).
     A replay draws what that version drew, so a notebook saved before the view gained a part still replays equal to
     its saved outputs under nbval."""
+
+    contents: JsonObject = field(default_factory=dict)
+    """The contents of the parts a person edits (instructions, tools, reporting, settings), each left out when
+    another record of the notebook keeps the same digest's (`agl_notebook.replay.versions`). Never fingerprinted."""
+    change: JsonObject | None = None
+    """What changed since the step's previous version (`versions.change_summary`), drawn by its view; None: none."""
+    replaced: StepRecord | None = None
+    """The previous version a run in mode ``refresh`` replaced, kept inside this record (never replayed)."""
     kind: str = field(default="step", init=False)
     format: int = field(default=FORMAT, init=False)
 
@@ -319,6 +332,12 @@ class StepRecord(Fieldwise):
             data["scrubbed_blocks"] = [[m, b] for m, b in self.scrubbed_blocks]
         if self.views != 1:
             data["views"] = self.views
+        if self.contents:
+            data["contents"] = dict(self.contents)
+        if self.change is not None:
+            data["change"] = dict(self.change)
+        if self.replaced is not None:
+            data["replaced"] = self.replaced.to_json()
         return data
 
     def _failure_json(self, failure: RecordedFailure) -> JsonObject:
@@ -341,6 +360,8 @@ class StepRecord(Fieldwise):
             data["cells"] = [c.to_json() for c in self.cells]
         if self.cells_dropped:
             data["cells_dropped"] = True
+        if self.change is not None:
+            data["change"] = dict(self.change)
         return data
 
 
@@ -426,7 +447,18 @@ def record_from_json(data: JsonValue, *, where: str = "record") -> StepRecord:
         cells_dropped=data.get("cells_dropped") is True,
         scrubbed_blocks=_scrubbed_blocks(data.get("scrubbed_blocks", []), f"{where}.scrubbed_blocks"),
         views=_views(data.get("views", 1), f"{where}.views"),
+        contents=_object(data.get("contents", {}), f"{where}.contents") or {},
+        change=_object(data.get("change"), f"{where}.change"),
+        replaced=record_from_json(data["replaced"], where=f"{where}.replaced") if "replaced" in data else None,
     )
+
+
+def _object(data: JsonValue, where: str) -> JsonObject | None:
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected an object.")
+    return data
 
 
 def holds_kept_blocks(transcript: Sequence[Message], tape: Sequence[JsonValue] = ()) -> bool:
@@ -526,6 +558,7 @@ def _failure_record(data: dict[str, JsonValue], where: str) -> StepRecord:
         failure=RecordedFailure(
             "failed" if status == "failed" else "not_run", _string(failure, "type", f"{where}.failure"), message
         ),
+        change=_object(data.get("change"), f"{where}.change"),
     )
 
 

@@ -7,6 +7,7 @@ item (`Context.keeps_failures`) that fails leaves a failure record instead, whic
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -28,6 +29,14 @@ from ..replay.explain import Miss, explain_miss, note_miss, note_used
 from ..replay.modes import Mode
 from ..replay.records import RecordedFailure, StepRecord, recorded_failure, resume_refusal
 from ..replay.stores import PartialStore, RecordingWarning, Store
+from ..replay.versions import (
+    ContentIndex,
+    VersionIndex,
+    change_summary,
+    deduplicated,
+    keep_versions,
+    previous_version,
+)
 from .environment import Environment
 from .occurrences import Occurrences
 from .units import Relisting, Resumable, TapedUnit, Unit
@@ -46,6 +55,8 @@ class Context:
     keeps_failures: bool = False
     """A `run.map` item's: a failure in mode ``auto`` or ``refresh`` keeps a failure record, mode ``replay`` replays
     one, and a failed item keeps its occurrence number (items are numbered in input order whatever their outcome)."""
+    versions: MapVersions | None = None
+    """A map's index of its previous records and their contents, built once (`MapVersions`); None for a step."""
 
     def execution_key(self) -> object:
         """What occurrence numbers count within: the whole Run, or a cell execution in a notebook."""
@@ -118,10 +129,12 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
             emit(StepReplayed(name, found.id, found.backend))
             outcome = await unit.replay(found)
             kept = found
+            _tell_kept(unit, found)
             note_used(context.cell_id(), execution, found.id)
         elif mode == "replay" and failed_before is not None:
             how, replays_failure = "replayed", True
             note_used(context.cell_id(), execution, failed_before.id)
+            _tell_kept(unit, failed_before)
             raise _replayed_failure(failed_before, name, map_item=context.keeps_failures, where=repr(store))
         elif mode == "replay" and partial is not None:
             raise ReplayMissError(_partial_message(partial, name, where=repr(store)), nearest=partial, differing=())
@@ -191,7 +204,11 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
 
                 raise asyncio.CancelledError
             if mode != "off":
-                kept = store.put(unit.record(record_id, occurrence, outcome, context.cell_id()))
+                record = unit.record(record_id, occurrence, outcome, context.cell_id())
+                if record.contents:  # a step of a role: it says what changed since its previous version
+                    record = with_versions(record, mode, context)
+                kept = store.put(record)
+                _tell_kept(unit, kept)
                 note_used(context.cell_id(), execution, kept.id)
     except BaseException as e:  # KeyboardInterrupt and cancellation wipe the step too
         if not replays_failure:
@@ -231,6 +248,96 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
     if view is not None:
         view.finish(kept)
     return outcome
+
+
+class MapVersions:
+    """A map's previous records by (role, input digest, occurrence) and their contents, indexed once per map.
+
+    Built when the first item runs live (a map that replays whole never pays for it), from the records its store
+    held then: the previous run's.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._built: tuple[VersionIndex, ContentIndex] | None = None
+
+    def _build(self) -> tuple[VersionIndex, ContentIndex]:
+        if self._built is None:
+            records = self._store.records()
+            self._built = (VersionIndex(records), ContentIndex(records))
+        return self._built
+
+    @property
+    def index(self) -> VersionIndex:
+        """The previous records by (role, input digest, occurrence)."""
+        return self._build()[0]
+
+    @property
+    def contents(self) -> ContentIndex:
+        """The contents they (and the items recorded since) keep."""
+        return self._build()[1]
+
+
+def with_versions(record: StepRecord, mode: Mode, context: Context) -> StepRecord:
+    """``record`` with its change since its previous version, its contents kept once, and its replaced version.
+
+    In mode ``refresh`` the version the record replaces is kept inside it (docs/iterating.md).
+    """
+    store = context.store
+    replaced = store.get(record.id) if mode == "refresh" else None
+    if replaced is not None and not replaced.finished:
+        replaced = None
+    versions = context.versions
+    if versions is not None:
+        contents = versions.contents
+        previous = replaced or versions.index.previous(
+            record.role, record.parts.get("input", ""), record.occurrence, record.id
+        )
+    else:
+        records = store.records()
+        contents = ContentIndex(records)
+        this_cell = getattr(store, "this_cell", None)  # the notebook's store knows the running cell
+        use = this_cell() if callable(this_cell) else None
+        previous = replaced or previous_version(
+            records,
+            cell_id=record.cell_id or (use.cell_id if use is not None else None),
+            source=use.source if use is not None else None,
+            role=record.role,
+            input_digest=record.parts.get("input", ""),
+            occurrence=record.occurrence,
+            not_id=record.id,
+        )
+    if replaced is not None:
+        contents.add(replaced)
+        if replaced.result == record.result and replaced.parts == record.parts:
+            # Refreshed to the same result: the same version again, which keeps its own change and its previous.
+            own = deduplicated(record.contents, record.parts, contents)
+            return dataclasses.replace(record, contents=own, change=replaced.change, replaced=replaced.replaced)
+    change = (
+        change_summary(previous, record, contents, keep_result=versions is not None) if previous is not None else None
+    )
+    if change is not None and not change.get("differs"):
+        change = None  # the same step again, with the same result: nothing to show
+    kept_inside = _older_versions(replaced, keep_versions() - 1) if replaced is not None else None
+    own = deduplicated(record.contents, record.parts, contents)
+    contents.add(record)  # its full contents: the next item of a map finds them here
+    if change is None and kept_inside is None and len(own) == len(record.contents):
+        return record  # nothing to add or leave out (a first version)
+    return dataclasses.replace(record, contents=own, change=change, replaced=kept_inside)
+
+
+def _tell_kept(unit: Unit[Any], record: StepRecord) -> None:
+    """Hand a unit that asks (``kept``, a map item's step) the record it replayed or kept: a map reads its change."""
+    if hasattr(unit, "kept"):
+        unit.kept = record
+
+
+def _older_versions(record: StepRecord, keep: int) -> StepRecord | None:
+    """``record`` with at most ``keep`` versions in all (itself and those kept inside it)."""
+    if keep < 1:
+        return None
+    inner = _older_versions(record.replaced, keep - 1) if record.replaced is not None else None
+    return record if inner is record.replaced else dataclasses.replace(record, replaced=inner)
 
 
 def _unit_kind(unit: Unit[Any], context: Context) -> _tally.Kind:
@@ -281,7 +388,16 @@ def keep_failure(
             # The person's recording of the step stays (a partial one that cannot be resumed too, until a refresh
             # replaces it); the failure is shown, not kept.
             return
-        kept = store.put(failure_record(unit, record_id, occurrence, context.cell_id(), failure))
+        record = failure_record(unit, record_id, occurrence, context.cell_id(), failure)
+        versions = context.versions
+        if versions is not None:  # a map item that fails now: newly failing when its previous version finished
+            previous = versions.index.previous(record.role, record.parts.get("input", ""), occurrence, record_id)
+            if previous is not None:
+                record = dataclasses.replace(
+                    record, change=change_summary(previous, record, versions.contents, keep_result=True)
+                )
+        kept = store.put(record)
+        _tell_kept(unit, kept)
         note_used(context.cell_id(), context.execution_key(), kept.id)
     except Exception as keeping_error:
         if error is not None:

@@ -40,13 +40,14 @@ from ..replay.records import recorded_failure
 from ..replay.stores import map_store
 from ..roles import Role
 from ..transcript import Message
-from ._engine import Context, keep_failure, run_unit
+from ._engine import Context, MapVersions, keep_failure, run_unit
 from ._judge import Judge, Scoring, Verdict, judge
 from ._map_state import MapItem, MapResults, MapState, MapView, item_fields
 from ._meter import Meter, estimate
 from ._pacer import MAX_CONCURRENCY, MIN_CONCURRENCY, MapPacer
 from ._step import _tool_spec as _spec
-from ._step import check_input
+from ._step import check_input, reporting_of
+from ._vs_previous import previous_of, scored_previous
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -129,7 +130,7 @@ async def run_map(
     number = context.occurrences.take(context.execution_key(), f"map:{base}")
     key = base if number == 0 else f"{base}-{number + 1}"
     store = map_store(run.store, key)
-    item_context = Context(store, context.occurrences, env, keeps_failures=True)
+    item_context = Context(store, context.occurrences, env, keeps_failures=True, versions=MapVersions(store))
     reporting = role.reporting_tool
     # Each input's repeats follow it, so identical steps (an input's repeats) are numbered in input, then repeat,
     # order: the k records of an input are occurrences 0..k-1 of its step, and repeat 0 is the record a map without
@@ -177,6 +178,7 @@ async def run_map(
             _park_while_waiting(plan, participant)
     if view is not None:
         view.begin(state)
+    reporting_plan = reporting_of(role)  # builds an item's previous result, to score it as results are now
 
     async def run_item(item: MapItem, prepared: tuple[_Tap, StepPlan, Participant] | None = None) -> None:
         __tracebackhide__ = True
@@ -188,6 +190,7 @@ async def run_map(
         if view is not None:
             view.changed(item)
         tap: _Tap | None = None
+        plan: StepPlan | None = None
         try:
             if prepared is None:
                 tap, plan = prepare(item)
@@ -222,6 +225,11 @@ async def run_map(
             state.failed += 1
             state.failures.append(item)
         finally:
+            if plan is not None and plan.kept is not None:
+                previous = previous_of(plan.kept.change)
+                if previous is not None:
+                    judged = score is None or isinstance(score, Judge)
+                    item.previous = scored_previous(previous, item.value, None if judged else score, reporting_plan)
             state.running -= 1
             if prepared is None:
                 pacer.end_item()

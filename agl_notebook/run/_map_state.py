@@ -22,6 +22,7 @@ from ..models.prices import RecordedCost
 from ..models.prices import dollars as format_dollars
 from ..payloads import JsonObject, JsonValue
 from ._stats import Interval, input_scores, mean_interval
+from ._vs_previous import PreviousItem, VsPrevious, outcome, pairs_frame, vs_previous
 
 if TYPE_CHECKING:
     from ..models.batch_replies import BatchStatus
@@ -69,6 +70,8 @@ class MapItem:
     cost: RecordedCost | None = None
     """What its record says it cost (docs/cost.md); None: no cost kept (a scripted model's, or an older record)."""
     replayed: bool = False
+    previous: PreviousItem | None = None
+    """What its previous version ended with (a map against its previous run; docs/iterating.md), or None."""
 
 
 @dataclass
@@ -103,6 +106,20 @@ class MapState:
     batches: dict[str, BatchStatus] = field(default_factory=dict)
     """A batch map's batches as last polled, by batch id (the live view shows them, never the static one)."""
     _interval: tuple[Interval | None] | None = field(default=None, repr=False)
+    _vs_previous: tuple[VsPrevious | None] | None = field(default=None, repr=False)
+
+    @property
+    def paired(self) -> bool:
+        """Whether any item has a previous version (the table then shows it)."""
+        return any(item.previous is not None for item in self.items)
+
+    def vs_previous(self) -> VsPrevious | None:
+        """The comparison with the previous run, once the map ended (None: no item has a previous version)."""
+        if self.state == "running":
+            return None
+        if self._vs_previous is None:
+            self._vs_previous = (vs_previous(self),)
+        return self._vs_previous[0]
 
     @property
     def total(self) -> int:
@@ -333,6 +350,19 @@ class MapResults(Sequence[Any]):
         """The mean input score with its 95% interval (a bootstrap over inputs, repeats drawn with their input)."""
         return self._state.score_interval()
 
+    def vs_previous(self) -> Any:
+        """The items paired with their previous versions, as a pandas DataFrame (docs/iterating.md).
+
+        A row per item that has a previous version: its input, how it compares (``outcome``), the previous result,
+        error and score, and the result, score and status now. Needs pandas.
+        """
+        return pairs_frame(self._state.items)
+
+    @property
+    def compared(self) -> VsPrevious | None:
+        """The map against its previous run: the counts, the mean scores before and after, the paired difference."""
+        return self._state.vs_previous()
+
     def to_pandas(self) -> Any:
         """A pandas DataFrame: a row per input and repeat, the reported fields, the score, the status and the error.
 
@@ -383,10 +413,28 @@ class MapResults(Sequence[Any]):
 
 def shown_items(state: MapState) -> tuple[list[MapItem], list[MapItem]]:
     """The rows of the table (the ended items among the first `ROWS` inputs) and the failures listed below them."""
+    if state.paired:  # against the previous run: the changed items first, whichever inputs they are
+        ended = [state.repeats(i)[0] for i in range(state.inputs)]
+        ended = [item for item in ended if item.status in ("done", "failed")]
+        changed = [item for item in ended if outcome(item) in _CHANGED]
+        rows = (changed + [item for item in ended if outcome(item) not in _CHANGED])[:ROWS]
+        later = sorted(
+            (item for item in state.failures if item not in rows), key=lambda item: (item.index, item.repeat)
+        )
+        return rows, later[:FAILURES]
     firsts = (state.repeats(i)[0] for i in range(min(ROWS, state.inputs)))
     rows = [item for item in firsts if item.status in ("done", "failed")]
     later = sorted((item for item in state.failures if item.index >= ROWS), key=lambda item: (item.index, item.repeat))
     return rows, later[:FAILURES]
+
+
+_CHANGED: tuple[str | None, ...] = ("improved", "regressed", "changed", "newly failing", "newly passing")
+
+
+def previous_text(state: MapState) -> str | None:
+    """The line saying the map against its previous run, or None."""
+    compared = state.vs_previous()
+    return compared.line() if compared is not None else None
 
 
 def summary_text(state: MapState) -> str:
@@ -424,6 +472,7 @@ def columns(state: MapState) -> list[str]:
         *(["agree"] if state.epochs > 1 else []),
         *(["verdict"] if state.judged else []),
         "status",
+        *(["previous", *(["previous score"] if state.scored else [])] if state.paired else []),
     ]
 
 
@@ -455,6 +504,17 @@ def row_cells(state: MapState, item: MapItem) -> list[Cell]:
         cells.append(Cell(text, cut=ERROR_LENGTH))
     else:
         cells.append(Cell(_error_text(item), cut=ERROR_LENGTH))
+    if state.paired:
+        previous = item.previous
+        if previous is None:
+            cells.append(Cell(""))
+        elif previous.failed:
+            cells.append(Cell(f"failed: {previous.error}", cut=ERROR_LENGTH))
+        else:
+            cells.append(Cell(value=previous.result_json))
+        if state.scored:
+            score = previous.score if previous is not None else None
+            cells.append(Cell("" if score is None else _score(score)))
     return cells
 
 
@@ -466,6 +526,9 @@ def render_map_text(state: MapState, secrets: tuple[str, ...] | None = None) -> 
     secrets = secrets_from_environment() if secrets is None else secrets
     rows, failures = shown_items(state)
     lines = [shown(summary_text(state), secrets)]
+    against = previous_text(state)
+    if against is not None:
+        lines.append(shown(against, secrets))
     if rows:
         lines.append(" | ".join(shown(name, secrets) for name in columns(state)))
         lines += [" | ".join(cell.text(secrets) for cell in row_cells(state, item)) for item in rows]
@@ -490,6 +553,9 @@ def render_map_html(state: MapState, secrets: tuple[str, ...] | None = None, *, 
     rows, failures = shown_items(state)
     head = escaped(summary_text(state), secrets)
     out = [f'<div class="agl-map" style="{_BOX}"><div style="{_HEAD}"><b>{head}</b></div>']
+    against = previous_text(state)
+    if against is not None:
+        out.append(f'<div class="agl-vs-previous" style="{_NOTE}">{escaped(against, secrets)}</div>')
     if rows:
         out.append(f'<div style="{_SCROLL}"><table style="{_TABLE}"><thead><tr>')
         out += [f'<th style="{_TD}">{escaped(name, secrets)}</th>' for name in columns(state)]

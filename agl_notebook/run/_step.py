@@ -34,8 +34,9 @@ from ..models.base import (
     model_thinks,
 )
 from ..payloads import JsonObject, JsonValue, dump, payload_spec
-from ..replay.fingerprint import Fingerprint, fingerprint
+from ..replay.fingerprint import Fingerprint, fingerprint, tool_json
 from ..replay.records import RecordedQuestion, StepRecord, Waiting
+from ..replay.versions import contents_of
 from ..roles import Role
 from ..tools import ReportingTool, Tool, ToolResult, with_report_instruction
 from ..transcript import (
@@ -181,6 +182,8 @@ class StepPlan:
     """The role's MCP tools (docs/mcp.md), when it has MCP servers."""
     fork: Fork | None = None
     """Where a forked step's first turns come from (docs/forking.md); None for a step run from its start."""
+    kept: StepRecord | None = None
+    """The record the step replayed or kept (a failure record included), once it ended; the engine sets it."""
 
     @property
     def name(self) -> str:
@@ -538,6 +541,7 @@ class StepPlan:
             role=self.role.name,
             backend=self.backend,
             input=self.input_json,
+            contents=dict(self.contents()),
             result=outcome.result_json,
             transcript=outcome.transcript,
             questions=tuple(self.questions),
@@ -548,6 +552,26 @@ class StepPlan:
             cost=self.cost,
             engine=engine,
         )
+
+    def contents(self) -> JsonObject:
+        """What the model was told besides the input, as its record keeps it (docs/iterating.md).
+
+        Made once per distinct set of digests: a role's steps share it (a map's items, a notebook's re-runs).
+        """
+        parts = self.fingerprint.parts
+        key = tuple(parts.get(p, "") for p in ("instructions", "tools", "reporting", "settings"))
+        found = _CONTENTS.get(key)
+        if found is None:
+            if len(_CONTENTS) >= 256:
+                _CONTENTS.clear()
+            found = _CONTENTS[key] = self._contents()
+        return found
+
+    def _contents(self) -> JsonObject:
+        role = self.role
+        tools = [tool_json(_tool_spec(t, strict=role.strict_tools)) for t in self.tools]
+        reporting = tool_json(self.reporting.spec) if self.reporting is not None else None
+        return contents_of(self.system, tools, reporting, step_settings(role))
 
     def finished(self, outcome: LoopOutcome) -> Event:
         """``step.finished``, once the outcome is kept in the Run's history."""
@@ -645,6 +669,9 @@ class StepPlan:
 
         gate = self.gatekeeper.resume_gate(t, partial.decisions, self.scope, set(results), recorded_result)
         return LoopTool(_tool_spec(t, strict=self.role.strict_tools), call, t.spec.validate, gate)
+
+
+_CONTENTS: dict[tuple[str, ...], JsonObject] = {}
 
 
 class ResumingModel:
@@ -745,6 +772,11 @@ def _answered_from(
 def _tool_spec(t: Tool[Any], *, strict: bool = False) -> ToolSpec:
     """The tool as the model is shown it: strict when the tool or its role (``strict``) asks for it."""
     return ToolSpec(t.name, t.description, t.input_schema, strict or t.strict)
+
+
+def reporting_of(role: Role[Any]) -> Reporting | None:
+    """The role's reporting tool as the loop sees it (what builds its payload from JSON), or None."""
+    return _reporting(role.reporting_tool, strict=role.strict_tools)
 
 
 def _reporting(report: ReportingTool[Any] | None, *, strict: bool = False) -> Reporting | None:

@@ -35,21 +35,15 @@ from agl_notebook.terminals import Terminal
 from agl_notebook.tools import Tool
 from tests.support.anthropic_api import BASE_URL, KEY
 from tests.support.anthropic_batches import FakeBatches
-from tests.support.batch_steps import RESEARCHER, engine_for, inputs, no_wait, three_turns
+from tests.support.batch_steps import RESEARCHER, engine_for, inputs, no_wait, three_turns, without_run_details
 from tests.support.steps import Answer, Query
 
 
 def map_records(run: Run) -> list[JsonObject]:
     """The run's records as JSON, by id, without the time they were made, the engine that answered and the cost
     (a batched request is billed at the batch discount once the model is priced)."""
-    out = []
-    for record in sorted(run.store.records(), key=lambda r: r.id):
-        data = record.to_json()
-        data.pop("recorded_at", None)
-        data.pop("engine", None)
-        data.pop("cost", None)
-        out.append(data)
-    return out
+    every = run.store.records()
+    return [without_run_details(record, every) for record in sorted(every, key=lambda r: r.id)]
 
 
 PRICES: dict[str, Rates] = {Claude.SONNET: Rates(3.0, 15.0, 3.75, 6.0, 0.30)}  # batch_discount: 0.5 unless given

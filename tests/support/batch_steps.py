@@ -17,6 +17,7 @@ from agl_notebook.loop import LoopOutcome
 from agl_notebook.models.anthropic import AnthropicModel
 from agl_notebook.models.batches import Batches, Participant
 from agl_notebook.payloads import JsonObject
+from agl_notebook.replay.records import StepRecord
 from agl_notebook.replay.stores import MemoryStore
 from tests.support.anthropic_api import text, use
 from tests.support.anthropic_batches import FakeBatches, Turn
@@ -108,13 +109,22 @@ def records(run: Run) -> list[JsonObject]:
     """The run's records as JSON, by id, without the time they were made, the engine that answered and the cost.
 
     The cost differs on purpose once the model is priced: a batched request is billed at the batch discount
-    (tests/core/test_batches.py checks each cost on its own).
+    (tests/core/test_batches.py checks each cost on its own). A record's contents are compared as found (its own or
+    another record's, by digest): which record keeps a shared content is the one that finished first.
     """
-    out = []
-    for record in sorted(run.store.records(), key=lambda r: r.id):
-        data = record.to_json()
-        data.pop("recorded_at", None)
-        data.pop("engine", None)  # what answered: the one part a batched record has that a live one has not
-        data.pop("cost", None)
-        out.append(data)
-    return out
+    return [
+        without_run_details(record, run.store.records()) for record in sorted(run.store.records(), key=lambda r: r.id)
+    ]
+
+
+def without_run_details(record: StepRecord, every: Sequence[StepRecord]) -> JsonObject:
+    """A record as JSON without its time, engine and cost, its contents resolved (see `records`)."""
+    from agl_notebook.replay.versions import CONTENT_PARTS, ContentIndex
+
+    index = ContentIndex(every)
+    data = record.to_json()
+    data.pop("recorded_at", None)
+    data.pop("engine", None)  # what answered: the one part a batched record has that a live one has not
+    data.pop("cost", None)
+    data["contents"] = {part: index.content(record, part)[1] for part in CONTENT_PARTS}
+    return data

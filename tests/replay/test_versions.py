@@ -1,0 +1,213 @@
+"""Versions of a step: contents kept once, the change a record carries, refresh keeping the version it replaced,
+history and diff."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from IPython.core.error import UsageError
+
+from agl_notebook import Role, Run, ScriptedModel, describe, reporting_tool
+from agl_notebook.models.base import ModelRequest
+from agl_notebook.notebook.magics import agl
+from agl_notebook.notebook.render import StepTrace, render_html, render_text
+from agl_notebook.replay.records import block_from_json, block_to_json, record_from_json
+from agl_notebook.replay.stores import MemoryStore
+from agl_notebook.replay.versions import (
+    DIFF_LINES,
+    ContentIndex,
+    diff_lines,
+    history_lines,
+    line_diff,
+    versions_of,
+    word_diff,
+)
+
+
+@dataclass
+class Answer:
+    text: str = describe("the answer")
+
+
+def role(instructions: str, *, max_tokens: int = 1024) -> Role[Answer]:
+    return Role(
+        "writer", instructions, [reporting_tool("answer", "Hand back the answer.", Answer)], max_tokens=max_tokens
+    )
+
+
+def model(answer: str) -> ScriptedModel:
+    def reply(request: ModelRequest) -> dict[str, object]:
+        return {"calls": [{"name": "answer", "args": {"text": answer}}]}
+
+    return ScriptedModel(reply)
+
+
+async def test_an_edit_of_the_instructions_keeps_a_change_naming_them_with_the_line_diff() -> None:
+    store = MemoryStore()
+    await Run(model=model("short"), store=store).step(role("Be brief.\nUse plain words."), "q")
+    await Run(model=model("shorter"), store=store).step(role("Be very brief.\nUse plain words."), "q")
+    first, second = store.records()
+    assert first.change is None, "no previous version: nothing to show"
+    change = second.change
+    assert change is not None and change["previous"] == first.id
+    assert change["differs"] == ["instructions", "result"]
+    assert change["instructions"] == {
+        "lines": ["@@ -1,3 +1,3 @@", "-Be brief.", "+Be very brief.", " Use plain words.", " "]
+    }
+    assert change["result"] == [{"field": "text", "before": "short", "after": "shorter"}]
+    numbers: Any = change["numbers"]
+    assert numbers["turns"] == [1, 1] and numbers["tool_calls"] == [1, 1]
+    trace = StepTrace("writer")
+    trace.change = change
+    assert "changed since the previous version: instructions, result" in render_text(trace, ())
+    html = render_html(trace, ())
+    assert '<details class="agl-change">' in html and "open" not in html.split("agl-change")[1][:20]
+    assert "Changed since the previous version: instructions, result" in html and "+Be very brief." in html
+
+
+async def test_a_long_system_text_is_kept_once_however_many_steps_share_it() -> None:
+    long = "Rule. " * 3500  # about 20 KB
+    store = MemoryStore()
+    run = Run(model=model("ok"), store=store)
+    for i in range(50):
+        await run.step(role(long), f"question {i}")
+    records = store.records()
+    assert sum("instructions" in r.contents for r in records) == 1
+    block = json.dumps(block_to_json(records))
+    assert block.count(long.strip()) == 1
+    assert len(block) < 20_000 + 50 * 2_500, len(block)
+    index = ContentIndex(records)
+    held = next(r.contents["instructions"] for r in records if "instructions" in r.contents)
+    assert all(index.content(r, "instructions") == (True, held) for r in records)
+    assert all(index.content(r, "instructions")[1].startswith("Rule.") for r in records)  # type: ignore[union-attr]
+
+
+async def test_a_record_from_before_versions_says_differs_for_what_it_did_not_keep() -> None:
+    store = MemoryStore()
+    await Run(model=model("a"), store=store).step(role("One."), "q")
+    old = store.records()[0].to_json()
+    del old["contents"]  # as a record made before versions
+    older = MemoryStore()
+    older.put(record_from_json(old))
+    await Run(model=model("b"), store=older).step(role("Two."), "q")
+    change = older.records()[1].change
+    assert change is not None and change["unknown"] == ["instructions"] and "instructions" not in change
+    trace = StepTrace("writer")
+    trace.change = change
+    assert "instructions (differs; not kept before)" in render_text(trace, ())
+
+
+async def test_settings_and_tools_changes_say_before_and_after() -> None:
+    store = MemoryStore()
+    await Run(model=model("a"), store=store).step(role("Same.", max_tokens=100), "q")
+    await Run(model=model("a"), store=store).step(role("Same.", max_tokens=200), "q")
+    change = store.records()[1].change
+    assert change is not None and change["differs"] == ["settings"]
+    assert change["settings"] == {"before": {"max_tokens": 100}, "after": {"max_tokens": 200}}
+
+
+async def test_refresh_keeps_the_replaced_record_inside_the_new_one_and_at_most_two_versions_by_default() -> None:
+    store = MemoryStore()
+    for answer in ("first", "second", "third"):
+        await Run(model=model(answer), store=store, mode="refresh").step(role("Same."), "q")
+    (record,) = store.records()
+    assert record.result == {"text": "third"}
+    assert record.replaced is not None and record.replaced.result == {"text": "second"}
+    assert record.replaced.replaced is None, "keeping more than the current and the previous version is opt-in"
+    assert record.change is not None and record.change["result"] == [
+        {"field": "text", "before": "second", "after": "third"}
+    ]
+    again = block_from_json(json.loads(json.dumps(block_to_json([record]))), where="block")
+    assert again.records == (record,)
+    assert [name for name, _ in versions_of([record])] == [record.id, f"{record.id}~1"]
+
+
+async def test_refresh_keeps_more_versions_when_asked() -> None:
+    agl("versions 3")
+    try:
+        store = MemoryStore()
+        for answer in ("first", "second", "third", "fourth"):
+            await Run(model=model(answer), store=store, mode="refresh").step(role("Same."), "q")
+        (record,) = store.records()
+        assert [r.result for _, r in versions_of([record])] == [{"text": t} for t in ("fourth", "third", "second")]
+    finally:
+        agl("versions 2")
+
+
+async def test_history_lists_versions_newest_first_and_diff_compares_any_two() -> None:
+    store = MemoryStore()
+    await Run(model=model("short"), store=store).step(role("Be brief."), "q")
+    await Run(model=model("long answer"), store=store).step(role("Be thorough."), "q")
+    lines = history_lines(store.records())
+    assert lines[0].startswith("cell (unknown cell): role 'writer' on 'q' (occurrence 1), 2 version(s)")
+    assert "changed: instructions, result" in lines[1] and '"long answer"' in lines[1]
+    assert "(no previous version)" in lines[2] and '"short"' in lines[2]
+    first, second = store.records()
+    said = diff_lines(first, second, ContentIndex(store.records()))
+    assert said[0] == "changed: instructions, result"
+    assert "  -Be brief." in said and "  +Be thorough." in said
+
+
+def test_line_and_word_diffs_are_capped() -> None:
+    old = "\n".join(f"line {i}" for i in range(1000))
+    new = "\n".join(f"line {i}!" for i in range(1000))
+    diff: Any = line_diff(old, new)
+    assert len(diff["lines"]) == DIFF_LINES and diff["more"] == 2001 - DIFF_LINES  # a hunk header, 2,000 lines
+    runs = word_diff("the cat sat on the mat", "the dog sat on the mat")
+    assert runs == [["=", "the"], ["-", "cat"], ["+", "dog"], ["=", "sat on the mat"]]
+    huge: Any = word_diff("a " * 10_000, "b " * 10_000)
+    assert huge[-1][0] == "…"
+    assert sum(len(str(r[1])) for r in huge[:-1]) <= 6_000
+
+
+@pytest.mark.parametrize("line", ["diff abcdefgh 12345678", "diff abc def", "diff onlyone"])
+def test_diff_of_unknown_ids_is_a_one_line_usage_error(line: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        agl(line)
+    assert "\n" not in str(caught.value) and "usage: %agl" in str(caught.value)
+
+
+async def test_a_refresh_to_the_same_result_is_the_same_version_with_its_change_and_previous() -> None:
+    store = MemoryStore()
+    await Run(model=model("one"), store=store).step(role("First."), "q")
+    for _ in range(2):
+        await Run(model=model("two"), store=store, mode="refresh").step(role("Second."), "q")
+    first, second = store.records()
+    assert second.change is not None and second.change["previous"] == first.id
+    assert second.change["differs"] == ["instructions", "result"]
+    assert second.replaced is None, "nothing new was replaced: the version before it is the other record"
+
+
+async def test_a_planted_secret_is_in_no_content_change_view_history_or_diff(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.notebook.test_saved_views import leaked, planted_secret
+
+    secret = planted_secret()
+    monkeypatch.setenv("AGL_TEST_SERVICE_PASSWORD", secret)  # the way the scrubber learns a secret
+    store = MemoryStore()
+    await Run(model=model(f"one {secret}"), store=store).step(role(f"Use the password {secret}."), "q")
+    long_answer = f"a long answer {'with many words ' * 12} and {json.dumps(secret)} in it"
+    await Run(model=model(long_answer), store=store).step(role(f"Use the password {secret} twice."), "q")
+    first, second = store.records()
+    assert second.change is not None and second.change["differs"] == ["instructions", "result"]
+    trace = StepTrace("writer")
+    trace.change = second.change
+    texts = [
+        json.dumps(block_to_json(store.records())),  # contents and change as kept (plain and JSON-escaped)
+        render_text(trace),
+        render_html(trace),
+        *history_lines(store.records()),
+        *diff_lines(first, second, ContentIndex(store.records())),
+    ]
+    assert not leaked(texts, secret), leaked(texts, secret)
+    assert "+Use the password" in render_html(trace)
+
+
+def test_history_and_versions_magics_say_what_they_did_or_a_one_line_usage_error() -> None:
+    assert agl("history").startswith("No recordings")
+    for line in ("versions 0", "versions many", "history a b"):
+        with pytest.raises(UsageError) as caught:
+            agl(line)
+        assert "\n" not in str(caught.value) and "usage: %agl" in str(caught.value)
