@@ -26,10 +26,11 @@ requests, and a step in mode ``off``, to say where the extra goes.
 Measured (2026-12-02, the 2-core machine shared with other engineers, load average 4 to 6; before = 1adc96b, after =
 issue 35's cuts, each run of the script alternating, 600 rounds): agl_notebook +14.0%, +14.9%, +15.3% paired over the
 bare client before, +13.5%, +14.5%, +15.1% after (about +1.0 ms a run of 5.5 to 8 ms); pydantic-ai +122% to +138%.
-The goal (2%) is not met. Layer by layer (``--layers``): the client given agl's parameters costs what the bare client
-does (-1% to 0%), ``OpenAIModel.stream`` alone +2%, a step in mode ``off`` +10% to +12%, mode ``auto`` (recording
-to memory) +14% to +15%. The framework's work between the requests is ~0.15 ms hot (a fake client handing
-ready-made chunks) but costs three to four times that beside a real client: a SIGPROF sampler puts a fifth more of
+With ``--latency 0.04 --runs 150``: +12.7%, +10.8% before, +11.9%, +13.3% after. The goal (2%) is not met. Layer by
+layer (``--layers``, two runs): the client given agl's parameters costs what the bare client does (-1% to 0%),
+``OpenAIModel.stream`` alone +2% to +4%, a step in mode ``off`` +12%, mode ``auto`` (recording to memory) +15% to
++16%. The framework's work between the requests is 0.15 to 0.2 ms hot (a fake client handing ready-made chunks) but
+costs three to four times that beside a real client: a SIGPROF sampler puts a fifth more of
 the agl run's samples inside the SDK than the bare run's, for the same calls, so what is left is spread over the
 step's whole path (plan, loop, meter, record, scrub), each part small. Earlier figures (+8.0%) were taken with
 rounds of 100 runs per variant, not interleaved run by run, and with the fake's answers stalled 40 ms by Nagle's
