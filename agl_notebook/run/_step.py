@@ -552,22 +552,25 @@ def _answered_from(tool: LoopTool, results: dict[str, ToolResultBlock]) -> LoopT
     return dataclasses.replace(tool, call=call)
 
 
-@dataclasses.dataclass(frozen=True)
 class _RoleParts:
     """What every step of one role is planned with, whatever its input: worked out once per `Role` object.
 
     A role is frozen, and so are its tools, so these never change while it lives. Planning them again for each step
-    (the system text, each tool as the model is shown it, the settings) was a tenth of a live step's own CPU.
+    (the system text, each tool as the model is shown it, the settings) was a tenth of a live step's own CPU. A plain
+    class: a generated dataclass would add its compiled methods to ``import agl_notebook`` (docs/architecture.md).
     """
 
-    system: str
-    tools: tuple[Tool[Any], ...]
-    """The role's tools that are not its reporting tool."""
-    specs: tuple[ToolSpec, ...]
-    """Each of ``tools`` as the model is shown it, in order."""
-    reporting: Reporting | None
-    settings: dict[str, JsonValue]
-    """The settings part of the fingerprint (`step_settings`); read, never changed."""
+    __slots__ = ("reporting", "settings", "specs", "system", "tools")
+
+    def __init__(self, role: Role[Any]) -> None:
+        self.system = system_text(role)
+        self.tools = tuple(t for t in role.tools if isinstance(t, Tool))
+        """The role's tools that are not its reporting tool."""
+        self.specs = tuple(_tool_spec(t, strict=role.strict_tools) for t in self.tools)
+        """Each of ``tools`` as the model is shown it, in order."""
+        self.reporting = _reporting(role.reporting_tool, strict=role.strict_tools)
+        self.settings = step_settings(role)
+        """The settings part of the fingerprint (`step_settings`); read, never changed."""
 
     def spec_of(self, tool: Tool[Any]) -> ToolSpec:
         """``tool`` (one of ``tools``) as the model is shown it."""
@@ -588,14 +591,7 @@ def _role_parts(role: Role[Any]) -> _RoleParts:
     entry = _ROLE_PARTS.get(id(role))
     if entry is not None and entry[0]() is role:
         return entry[1]
-    tools = tuple(t for t in role.tools if isinstance(t, Tool))
-    parts = _RoleParts(
-        system=system_text(role),
-        tools=tools,
-        specs=tuple(_tool_spec(t, strict=role.strict_tools) for t in tools),
-        reporting=_reporting(role.reporting_tool, strict=role.strict_tools),
-        settings=step_settings(role),
-    )
+    parts = _RoleParts(role)
     if len(_ROLE_PARTS) >= _ROLE_PARTS_LIMIT:
         _ROLE_PARTS.clear()
     _ROLE_PARTS[id(role)] = (weakref.ref(role), parts)
