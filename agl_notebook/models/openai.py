@@ -682,13 +682,14 @@ class _Reply:
                 continue  # one reply is asked for (n=1)
             delta = choice.delta
             if delta is not None:
-                extra = delta.model_extra or {}
-                for name in _REASONING_FIELDS:
-                    reasoning = extra.get(name)
-                    if isinstance(reasoning, str) and reasoning:
-                        self.reasoning.append(reasoning)
-                        out.append(ThinkingDelta(reasoning))
-                if delta.content or delta.refusal or delta.tool_calls:
+                extra = delta.model_extra
+                if extra:  # most servers send no field beyond the SDK's: nothing to look for then
+                    for name in _REASONING_FIELDS:
+                        reasoning = extra.get(name)
+                        if isinstance(reasoning, str) and reasoning:
+                            self.reasoning.append(reasoning)
+                            out.append(ThinkingDelta(reasoning))
+                if self.reasoning and (delta.content or delta.refusal or delta.tool_calls):
                     out.extend(self._close_reasoning())
                 if delta.content:
                     out.append(TextDelta(delta.content))

@@ -273,9 +273,12 @@ def write_blob_files(record: StepRecord, folder: Path) -> None:
                     write_blob_file(media, folder)
 
 
+_RECORD_ENCODER = json.JSONEncoder(ensure_ascii=False)  # made once (``json.dumps`` with an option makes one a call)
+
+
 def _scrubbed_json(record: StepRecord, known: Sequence[str]) -> StepRecord:
     """The record scrubbed as JSON text: the same record when there was no secret, else the scrubbed JSON read back."""
-    text = json.dumps(record.to_json(), ensure_ascii=False)
+    text = _RECORD_ENCODER.encode(record.to_json())
     clean = scrub_text(text, known)
     if clean == text:
         return record

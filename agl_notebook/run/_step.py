@@ -7,6 +7,7 @@ from a record.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -241,10 +242,9 @@ class StepPlan:
                     f"{path}: the model {model!r} does not take {media.kind}s (its backend declares what it accepts). "
                     "Nothing was sent."
                 )
-        tools = [t for t in role.tools if isinstance(t, Tool)]
-        reporting = _reporting(role.reporting_tool, strict=role.strict_tools)
+        shared = _role_parts(role)
+        tools, reporting, system = list(shared.tools), shared.reporting, shared.system
         backend = model.backend_id(model_id)
-        system = system_text(role)
         input_json = _input_json(value)
         mcp = None
         if role.mcp:
@@ -263,11 +263,11 @@ class StepPlan:
             role=role.name,
             backend=backend,
             system=system,
-            tools=tuple(_tool_spec(t, strict=role.strict_tools) for t in tools),
+            tools=shared.specs,
             reporting=reporting.spec if reporting else None,
             input_type=type(value).__qualname__,
             input=input_json,
-            settings=step_settings(role),
+            settings=shared.settings,
             extra=extra or None,
         )
         return cls(
@@ -621,7 +621,7 @@ class StepPlan:
             return result.text, result.rejected
 
         return LoopTool(
-            _tool_spec(t, strict=self.role.strict_tools),
+            _role_parts(self.role).spec_of(t),
             call,
             t.spec.validate,
             self.gatekeeper.live_gate(t, self.scope),
@@ -767,6 +767,52 @@ def _answered_from(
         return await tool.call(payload, call_id)
 
     return dataclasses.replace(tool, call=call)
+
+
+class _RoleParts:
+    """What every step of one role is planned with, whatever its input: worked out once per `Role` object.
+
+    A role is frozen, and so are its tools, so these never change while it lives. Planning them again for each step
+    (the system text, each tool as the model is shown it, the settings) was a tenth of a live step's own CPU. A plain
+    class: a generated dataclass would add its compiled methods to ``import agl_notebook`` (docs/architecture.md).
+    """
+
+    __slots__ = ("reporting", "settings", "specs", "system", "tools")
+
+    def __init__(self, role: Role[Any]) -> None:
+        self.system = system_text(role)
+        self.tools = tuple(t for t in role.tools if isinstance(t, Tool))
+        """The role's tools that are not its reporting tool."""
+        self.specs = tuple(_tool_spec(t, strict=role.strict_tools) for t in self.tools)
+        """Each of ``tools`` as the model is shown it, in order."""
+        self.reporting = _reporting(role.reporting_tool, strict=role.strict_tools)
+        self.settings = step_settings(role)
+        """The settings part of the fingerprint (`step_settings`); read, never changed."""
+
+    def spec_of(self, tool: Tool[Any]) -> ToolSpec:
+        """``tool`` (one of ``tools``) as the model is shown it."""
+        for t, spec in zip(self.tools, self.specs, strict=True):
+            if t is tool:
+                return spec
+        raise AssertionError(f"{tool!r} is not a tool of this role")  # pragma: no cover
+
+
+# By the role's id, with a weak reference that tells a live role from a later object reusing a dead one's id (a
+# role is compared and hashed by its fields, which would cost more than the planning saved). Bounded: a role made
+# per call (a factory's) leaves an entry each time.
+_ROLE_PARTS: dict[int, tuple[weakref.ref[Role[Any]], _RoleParts]] = {}
+_ROLE_PARTS_LIMIT = 1024
+
+
+def _role_parts(role: Role[Any]) -> _RoleParts:
+    entry = _ROLE_PARTS.get(id(role))
+    if entry is not None and entry[0]() is role:
+        return entry[1]
+    parts = _RoleParts(role)
+    if len(_ROLE_PARTS) >= _ROLE_PARTS_LIMIT:
+        _ROLE_PARTS.clear()
+    _ROLE_PARTS[id(role)] = (weakref.ref(role), parts)
+    return parts
 
 
 def _tool_spec(t: Tool[Any], *, strict: bool = False) -> ToolSpec:
