@@ -84,6 +84,30 @@ def _domains(tool: str, name: str, value: object) -> tuple[str, ...] | None:
     return domains
 
 
+def _check_domains_and_uses(option: WebSearch | WebFetch, tool: str) -> None:
+    """Check and normalise the options web search and web fetch share: the two domain lists and ``max_uses``."""
+    _refuse_approval(tool, option.approval)
+    allowed = _domains(tool, "allowed_domains", option.allowed_domains)
+    blocked = _domains(tool, "blocked_domains", option.blocked_domains)
+    if allowed is not None and blocked is not None:
+        raise InputError(f"{tool} takes allowed_domains or blocked_domains, not both (the API refuses both).")
+    object.__setattr__(option, "allowed_domains", allowed)
+    object.__setattr__(option, "blocked_domains", blocked)
+    _uses(tool, option.max_uses)
+
+
+def _domains_and_uses_json(option: WebSearch | WebFetch) -> JsonObject:
+    """The tool's JSON as far as the options web search and web fetch share."""
+    data: JsonObject = {"type": option.type, "name": option.name}
+    if option.allowed_domains is not None:
+        data["allowed_domains"] = list(option.allowed_domains)
+    if option.blocked_domains is not None:
+        data["blocked_domains"] = list(option.blocked_domains)
+    if option.max_uses is not None:
+        data["max_uses"] = option.max_uses
+    return data
+
+
 def _uses(tool: str, value: object) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise InputError(f"{tool}(max_uses=...) takes a whole number >= 1 (or None: no limit), not {value!r}.")
@@ -118,26 +142,13 @@ class WebSearch(Fieldwise):
     type = "web_search_20250305"
 
     def __post_init__(self) -> None:
-        _refuse_approval("WebSearch", self.approval)
-        allowed = _domains("WebSearch", "allowed_domains", self.allowed_domains)
-        blocked = _domains("WebSearch", "blocked_domains", self.blocked_domains)
-        if allowed is not None and blocked is not None:
-            raise InputError("WebSearch takes allowed_domains or blocked_domains, not both (the API refuses both).")
-        object.__setattr__(self, "allowed_domains", allowed)
-        object.__setattr__(self, "blocked_domains", blocked)
-        _uses("WebSearch", self.max_uses)
+        _check_domains_and_uses(self, "WebSearch")
         if self.user_location is not None and not isinstance(self.user_location, UserLocation):
             raise InputError(f"WebSearch(user_location=...) takes a UserLocation(...), not {self.user_location!r}.")
 
     def to_json(self) -> JsonObject:
         """The tool as the Messages API takes it (``WebSearchTool20250305Param``)."""
-        data: JsonObject = {"type": self.type, "name": self.name}
-        if self.allowed_domains is not None:
-            data["allowed_domains"] = list(self.allowed_domains)
-        if self.blocked_domains is not None:
-            data["blocked_domains"] = list(self.blocked_domains)
-        if self.max_uses is not None:
-            data["max_uses"] = self.max_uses
+        data = _domains_and_uses_json(self)
         if self.user_location is not None:
             data["user_location"] = self.user_location.to_json()
         return data
@@ -168,14 +179,7 @@ class WebFetch(Fieldwise):
     type = "web_fetch_20250910"
 
     def __post_init__(self) -> None:
-        _refuse_approval("WebFetch", self.approval)
-        allowed = _domains("WebFetch", "allowed_domains", self.allowed_domains)
-        blocked = _domains("WebFetch", "blocked_domains", self.blocked_domains)
-        if allowed is not None and blocked is not None:
-            raise InputError("WebFetch takes allowed_domains or blocked_domains, not both.")
-        object.__setattr__(self, "allowed_domains", allowed)
-        object.__setattr__(self, "blocked_domains", blocked)
-        _uses("WebFetch", self.max_uses)
+        _check_domains_and_uses(self, "WebFetch")
         if not isinstance(self.citations, bool):
             raise InputError(f"WebFetch(citations=...) takes True or False, not {self.citations!r}.")
         tokens = self.max_content_tokens
@@ -184,13 +188,7 @@ class WebFetch(Fieldwise):
 
     def to_json(self) -> JsonObject:
         """The tool as the Messages API takes it (``WebFetchTool20250910Param``)."""
-        data: JsonObject = {"type": self.type, "name": self.name}
-        if self.allowed_domains is not None:
-            data["allowed_domains"] = list(self.allowed_domains)
-        if self.blocked_domains is not None:
-            data["blocked_domains"] = list(self.blocked_domains)
-        if self.max_uses is not None:
-            data["max_uses"] = self.max_uses
+        data = _domains_and_uses_json(self)
         if self.citations:
             data["citations"] = {"enabled": True}
         if self.max_content_tokens is not None:
