@@ -339,6 +339,8 @@ class _ItemView:
     def finish(self, record: StepRecord | None) -> None:
         """The item's step finished (``record`` None: mode ``off``, nothing kept)."""
         self.trace.recorded = record is not None
+        if record is not None:  # drawn as the record's version of the view drew it
+            self.trace.views = record.views
         self._map._ended(self.item, self.trace, failed=False)
 
     def fail(self, error: BaseException) -> None:

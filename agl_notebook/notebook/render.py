@@ -61,6 +61,7 @@ from ..functions.events import ApiResponded, ErrorHandled, FunctionCalled, Funct
 from ..media import Media
 from ..models.prices import RecordedCost, dollars
 from ..payloads import JsonObject, JsonValue
+from ..replay.records import VIEWS
 from ..transcript import media_of
 from .change_view import change_html, change_text
 from .media_view import document_words, image_words, media_html, reference_html, references_in
@@ -213,6 +214,9 @@ class StepTrace:
     """Live only: what the Run has spent so far (never drawn once the step ends, so never saved)."""
     fork_points: tuple[str, int] | None = None
     """A finished step's record id and its model turns: each turn but the last offers the code that forks there."""
+    views: int = VIEWS
+    """The version of the view that draws it: a step's record's (`StepRecord.views`) once the step ended, so a record
+    made by an earlier version replays as it was drawn then."""
     change: JsonObject | None = None
     """What changed since the step's previous version, from its record (docs/iterating.md); None: nothing drawn."""
     _depth: int = field(default=0, init=False, repr=False, compare=False)
@@ -452,7 +456,8 @@ def render_text(trace: StepTrace, secrets: tuple[str, ...] | None = None) -> str
         elif isinstance(item, FunctionNote):
             lines.append(f"  {'  ' * item.depth}{_FUNCTION_WORDS[item.kind]} {clip(item.text, 100)}")
         elif isinstance(item, QuestionTrace):
-            answer = clip(_compact(scrubbed(item.answer, secrets)), 60) if item.answered else _unanswered(trace)
+            width = 60 if _labelled(item, trace.views) is None else 200  # a screen's answer names its inputs
+            answer = clip(_answer_text(item, trace.views, secrets), width) if item.answered else _unanswered(trace)
             lines.append(f"  question {clip(item.text, 60)!r}: {answer}")
         elif isinstance(item, ForkNote):
             lines.append(f"  {show(_fork_words(item))}")
@@ -545,7 +550,7 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None, *, liv
             close = "</div>" if boxed else ""
             parts.append(f'{close}<div class="agl-forked" style="{_NOTE}">{esc(_fork_words(item))}</div>')
         else:
-            answer = val(item.answer) if item.answered else f"<i>{_unanswered(trace)}</i>"
+            answer = _answer_html(item, trace.views, val, esc) if item.answered else f"<i>{_unanswered(trace)}</i>"
             parts.append(
                 f'<div style="{_QUESTION}"><b>Question:</b> <span style="white-space:pre-wrap">'
                 f"{esc(item.text)}</span><br><b>Answer:</b> {answer}</div>"
@@ -576,6 +581,37 @@ def render_html(trace: StepTrace, secrets: tuple[str, ...] | None = None, *, liv
         parts.append(change_html(trace.change, esc))
     parts.append("</div>")
     return "".join(parts)
+
+
+def _labelled(item: QuestionTrace, views: int) -> list[tuple[str, JsonValue]] | None:
+    """A screen's answer as (label, value) pairs, drawn from view version 3 on; None: drawn as one value.
+
+    A screen whose first answer dismissed it (an MCP server's Decline or Cancel) is that word alone: the fields it
+    left empty say nothing.
+    """
+    answer = item.answer
+    if views < 3 or not isinstance(answer, list) or len(answer) != len(item.inputs) or len(answer) < 2:
+        return None
+    if answer[0] in ("Decline", "Cancel") and all(v is None for v in answer[1:]):
+        return [(item.inputs[0], answer[0])]
+    return list(zip(item.inputs, answer, strict=True))
+
+
+def _answer_html(item: QuestionTrace, views: int, val: Callable[[JsonValue], str], esc: _Escape) -> str:
+    pairs = _labelled(item, views)
+    if pairs is None:
+        return val(item.answer)
+    return "".join(
+        f"<br>{esc(label)}: {val(value)}" if i else f"{esc(label)}: {val(value)}"
+        for i, (label, value) in enumerate(pairs)
+    )
+
+
+def _answer_text(item: QuestionTrace, views: int, secrets: tuple[str, ...]) -> str:
+    pairs = _labelled(item, views)
+    if pairs is None:
+        return _compact(scrubbed(item.answer, secrets))
+    return "; ".join(f"{label}: {_compact(scrubbed(value, secrets))}" for label, value in pairs)
 
 
 def _fork_words(note: ForkNote) -> str:

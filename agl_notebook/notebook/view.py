@@ -235,7 +235,8 @@ class NotebookView:
             self._timer = None
         if record is not None and record.cost is not None:
             self.trace.take_cost(record.cost, record.usage.tokens)
-        # Drawn only for a record whose view drew them (a notebook saved before they existed replays unchanged).
+        if record is not None:  # drawn as the record's version of the view drew it (an older notebook unchanged)
+            self.trace.views = record.views
         if record is not None and record.finished and record.transcript and record.views >= 2:
             turns = sum(1 for m in record.transcript if m.role == "assistant")
             self.trace.take_fork_points(record.id, turns)

@@ -77,10 +77,10 @@ such a record aside as unreadable, with a warning, instead of replaying it witho
 ``format`` part stays `FORMAT`: a step recorded before kept blocks existed still replays."""
 READ_FORMATS = (FORMAT, KEPT_BLOCKS_FORMAT)
 """The step record formats this version reads."""
-VIEWS = 2
-"""The version of the step's view this version draws: 2 added the code that forks a finished step at each turn
-(`notebook/render.py`). A record keeps the version that drew it (`StepRecord.views`); never part of the format or
-the fingerprint, which it does not change."""
+VIEWS = 3
+"""The version of the step's view this version draws: 2 added the code that forks a finished step at each turn,
+3 an answer to a screen of several inputs as each input's label and value (`notebook/render.py`). A record keeps
+the version that drew it (`StepRecord.views`); never part of the format or the fingerprint."""
 
 FAILURE_FORMAT = 1
 """The format of failure records (kind ``failure``) this version writes and reads."""
