@@ -9,8 +9,10 @@ the container is asserted on the request bodies the fake received.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +21,19 @@ import pytest
 from agl_notebook import Role, Run, Screen, TextInput, ToolResult, reporting_tool, tool
 from agl_notebook.errors import InputError
 from agl_notebook.models.anthropic import AnthropicModel
+from agl_notebook.models.batches import Batches
 from agl_notebook.replay.records import StepRecord, Waiting, record_from_json
 from agl_notebook.replay.stores import JsonFileStore
 from agl_notebook.server_tools import CodeExecution
+from agl_notebook.tools import Tool
 from tests.run.test_resume import Person, Trip, saved, wait_then_crash
+from tests.run.test_server_tools_runs import ServerTurn
 from tests.support.anthropic_api import api, text, use
+from tests.support.anthropic_batches import FakeBatches, Turn
 from tests.support.approvals import ASKED, Summary, Weather, weather_role
+from tests.support.batch_steps import RESEARCHER, engine_for, topic_of
 from tests.support.server_tools_api import bash_result, server_call, server_reply
+from tests.support.steps import Answer, Query
 
 CONTAINER = "container_011CQx7aHfZpW"
 CODE = server_call("srvtoolu_c1", "bash_code_execution", {"command": "python -c 'print(6*7)'"})
@@ -204,3 +212,53 @@ def test_a_record_without_containers_reads_as_before_and_bad_ones_are_input_erro
     for bad in ("c_a", [[0, "c_a"]], [[1, ""]], [[True, "c_a"]], [["1", "c_a"]], [[1, "c_a", 2]]):
         with pytest.raises(InputError, match=r"^record\.containers"):
             record_from_json({**base, "containers": bad})
+
+
+# --- The Message Batches engine ---------------------------------------------------------------------------------------
+
+
+def batch_coder() -> Role[Answer]:
+    """The batch tests' researcher, its look-up asking for approval, able to run code."""
+    tools = [dataclasses.replace(t, approval="ask") if isinstance(t, Tool) else t for t in RESEARCHER.tools]
+    return dataclasses.replace(RESEARCHER, tools=tools, server_tools=[CodeExecution()])
+
+
+def batch_script(params: dict[str, Any]) -> Turn:
+    """Turn 1 runs code in a container and looks up; turn 2 reports."""
+    topic = topic_of(params)
+    if len(params["messages"]) == 1:
+        blocks = (CODE, OUTPUT, use("toolu_1", "look_up", json.dumps({"text": topic})))
+        return ServerTurn(blocks, "tool_use", container=CONTAINER)
+    return ServerTurn((use("toolu_2", "report", json.dumps({"summary": f"{topic}: 42"})),), "tool_use")
+
+
+async def batched_step(engine: Batches, run: Run) -> Answer:
+    """The step of topic 0, run inside a participant of ``engine`` as a batch map runs each item."""
+    with engine.join("researcher/topic 0"):
+        answer: Answer = await run.step(batch_coder(), Query("topic 0"))
+    return answer
+
+
+async def test_a_batched_step_resumed_from_its_partial_record_sends_the_container_in_its_wave(tmp_path: Path) -> None:
+    file, crashed = tmp_path / "records.json", tmp_path / "after-crash.json"
+    fake = FakeBatches(batch_script, polls=0)
+    engine = engine_for(fake)
+    person = Person()
+    task = asyncio.ensure_future(batched_step(engine, Run(model=engine, store=JsonFileStore(file), terminal=person)))
+    await asyncio.wait_for(person.waiting.wait(), 10)
+    shutil.copy(file, crashed)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert len(fake.creations) == 1
+    (partial,) = saved(crashed)
+    assert partial.partial is not None and partial.containers == ((1, CONTAINER),)
+
+    again = FakeBatches(batch_script, polls=0)
+    engine = engine_for(again)
+    run = Run(model=engine, store=JsonFileStore(crashed), terminal=Person(approve=1))
+    assert await batched_step(engine, run) == Answer("topic 0: 42")
+    (creation,) = again.creations
+    (request,) = creation.requests
+    assert len(request["params"]["messages"]) == 3, "the first reply came from the partial record"
+    assert request["params"]["container"] == CONTAINER, "the resumed step's wave carries the container"
