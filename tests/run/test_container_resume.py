@@ -209,7 +209,8 @@ def test_a_record_without_containers_reads_as_before_and_bad_ones_are_input_erro
     assert old.containers == () and "containers" not in old.to_json()
     kept = record_from_json({**base, "containers": [[1, "c_a"], [5, "c_b"]]})
     assert kept.containers == ((1, "c_a"), (5, "c_b")) and kept.to_json()["containers"] == [[1, "c_a"], [5, "c_b"]]
-    for bad in ("c_a", [[0, "c_a"]], [[1, ""]], [[True, "c_a"]], [["1", "c_a"]], [[1, "c_a", 2]]):
+    bad_ones: list[Any] = ["c_a", [[0, "c_a"]], [[1, ""]], [[True, "c_a"]], [["1", "c_a"]], [[1, "c_a", 2]]]
+    for bad in bad_ones:
         with pytest.raises(InputError, match=r"^record\.containers"):
             record_from_json({**base, "containers": bad})
 
