@@ -149,6 +149,9 @@ class LoopOutcome(Fieldwise):
     """True when the round-trip limit cut the run short."""
     request_usages: tuple[Usage, ...] = ()
     """Each request's own usage, in order (adding up to `usage`): a model priced by prompt length bills by each."""
+    containers: tuple[tuple[int, str], ...] = ()
+    """Each code execution container a reply named, where it was first named: (the messages of the request that
+    reply answered, the container's id). A record keeps them, so a resumed or forked step sends the container again."""
 
     @property
     def text(self) -> str:
@@ -169,6 +172,8 @@ class Progress:
     """The results of the calls of the latest reply that have finished (the next user message, so far)."""
     usage: Usage = NO_USAGE
     """Tokens over the requests so far."""
+    containers: list[tuple[int, str]] = field(default_factory=list)
+    """The code execution containers named so far (`LoopOutcome.containers`): the loop's own list."""
 
 
 def not_offered(name: str) -> str:
@@ -205,8 +210,9 @@ async def run_loop(
     """
     __tracebackhide__ = True  # IPython shows the person's frames (a handler's, a model's), not the loop's
     transcript = list(messages)
+    containers: list[tuple[int, str]] = []
     if progress is not None:
-        progress.transcript, progress.results = transcript, []
+        progress.transcript, progress.results, progress.containers = transcript, [], containers
     by_name = {t.spec.name: t for t in tools}
     specs = tuple(t.spec for t in tools) + ((reporting.spec,) if reporting else ())
     usage = NO_USAGE
@@ -222,7 +228,9 @@ async def run_loop(
         offered = {s.name for s in request.tools}
         content, end = await _one_reply(model, request, emit)
         stop, turn_usage = end.stop_reason, end.usage
-        container = end.container or container
+        if end.container and end.container != container:  # where it was named: a resume or a fork names it there
+            containers.append((len(request.messages), end.container))
+            container = end.container
         requests += 1
         usage += turn_usage
         per_request.append(turn_usage)
@@ -254,7 +262,9 @@ async def run_loop(
         pauses = 0
         if not calls:
             if reporting is None:
-                return LoopOutcome(None, None, tuple(transcript), usage, requests, False, tuple(per_request))
+                return LoopOutcome(
+                    None, None, tuple(transcript), usage, requests, False, tuple(per_request), tuple(containers)
+                )
             if reminders_left > 0:
                 reminders_left -= 1
                 transcript.append(Message("user", (TextBlock(_reminder(reporting.spec.name)),)))
@@ -300,7 +310,9 @@ async def run_loop(
         if progress is not None:
             progress.results = []
         if report is not None:
-            return LoopOutcome(report[0], report[1], tuple(transcript), usage, requests, False, tuple(per_request))
+            return LoopOutcome(
+                report[0], report[1], tuple(transcript), usage, requests, False, tuple(per_request), tuple(containers)
+            )
         if at_limit:
             emit(RunTruncated(roundtrips, max_tool_roundtrips, tuple(unanswered)))
             if reporting is not None:
@@ -310,7 +322,9 @@ async def run_loop(
                     role=role,
                     transcript=transcript,
                 )
-            return LoopOutcome(None, None, tuple(transcript), usage, requests, True, tuple(per_request))
+            return LoopOutcome(
+                None, None, tuple(transcript), usage, requests, True, tuple(per_request), tuple(containers)
+            )
         roundtrips += 1
         emit(ClientToolRoundtrip(roundtrips, max_tool_roundtrips))
 

@@ -9,7 +9,8 @@ The format (docs/recordings.md), version `FORMAT`::
               "questions": [{"tool_call_id", "text", "inputs", "answer"}],
               "decisions": [{"tool_call_id", "tool", "decision", "always", "arguments"?, "message"?, "by"?}],
               "usage": {...}, "cost"?: {"usd": dollars or null, "rates": day}, "tape": [...], "engine": {...}?,
-              "recorded_at": ..., "partial": {"waiting": "approval" | "question", "tool_call_id": ..., "tool": ...}?,
+              "containers"?: [[messages, container id], ...], "recorded_at": ...,
+              "partial": {"waiting": "approval" | "question", "tool_call_id": ..., "tool": ...}?,
               "cells"?: [{"id"?: cell id, "source": digest of the cell's source}], "cells_dropped"?: true,
               "scrubbed_blocks"?: [[message, block], ...], "views"?: n,
               "contents"?: {part: content}, "change"?: {...}, "replaced"?: record}
@@ -28,6 +29,10 @@ the record when it was recorded (`VIEWS`), so a replay draws the same.
 ``contents``, ``change`` and ``replaced`` are a step's versions (docs/iterating.md, `agl_notebook.replay.versions`):
 what its agent was told, what changed since its previous version, and the version a refresh replaced. Each is left
 out when empty, and a reader from before them ignores them, so format 1 stays format 1.
+
+``containers`` are the code execution containers the step's replies named, each with where it was first named (the
+number of messages of the request that reply answered): a resumed or forked step's live requests send the container
+its replayed turns named (docs/server-tools.md). Left out when none was, so records without it read as they did.
 
 ``decisions`` (approvals of tool calls), ``cost``, ``engine`` and ``partial`` came after format 1 was first written:
 each is left out when empty, so records without them read as they did. A record with ``partial`` is the progress of
@@ -230,6 +235,9 @@ class StepRecord(Fieldwise):
     engine: JsonObject | None = None
     """What answered the step when not its backend's live API alone (the Message Batches engine: ``{"engine":
     "batches", "answered_by": [batch id or "live", ...]}``); None for a live step. Never part of the fingerprint."""
+    containers: tuple[tuple[int, str], ...] = ()
+    """The code execution containers its replies named: ``(messages, id)``, the reply to the request of ``messages``
+    messages first naming ``id`` (`agl_notebook.loop.LoopOutcome.containers`). Never part of the fingerprint."""
     partial: Waiting | None = None
     """Set on a partial record: the step's progress so far, kept while it waits for a person; None when finished.
     Its transcript ends with the assistant message holding the call waited on (then, when some calls of that
@@ -320,6 +328,8 @@ class StepRecord(Fieldwise):
             data["tape"] = list(self.tape)
         if self.engine is not None:
             data["engine"] = dict(self.engine)
+        if self.containers:
+            data["containers"] = [[k, container] for k, container in self.containers]
         data["recorded_at"] = self.recorded_at
         if self.partial is not None:
             p = self.partial
@@ -442,6 +452,7 @@ def record_from_json(data: JsonValue, *, where: str = "record") -> StepRecord:
         tape=tuple(tape),
         cost=_cost(data.get("cost"), f"{where}.cost"),
         engine=engine,
+        containers=_containers(data.get("containers", []), f"{where}.containers"),
         partial=_waiting(data["partial"], f"{where}.partial") if "partial" in data else None,
         cells=_cells(data.get("cells", []), f"{where}.cells"),
         cells_dropped=data.get("cells_dropped") is True,
@@ -517,6 +528,25 @@ def _scrubbed_blocks(data: JsonValue, where: str) -> tuple[tuple[int, int], ...]
             raise InputError(f"{where}[{i}]: expected [message index, block index], whole numbers >= 0.")
         places.append((int(item[0]), int(item[1])))  # type: ignore[arg-type]
     return tuple(places)
+
+
+def _containers(data: JsonValue, where: str) -> tuple[tuple[int, str], ...]:
+    if not isinstance(data, list):
+        raise InputError(f"{where}: expected a list of [messages, container id].")
+    named: list[tuple[int, str]] = []
+    for i, item in enumerate(data):
+        if not (
+            isinstance(item, list)
+            and len(item) == 2
+            and isinstance(item[0], int)
+            and not isinstance(item[0], bool)
+            and item[0] >= 1
+            and isinstance(item[1], str)
+            and item[1]
+        ):
+            raise InputError(f"{where}[{i}]: expected [messages, container id], a whole number >= 1 and a text.")
+        named.append((item[0], item[1]))
+    return tuple(named)
 
 
 def _failure_record(data: dict[str, JsonValue], where: str) -> StepRecord:

@@ -19,7 +19,7 @@ from .._secrets import scrub, scrub_text, secrets_from_environment
 from ..errors import InputError, warn
 from ..media import Media, blob_file_name, kept_in_file, records_folder
 from ..payloads import JsonObject, JsonValue
-from ..transcript import Block, MediaBlock, Message, RawBlock, ToolResultBlock
+from ..transcript import Block, MediaBlock, Message, RawBlock, TextBlock, ToolResultBlock
 from .records import RecordsBlock, StepRecord, block_from_json, block_to_json, record_from_json, tape_kept_blocks
 
 
@@ -147,6 +147,9 @@ def scrubbed(record: StepRecord, secrets: Iterable[str] = ()) -> StepRecord:
     block kept as the API sent it (`RawBlock`, in the transcript or on the tape) is scrubbed on its own, field by
     field (`scrub_kept_block`): its opaque fields (signatures, encrypted data) are never changed, and where its
     readable text did change, the record says so in ``scrubbed_blocks`` (a partial record with any is not resumed).
+    A cited text block's citations follow the same rule (their ``encrypted_index`` goes back to the API as it came):
+    its text and each citation's readable fields are scrubbed, its opaque fields never. Nothing signs them, so such a
+    block is not named in ``scrubbed_blocks``.
     """
     known = (*secrets_from_environment(), *secrets)
     places, tape_places = _kept_places(record)
@@ -157,7 +160,7 @@ def scrubbed(record: StepRecord, secrets: Iterable[str] = ()) -> StepRecord:
     stand_in = RawBlock({"type": _STAND_IN})
     transcript = tuple(
         Message(m.role, tuple(stand_in if (i, j) in places else b for j, b in enumerate(m.content)))
-        if any(isinstance(b, RawBlock) for b in m.content)
+        if any((i, j) in places for j in range(len(m.content)))
         else m
         for i, m in enumerate(record.transcript)
     )
@@ -166,7 +169,12 @@ def scrubbed(record: StepRecord, secrets: Iterable[str] = ()) -> StepRecord:
     rest = _scrubbed_json(set_aside, known)
     changed: set[tuple[int, int]] = set()
     clean: dict[tuple[int, int], Block] = {}
+    cited_changed = False
     for place, block in places.items():
+        if isinstance(block, TextBlock):
+            clean[place] = _scrubbed_cited(block, known)
+            cited_changed = cited_changed or clean[place] is not block
+            continue
         data = scrub_kept_block(block.data, known)
         if data is block.data:
             clean[place] = block
@@ -174,7 +182,12 @@ def scrubbed(record: StepRecord, secrets: Iterable[str] = ()) -> StepRecord:
             clean[place] = RawBlock(data)
             changed.add(place)
     tape_clean = [scrub_kept_block(block, known) for block in tape_places]
-    if rest is set_aside and not changed and all(a is b for a, b in zip(tape_clean, tape_places, strict=True)):
+    if (
+        rest is set_aside
+        and not changed
+        and not cited_changed
+        and all(a is b for a, b in zip(tape_clean, tape_places, strict=True))
+    ):
         return record  # no secret anywhere: the record as it is
     transcript = tuple(
         Message(m.role, tuple(clean.get((i, j), b) for j, b in enumerate(m.content)))
@@ -209,6 +222,15 @@ def scrub_kept_block(block: JsonObject, secrets: Sequence[str]) -> JsonObject:
     return block if clean == block else clean  # type: ignore[return-value]
 
 
+def _scrubbed_cited(block: TextBlock, secrets: Sequence[str]) -> TextBlock:
+    """A cited text block with its text and its citations' readable fields scrubbed; ``block`` when none changed."""
+    text = scrub_text(block.text, secrets)
+    citations = tuple(scrub_kept_block(c, secrets) for c in block.citations)
+    if text == block.text and all(a is b for a, b in zip(citations, block.citations, strict=True)):
+        return block
+    return dataclasses.replace(block, text=text, citations=citations)
+
+
 def _opaque_key(key: str) -> bool:
     return key in ("signature", "data") or key.startswith("encrypted")
 
@@ -216,10 +238,13 @@ def _opaque_key(key: str) -> bool:
 _STAND_IN = "agl_notebook.kept_block"
 
 
-def _kept_places(record: StepRecord) -> tuple[dict[tuple[int, int], RawBlock], list[JsonObject]]:
-    """The record's kept blocks: by (message, block) in the transcript, and those on the tape in order."""
-    places = {
-        (i, j): b for i, m in enumerate(record.transcript) for j, b in enumerate(m.content) if isinstance(b, RawBlock)
+def _kept_places(record: StepRecord) -> tuple[dict[tuple[int, int], RawBlock | TextBlock], list[JsonObject]]:
+    """The record's kept blocks and cited text blocks by (message, block), and the kept blocks on the tape in order."""
+    places: dict[tuple[int, int], RawBlock | TextBlock] = {
+        (i, j): b
+        for i, m in enumerate(record.transcript)
+        for j, b in enumerate(m.content)
+        if isinstance(b, RawBlock) or (isinstance(b, TextBlock) and b.citations)
     }
     on_tape = [e["block"] for entry in record.tape for e in tape_kept_blocks(entry) if isinstance(e.get("block"), dict)]
     return places, on_tape  # type: ignore[return-value]

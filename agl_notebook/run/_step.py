@@ -519,6 +519,7 @@ class StepPlan:
             cell_id=cell_id,
             recorded_at=now(),
             engine=self._engine_record(),
+            containers=tuple(self.progress.containers),
             partial=Waiting(on, waiting.id, waiting.name),
         )
 
@@ -551,6 +552,7 @@ class StepPlan:
             recorded_at=now(),
             cost=self.cost,
             engine=engine,
+            containers=outcome.containers,
         )
 
     def contents(self) -> JsonObject:
@@ -697,11 +699,16 @@ class ResumingModel:
 
 
 class RecordedModel:
-    """Replies from a record: the reply to a request of k messages is the transcript's message k."""
+    """Replies from a record: the reply to a request of k messages is the transcript's message k.
+
+    A reply names the code execution container where the record says it was first named, so the loop sends it on
+    its later requests: a resumed or forked step's live ones carry it as the step's first run did.
+    """
 
     def __init__(self, record: StepRecord) -> None:
         self._transcript = record.transcript
         self._backend = record.backend
+        self._containers = dict(record.containers)
 
     def backend_id(self, model: str) -> str:
         return self._backend
@@ -709,8 +716,9 @@ class RecordedModel:
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         transcript, k = self._transcript, len(request.messages)
         reply = transcript[k] if k < len(transcript) and transcript[k].role == "assistant" else None
+        container = self._containers.get(k)
         if reply is None:  # an empty reply is not kept in a transcript
-            yield TurnEnd("end_turn")
+            yield TurnEnd("end_turn", NO_USAGE, container)
             return
         for block in reply.content:
             if isinstance(block, TextBlock):
@@ -725,7 +733,7 @@ class RecordedModel:
                     yield ThinkingDelta(thought)
                 yield block
         paused = k + 1 < len(transcript) and transcript[k + 1].role == "assistant"
-        yield TurnEnd("pause_turn" if paused else "tool_use" if reply.tool_uses else "end_turn")
+        yield TurnEnd("pause_turn" if paused else "tool_use" if reply.tool_uses else "end_turn", NO_USAGE, container)
 
 
 def _results_of(

@@ -270,3 +270,43 @@ async def test_a_secret_in_a_search_result_or_a_citation_is_scrubbed_from_the_re
     assert record.scrubbed_blocks == ((1, 0), (1, 1)), "the record says which kept blocks were scrubbed"
     assert cited.citations[0]["encrypted_index"] == CITE["encrypted_index"]
     assert PLANTED not in text.replace("EqgfOpaque+" + PLANTED, "")
+
+
+async def test_a_citations_encrypted_index_is_opaque_like_a_kept_blocks_and_its_readable_fields_are_scrubbed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same rule as a kept block's ``encrypted*`` keys: what goes back to the API as it came is never changed,
+    # also when the record holds no kept block at all (only cited text).
+    monkeypatch.setenv("T29_SERVICE_TOKEN", PLANTED)
+    opaque_index = "Eo8f+" + PLANTED
+    cite = {
+        **CITE,
+        "title": f"Leak {PLANTED}",
+        "url": f"https://example.test/{PLANTED}",
+        "cited_text": f"the token is {PLANTED}",
+        "encrypted_index": opaque_index,
+    }
+    model = ScriptedModel(
+        [
+            {
+                "cited": [{"text": f"It says {PLANTED}.", "citations": [cite]}],
+                "calls": [{"name": "report", "args": {"summary": "done"}}],
+            }
+        ]
+    )
+    file = tmp_path / "records.json"
+    await Run(model=model, store=JsonFileStore(file)).step(REPORTER, "tides")
+    (record,) = saved(file)
+    assert not any(isinstance(b, RawBlock) for m in record.transcript for b in m.content)
+    (cited,) = [b for b in record.transcript[1].content if isinstance(b, TextBlock) and b.citations]
+    assert cited.text == "It says [REDACTED]."
+    (kept,) = cited.citations
+    assert kept["encrypted_index"] == opaque_index, "an opaque field goes back as it came"
+    assert (kept["title"], kept["url"], kept["cited_text"]) == (
+        "Leak [REDACTED]",
+        "https://example.test/[REDACTED]",
+        "the token is [REDACTED]",
+    )
+    assert kept["type"] == CITE["type"] and record.scrubbed_blocks == (), "nothing signs a citation: still resumable"
+    text = file.read_text()
+    assert opaque_index in text and PLANTED not in text.replace(opaque_index, ""), "scrubbed everywhere else"
