@@ -157,20 +157,29 @@ def _same_cell(record: StepRecord, cell_id: str | None, source: str | None) -> b
 
 
 class VersionIndex:
-    """A map's previous records by (role, input digest, occurrence): one lookup per item, not a search."""
+    """A map's previous records by (role, input digest, occurrence): one lookup per item, not a search.
 
-    def __init__(self, records: Iterable[StepRecord]) -> None:
+    Only records of the map's own cell pair (by the cell's id, or in a headless kernel its source's digest): the same
+    rows mapped in another cell, under another model or role, are another experiment, not this map's previous run.
+    """
+
+    def __init__(self, records: Iterable[StepRecord], *, cell_id: str | None = None, source: str | None = None) -> None:
         self._by_key: dict[tuple[str, str, int], list[StepRecord]] = {}
+        self._cell_id, self._source = cell_id, source
         for record in records:
             if record.partial is None:
                 key = (record.role, record.parts.get("input", ""), record.occurrence)
                 self._by_key.setdefault(key, []).append(record)
 
     def previous(self, role: str, input_digest: str, occurrence: int, not_id: str) -> StepRecord | None:
-        """The newest record (finished or a failure record) of this key other than ``not_id``."""
+        """The newest record (finished or a failure record) of this key and cell other than ``not_id``."""
         found: StepRecord | None = None
         for record in self._by_key.get((role, input_digest, occurrence), ()):
-            if record.id != not_id and (found is None or record.recorded_at >= found.recorded_at):
+            if (
+                record.id != not_id
+                and (found is None or record.recorded_at >= found.recorded_at)
+                and _same_cell(record, self._cell_id, self._source)
+            ):
                 found = record
         return found
 

@@ -27,7 +27,7 @@ from ..events import StepFailed, StepReplayed, StepStarted, input_label
 from ..replay import modes
 from ..replay.explain import Miss, explain_miss, note_miss, note_used
 from ..replay.modes import Mode
-from ..replay.records import RecordedFailure, StepRecord, recorded_failure, resume_refusal
+from ..replay.records import CellUse, RecordedFailure, StepRecord, recorded_failure, resume_refusal
 from ..replay.stores import PartialStore, RecordingWarning, Store
 from ..replay.versions import (
     ContentIndex,
@@ -264,7 +264,9 @@ class MapVersions:
     def _build(self) -> tuple[VersionIndex, ContentIndex]:
         if self._built is None:
             records = self._store.records()
-            self._built = (VersionIndex(records), ContentIndex(records))
+            use = running_cell(self._store)
+            cell_id, source = (use.cell_id, use.source) if use is not None else (None, None)
+            self._built = (VersionIndex(records, cell_id=cell_id, source=source), ContentIndex(records))
         return self._built
 
     @property
@@ -276,6 +278,13 @@ class MapVersions:
     def contents(self) -> ContentIndex:
         """The contents they (and the items recorded since) keep."""
         return self._build()[1]
+
+
+def running_cell(store: Store) -> CellUse | None:
+    """The notebook cell running now, as the notebook's store (or a map's, through its notebook's) tells it."""
+    this_cell = getattr(store, "this_cell", None) or getattr(getattr(store, "parent", None), "this_cell", None)
+    use = this_cell() if callable(this_cell) else None
+    return use if isinstance(use, CellUse) else None
 
 
 def with_versions(record: StepRecord, mode: Mode, context: Context) -> StepRecord:
@@ -296,8 +305,7 @@ def with_versions(record: StepRecord, mode: Mode, context: Context) -> StepRecor
     else:
         records = store.records()
         contents = ContentIndex(records)
-        this_cell = getattr(store, "this_cell", None)  # the notebook's store knows the running cell
-        use = this_cell() if callable(this_cell) else None
+        use = running_cell(store)
         previous = replaced or previous_version(
             records,
             cell_id=record.cell_id or (use.cell_id if use is not None else None),

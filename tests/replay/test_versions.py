@@ -211,3 +211,32 @@ def test_history_and_versions_magics_say_what_they_did_or_a_one_line_usage_error
         with pytest.raises(UsageError) as caught:
             agl(line)
         assert "\n" not in str(caught.value) and "usage: %agl" in str(caught.value)
+
+
+def test_a_map_pairs_only_with_records_of_its_own_cell_never_another_cells_experiment() -> None:
+    import dataclasses
+
+    from agl_notebook.replay.records import CellUse
+    from agl_notebook.replay.versions import VersionIndex
+    from tests.support.records import tiny_record
+
+    def kept(record_id: str, cell: CellUse, at: str) -> Any:
+        record = dataclasses.replace(tiny_record(record_id), parts={"input": "in-1"}, cell_id=cell.cell_id)
+        return dataclasses.replace(record, cells=(cell,), recorded_at=at)
+
+    here, there = CellUse("cell-a", "s" * 32), CellUse("cell-b", "t" * 32)
+    earlier = kept("earlier-here", here, "2026-12-01T10:00:00Z")
+    other = kept("other-cell", there, "2026-12-01T11:00:00Z")  # newer, the same rows, another cell's map
+    records = [earlier, other]
+
+    def paired(index: VersionIndex) -> str | None:
+        found = index.previous("oracle", "in-1", 0, "new")
+        return found.id if found is not None else None
+
+    assert paired(VersionIndex(records, cell_id="cell-a")) == "earlier-here"
+    assert paired(VersionIndex(records, cell_id="cell-b")) == "other-cell"
+    assert paired(VersionIndex(records, cell_id="cell-c")) is None
+    headless = VersionIndex(records, source="s" * 32)  # a headless kernel knows its cell by its source's digest
+    assert paired(headless) == "earlier-here"
+    outside = [dataclasses.replace(tiny_record("a"), parts={"input": "in-1"})]  # outside a notebook: one place
+    assert paired(VersionIndex(outside)) == "a"
