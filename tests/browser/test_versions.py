@@ -93,10 +93,10 @@ def test_a_steps_diff_and_a_map_against_its_previous_run_read_in_both_themes(jup
             nb.set_theme(theme)
             live.scroll_into_view_if_needed()
             nb.shot(f"map-only-changed-{theme.split()[-1].lower()}")
-            measured = nb.page.evaluate(JS_CONTRAST, ".jp-OutputArea .agl-map-live")
-            assert any("Only changed items" in m["text"] for m in measured), f"{theme}: the control was not measured"
-            poor = [m for m in measured if m["ratio"] < WCAG_AA]
-            assert not poor, f"{theme}: texts under {WCAG_AA}:1: {poor}"
+            live_texts: list[dict[str, Any]] = nb.page.evaluate(JS_CONTRAST, ".jp-OutputArea .agl-map-live")
+            assert any("Only changed items" in m["text"] for m in live_texts), f"{theme}: the control not measured"
+            low = [m for m in live_texts if m["ratio"] < WCAG_AA]
+            assert not low, f"{theme}: texts under {WCAG_AA}:1: {low}"
     finally:
         nb.set_theme(LIGHT)
     only_changed.click()
