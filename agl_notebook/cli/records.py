@@ -230,10 +230,13 @@ def _remove(
         _say(f"{path}: no recordings; nothing to remove.")
         return EXIT_OK
     ids = {r.record.id for r in chosen}
-    shared = _keep_shared_contents(data, found, ids)
+    copies = _keep_shared_contents(data, found, ids)
+    shared = sum(len(c) for c in copies.values())
     removed = remove(data, ids, unreadable=unreadable)
     # The sidecars first (each rewritten atomically, and named anew in `data`), then the notebook naming them.
-    rewritten = [drop(data, sidecar, ids, dry_run=dry_run) for sidecar in sidecars if sidecar.read is not None]
+    rewritten = [
+        drop(data, sidecar, ids, dry_run=dry_run, copies=copies) for sidecar in sidecars if sidecar.read is not None
+    ]
     verb = "would remove" if dry_run else "removed"
     if chosen:
         rows = [
@@ -280,11 +283,12 @@ def _remove(
     return EXIT_OK
 
 
-def _keep_shared_contents(data: dict[str, Any], found: Scan, ids: set[str]) -> int:
+def _keep_shared_contents(data: dict[str, Any], found: Scan, ids: set[str]) -> dict[str, dict[str, Any]]:
     """Copy into a kept record each content it left out that only a record being removed keeps (docs/iterating.md).
 
     A record keeps a long system text only when no other record of the notebook does; removing that other record
-    must not take the text from the records that still use it. Returns how many contents were copied.
+    must not take the text from the records that still use it. The copies are made here in the notebook's blocks;
+    returned by record id, for `drop` to make them in the sidecar lines of those records.
     """
     kept = [r.record for r in found.recordings if r.record.id not in ids]
     leaving = ContentIndex(r.record for r in found.recordings if r.record.id in ids)
@@ -301,13 +305,13 @@ def _keep_shared_contents(data: dict[str, Any], found: Scan, ids: set[str]) -> i
                 copies.setdefault(record.id, {})[part] = value
                 given.add((part, digest))
     if not copies:
-        return 0
+        return copies
     blocks = [data.get("metadata", {}).get(METADATA_KEY)] + [m.get(METADATA_KEY) for _, _, m in outputs_metadata(data)]
     for block in blocks:
         for item in block.get("records", []) if isinstance(block, dict) else []:
             if isinstance(item, dict) and item.get("id") in copies:
                 item["contents"] = {**(item.get("contents") or {}), **copies[item["id"]]}
-    return sum(len(c) for c in copies.values())
+    return copies
 
 
 def _say_rewritten(done: Rewritten) -> None:

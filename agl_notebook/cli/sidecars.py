@@ -10,6 +10,7 @@ file in the notebook (every block that named the old one).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -111,13 +112,24 @@ class Rewritten:
     """Record lines a later line of the same id had replaced, taken out."""
     removed_file: bool = False
     """The file held nothing else, so it was removed, and the notebook no longer names it."""
+    given: int = 0
+    """Record lines given the shared contents a removed record kept for them."""
 
 
-def drop(nb: dict[str, Any], sidecar: Sidecar, ids: set[str], *, dry_run: bool) -> Rewritten:
+def drop(
+    nb: dict[str, Any],
+    sidecar: Sidecar,
+    ids: set[str],
+    *,
+    dry_run: bool,
+    copies: Mapping[str, JsonObject] | None = None,
+) -> Rewritten:
     """Take the records of ``ids``, and the lines later ones replaced, out of the sidecar, and name it anew in ``nb``.
 
     Every other line is kept as it is (unreadable lines and other readers' lines too, and whatever was appended
-    since it was read). A file left with nothing but its header is removed, and with it the notebook's namings.
+    since it was read), but for a record of ``copies``, which is given those contents: a removed record kept them
+    for it (docs/iterating.md). A file left with nothing but its header is removed, and with it the notebook's
+    namings.
     """
     read = sidecar.read
     done = Rewritten(sidecar)
@@ -140,11 +152,22 @@ def drop(nb: dict[str, Any], sidecar: Sidecar, ids: set[str], *, dry_run: bool) 
             return False
         return True
 
+    def given(line: SidecarLine) -> bytes:
+        extra = copies.get(line.record.id) if copies and line.record is not None else None
+        if not extra:
+            return line.text
+        obj = json.loads(line.text)  # patched, not rebuilt: fields a newer version wrote stay as they were
+        contents = obj.get("contents")
+        obj["contents"] = {**(contents if isinstance(contents, dict) else {}), **extra}
+        done.given += 1
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
     if dry_run:
         for line in read.lines:
-            keep(line)
+            if keep(line):
+                given(line)
         return done
-    if not rewrite_sidecar(read, keep):
+    if not rewrite_sidecar(read, keep, given):
         return done
     left = read_sidecar(read.path, key=read.key)
     if not left.lines:

@@ -56,7 +56,7 @@ _HERE = Path(__file__).parent
 
 
 class MapWidget(anywidget.AnyWidget):
-    """The map's live widget: the kernel's HTML, a Stop button, and the step of the row opened (map.js)."""
+    """The map's live widget: the kernel's HTML, a Stop button, a row's step, "Only changed items" (map.js)."""
 
     _esm = (_HERE / "map.js").read_text(encoding="utf-8")
     _css = (_HERE / "map.css").read_text(encoding="utf-8")
@@ -67,6 +67,8 @@ class MapWidget(anywidget.AnyWidget):
     stopping = traitlets.Bool(False).tag(sync=True)
     """Stop was pressed: no more items start."""
     ended = traitlets.Bool(False).tag(sync=True)
+    paired = traitlets.Bool(False).tag(sync=True)
+    """Some item has a previous version: the view offers "Only changed items" (its rows marked ``data-changed``)."""
 
 
 class NotebookMapView:
@@ -241,6 +243,8 @@ class NotebookMapView:
             return
         self._last_draw = time.monotonic()
         self._widget.html = self._live_html()
+        if not self._widget.paired and self._state is not None and self._state.paired:
+            self._widget.paired = True  # told once; which rows the person shows stays in the browser
         self.redraws += 1
 
     def _live_html(self) -> str:

@@ -446,18 +446,23 @@ def _last_byte(path: Path, size: int) -> bytes:
         return f.read(1)
 
 
-def rewrite_sidecar(read: SidecarRead, keep: Callable[[SidecarLine], bool]) -> int:
-    """Rewrite the file atomically with the header and the lines ``keep`` keeps; how many lines were dropped.
+def rewrite_sidecar(
+    read: SidecarRead, keep: Callable[[SidecarLine], bool], change: Callable[[SidecarLine], bytes] | None = None
+) -> int:
+    """Rewrite the file atomically with the lines ``keep`` keeps; how many were dropped or changed (0: not written).
+
+    Each kept line is as ``change`` gives it (default: as it is).
 
     Done under the appenders' lock, so no line appended meanwhile is lost: lines appended since ``read`` are kept.
-    A torn last line is kept too (ended with a newline): only ``keep`` drops anything.
+    A torn last line is kept too (ended with a newline): only ``keep`` drops anything, only ``change`` changes it.
     """
     with _locked(read.path, read.key):
         current = read_sidecar(read.path, key=read.key)
         known = {line.text for line in read.lines}
         kept = [line for line in current.lines if line.text not in known or keep(line)]
-        dropped = len(current.lines) - len(kept)
-        if dropped:
+        texts = [change(line) if change is not None and line.text in known else line.text for line in kept]
+        touched = len(current.lines) - len(kept) + sum(new != line.text for new, line in zip(texts, kept, strict=True))
+        if touched:
             head = (header_text(read.key) + "\n").encode("utf-8")
-            write_atomically(read.path, head + b"".join(line.text + b"\n" for line in kept))
-    return dropped
+            write_atomically(read.path, head + b"".join(text + b"\n" for text in texts))
+    return touched

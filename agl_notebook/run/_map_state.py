@@ -563,7 +563,8 @@ def render_map_html(state: MapState, secrets: tuple[str, ...] | None = None, *, 
         for item in rows:
             tint = "" if item.status == "done" else f"background:{_BAD}"
             mark = (
-                f' data-item="{item.index}" tabindex="0" title="Open this item\'s step" style="cursor:pointer;{tint}"'
+                f' data-item="{item.index}"{_changed_mark(item)} tabindex="0" title="Open this item\'s step"'
+                f' style="cursor:pointer;{tint}"'
                 if clickable
                 else f' style="{tint}"'
             )
@@ -575,7 +576,11 @@ def render_map_html(state: MapState, secrets: tuple[str, ...] | None = None, *, 
     if failures:
         out.append(f'<div style="{_HEAD}">Failures after the first {ROWS} inputs:</div><ul style="{_LIST}">')
         for item in failures:
-            mark = f' data-item="{item.index}" tabindex="0" style="cursor:pointer"' if clickable else ""
+            mark = (
+                f' data-item="{item.index}"{_changed_mark(item)} tabindex="0" style="cursor:pointer"'
+                if clickable
+                else ""
+            )
             error = html.escape(clipped(_error_text(item), secrets, ERROR_LENGTH), quote=True)
             out.append(f"<li{mark}>{_where(state, item)}: {error}</li>")
         out.append("</ul>")
@@ -584,6 +589,14 @@ def render_map_html(state: MapState, secrets: tuple[str, ...] | None = None, *, 
         out.append(f'<div style="{_NOTE}">... and {more} more failures</div>')
     out.append("</div>")
     return "".join(out)
+
+
+def _changed_mark(item: MapItem) -> str:
+    """A live row's mark when it changed since the previous run: the live view's "Only changed items" keeps those.
+
+    Only the live (clickable) table carries it: the saved static view stays as it was.
+    """
+    return ' data-changed=""' if outcome(item) in _CHANGED else ""
 
 
 _NO_VALUE = object()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from typing import Any
 
@@ -250,3 +251,64 @@ async def test_opening_a_judged_row_shows_the_verdict_and_the_reasoning(sent: Se
     assert "<b>Verdict: 1.0</b> it names the &lt;topic&gt;" in widget.detail
     gate.set()
     await task
+
+
+def offered(sent: Sent) -> bool:
+    """Whether a map widget was told to offer "Only changed items" (its ``paired`` trait sent as true)."""
+    return any(kind == "comm_msg" and d.get("state", {}).get("paired") is True for kind, d in sent)
+
+
+def edited(instructions: str) -> Role[Answer]:
+    return Role("summarizer", instructions, accepts=(Query,), tools=ROLE.tools)
+
+
+async def test_against_a_previous_run_the_live_view_marks_the_changed_rows_and_the_saved_view_does_not(
+    sent: Sent,
+) -> None:
+    """The live table marks each changed row (the view's "Only changed items" keeps those, in the browser); the
+    widget offers the filter only once an item has a previous version; the saved bundle is the replay's, unmarked."""
+    gate = asyncio.Event()
+
+    async def script(request: ModelRequest) -> Any:
+        text = item_text(request)
+        if text == "t8" and "again" in request.system:
+            await gate.wait()  # the last item runs on while the table is read
+        n = int(text[1:])
+        edit = "again" in request.system and n % 3 == 0
+        return {"calls": [{"name": "report_answer", "args": {"summary": "short" if edit else f"about {text}"}}]}
+
+    def score(query: Query, answer: Answer) -> bool:
+        return len(answer.summary) < 6
+
+    store = MemoryStore()
+    inputs = [Query(f"t{i}") for i in range(9)]
+    first = NotebookMapView(ROLE, display=FakeDisplay())
+    gate.set()
+    await Run(model=ScriptedModel(script), store=store).map(edited("Summarize."), inputs, score=score, view=first)
+    assert not offered(sent), "no previous run: the view never offers the filter"
+    gate.clear()
+    display = FakeDisplay()
+    view = NotebookMapView(ROLE, display=display)
+    role = edited("Summarize.\nThen summarize again.")
+    task = asyncio.ensure_future(
+        Run(model=ScriptedModel(script), store=store).map(role, inputs, score=score, view=view)
+    )
+    await until(lambda: view._widget is not None and view._state is not None and view._state.done == 8)
+    (widget,) = [w for w in _widgets(view) if isinstance(w, MapWidget)]
+    view._draw()
+    assert widget.paired and offered(sent)
+    marked = re.findall(r'<tr data-item="(\d+)"( data-changed="")?', widget.html)
+    assert [(int(i), bool(m)) for i, m in marked] == [(0, True), (3, True), (6, True)] + [
+        (i, False) for i in (1, 2, 4, 5, 7)
+    ], "the improved items first, each marked; the unchanged ones unmarked"
+    gate.set()
+    await task
+    ((final, _),) = display.updates
+    assert "data-changed" not in final["text/html"] and "data-item" not in final["text/html"]
+    replayed = FakeDisplay()
+    await Run(model=ScriptedModel(script), store=store, mode="replay").map(
+        role, inputs, score=score, view=NotebookMapView(ROLE, display=replayed, live=False)
+    )
+    ((headless, _),) = replayed.shown
+    assert headless == final, "the filter is the live view's: the saved view is the replay's"
+    assert "3 improved, 0 regressed, 6 unchanged" in final["text/plain"]

@@ -7,10 +7,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import httpx2
 import pytest
 from IPython.core.error import UsageError
 
-from agl_notebook import Role, Run, ScriptedModel, describe, reporting_tool
+from agl_notebook import Claude, Role, Run, ScriptedModel, Tool, ToolResult, describe, reporting_tool, tool
+from agl_notebook.models.anthropic import AnthropicModel
 from agl_notebook.models.base import ModelRequest
 from agl_notebook.notebook.magics import agl
 from agl_notebook.notebook.render import StepTrace, render_html, render_text
@@ -25,6 +27,7 @@ from agl_notebook.replay.versions import (
     versions_of,
     word_diff,
 )
+from tests.support.anthropic_api import reply, stream_response, use
 
 
 @dataclass
@@ -240,3 +243,89 @@ def test_a_map_pairs_only_with_records_of_its_own_cell_never_another_cells_exper
     assert paired(headless) == "earlier-here"
     outside = [dataclasses.replace(tiny_record("a"), parts={"input": "in-1"})]  # outside a notebook: one place
     assert paired(VersionIndex(outside)) == "a"
+
+
+async def _noop(_: Answer) -> ToolResult:
+    return ToolResult("ok")
+
+
+def tooled(*tools: Tool[Any], reporting: type[Any] = Answer) -> Role[Any]:
+    return Role("writer", "Same.", [*tools, reporting_tool("answer", "Hand back the answer.", reporting)])
+
+
+@dataclass
+class LongAnswer:
+    text: str = describe("the answer")
+    sources: str = describe("where it came from")
+
+
+def answer_as_asked(request: ModelRequest) -> dict[str, object]:
+    """The answer, with its sources when the reporting tool asks for them."""
+    (reporting,) = [spec for spec in request.tools if spec.name == "answer"]
+    sourced = "sources" in json.dumps(reporting.input_schema)
+    return {"calls": [{"name": "answer", "args": {"text": "a", **({"sources": "the index"} if sourced else {})}}]}
+
+
+async def test_tools_added_removed_and_changed_are_named_in_the_change_its_views_and_the_diff() -> None:
+    store = MemoryStore()
+    lookup = tool("lookup", "Look it up.", Answer, _noop)
+    send = tool("send", "Send it.", Answer, _noop)
+    writer = ScriptedModel(answer_as_asked)  # one backend for both: only the tools differ
+    await Run(model=writer, store=store).step(tooled(lookup, send), "q")
+    looked_up_better = tool("lookup", "Look it up in the index first.", Answer, _noop)
+    fetch = tool("fetch", "Fetch the page.", Answer, _noop)
+    await Run(model=writer, store=store).step(tooled(looked_up_better, fetch, reporting=LongAnswer), "q")
+    before, after = store.records()
+    change = after.change
+    assert change is not None and change["differs"] == ["tools", "reporting", "result"]
+    assert change["tools"] == {"added": ["fetch"], "removed": ["send"], "changed": ["lookup"]}
+    assert change["reporting"] == {"added": [], "removed": [], "changed": ["answer"]}
+    trace = StepTrace("writer")
+    trace.change = change
+    assert "changed since the previous version: tools, reporting, result" in render_text(trace, ())
+    html = render_html(trace, ())
+    assert "<b>tools</b>: added fetch; removed send; changed lookup" in html
+    assert "<b>reporting</b>: changed answer" in html
+    lines = diff_lines(before, after, ContentIndex(store.records()))
+    assert "tools: added fetch; removed send; changed lookup" in lines
+    assert "reporting: changed answer" in lines
+    again = diff_lines(after, before, ContentIndex(store.records()))  # the other way round: added and removed swap
+    assert "tools: added send; removed fetch; changed lookup" in again
+
+
+def anthropic_model(model_id: str, answer: str) -> AnthropicModel:
+    """A Claude backend through the real ``anthropic`` client, its API the local fake answering ``answer``."""
+    import anthropic
+
+    def handle(request: httpx2.Request) -> httpx2.Response:
+        assert json.loads(request.content)["model"] == model_id
+        return stream_response(reply(use("toolu_1", "answer", json.dumps({"text": answer})), stop_reason="tool_use"))
+
+    client = anthropic.AsyncAnthropic(
+        api_key="test-key-not-real",
+        base_url="http://anthropic.test",
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handle)),
+        max_retries=0,
+    )
+    return AnthropicModel(client=client, model=model_id)
+
+
+async def test_a_model_change_names_the_backend_before_and_after() -> None:
+    store = MemoryStore()
+    await Run(model=anthropic_model(Claude.SONNET, "long answer"), store=store).step(role("Same."), "q")
+    await Run(model=anthropic_model(Claude.HAIKU, "short"), store=store).step(role("Same."), "q")
+    before, after = store.records()
+    change = after.change
+    assert change is not None and change["previous"] == before.id
+    assert change["differs"] == ["backend", "result"]
+    assert change["backend"] == {"before": f"anthropic:{Claude.SONNET}", "after": f"anthropic:{Claude.HAIKU}"}
+    trace = StepTrace("writer")
+    trace.change = change
+    assert "changed since the previous version: backend, result" in render_text(trace, ())
+    html = render_html(trace, ())
+    assert f"<b>backend</b>: anthropic:{Claude.SONNET} → anthropic:{Claude.HAIKU}" in html
+    lines = diff_lines(before, after, ContentIndex(store.records()))
+    assert f"backend: anthropic:{Claude.SONNET} -> anthropic:{Claude.HAIKU}" in lines
+    assert "result text: long answer -> short" in lines
+    numbers: Any = change["numbers"]
+    assert numbers["usd"][0] > numbers["usd"][1] > 0, "the same tokens cost less on the smaller model"
