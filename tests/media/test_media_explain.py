@@ -12,7 +12,7 @@ from agl_notebook.cli import main
 from tests.support.media import png
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
-STEP_CELL = "13-06"  # the cell that runs the inspector's step
+STEP_CELL = "15-06"  # the cell that runs the inspector's step
 
 
 def test_one_changed_pixel_makes_explain_say_the_input_differs(
