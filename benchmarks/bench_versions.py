@@ -34,6 +34,7 @@ from _step import EXPECTED, PROMPT, ROLE, scripted_model
 from agl_notebook import Role, Run
 from agl_notebook.replay import MemoryStore
 from agl_notebook.replay.records import StepRecord, block_to_json
+from agl_notebook.replay.stores import scrubbed
 from agl_notebook.replay.versions import ContentIndex, VersionIndex, change_summary
 from agl_notebook.run import _engine
 
@@ -73,6 +74,29 @@ async def live_step(on: bool) -> None:
     assert result == EXPECTED
     kept = store.records()[-1]
     assert (kept.change is not None) == on
+
+
+class _ReadOnlyStore(MemoryStore):
+    """A notebook's records kept across steps (its index made once), a step's own record scrubbed but not kept."""
+
+    def put(self, record: StepRecord) -> StepRecord:
+        return scrubbed(record)
+
+
+def _kept_store(records: int) -> _ReadOnlyStore:
+    others = [dataclasses.replace(r, id=f"{i:032x}", occurrence=i + 1, contents={}) for i, r in enumerate(SEED)]
+    filler = [others[i % len(others)] for i in range(records - len(SEED))]
+    filler = [dataclasses.replace(r, id=f"f{i:031x}", occurrence=100 + i) for i, r in enumerate(filler)]
+    return _ReadOnlyStore([*SEED, *filler])
+
+
+KEPT_STORES = {20: _kept_store(20), 1000: _kept_store(1000)}
+
+
+async def live_step_kept_store(on: bool, records: int) -> None:
+    """The live step of 1 in a store kept across steps (a notebook's): ``records`` records, its previous among them."""
+    versions(on)
+    assert await Run(model=SCRIPTED, store=KEPT_STORES[records]).step(EDITED, PROMPT) == EXPECTED
 
 
 async def live_http_step(on: bool) -> None:
@@ -205,6 +229,24 @@ def main() -> None:
     report(
         "1. A live step (store of 20 records)", live, "live step, versions", "live step, without versions", "<= 1.05"
     )
+    for records in (20, 1000):
+        kept = asyncio.run(
+            timed(
+                {
+                    "live step, versions": lambda r=records: live_step_kept_store(True, r),  # type: ignore[misc]
+                    "live step, without versions": lambda r=records: live_step_kept_store(False, r),  # type: ignore[misc]
+                },
+                args.runs,
+                args.repeats,
+            )
+        )
+        report(
+            f"1c. The live step in a store of {records:,} records kept across steps",
+            kept,
+            "live step, versions",
+            "live step, without versions",
+            "<= 1.05",
+        )
     http = asyncio.run(
         timed(
             {
