@@ -156,14 +156,16 @@ class RecordIndex:
             by_key.setdefault((record.role, record.parts.get("input", ""), record.occurrence), []).append(record)
 
     def put(self, record: StepRecord, old: StepRecord | None = None) -> None:
-        """Index ``record``; in the place of ``old`` (the record of its id it replaces, indexed), if given."""
+        """Index ``record`` in the place of ``old``, the record of its id it replaces (found by its id if not given)."""
+        same = self._by_key.setdefault((record.role, record.parts.get("input", ""), record.occurrence), [])
+        if old is None:
+            old = next((held for held in same if held.id == record.id), None)
         if old is record:
             return
         if old is not None:
             self.contents.remove(old)
         if record.contents or record.replaced is not None:
             self.contents.add(record)
-        same = self._by_key.setdefault((record.role, record.parts.get("input", ""), record.occurrence), [])
         at = _place_of(same, old) if old is not None else None
         if at is None:
             same.append(record)
