@@ -307,8 +307,10 @@ def change_summary(
     ``keep_result``: keep the previous result whole (a map item's, up to `PREVIOUS_RESULT_CHARS`), so a map can
     score it again on replay.
     """
-    names = list(dict.fromkeys([*before.parts, *after.parts]))
-    differs = [p for p in names if p not in ("format",) and before.parts.get(p) != after.parts.get(p)]
+    old_parts, new_parts = before.parts, after.parts
+    # Before's parts in order, then after's new ones: each edit's summary is made on every live step of a role.
+    differs = [p for p, digest in old_parts.items() if p != "format" and new_parts.get(p) != digest]
+    differs += [p for p, digest in new_parts.items() if p not in old_parts and p != "format" and digest is not None]
     change: JsonObject = {"format": CHANGE_FORMAT, "previous": before.id, "previous_recorded_at": before.recorded_at}
     unknown: list[JsonValue] = []
     for part in differs:
