@@ -4,7 +4,10 @@
    them: with versions (its contents kept, its previous version found, its change made) against the same step with
    ``with_versions`` switched off (what a live step did before). Target: at most 5% more framework time. 1b: the
    same step through the real anthropic client over bench_replay.py's in-process transport (two HTTP requests, SSE
-   parsed by the SDK), where the framework's time is what a live step really costs without the network.
+   parsed by the SDK), where the framework's time is what a live step really costs without the network. 1c: the
+   same step in a store kept across steps (a notebook's, or a reused Run's: its index made once), of 20 and of 1,000
+   records, its own record scrubbed but not kept so that every step runs live; 1 makes a new store per step, so
+   each step also makes the store's index (what a store's first live step pays).
 2. A replayed step (the same store): with versions against without (the engine handing the record to the step and
    the view reading its change). Target: no more time (within the noise).
 3. Pairing a 10,000-item map with its previous run: the index built from 10,000 previous records, 10,000 lookups,
