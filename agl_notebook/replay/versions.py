@@ -153,7 +153,12 @@ class RecordIndex:
         for record in records:  # `put` inlined: the first live step of a store pays this pass once
             if record.contents or record.replaced is not None:
                 add(record)
-            by_key.setdefault((record.role, record.parts.get("input", ""), record.occurrence), []).append(record)
+            key = (record.role, record.parts.get("input", ""), record.occurrence)
+            same = by_key.get(key)
+            if same is None:
+                by_key[key] = [record]
+            else:
+                same.append(record)
 
     def put(self, record: StepRecord, old: StepRecord | None = None) -> None:
         """Index ``record`` in the place of ``old``, the record of its id it replaces (found by its id if not given)."""
