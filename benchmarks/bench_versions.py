@@ -4,7 +4,10 @@
    them: with versions (its contents kept, its previous version found, its change made) against the same step with
    ``with_versions`` switched off (what a live step did before). Target: at most 5% more framework time. 1b: the
    same step through the real anthropic client over bench_replay.py's in-process transport (two HTTP requests, SSE
-   parsed by the SDK), where the framework's time is what a live step really costs without the network.
+   parsed by the SDK), where the framework's time is what a live step really costs without the network. 1c: the
+   same step in a store kept across steps (a notebook's, or a reused Run's: its index made once), of 20 and of 1,000
+   records, its own record scrubbed but not kept so that every step runs live; 1 makes a new store per step, so
+   each step also makes the store's index (what a store's first live step pays).
 2. A replayed step (the same store): with versions against without (the engine handing the record to the step and
    the view reading its change). Target: no more time (within the noise).
 3. Pairing a 10,000-item map with its previous run: the index built from 10,000 previous records, 10,000 lookups,
@@ -34,6 +37,7 @@ from _step import EXPECTED, PROMPT, ROLE, scripted_model
 from agl_notebook import Role, Run
 from agl_notebook.replay import MemoryStore
 from agl_notebook.replay.records import StepRecord, block_to_json
+from agl_notebook.replay.stores import scrubbed
 from agl_notebook.replay.versions import ContentIndex, VersionIndex, change_summary
 from agl_notebook.run import _engine
 
@@ -73,6 +77,29 @@ async def live_step(on: bool) -> None:
     assert result == EXPECTED
     kept = store.records()[-1]
     assert (kept.change is not None) == on
+
+
+class _ReadOnlyStore(MemoryStore):
+    """A notebook's records kept across steps (its index made once), a step's own record scrubbed but not kept."""
+
+    def put(self, record: StepRecord) -> StepRecord:
+        return scrubbed(record)
+
+
+def _kept_store(records: int) -> _ReadOnlyStore:
+    others = [dataclasses.replace(r, id=f"{i:032x}", occurrence=i + 1, contents={}) for i, r in enumerate(SEED)]
+    filler = [others[i % len(others)] for i in range(records - len(SEED))]
+    filler = [dataclasses.replace(r, id=f"f{i:031x}", occurrence=100 + i) for i, r in enumerate(filler)]
+    return _ReadOnlyStore([*SEED, *filler])
+
+
+KEPT_STORES = {20: _kept_store(20), 1000: _kept_store(1000)}
+
+
+async def live_step_kept_store(on: bool, records: int) -> None:
+    """The live step of 1 in a store kept across steps (a notebook's): ``records`` records, its previous among them."""
+    versions(on)
+    assert await Run(model=SCRIPTED, store=KEPT_STORES[records]).step(EDITED, PROMPT) == EXPECTED
 
 
 async def live_http_step(on: bool) -> None:
@@ -205,6 +232,24 @@ def main() -> None:
     report(
         "1. A live step (store of 20 records)", live, "live step, versions", "live step, without versions", "<= 1.05"
     )
+    for records in (20, 1000):
+        kept = asyncio.run(
+            timed(
+                {
+                    "live step, versions": lambda r=records: live_step_kept_store(True, r),  # type: ignore[misc]
+                    "live step, without versions": lambda r=records: live_step_kept_store(False, r),  # type: ignore[misc]
+                },
+                args.runs,
+                args.repeats,
+            )
+        )
+        report(
+            f"1c. The live step in a store of {records:,} records kept across steps",
+            kept,
+            "live step, versions",
+            "live step, without versions",
+            "<= 1.05",
+        )
     http = asyncio.run(
         timed(
             {

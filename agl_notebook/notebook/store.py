@@ -35,6 +35,7 @@ from ..replay.sidecar import (
     uses_line,
 )
 from ..replay.stores import MapStore, RecordingWarning, merge_records, scrubbed, write_blob_files
+from ..replay.versions import RecordIndex
 from . import _kernel
 from .frontend import link
 from .locate import locate, not_found_message, notebook_path
@@ -69,6 +70,9 @@ class _KernelSession:
     """Sidecar files as last read, by path and naming: (inode, size, mtime) then what was read, or why not."""
     warned: set[str] = field(default_factory=set)
     """Sidecar problems already told (each once per kernel)."""
+    generation: int = 0
+    """Counts the changes to `recorded` and `forgotten`: a store's index of its records (`NotebookStore.version_index`)
+    made at another count is made again."""
 
 
 _kernel_session = _KernelSession()
@@ -88,6 +92,9 @@ class NotebookStore:
         self._merged: tuple[tuple[object, ...], dict[str, StepRecord]] | None = None
         self._warned: set[tuple[str, int]] = set()
         self._cell: tuple[str | None, CellUse | None] | None = None  # the running cell, by cell execution
+        # The index of `records` a live step's versions use, with what it was made from: the file's records (the
+        # dict, replaced whenever they change), the kernel session and its generation.
+        self._index: tuple[dict[str, StepRecord], _KernelSession, int, RecordIndex] | None = None
 
     def _where(self) -> Path | None:
         # Found once, then kept: locating may read every notebook in the folder (the nbclient fallback). While it
@@ -151,6 +158,35 @@ class NotebookStore:
         merged.update(self._session_records(path))
         return tuple(r for r in merged.values() if r.id not in _kernel_session.forgotten)
 
+    def version_index(self) -> RecordIndex:
+        """`records`, indexed for a live step's versions (`IndexedStore`): made again only when they changed."""
+        path = self._where()
+        filed = self._from_file(path)
+        held = self._index
+        if (
+            held is not None
+            and held[0] is filed
+            and held[1] is _kernel_session
+            and held[2] == _kernel_session.generation
+        ):
+            return held[3]
+        index = RecordIndex(self.records())
+        self._index = (filed, _kernel_session, _kernel_session.generation, index)
+        return index
+
+    def _recorded(self, record: StepRecord) -> None:
+        """Keep ``record`` in this kernel session, telling this store's index when it was up to date."""
+        session = _kernel_session
+        held = self._index
+        current = held is not None and held[1] is session and held[2] == session.generation
+        returning = record.id in session.forgotten  # listed again, in its old place: the index is made again
+        session.forgotten.discard(record.id)
+        session.recorded.setdefault(_key(self._where()), {})[record.id] = record
+        session.generation += 1
+        if current and not returning and held is not None:
+            held[3].put(record)
+            self._index = (held[0], session, session.generation, held[3])
+
     def for_map(self, key: str) -> MapStore:
         """Where the records of the map ``key`` are kept: like a step's, or past a size in its sidecar file."""
         return NotebookMapStore(self, key)
@@ -187,7 +223,7 @@ class NotebookStore:
             return record
         stamped = with_cells(record, [use])
         if stamped is not record:
-            _kernel_session.recorded.setdefault(_key(self._where()), {})[stamped.id] = stamped
+            self._recorded(stamped)
         return stamped
 
     def with_cells_of(self, record: StepRecord, older: StepRecord | None) -> StepRecord:
@@ -214,8 +250,7 @@ class NotebookStore:
         where = self._where()
         write_blob_files(record, where.parent if where is not None else Path.cwd())  # large images beside it
         kept = self.with_cells_of(scrubbed(record), older)
-        _kernel_session.forgotten.discard(kept.id)
-        _kernel_session.recorded.setdefault(_key(self._where()), {})[kept.id] = kept
+        self._recorded(kept)
         had_partial = False
         for partials in _kernel_session.partials.values():
             had_partial = partials.pop(kept.id, None) is not None or had_partial
@@ -303,6 +338,7 @@ class NotebookStore:
         for records in _kernel_session.recorded.values():
             for record_id in record_ids:
                 records.pop(record_id, None)
+        _kernel_session.generation += 1
 
     def _read_file(self, path: Path, mtime: int) -> NotebookRecords:
         try:
@@ -409,6 +445,7 @@ class NotebookMapStore:
         write_blob_files(record, self._writer.path.parent)  # large images beside the sidecar, as the notebook's
         kept = self._kept[record.id] = self.parent.with_cells_of(scrubbed(record), self._in_file().get(record.id))
         _kernel_session.forgotten.discard(kept.id)
+        _kernel_session.generation += 1
         for partials in _kernel_session.partials.values():  # the finished record replaces its partial one
             partials.pop(kept.id, None)
         if self._in_file().get(kept.id) == kept:
@@ -655,3 +692,4 @@ def forget(record_ids: Iterable[str]) -> None:
         _kernel_session.forgotten.add(record_id)
         for records in _kernel_session.recorded.values():
             records.pop(record_id, None)
+    _kernel_session.generation += 1

@@ -21,6 +21,7 @@ from ..media import Media, blob_file_name, kept_in_file, records_folder
 from ..payloads import JsonObject, JsonValue
 from ..transcript import Block, MediaBlock, Message, RawBlock, TextBlock, ToolResultBlock
 from .records import RecordsBlock, StepRecord, block_from_json, block_to_json, record_from_json, tape_kept_blocks
+from .versions import RecordIndex
 
 
 class RecordingWarning(UserWarning):
@@ -333,6 +334,11 @@ class InlineMapStore:
         """The parent's records."""
         return self.parent.records()
 
+    def version_index(self) -> RecordIndex:
+        """The parent's records, indexed (`IndexedStore`), or indexed now from a parent that keeps no index."""
+        indexed = getattr(self.parent, "version_index", None)
+        return indexed() if callable(indexed) else RecordIndex(self.parent.records())
+
     def put(self, record: StepRecord) -> StepRecord:
         """Keep the record in the parent, and in this map's block."""
         kept = self._kept[record.id] = self.parent.put(record)
@@ -365,15 +371,40 @@ class MemoryStore:
     def __init__(self, records: Sequence[StepRecord] = ()) -> None:
         self._records: dict[str, StepRecord] = {}
         self._partials: dict[str, StepRecord] = {}
+        self._index: RecordIndex | None = None  # made when a live step first asks, then kept up to date
+        # What changed since, told the index when a live step next asks: a store nobody asks again (a `Run` per
+        # step) pays a list append per record, not the index's work.
+        self._unindexed: list[tuple[StepRecord | None, StepRecord | None, StepRecord | None]] = []
         for record in records:
             self._place(record)
 
     def _place(self, record: StepRecord) -> None:
         if record.partial is not None:
+            if self._index is not None and record.id not in self._records:  # beside a finished one, records() omits it
+                self._unindexed.append((record, self._partials.get(record.id), None))
             self._partials[record.id] = record
         else:
+            if self._index is not None:
+                held = self._records.get(record.id)
+                # A finished record in place of its partial one: records() lists it after every finished one now.
+                self._unindexed.append((record, held, self._partials.get(record.id) if held is None else None))
             self._records[record.id] = record
             self._partials.pop(record.id, None)  # the finished record replaces its partial one
+
+    def version_index(self) -> RecordIndex:
+        """`records`, indexed for a live step's versions (`IndexedStore`)."""
+        index = self._index
+        if index is None:
+            index = self._index = RecordIndex(self.records())
+            self._unindexed.clear()
+        elif self._unindexed:
+            for record, replacing, dropped in self._unindexed:
+                if dropped is not None:
+                    index.remove(dropped)
+                if record is not None:
+                    index.put(record, replacing)
+            self._unindexed.clear()
+        return index
 
     def get(self, record_id: str) -> StepRecord | None:
         """The finished record with this id, else the partial one (which the engine resumes), if any."""
@@ -404,7 +435,9 @@ class MemoryStore:
 
     def discard_partial(self, record_id: str) -> None:
         """Forget the partial record with this id; a finished one with the id is left alone."""
-        self._partials.pop(record_id, None)
+        waiting = self._partials.pop(record_id, None)
+        if waiting is not None and self._index is not None and record_id not in self._records:
+            self._unindexed.append((None, None, waiting))
 
     def __repr__(self) -> str:
         return f"MemoryStore({len(self.records())} records)"
@@ -478,6 +511,8 @@ class JsonFileStore(MemoryStore):
             self._load()
             self._records.update(mine)
             self._partials.update(my_partials)
+            self._index = None  # made again from what the file holds now
+            self._unindexed.clear()
 
     def _write(self) -> None:
         write_atomically(self.path, self._file_text())

@@ -20,9 +20,10 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ..payloads import JsonObject, JsonValue
+from ..transcript import ToolUseBlock
 
 if TYPE_CHECKING:
     from .records import StepRecord
@@ -83,10 +84,15 @@ def contents_of(
 
 
 class ContentIndex:
-    """The contents a store's records keep, by (part, digest): how a record's left-out parts are found."""
+    """The contents a store's records keep, by (part, digest): how a record's left-out parts are found.
+
+    Each content counts the records that keep it, so a record `remove`d (replaced or forgotten in its store) takes
+    its contents out once no other record keeps them: a `RecordIndex` follows its store put by put.
+    """
 
     def __init__(self, records: Iterable[StepRecord] = ()) -> None:
         self._by_digest: dict[tuple[str, str], JsonValue] = {}
+        self._keepers: dict[tuple[str, str], int] = {}
         for record in records:
             if record.contents or record.replaced is not None:  # most records keep none: skipped at loop speed
                 self.add(record)
@@ -97,7 +103,24 @@ class ContentIndex:
             for part, value in record.contents.items():
                 digest = record.parts.get(part)
                 if digest is not None:
-                    self._by_digest.setdefault((part, digest), value)
+                    key = (part, digest)
+                    self._by_digest.setdefault(key, value)
+                    self._keepers[key] = self._keepers.get(key, 0) + 1
+            record = record.replaced  # type: ignore[assignment]
+
+    def remove(self, record: StepRecord) -> None:
+        """Take out what `add` put in for ``record``: a content no other record keeps is gone."""
+        while record is not None:
+            for part in record.contents:
+                digest = record.parts.get(part)
+                if digest is None:
+                    continue
+                key = (part, digest)
+                count = self._keepers.get(key, 0)
+                if count > 1:
+                    self._keepers[key] = count - 1
+                elif count == 1:
+                    del self._keepers[key], self._by_digest[key]
             record = record.replaced  # type: ignore[assignment]
 
     def holds(self, part: str, digest: str) -> bool:
@@ -111,6 +134,112 @@ class ContentIndex:
         digest = record.parts.get(part)
         key = (part, digest or "")
         return (True, self._by_digest[key]) if key in self._by_digest else (False, None)
+
+
+class RecordIndex:
+    """A store's records as a live step's versions look them up, kept up to date as the store changes.
+
+    Their contents (`ContentIndex`) and the records by (role, input digest, occurrence), in the store's order, so
+    `previous` finds what `previous_version` finds in ``store.records()`` without a pass over every record: a
+    store of 1,000 records paid that pass, and the index's building, on each live step. A store that offers one
+    (`IndexedStore`) tells it of every record it puts, replaces or drops.
+    """
+
+    def __init__(self, records: Iterable[StepRecord] = ()) -> None:
+        self.contents = ContentIndex()
+        """The contents the records keep."""
+        self._by_key: dict[tuple[str, str, int], list[StepRecord]] = {}
+        by_key, add = self._by_key, self.contents.add
+        for record in records:  # `put` inlined: the first live step of a store pays this pass once
+            if record.contents or record.replaced is not None:
+                add(record)
+            key = (record.role, record.parts.get("input", ""), record.occurrence)
+            same = by_key.get(key)
+            if same is None:
+                by_key[key] = [record]
+            else:
+                same.append(record)
+
+    def put(self, record: StepRecord, old: StepRecord | None = None) -> None:
+        """Index ``record`` in the place of ``old``, the record of its id it replaces (found by its id if not given)."""
+        same = self._by_key.setdefault((record.role, record.parts.get("input", ""), record.occurrence), [])
+        if old is None:
+            old = next((held for held in same if held.id == record.id), None)
+        if old is record:
+            return
+        if old is not None:
+            self.contents.remove(old)
+        if record.contents or record.replaced is not None:
+            self.contents.add(record)
+        at = _place_of(same, old) if old is not None else None
+        if at is None:
+            same.append(record)
+        else:
+            same[at] = record
+
+    def remove(self, record: StepRecord) -> None:
+        """Forget ``record`` (indexed)."""
+        self.contents.remove(record)
+        key = (record.role, record.parts.get("input", ""), record.occurrence)
+        same = self._by_key.get(key, [])
+        at = _place_of(same, record)
+        if at is not None:
+            del same[at]
+        if not same:
+            self._by_key.pop(key, None)
+
+    def previous(
+        self,
+        *,
+        cell_id: str | None,
+        role: str,
+        input_digest: str,
+        occurrence: int,
+        not_id: str,
+        source: str | None = None,
+    ) -> StepRecord | None:
+        """`previous_version` among the records indexed."""
+        same = self._by_key.get((role, input_digest, occurrence))
+        if not same:
+            return None
+        return previous_version(
+            same,
+            cell_id=cell_id,
+            role=role,
+            input_digest=input_digest,
+            occurrence=occurrence,
+            not_id=not_id,
+            source=source,
+        )
+
+
+def _place_of(records: list[StepRecord], record: StepRecord) -> int | None:
+    """Where ``record`` itself (not an equal one) is in ``records``."""
+    return next((i for i, held in enumerate(records) if held is record), None)
+
+
+@runtime_checkable
+class IndexedStore(Protocol):
+    """A store that keeps a `RecordIndex` of its records up to date (the memory, file and notebook stores)."""
+
+    def version_index(self) -> RecordIndex:
+        """Its records, indexed: the same records as ``records()`` gives, in the same order."""
+        ...
+
+
+def with_versions_kept(
+    record: StepRecord, *, contents: JsonObject, change: JsonObject | None, replaced: StepRecord | None
+) -> StepRecord:
+    """``dataclasses.replace(record, contents=..., change=..., replaced=...)``, for a fifth of its cost.
+
+    These fields decide neither a record's kind nor its format, so its ``__init__`` (twenty-odd fields, and a walk
+    of its transcript for kept blocks) need not run again: a live step of a role pays this once.
+    """
+    copy = object.__new__(type(record))
+    fields = copy.__dict__
+    fields.update(record.__dict__)
+    fields["contents"], fields["change"], fields["replaced"] = contents, change, replaced
+    return copy
 
 
 def deduplicated(contents: Mapping[str, JsonValue], parts: Mapping[str, str], index: ContentIndex) -> JsonObject:
@@ -192,8 +321,10 @@ def change_summary(
     ``keep_result``: keep the previous result whole (a map item's, up to `PREVIOUS_RESULT_CHARS`), so a map can
     score it again on replay.
     """
-    names = list(dict.fromkeys([*before.parts, *after.parts]))
-    differs = [p for p in names if p not in ("format",) and before.parts.get(p) != after.parts.get(p)]
+    old_parts, new_parts = before.parts, after.parts
+    # Before's parts in order, then after's new ones: each edit's summary is made on every live step of a role.
+    differs = [p for p, digest in old_parts.items() if p != "format" and new_parts.get(p) != digest]
+    differs += [p for p, digest in new_parts.items() if p not in old_parts and p != "format" and digest is not None]
     change: JsonObject = {"format": CHANGE_FORMAT, "previous": before.id, "previous_recorded_at": before.recorded_at}
     unknown: list[JsonValue] = []
     for part in differs:
@@ -250,7 +381,9 @@ def _numbers(record: StepRecord) -> tuple[JsonValue, ...]:
     for message in record.transcript:
         if message.role == "assistant":
             turns += 1
-            calls += len(message.tool_uses)
+            for block in message.content:  # not ``tool_uses``, which builds a tuple per message
+                if isinstance(block, ToolUseBlock):
+                    calls += 1
     usd = record.cost.usd if record.cost is not None else None
     return record.usage.tokens, usd, turns, calls
 

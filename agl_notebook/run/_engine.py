@@ -31,11 +31,13 @@ from ..replay.records import CellUse, RecordedFailure, StepRecord, recorded_fail
 from ..replay.stores import PartialStore, RecordingWarning, Store
 from ..replay.versions import (
     ContentIndex,
+    RecordIndex,
     VersionIndex,
     change_summary,
     deduplicated,
     keep_versions,
     previous_version,
+    with_versions_kept,
 )
 from .environment import Environment
 from .occurrences import Occurrences
@@ -297,30 +299,49 @@ def with_versions(record: StepRecord, mode: Mode, context: Context) -> StepRecor
     if replaced is not None and not replaced.finished:
         replaced = None
     versions = context.versions
+    shared = False  # ``contents`` is the store's own index, which the store keeps up to date
     if versions is not None:
         contents = versions.contents
         previous = replaced or versions.index.previous(
             record.role, record.parts.get("input", ""), record.occurrence, record.id
         )
     else:
-        records = store.records()
-        contents = ContentIndex(records)
         use = running_cell(store)
-        previous = replaced or previous_version(
-            records,
-            cell_id=record.cell_id or (use.cell_id if use is not None else None),
-            source=use.source if use is not None else None,
-            role=record.role,
-            input_digest=record.parts.get("input", ""),
-            occurrence=record.occurrence,
-            not_id=record.id,
-        )
+        cell_id = record.cell_id or (use.cell_id if use is not None else None)
+        source = use.source if use is not None else None
+        input_digest = record.parts.get("input", "")
+        indexed = getattr(store, "version_index", None)  # `IndexedStore`, asked as `_unlocated` asks
+        if callable(indexed):
+            # Kept up to date by the store: it holds ``replaced`` (a record of the store), and this record once put.
+            index: RecordIndex = indexed()
+            contents, shared = index.contents, True
+            previous = replaced or index.previous(
+                cell_id=cell_id,
+                source=source,
+                role=record.role,
+                input_digest=input_digest,
+                occurrence=record.occurrence,
+                not_id=record.id,
+            )
+        else:
+            records = store.records()
+            contents = ContentIndex(records)
+            previous = replaced or previous_version(
+                records,
+                cell_id=cell_id,
+                source=source,
+                role=record.role,
+                input_digest=input_digest,
+                occurrence=record.occurrence,
+                not_id=record.id,
+            )
     if replaced is not None:
-        contents.add(replaced)
+        if not shared:
+            contents.add(replaced)
         if replaced.result == record.result and replaced.parts == record.parts:
             # Refreshed to the same result: the same version again, which keeps its own change and its previous.
             own = deduplicated(record.contents, record.parts, contents)
-            return dataclasses.replace(record, contents=own, change=replaced.change, replaced=replaced.replaced)
+            return with_versions_kept(record, contents=own, change=replaced.change, replaced=replaced.replaced)
     change = (
         change_summary(previous, record, contents, keep_result=versions is not None) if previous is not None else None
     )
@@ -328,10 +349,11 @@ def with_versions(record: StepRecord, mode: Mode, context: Context) -> StepRecor
         change = None  # the same step again, with the same result: nothing to show
     kept_inside = _older_versions(replaced, keep_versions() - 1) if replaced is not None else None
     own = deduplicated(record.contents, record.parts, contents)
-    contents.add(record)  # its full contents: the next item of a map finds them here
+    if not shared:
+        contents.add(record)  # its full contents: the next item of a map finds them here
     if change is None and kept_inside is None and len(own) == len(record.contents):
         return record  # nothing to add or leave out (a first version)
-    return dataclasses.replace(record, contents=own, change=change, replaced=kept_inside)
+    return with_versions_kept(record, contents=own, change=change, replaced=kept_inside)
 
 
 def _tell_kept(unit: Unit[Any], record: StepRecord) -> None:
