@@ -24,6 +24,7 @@ from ..errors import (
     warn,
 )
 from ..events import StepFailed, StepReplayed, StepStarted, input_label
+from ..payloads import JsonObject
 from ..replay import modes
 from ..replay.explain import Miss, explain_miss, note_miss, note_used
 from ..replay.modes import Mode
@@ -340,7 +341,7 @@ def with_versions(record: StepRecord, mode: Mode, context: Context) -> StepRecor
             contents.add(replaced)
         if replaced.result == record.result and replaced.parts == record.parts:
             # Refreshed to the same result: the same version again, which keeps its own change and its previous.
-            own = deduplicated(record.contents, record.parts, contents)
+            own = _own_contents(record, contents, dropping=replaced, keeping=replaced.replaced)
             return with_versions_kept(record, contents=own, change=replaced.change, replaced=replaced.replaced)
     change = (
         change_summary(previous, record, contents, keep_result=versions is not None) if previous is not None else None
@@ -348,12 +349,34 @@ def with_versions(record: StepRecord, mode: Mode, context: Context) -> StepRecor
     if change is not None and not change.get("differs"):
         change = None  # the same step again, with the same result: nothing to show
     kept_inside = _older_versions(replaced, keep_versions() - 1) if replaced is not None else None
-    own = deduplicated(record.contents, record.parts, contents)
+    if replaced is not None:
+        own = _own_contents(record, contents, dropping=replaced, keeping=kept_inside)
+    else:
+        own = deduplicated(record.contents, record.parts, contents)
     if not shared:
         contents.add(record)  # its full contents: the next item of a map finds them here
     if change is None and kept_inside is None and len(own) == len(record.contents):
         return record  # nothing to add or leave out (a first version)
     return with_versions_kept(record, contents=own, change=change, replaced=kept_inside)
+
+
+def _own_contents(
+    record: StepRecord, contents: ContentIndex, *, dropping: StepRecord, keeping: StepRecord | None
+) -> JsonObject:
+    """The contents ``record`` keeps itself when it replaces ``dropping`` and keeps ``keeping`` inside it.
+
+    A content only the replaced record kept would be lost with it: the index is asked as it will stand once the
+    record is put (the replaced record out, the versions kept inside in), then set back as the store keeps it.
+    """
+    contents.remove(dropping)
+    if keeping is not None:
+        contents.add(keeping)
+    try:
+        return deduplicated(record.contents, record.parts, contents)
+    finally:
+        if keeping is not None:
+            contents.remove(keeping)
+        contents.add(dropping)
 
 
 def _tell_kept(unit: Unit[Any], record: StepRecord) -> None:

@@ -329,3 +329,28 @@ async def test_a_model_change_names_the_backend_before_and_after() -> None:
     assert "result text: long answer -> short" in lines
     numbers: Any = change["numbers"]
     assert numbers["usd"][0] > numbers["usd"][1] > 0, "the same tokens cost less on the smaller model"
+
+
+@pytest.mark.parametrize("keep", [1, 2])
+async def test_a_refresh_never_loses_the_contents_only_the_replaced_record_kept(keep: int) -> None:
+    from agl_notebook.replay.versions import keep_versions, set_keep_versions
+
+    before = keep_versions()
+    set_keep_versions(keep)
+    try:
+        store = MemoryStore()
+        await Run(model=model("same"), store=store).step(role("Be brief."), "q")
+        for answer in ("same", "other"):  # a refresh to the same result, then to another one
+            await Run(model=model(answer), store=store, mode="refresh").step(role("Be brief."), "q")
+            (record,) = store.records()
+            index = ContentIndex(store.records())
+            for part in ("instructions", "tools", "reporting", "settings"):
+                assert index.content(record, part)[0], f"{part} lost with the replaced record ({answer}, keep {keep})"
+            assert str(index.content(record, "instructions")[1]).startswith("Be brief.\n")
+        # An edit now still diffs the instructions line by line, not "differs (not kept before)".
+        await Run(model=model("other"), store=store).step(role("Be very brief."), "q")
+        edited = next(r for r in store.records() if r.id != record.id)
+        assert edited.change is not None and "instructions" in json.dumps(edited.change.get("differs"))
+        assert "-Be brief." in json.dumps(edited.change)
+    finally:
+        set_keep_versions(before)
