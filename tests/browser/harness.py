@@ -683,8 +683,7 @@ class NotebookPage:
                 "the notebook tab to show no unsaved changes after Ctrl+S",
                 SAVE,
             )
-        data: dict[str, Any] = json.loads(self.path.read_text(encoding="utf-8"))
-        return data
+        return self._saved_json(after="Ctrl+S")
 
     def autosave(self) -> dict[str, Any]:
         """Save as JupyterLab's autosave does (the document context's save; no click, no key, focus left where it
@@ -696,8 +695,23 @@ class NotebookPage:
             f"the document context's save to write {self.path.name} to disk",
             SAVE,
         )
-        data: dict[str, Any] = json.loads(self.path.read_text(encoding="utf-8"))
-        return data
+        return self._saved_json(after="the document context's save")
+
+    def _saved_json(self, after: str) -> dict[str, Any]:
+        """The saved notebook's JSON once the file is whole. Jupyter server's atomic writing truncates the file and
+        writes it in place (the copy it keeps is a backup), so a changed mtime can be seen with the file empty or
+        half written: wait until it parses."""
+        parsed: list[dict[str, Any]] = []
+
+        def whole() -> bool:
+            try:
+                parsed[:] = [json.loads(self.path.read_text(encoding="utf-8"))]
+            except (OSError, ValueError):
+                return False
+            return True
+
+        self.wait_until(whole, f"{self.path.name} to be whole on disk after {after}", SAVE)
+        return parsed[0]
 
     def restart_kernel(self) -> None:
         """Kernel > Restart Kernel…, confirm the dialog, and wait until the restarted kernel is idle."""
