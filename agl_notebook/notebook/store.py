@@ -71,8 +71,20 @@ class _KernelSession:
     warned: set[str] = field(default_factory=set)
     """Sidecar problems already told (each once per kernel)."""
     generation: int = 0
-    """Counts the changes to `recorded` and `forgotten`: a store's index of its records (`NotebookStore.version_index`)
+    """Counts the changes to `recorded` and `forgotten`: a notebook's index (`NotebookStore.version_index`)
     made at another count is made again."""
+    files: dict[str, tuple[tuple[int, int, int], NotebookRecords]] = field(default_factory=dict)
+    """The notebook files as last read, by path: (mtime, size, inode) then their recordings. Every `NotebookStore`
+    of the kernel reads them from here: a notebook runs a new `Run` (a new store) in each cell, and each one read and
+    parsed the whole file again."""
+    merged: dict[str, tuple[tuple[object, ...], dict[str, StepRecord]]] = field(default_factory=dict)
+    """By notebook path: the file's records merged with the frontend's unsaved ones and the sidecars', with what
+    they were merged from."""
+    indexes: dict[str, tuple[dict[str, StepRecord], int, RecordIndex]] = field(default_factory=dict)
+    """By notebook path: the index of its records a live step's versions use, with the merged records and the
+    `generation` it was made at (made again when either changed)."""
+    warned_files: set[tuple[str, int]] = field(default_factory=set)
+    """Notebook files (path, mtime) whose unreadable recordings were told: told once per kernel and file version."""
 
 
 _kernel_session = _KernelSession()
@@ -88,13 +100,7 @@ class NotebookStore:
         self._unlocated: tuple[str | None, str] | None = None  # (cell execution, why the notebook is not known)
         if _frontend_may_answer():  # headless runners (nbclient, nbval) have no frontend extension to greet
             link().open()  # greet it now: its answer (unsaved recordings) arrives before long
-        self._read: tuple[Path, int, NotebookRecords] | None = None
-        self._merged: tuple[tuple[object, ...], dict[str, StepRecord]] | None = None
-        self._warned: set[tuple[str, int]] = set()
         self._cell: tuple[str | None, CellUse | None] | None = None  # the running cell, by cell execution
-        # The index of `records` a live step's versions use, with what it was made from: the file's records (the
-        # dict, replaced whenever they change), the kernel session and its generation.
-        self._index: tuple[dict[str, StepRecord], _KernelSession, int, RecordIndex] | None = None
 
     def _where(self) -> Path | None:
         # Found once, then kept: locating may read every notebook in the folder (the nbclient fallback). While it
@@ -162,30 +168,27 @@ class NotebookStore:
         """`records`, indexed for a live step's versions (`IndexedStore`): made again only when they changed."""
         path = self._where()
         filed = self._from_file(path)
-        held = self._index
-        if (
-            held is not None
-            and held[0] is filed
-            and held[1] is _kernel_session
-            and held[2] == _kernel_session.generation
-        ):
-            return held[3]
+        session = _kernel_session
+        held = session.indexes.get(str(path or ""))
+        if held is not None and held[0] is filed and held[1] == session.generation:
+            return held[2]  # made by this store or by an earlier cell's
         index = RecordIndex(self.records())
-        self._index = (filed, _kernel_session, _kernel_session.generation, index)
+        session.indexes[str(path or "")] = (filed, session.generation, index)
         return index
 
     def _recorded(self, record: StepRecord) -> None:
-        """Keep ``record`` in this kernel session, telling this store's index when it was up to date."""
+        """Keep ``record`` in this kernel session, telling the notebook's index when it was up to date."""
         session = _kernel_session
-        held = self._index
-        current = held is not None and held[1] is session and held[2] == session.generation
+        path = self._where()
+        held = session.indexes.get(str(path or ""))
+        current = held is not None and held[1] == session.generation
         returning = record.id in session.forgotten  # listed again, in its old place: the index is made again
         session.forgotten.discard(record.id)
-        session.recorded.setdefault(_key(self._where()), {})[record.id] = record
+        session.recorded.setdefault(_key(path), {})[record.id] = record
         session.generation += 1
         if current and not returning and held is not None:
-            held[3].put(record)
-            self._index = (held[0], session, session.generation, held[3])
+            held[2].put(record)
+            session.indexes[str(path or "")] = (held[0], session.generation, held[2])
 
     def for_map(self, key: str) -> MapStore:
         """Where the records of the map ``key`` are kept: like a step's, or past a size in its sidecar file."""
@@ -301,8 +304,9 @@ class NotebookStore:
         # Worked out again only when one of its inputs changed (each is replaced, never changed in place): a map of
         # 10,000 items looks each one up, and the sidecars' records are many.
         inputs = (saved, unsaved, frontend.unsaved_sidecars, frontend.answered)
-        if self._merged is not None and all(a is b for a, b in zip(self._merged[0], inputs, strict=True)):
-            return self._merged[1]
+        held = _kernel_session.merged.get(str(path or ""))
+        if held is not None and all(a is b for a, b in zip(held[0], inputs, strict=True)):
+            return held[1]
         found = saved.records
         merged = merge_records(found, unsaved) if unsaved else found
         if frontend.answered and any(r.partial is not None and i not in unsaved for i, r in found.items()):
@@ -317,20 +321,22 @@ class NotebookStore:
                 if read is not None:
                     beside.update(read.records)
             merged = merge_records(beside, merged)  # the notebook's own records win over a sidecar's
-        self._merged = (inputs, merged)
+        _kernel_session.merged[str(path or "")] = (inputs, merged)
         return merged
 
     def _saved(self, path: Path | None) -> NotebookRecords:
         if path is None:
             return NotebookRecords()
         try:
-            mtime = path.stat().st_mtime_ns
+            stat = path.stat()
         except OSError:
             return NotebookRecords()
-        if self._read is not None and self._read[0] == path and self._read[1] == mtime:
-            return self._read[2]
-        found = self._read_file(path, mtime)
-        self._read = (path, mtime, found)
+        version = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        held = _kernel_session.files.get(str(path))
+        if held is not None and held[0] == version:
+            return held[1]  # read by this store or an earlier cell's: the file has not changed since
+        found = self._read_file(path, stat.st_mtime_ns)
+        _kernel_session.files[str(path)] = (version, found)
         return found
 
     def release(self, record_ids: Iterable[str]) -> None:
@@ -345,8 +351,9 @@ class NotebookStore:
             found = records_in_notebook(read_notebook_json(path), where=str(path))
         except InputError as e:
             found = NotebookRecords(problems=[str(e)])
-        if found.problems and (str(path), mtime) not in self._warned:
-            self._warned.add((str(path), mtime))
+        warned = _kernel_session.warned_files
+        if found.problems and (str(path), mtime) not in warned:
+            warned.add((str(path), mtime))
             listed = "\n".join(f"- {p}" for p in found.problems)
             warn(
                 f"Some recordings in {path.name} could not be read; those steps run live where they can, and "

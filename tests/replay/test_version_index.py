@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agl_notebook.notebook import frontend
+from agl_notebook.notebook import frontend, nbfile
 from agl_notebook.notebook import store as notebook_store
 from agl_notebook.notebook.store import NotebookStore
 from agl_notebook.replay import MemoryStore
@@ -96,3 +96,37 @@ def test_the_notebook_stores_index_follows_this_session_the_file_and_forgotten_r
     assert store.version_index().previous(
         cell_id=None, role="r", input_digest="in", occurrence=0, not_id="new"
     ) is store.get("d")
+
+
+def test_a_new_notebook_store_in_a_later_cell_reads_the_unchanged_file_and_its_index_once_per_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A notebook makes a new `Run` (a new store) in each cell: the file is parsed, and its index made, once."""
+    path = tmp_path / "n.ipynb"
+    block = block_to_json([_record("a", at="1")])
+    nb = {"nbformat": 4, "nbformat_minor": 5, "cells": [], "metadata": {"agl_notebook": block}}
+    path.write_text(json.dumps(nb))
+    monkeypatch.setattr(frontend, "_link", frontend.FrontendLink())
+    monkeypatch.setattr(notebook_store, "_kernel_session", notebook_store._KernelSession())
+    reads: list[Path] = []
+    real_read = nbfile.read_notebook_json
+
+    def counted(where: Path) -> dict[str, object]:
+        reads.append(where)
+        return real_read(where)
+
+    monkeypatch.setattr("agl_notebook.notebook.store.read_notebook_json", counted)
+    first = NotebookStore(locate=lambda: path)
+    index = first.version_index()
+    first.put(_record("b", at="1"))  # this cell's step: the index follows it
+    later = NotebookStore(locate=lambda: path)  # the next cell's Run
+    assert later.version_index() is index, "the next cell's store made the index again"
+    assert [r.id for r in later.records()] == ["a", "b"]
+    assert reads == [path], "the next cell's store parsed the unchanged notebook again"
+    nb["metadata"] = {"agl_notebook": block_to_json([_record("a", at="1"), _record("c", at="2", text="three")])}
+    path.write_text(json.dumps(nb))  # saved: the file changed (its size, here)
+    changed = NotebookStore(locate=lambda: path)
+    assert [r.id for r in changed.records()] == ["a", "c", "b"]
+    assert changed.version_index() is not index
+    assert reads == [path, path]
+    _agrees(changed, "new")
