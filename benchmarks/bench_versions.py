@@ -7,7 +7,9 @@
    parsed by the SDK), where the framework's time is what a live step really costs without the network. 1c: the
    same step in a store kept across steps (a notebook's, or a reused Run's: its index made once), of 20 and of 1,000
    records, its own record scrubbed but not kept so that every step runs live; 1 makes a new store per step, so
-   each step also makes the store's index (what a store's first live step pays).
+   each step also makes the store's index (what a store's first live step pays). 1n: a new `Run` per step over a
+   new `NotebookStore` of a saved notebook holding the 20 records, as a notebook's every cell makes one: the file as
+   read and its index are the kernel's, so a later cell's store makes neither again.
 2. A replayed step (the same store): with versions against without (the engine handing the record to the step and
    the view reading its change). Target: no more time (within the noise).
 3. Pairing a 10,000-item map with its previous run: the index built from 10,000 previous records, 10,000 lookups,
@@ -26,15 +28,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import dataclasses
 import json
+import shutil
 import statistics
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from _step import EXPECTED, PROMPT, ROLE, scripted_model
 
 from agl_notebook import Role, Run
+from agl_notebook.notebook.store import NotebookStore
 from agl_notebook.replay import MemoryStore
 from agl_notebook.replay.records import StepRecord, block_to_json
 from agl_notebook.replay.stores import scrubbed
@@ -100,6 +107,33 @@ async def live_step_kept_store(on: bool, records: int) -> None:
     """The live step of 1 in a store kept across steps (a notebook's): ``records`` records, its previous among them."""
     versions(on)
     assert await Run(model=SCRIPTED, store=KEPT_STORES[records]).step(EDITED, PROMPT) == EXPECTED
+
+
+class _ReadOnlyNotebookStore(NotebookStore):
+    """A notebook's store, its step's own record scrubbed but not kept (so that every step runs live)."""
+
+    def put(self, record: StepRecord, *, older: StepRecord | None = None) -> StepRecord:
+        return scrubbed(record)
+
+
+def _saved_notebook() -> Path:
+    """A saved notebook holding the 20 records, in a folder of its own (removed when the benchmark ends)."""
+    folder = Path(tempfile.mkdtemp(prefix="bench_versions_"))
+    atexit.register(shutil.rmtree, folder, True)
+    path = folder / "versions.ipynb"
+    nb = {"nbformat": 4, "nbformat_minor": 5, "cells": [], "metadata": {"agl_notebook": block_to_json(SEED)}}
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    return path
+
+
+NOTEBOOK = _saved_notebook()
+
+
+async def live_step_new_notebook_store(on: bool) -> None:
+    """The live step of 1 by a new `Run` over a new notebook store, as a notebook's every cell makes one."""
+    versions(on)
+    store = _ReadOnlyNotebookStore(locate=lambda: NOTEBOOK)
+    assert await Run(model=SCRIPTED, store=store).step(EDITED, PROMPT) == EXPECTED
 
 
 async def live_http_step(on: bool) -> None:
@@ -250,6 +284,23 @@ def main() -> None:
             "live step, without versions",
             "<= 1.05",
         )
+    notebook = asyncio.run(
+        timed(
+            {
+                "live step, versions": lambda: live_step_new_notebook_store(True),
+                "live step, without versions": lambda: live_step_new_notebook_store(False),
+            },
+            args.runs,
+            args.repeats,
+        )
+    )
+    report(
+        "1n. The live step by a new Run per step over the notebook's store (20 records, a Run per cell)",
+        notebook,
+        "live step, versions",
+        "live step, without versions",
+        "<= 1.05",
+    )
     http = asyncio.run(
         timed(
             {
