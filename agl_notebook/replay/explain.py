@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 from .._fieldwise import Fieldwise
 from ..errors import ReplayMissError as ReplayMissError  # its home is errors.py; named here as before
@@ -67,6 +68,43 @@ def explain_miss(
     )
 
 
+class RecordsWhenAsked(Sequence[StepRecord]):
+    """A store's records, read when first asked for and then kept, less the record ``own_id`` (the missing step's).
+
+    A miss is explained only when someone asks (``%agl explain``); a copy of every record at each miss made a map
+    of N live items do N copies of up to N records (O(N²): 1.2 s more for a 10,000-item map in memory). Read later,
+    the records are those there were at the miss plus what was recorded since; the step's own record (a perfect
+    match) is left out, so the nearest is what it missed, as before.
+    """
+
+    def __init__(self, records: Callable[[], Sequence[StepRecord]], own_id: str) -> None:
+        self._read = records
+        self._own_id = own_id
+        self._held: tuple[StepRecord, ...] | None = None
+
+    def _records(self) -> tuple[StepRecord, ...]:
+        if self._held is None:
+            own = self._own_id
+            self._held = tuple(r for r in self._read() if r.id != own)
+            self._read = tuple  # the store is no longer held
+        return self._held
+
+    def __len__(self) -> int:
+        return len(self._records())
+
+    @overload
+    def __getitem__(self, index: int) -> StepRecord: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[StepRecord]: ...
+
+    def __getitem__(self, index: int | slice) -> StepRecord | Sequence[StepRecord]:
+        return self._records()[index]
+
+    def __iter__(self) -> Iterator[StepRecord]:
+        return iter(self._records())
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class Miss(Fieldwise):
     """A step that found no recording and ran live (mode ``auto``); explained only when someone asks."""
@@ -75,7 +113,7 @@ class Miss(Fieldwise):
     fingerprint: Fingerprint
     occurrence: int
     records: Sequence[StepRecord]
-    """The records there were when it missed (before its own was added)."""
+    """The records there were when it missed (before its own was added), or `RecordsWhenAsked`."""
     where: str
     cell_id: str | None = None
 

@@ -440,7 +440,9 @@ class MemoryStore:
             self._unindexed.append((None, None, waiting))
 
     def __repr__(self) -> str:
-        return f"MemoryStore({len(self.records())} records)"
+        # Counted, not copied: every miss of a map's live items names its store.
+        count = len(self._records) + sum(1 for i in self._partials if i not in self._records)
+        return f"MemoryStore({count} records)"
 
 
 class JsonFileStore(MemoryStore):

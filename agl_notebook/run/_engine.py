@@ -26,7 +26,7 @@ from ..errors import (
 from ..events import StepFailed, StepReplayed, StepStarted, input_label
 from ..payloads import JsonObject
 from ..replay import modes
-from ..replay.explain import Miss, explain_miss, note_miss, note_used
+from ..replay.explain import Miss, RecordsWhenAsked, explain_miss, note_miss, note_used
 from ..replay.modes import Mode
 from ..replay.records import CellUse, RecordedFailure, StepRecord, recorded_failure, resume_refusal
 from ..replay.stores import PartialStore, RecordingWarning, Store
@@ -43,7 +43,7 @@ from ..replay.versions import (
 from .environment import Environment
 from .occurrences import Occurrences
 from .units import Relisting, Resumable, TapedUnit, Unit
-from .views import show_miss
+from .views import MissView, show_miss
 
 Out = TypeVar("Out")
 
@@ -161,7 +161,10 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
             if partial is not None and (refusal := resume_refusal(partial, name)) is not None:
                 raise InputError(refusal)  # before it counts as resumed: the partial record is kept as it is
             if mode == "auto" and unfit_message is None and partial is None:  # a miss to explain (not a resume)
-                miss = Miss(name, fp, occurrence, tuple(store.records()), repr(store), context.cell_id())
+                # A view that shows the miss now reads the records now; otherwise they are read if it is explained.
+                shown_now = view is not None and implements(view, MissView)
+                records = tuple(store.records()) if shown_now else RecordsWhenAsked(store.records, record_id)
+                miss = Miss(name, fp, occurrence, records, repr(store), context.cell_id())
                 note_miss(miss)
                 show_miss(view, miss)
             if unit.network:

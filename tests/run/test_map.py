@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +15,8 @@ from agl_notebook import InputError, Role, Run, ScriptedModel, describe, reporti
 from agl_notebook.errors import ItemNotRunError, RoleIncompleteError
 from agl_notebook.models.base import ModelRequest
 from agl_notebook.payloads import JsonObject
+from agl_notebook.replay.explain import recent_misses
+from agl_notebook.replay.records import StepRecord
 from agl_notebook.replay.stores import MemoryStore
 from agl_notebook.run import MapItemError
 from agl_notebook.run._map_state import MapItem, MapState
@@ -311,3 +315,26 @@ def test_the_static_table_caps_its_rows_and_failures() -> None:
     assert len(listed) == FAILURES and listed[0].startswith("54: failed: RoleIncompleteError: gave up")
     assert text.endswith(f"... and {30 - FAILURES} more failures")
     assert f"and {30 - FAILURES} more failures" in render_map_html(state)
+
+
+async def test_a_live_map_reads_its_stores_records_a_bounded_number_of_times_and_a_miss_still_explains() -> None:
+    """A map's live items do not each copy every record of the store (that was O(N²): a 10,000-item map paid 1.2 s);
+    an item's miss, asked later, still names what its recording differs in."""
+
+    class Counting(MemoryStore):
+        reads = 0
+
+        def records(self) -> Sequence[StepRecord]:
+            Counting.reads += 1
+            return super().records()
+
+    store = Counting()
+    await Run(model=model(Script()), store=store).map(ROLE, texts(40))
+    edited = dataclasses.replace(ROLE, instructions="Summarize the text in one line.")
+    Counting.reads = 0
+    results = await Run(model=model(Script()), store=store).map(edited, texts(40))
+    assert [r.summary for r in results] == [f"about t{i}" for i in range(40)]
+    assert Counting.reads <= 3, f"the store's records were read {Counting.reads} times for 40 live items"
+    miss = recent_misses()[-1]
+    assert "differs in: instructions." in miss.explain()
+    assert Counting.reads <= 4
