@@ -600,3 +600,103 @@ def test_a_request_goes_out_as_the_sdks_create_sends_it_without_its_param_transf
         if sdk_request.headers.get(k) != our_request.headers.get(k)
     }
     assert differing <= {"x-stainless-retry-count", "content-length"}, differing
+
+
+async def test_arguments_split_between_an_emojis_two_escapes_and_bytes_split_inside_every_character() -> None:
+    """Arguments split anywhere: between the two ``\\u`` escapes of one emoji (a surrogate pair), and the SSE bytes
+    sent one at a time, so every multi-byte character of the stream arrives in pieces."""
+    import httpx2
+
+    from tests.support.openai_api import _pieces, sse
+
+    pieces = ('{"text": "', "\\ud83d", "\\ude42 caf", "é 日", '本 🙂"}')
+    body = sse(reply(calls=(call(0, "call_1", "look_up", *pieces),)))
+    headers = {"content-type": "text/event-stream"}
+    fake = chat(lambda _request: httpx2.Response(200, headers=headers, content=_pieces(body, 1)))
+    events = await collect(fake.model(), request(tools=(LOOK_UP,)))
+    calls = [e for e in events if isinstance(e, ToolCall)]
+    assert calls == [ToolCall("call_1", "look_up", {"text": "🙂 café 日本 🙂"})]
+
+
+@pytest.mark.parametrize(("header", "waited"), [("0.3", 0.3), (None, None)])
+async def test_a_429s_retry_after_is_the_wait_before_the_retry(
+    monkeypatch: pytest.MonkeyPatch, header: str | None, waited: float | None
+) -> None:
+    """The server's ``retry-after`` is how long the backend waits (without it, the client's own backoff)."""
+    from agl_notebook.models import openai as backend
+
+    sleeps: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+
+    monkeypatch.setattr(backend, "_sleep", sleep)
+    fake = chat(fail(429, "slow down", retry_after=header), reply("ok"))
+    assert isinstance((await collect(fake.model()))[-1], TurnEnd) and len(fake.requests) == 2
+    (slept,) = sleeps
+    if waited is not None:
+        assert slept == pytest.approx(waited)
+    else:
+        assert 0 < slept < 2 and slept != pytest.approx(0.3)
+
+
+async def test_tools_refused_by_the_server_record_nothing_and_name_the_server() -> None:
+    said = "registry.ollama.ai/library/gemma:2b does not support tools"
+    fake = chat(fail(400, said))
+    store = MemoryStore()
+    with pytest.raises(ModelServerError) as e:
+        await Run(model=fake.model("gemma:2b"), store=store).step(researcher("gemma:2b"), "x")
+    assert "'gemma:2b' at http://chat.test:80/v1" in str(e.value) and said in str(e.value)
+    assert e.value.server == "http://chat.test:80/v1" and len(fake.requests) == 1
+    assert not list(store.records())
+
+
+def test_the_docs_table_of_servers_builds_each_backend_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/models.md's settings for OpenAI, DeepSeek, Ollama, vLLM and llama.cpp's server: each ``OpenAIModel(...)``
+    of the table builds (no request) with the server and key variable the row says."""
+    import re
+    from pathlib import Path
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "models.md").read_text(encoding="utf-8")
+    rows = {
+        m.group(1): m.group(2)
+        for m in re.finditer(r"^\| (OpenAI|DeepSeek|Ollama|vLLM|llama\.cpp) \| `(OpenAIModel\([^`]*\))`", docs, re.M)
+    }
+    assert set(rows) == {"OpenAI", "DeepSeek", "Ollama", "vLLM", "llama.cpp"}, rows
+    built = {name: eval(code, {"OpenAIModel": OpenAIModel}) for name, code in rows.items()}  # the docs' own code
+    expected = {
+        "OpenAI": ("https://api.openai.com:443/v1", "OPENAI_API_KEY", False),
+        "DeepSeek": ("https://api.deepseek.com:443", "DEEPSEEK_API_KEY", False),
+        "Ollama": ("http://localhost:11434/v1", None, True),
+        "vLLM": ("http://localhost:8000/v1", None, True),
+        "llama.cpp": ("http://localhost:8080/v1", None, True),
+    }
+    for name, model in built.items():
+        server, key_env, free = expected[name]
+        # The key's variable and the person's word that it is free, as the backend keeps them.
+        assert (model.server.id, model._api_key_env, model._engine is not None) == (server, key_env, free), name
+
+
+def test_notebook_11_s_variants_are_named_scripted_and_every_recording_says_a_scripted_model_answered() -> None:
+    """No recording may claim to come from a model that never answered it: notebook 11's three variants are named
+    ``scripted_...`` and every record it holds (metadata and outputs) and every view of it names a scripted model."""
+    import re
+    from pathlib import Path
+
+    from agl_notebook.notebook.nbfile import read_notebook_json, records_in_notebook
+
+    path = Path(__file__).resolve().parents[2] / "notebooks" / "11_models_side_by_side.ipynb"
+    nb = read_notebook_json(path)
+    code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    assert re.findall(r'^    "(\w+)": spam_judge\(', code, re.M) == [
+        "scripted_cautious",
+        "scripted_shouting",
+        "scripted_trusting",
+    ]
+    records = list(records_in_notebook(nb).records.values())
+    assert len(records) >= 12 and {r.backend.split(":")[0] for r in records} == {"scripted"}
+    saved = json.dumps(nb)
+    assert set(re.findall(r"recorded with (\w+):", saved)) <= {"scripted"}
+    for real in ("openai:", "anthropic:", "claude-", "gpt-", "llama"):
+        assert not re.search(rf'"backend": "{real}', saved), real
