@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agl_notebook import Role, Run, ToolResult, describe, reporting_tool, tool
+from agl_notebook import Image, Role, Run, ToolResult, describe, reporting_tool, tool
 from agl_notebook.errors import InputError, ModelOutputTruncatedError, ModelServerError, UpstreamUnexpected
 from agl_notebook.events import Event, MarkupError
 from agl_notebook.models.base import (
@@ -703,3 +703,51 @@ def test_notebook_11_s_variants_are_named_scripted_and_every_recording_says_a_sc
     assert set(re.findall(r"recorded with (\w+):", saved)) <= {"scripted"}
     for real in ("openai:", "anthropic:", "claude-", "gpt-", "llama"):
         assert not re.search(rf'"backend": "{real}', saved), real
+
+
+@dataclass(frozen=True)
+class Photo:
+    image: Image = describe("The photo.")
+
+
+async def test_a_step_given_an_image_on_this_backend_is_refused_before_any_request_and_records_nothing() -> None:
+    from tests.support.media import png_header
+
+    looker: Role[Answer] = Role(
+        "looker",
+        instructions="Say what the photo shows.",
+        accepts=(Photo,),
+        tools=[reporting_tool("report", "Report.", Answer)],
+    )
+    fake = chat(reply("never sent"))
+    store = MemoryStore()
+    with pytest.raises(InputError, match=r"image"):
+        await Run(model=fake.model(), store=store).step(looker, Photo(Image(png_header(64, 64))))
+    assert not fake.requests and not list(store.records())
+
+
+async def test_the_same_model_name_on_a_local_and_a_hosted_server_never_shares_a_recording(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import httpx2
+
+    from agl_notebook.models import prices
+
+    monkeypatch.setattr(prices, "_DECLARED", {})  # free=True declares rates for the process: not past this test
+
+    def reporting(summary: str) -> list[str]:
+        return reply(calls=(call(0, "c1", "report", json.dumps({"summary": summary})),))
+
+    local, hosted = chat(reporting("from local")), chat(reporting("from hosted"))
+    store = MemoryStore()
+    said: list[Answer] = []
+    for fake, base in ((local, "http://localhost:11434/v1"), (hosted, "https://llama.example/v1")):
+        transport = httpx2.AsyncClient(transport=httpx2.MockTransport(fake.handle))
+        model = OpenAIModel("llama3.2", base_url=base, free=True, http_client=transport)
+        said.append(await Run(model=model, store=store).step(researcher("llama3.2"), "Hello"))
+    assert said == [Answer("from local"), Answer("from hosted")]
+    assert len(local.requests) == len(hosted.requests) == 1  # the hosted one ran live: no recording shared
+    assert sorted(r.backend for r in store.records()) == [
+        "openai:llama3.2@http://localhost:11434/v1",
+        "openai:llama3.2@https://llama.example:443/v1",
+    ]
