@@ -262,8 +262,14 @@ class OpenAIModel:
         if cached is not None and cached[0] == key:
             return cached[1]
         import httpx2
-        import openai
 
+        try:
+            import openai
+        except ImportError:  # an optional extra: a notebook replays without it, a live step needs it
+            raise InputError(
+                f"{self.model!r} at {self.server.id} runs live through the openai package, which is not installed: "
+                "pip install 'agl_notebook[openai]' (recorded steps replay without it)."
+            ) from None
         client = openai.AsyncOpenAI(
             api_key=key,
             base_url=self.server.send_url,

@@ -296,6 +296,31 @@ def test_importing_the_backend_does_not_import_the_client() -> None:
     assert out.stdout.strip() == "False"
 
 
+def test_without_the_openai_package_a_live_step_says_which_extra_to_install() -> None:
+    """The client is an optional extra: a live step without it is one clear error (no request, nothing recorded)."""
+    import subprocess
+
+    code = """
+import asyncio, sys
+sys.modules["openai"] = None  # not installed
+from agl_notebook import Role, Run
+from agl_notebook.errors import InputError
+from agl_notebook.models.openai import OpenAIModel
+from agl_notebook.replay.stores import MemoryStore
+store = MemoryStore()
+try:
+    asyncio.run(Run(model=OpenAIModel("llama3.2", base_url="http://127.0.0.1:9/v1"), store=store).step(
+        Role("chat", "Answer."), "Hello"))
+except InputError as e:
+    print(type(e).__name__, e, len(store.records()))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == (
+        "InputError 'llama3.2' at http://127.0.0.1:9/v1 runs live through the openai package, which is not "
+        "installed: pip install 'agl_notebook[openai]' (recorded steps replay without it). 0"
+    ), out.stdout + out.stderr
+
+
 # --- Whole steps, recorded and replayed -----------------------------------------------------------------------------
 
 
