@@ -171,3 +171,27 @@ def test_a_maps_questions_queue_in_its_view_and_are_answered_one_after_another(t
             "assert all(r.questions[0].tool_call_id == r.transcript[1].content[0].id for r in records)"
         )
     assert wait_until_gone(tag) == []
+
+
+def test_an_interrupt_while_a_servers_question_waits_ends_the_step_and_the_next_run_asks_again(tmp_path: Path) -> None:
+    """Interrupting the kernel while an MCP server's question waits in the cell ends the step cleanly (no question
+    form left, nothing recorded); the kernel's session with the server (kept per loop, docs/mcp.md) still serves the
+    cell run again, which asks again and finishes; no server outlives the kernel."""
+    tag = new_tag()
+    with started_kernel(tmp_path, SETUP) as kernel:
+        msg_id = kernel.execute(f"await step_asking({tag!r})")
+        form(kernel)
+        kernel.km.interrupt_kernel()
+        reply = kernel.wait_reply(msg_id, timeout=30)["content"]
+        assert reply["status"] == "error" and reply["ename"] == "StepInterrupted", reply
+        assert kernel.widgets == {}, "no live widget (the question form) is left behind"
+        check = kernel.execute("print(len(store.records()))")
+        kernel.wait_reply(check)
+        assert kernel.stream(check) == "0\n", "nothing is recorded"
+
+        again = kernel.execute(f"await step_asking({tag!r})")
+        shown = form(kernel)
+        kernel.submit_form(shown, ACCEPT)
+        assert kernel.wait_reply(again)["content"]["status"] == "ok"
+        assert 'accept: {"breakfast": true' in printed(kernel)
+    assert wait_until_gone(tag) == []
