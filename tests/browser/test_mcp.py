@@ -166,3 +166,42 @@ def test_an_mcp_tool_approved_and_its_question_answered_in_the_cell(jupyter: Jup
 
     jupyter.server.shut_down_sessions(name)
     assert wait_until_gone(tag) == [], "the server's process outlived its kernel"
+
+
+def test_an_autosave_while_the_servers_question_waits_keeps_the_placeholder_and_the_typed_answer(
+    jupyter: Jupyter,
+) -> None:
+    """JupyterLab's autosave while the MCP server's question waits: the file holds the placeholder, no widget; the
+    typed, not yet accepted email stays in its field, and Accept then finishes the step."""
+    from tests.browser.test_autosave import PLACEHOLDER, plain_text, widget_outputs
+
+    tag = f"agl-test-{uuid.uuid4().hex[:12]}"
+    name = "mcp_autosave.ipynb"
+    jupyter.server.write_notebook(name, [setup(tag), STEP])
+    nb = jupyter.open(name, ui="lab")
+    nb.run_all()
+    approval = nb.output(STEP_CELL).locator(".agl-approval")
+    nb.wait_visible(approval, "the approval form of the MCP tool ask", QUESTION)
+    button(approval, "Approve").click()
+    form = nb.output(STEP_CELL).locator(".agl-form:not(.agl-approval)")
+    nb.wait_visible(form, "the server's question form", QUESTION)
+    nb.form_field(STEP_CELL, EMAIL).fill("ada@example.org")
+    nb.shot("question-waiting")
+
+    saved = nb.autosave()
+    assert widget_outputs(saved) == [], f"saved outputs refer to a widget: {widget_outputs(saved)}"
+    (step_output,) = saved["cells"][STEP_CELL]["outputs"]
+    assert PLACEHOLDER in plain_text(step_output), plain_text(step_output)
+    assert nb.form_field(STEP_CELL, EMAIL).input_value() == "ada@example.org", "the save left the live form alone"
+
+    nb.form_field(STEP_CELL, NIGHTS).fill("3")
+    nb.form_field(STEP_CELL, ROOM).select_option("Double room")
+    nb.choose(STEP_CELL, BREAKFAST, "Yes")
+    button(form, "Accept").click()
+    nb.wait_cells_done(what="Run All after the server's question was answered")
+    nb.shot("done")
+    assert SENT in nb.output_text(STEP_CELL), nb.output_text(STEP_CELL)
+    saved = nb.save()
+    assert widget_outputs(saved) == [] and PLACEHOLDER not in plain_text(saved["cells"][STEP_CELL]["outputs"][0])
+    jupyter.server.shut_down_sessions(name)
+    assert wait_until_gone(tag) == [], "the server's process outlived its kernel"
