@@ -360,7 +360,8 @@ def _flat(input: float, output: float, read: float) -> Rates:
 
 OPENAI_COMPATIBLE_PRICES: Mapping[str, Mapping[str, Rates]] = {
     # Every row: the genai-prices 0.2.3 snapshot as of PRICES.as_of (input, output, cached input per million
-    # tokens), by the host its provider's api_pattern names; tests/core/test_prices.py checks each against it.
+    # tokens), by the host its provider's api_pattern names; tests/models_openai/test_openai_prices.py checks each
+    # against it.
     "api.openai.com": {
         "gpt-5.2": _flat(1.75, 14, 0.175),
         "gpt-5.1": _flat(1.25, 10, 0.125),
