@@ -1,8 +1,8 @@
 """Issue 34's clauses not shown elsewhere, through the real ``openai`` client against the fake Chat Completions.
 
 A step with cached tokens and one with no usage replayed with no request; ``length`` inside a call recording nothing;
-a budget refusing before any request; an approval pending kept as a partial record and resumed; reasoning text
-drawn in the step's view as Claude's thinking is.
+a budget refusing before any request; an approval and a question pending kept as partial records and resumed;
+reasoning text drawn in the step's view as Claude's thinking is.
 """
 
 from __future__ import annotations
@@ -126,3 +126,33 @@ async def test_reasoning_text_is_drawn_as_thinking_in_the_step_s_view_live_and_r
     assert "Weigh &lt;both&gt; sides." in block
     assert "Weigh" not in live["text/plain"]
     assert replayed == live
+
+
+async def test_a_question_pending_is_kept_as_a_partial_record_and_only_it_is_asked_again(tmp_path: Path) -> None:
+    """A tool's question pending on this backend: kept as a partial record; a new process resumes with no request
+    until it is answered, asks only the pending question, and runs the asking handler again (as on Claude's)."""
+    from tests.run.test_resume import trip_role
+
+    file, crashed = tmp_path / "records.json", tmp_path / "after-crash.json"
+    rome = json.dumps({"city": "Rome"})
+    fake = chat(reply(calls=(call(0, "c1", "lookup", rome),)), reply(calls=(call(0, "c2", "plan", rome),)))
+    lookups: list[str] = []
+    entered: list[str] = []
+    box: list[Run] = []
+    first = Person(answers=("May 3",))
+    box.append(Run(model=fake.model(), terminal=first, store=JsonFileStore(file)))
+    await wait_then_crash(box[0], trip_role(box, lookups, entered), first, file, crashed)
+    (partial,) = saved(crashed)
+    assert partial.partial == Waiting("question", "c2", "plan")
+    assert partial.backend == "openai:gpt-4.1@http://chat.test:80/v1"
+
+    lookups[:], entered[:] = [], []
+    after = chat(reply(calls=(call(0, "r", "report", json.dumps({"text": "Rome on May 3 for 800 EUR"})),)))
+    again = Person(answers=("800 EUR",), counts=lambda: (len(after.requests), len(lookups)))
+    box[0] = Run(model=after.model(), terminal=again, store=JsonFileStore(crashed))
+    result = await box[0].step(trip_role(box, lookups, entered), "Go")
+    assert again.asked == ["What is your budget?"] and again.at_ask == [(0, 0)]
+    assert lookups == [] and entered == ["Rome"] and len(after.requests) == 1
+    assert result == Summary("Rome on May 3 for 800 EUR")
+    (record,) = saved(crashed)
+    assert record.partial is None and [q.answer for q in record.questions] == ["May 3", "800 EUR"]
