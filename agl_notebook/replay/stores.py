@@ -206,7 +206,8 @@ def scrub_kept_block(block: JsonObject, secrets: Sequence[str]) -> JsonObject:
     Readable: every string of the block (a thinking block's ``thinking``, an unknown type's text and inputs) except
     its ``type``, its keys, and what is under an opaque key at any depth: ``signature``, ``data`` and any key
     starting with ``encrypted`` (a thinking block's signature, a redacted block's data, encrypted content). Those
-    are sent back to the API exactly as it sent them, so they are never changed.
+    are sent back to the API exactly as it sent them, so they are never changed. A plain-text source's ``data`` (a
+    fetched page, ``{"type": "text", "media_type": "text/plain", "data": ...}``) is the page's text: readable.
     """
     patterns = tuple(secrets)
 
@@ -216,7 +217,11 @@ def scrub_kept_block(block: JsonObject, secrets: Sequence[str]) -> JsonObject:
         if isinstance(value, list):
             return [walk(v, False) for v in value]
         if isinstance(value, dict):
-            return {k: v if _opaque_key(k) or (top and k == "type") else walk(v, False) for k, v in value.items()}
+            text_source = value.get("type") == "text"
+            kept = {k for k in value if _opaque_key(k) and not (text_source and k == "data")}
+            if top:
+                kept.add("type")
+            return {k: v if k in kept else walk(v, False) for k, v in value.items()}
         return value
 
     clean = walk(block, True)
