@@ -23,13 +23,16 @@ import hashlib
 import math
 import os
 import re
+import stat
 import struct
 import weakref
 from contextvars import ContextVar
 from pathlib import Path
 from typing import ClassVar
+from urllib.parse import urlsplit
 
 from ._families import InputError
+from ._secrets import scrub_text, secrets_from_environment
 from .payloads import Attachment, JsonObject, JsonValue, dump
 
 IMAGE_MEDIA_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
@@ -138,6 +141,8 @@ class Media(Attachment):
     kind: ClassVar[str]
     """``image`` or ``document``: the content block's type."""
     accepted: ClassVar[tuple[str, ...]]
+    max_bytes: ClassVar[int]
+    """The most bytes the API takes of one: a file is refused from its size over it, before it is read."""
 
     __slots__ = (
         "__weakref__",
@@ -197,10 +202,39 @@ class Media(Attachment):
     def check(self, where: str) -> None:
         """Read the value and check it against the API's limits, or raise an `InputError` naming ``where``."""
         if self.url is not None:
+            self._check_url(where)
             return
         data = self._bytes(where)
         media_type = self.media_type_at(where)
+        found = sniffed_type(data)
+        is_pdf = media_type == "application/pdf" and b"%PDF-" in data[:1024]  # a PDF may start after some bytes
+        if media_type != "text/plain" and found != media_type and not is_pdf:
+            # A suffix or media_type= does not make the bytes one: the API would refuse the block.
+            raise InputError(
+                f"{where}: the {self.kind} is given as {media_type}, but its bytes are {found or 'not one'}; the API "
+                "refuses a block whose bytes are not its media type."
+            )
         self._check_limits(data, media_type, where)
+
+    def _check_url(self, where: str) -> None:
+        assert self.url is not None
+        try:
+            parts = urlsplit(self.url)
+            host = parts.hostname
+        except ValueError as e:
+            raise InputError(f"{where}: the URL {self._shown(self.url)!r} cannot be read ({e}).") from e
+        if "@" in parts.netloc:  # never repeated: the password would be in the error
+            raise InputError(
+                f"{where}: the URL holds a user name or password; it would be sent to Anthropic, and kept in the "
+                f"record and the notebook. Give the {self.kind}'s bytes instead."
+            )
+        if not host:
+            raise InputError(f"{where}: the URL {self._shown(self.url)!r} has no host.")
+
+    @staticmethod
+    def _shown(text: str) -> str:
+        """``text`` as an error may say it: scrubbed of secrets (a path or a URL may hold one)."""
+        return scrub_text(text, secrets_from_environment())
 
     @classmethod
     def from_blob_file(
@@ -230,33 +264,56 @@ class Media(Attachment):
             if self._blob is not None:
                 return self._blob_bytes()
             try:
-                self._data = self._path.read_bytes()
+                data = self._read_file(self.max_bytes, where)
             except OSError as e:
                 raise InputError(
-                    f"{where}: cannot read the {self.kind} at {str(self._path)!r} ({e.strerror or type(e).__name__})."
+                    f"{where}: cannot read the {self.kind} at {self._shown(str(self._path))!r} "
+                    f"({e.strerror or type(e).__name__})."
                 ) from e
-            self._read = True
+            if isinstance(data, int):
+                raise self._too_large(data, where)
+            self._data, self._read = data, True
         assert self._data is not None
         return self._data
+
+    def _read_file(self, limit: int, where: str) -> bytes | int:
+        """The file's bytes; for a file over ``limit`` bytes, only its size, its bytes never read.
+
+        The cost is measured before it is paid: a path that is not a regular file (a FIFO, a device) is refused before
+        it is opened, since reading one may never end.
+        """
+        assert self._path is not None
+        info = self._path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(f"{where}: {self._shown(str(self._path))!r} is not a regular file.")
+        if info.st_size > limit:
+            return info.st_size
+        with self._path.open("rb") as file:
+            data = file.read(limit + 1)  # one more: a file that grew since is seen to be over
+        return len(data) if len(data) > limit else data
+
+    def _too_large(self, size: int, where: str) -> InputError:
+        raise NotImplementedError
 
     def _blob_bytes(self) -> bytes:
         assert self._path is not None
         assert self._digest is not None
         try:
-            data = self._path.read_bytes()
+            # The recorded size bounds the read: a larger file is not the recorded one.
+            read = self._read_file(self._size or self.max_bytes, f"The blob file of the recorded {self.kind}")
         except OSError as e:
             raise InputError(
                 f"The recorded {self.kind} {self._digest} is kept in the blob file {str(self._path)!r}, which cannot "
                 f"be read ({e.strerror or type(e).__name__}): put the file back beside the notebook, or run the step "
                 "in mode 'refresh' to record it again."
             ) from e
-        if "sha256:" + hashlib.sha256(data).hexdigest() != self._digest:
+        if isinstance(read, int) or "sha256:" + hashlib.sha256(read).hexdigest() != self._digest:
             raise InputError(
                 f"The blob file {str(self._path)!r} no longer holds the recorded {self.kind} {self._digest} (it was "
                 "changed): put the recorded file back, or run the step in mode 'refresh' to record it again."
             )
-        self._data, self._read = data, True
-        return data
+        self._data, self._read = read, True
+        return read
 
     def media_type_at(self, where: str) -> str:
         """The value's media type (declared, else from its bytes' signature, else from its path's suffix)."""
@@ -373,18 +430,22 @@ class Image(Media):
 
     kind = "image"
     accepted = IMAGE_MEDIA_TYPES
+    max_bytes = IMAGE_MAX_BYTES
     __slots__ = ("_size_px",)
 
     def __init__(self, source: str | os.PathLike[str] | bytes, *, media_type: str | None = None) -> None:
         super().__init__(source, media_type=media_type)
         self._size_px: tuple[int, int] | None = None
 
+    def _too_large(self, size: int, where: str) -> InputError:
+        return InputError(
+            f"{where}: the image is {size:,} bytes; the API refuses an image over {IMAGE_MAX_BYTES:,} bytes "
+            "(5 MB). Scale or compress it first."
+        )
+
     def _check_limits(self, data: bytes, media_type: str, where: str) -> None:
         if len(data) > IMAGE_MAX_BYTES:
-            raise InputError(
-                f"{where}: the image is {len(data):,} bytes; the API refuses an image over {IMAGE_MAX_BYTES:,} bytes "
-                "(5 MB). Scale or compress it first."
-            )
+            raise self._too_large(len(data), where)
         width, height = self.pixels_at(where)
         if max(width, height) > IMAGE_MAX_SIDE:
             raise InputError(
@@ -427,6 +488,7 @@ class Document(Media):
 
     kind = "document"
     accepted = DOCUMENT_MEDIA_TYPES
+    max_bytes = DOCUMENT_MAX_BYTES
     __slots__ = ("_pages",)
 
     def __init__(
@@ -440,12 +502,15 @@ class Document(Media):
         self.title = title
         self._pages: int | None = None
 
+    def _too_large(self, size: int, where: str) -> InputError:
+        return InputError(
+            f"{where}: the document is {size:,} bytes; a request holds at most {DOCUMENT_MAX_BYTES:,} bytes "
+            "(32 MB). Split it first."
+        )
+
     def _check_limits(self, data: bytes, media_type: str, where: str) -> None:
         if len(data) > DOCUMENT_MAX_BYTES:
-            raise InputError(
-                f"{where}: the document is {len(data):,} bytes; a request holds at most {DOCUMENT_MAX_BYTES:,} bytes "
-                "(32 MB). Split it first."
-            )
+            raise self._too_large(len(data), where)
         if media_type == "text/plain":
             try:
                 data.decode("utf-8")

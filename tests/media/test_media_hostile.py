@@ -1,0 +1,146 @@
+"""Hostile and broken images and documents (issue 28), each refused before any request with an InputError naming the
+field, through the real ``anthropic`` client against the fake API (which has nothing to answer with, so any request
+fails the test).
+
+What each shows: a path that is not a regular file (a FIFO, a device) is refused before it is opened, never read
+(reading one may never end); a file over the API's limit is refused from its size, before its bytes are read; bytes
+that are not the media type their path's suffix or ``media_type=`` says (a PDF that is not a PDF, a PNG given as a
+GIF) are refused, not sent for the API to refuse; a URL holding a user name or password, or with no host, is refused
+without repeating the password; a secret in a path is scrubbed from the error naming it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+import tracemalloc
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agl_notebook import Document, Image, Role, Run, describe, reporting_tool
+from agl_notebook.errors import InputError
+from agl_notebook.media import IMAGE_MAX_BYTES
+from agl_notebook.models.anthropic import AnthropicModel
+from agl_notebook.replay.stores import MemoryStore
+from tests.notebook.test_view_thinking import assert_no_secret, planted
+from tests.support.anthropic_api import api
+from tests.support.media import pdf, png
+
+
+@dataclass(frozen=True)
+class Inspection:
+    photo: Image = describe("The photo of the part.")
+    scan: Document = describe("The inspection sheet.")
+
+
+@dataclass(frozen=True)
+class Finding:
+    text: str = describe("What was found.")
+
+
+def inspector() -> Role[Finding]:
+    return Role(
+        name="inspector",
+        instructions="Inspect the part.",
+        tools=[reporting_tool("report", "Report the finding.", Finding)],
+        model="claude-haiku-4-5",
+    )
+
+
+async def refused(value: Inspection, said: str) -> InputError:
+    fake = api()
+    with pytest.raises(InputError, match=said) as raised:
+        await Run(model=AnthropicModel(client=fake.client()), store=MemoryStore()).step(inspector(), value)
+    assert fake.requests == []
+    return raised.value
+
+
+async def test_a_fifo_or_a_device_is_refused_before_it_is_opened(tmp_path: Path) -> None:
+    fifo = tmp_path / "photo.png"
+    os.mkfifo(fifo)  # opening it for reading waits for a writer forever
+
+    def unblock() -> None:  # so a reader that opened it fails this test rather than hang it
+        time.sleep(3)
+        with contextlib.suppress(OSError):  # no reader: nothing to unblock
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+    threading.Thread(target=unblock, daemon=True).start()
+    await refused(Inspection(Image(fifo), Document(pdf())), r"Inspection\.photo: .*photo\.png.* not a regular file")
+    # A device: /dev/null (empty) stands for /dev/zero, whose reading would never end (nor its memory).
+    await refused(
+        Inspection(Image(png()), Document("/dev/null", media_type="application/pdf")),
+        r"Inspection\.scan: '/dev/null' is not a regular file",
+    )
+
+
+async def test_a_file_over_the_limit_is_refused_from_its_size_before_its_bytes_are_read(tmp_path: Path) -> None:
+    big = tmp_path / "big.png"
+    with big.open("wb") as f:
+        f.write(png())
+        f.truncate(40 * IMAGE_MAX_BYTES)  # a sparse 200 MB file: its size costs no disk
+    tracemalloc.start()
+    try:
+        await refused(Inspection(Image(big), Document(pdf())), r"Inspection\.photo: the image is 209,715,200 bytes")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < IMAGE_MAX_BYTES, f"{peak:,} bytes were allocated to refuse it"
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (
+            lambda p: Inspection(Image(png()), Document(p("scan.pdf", b"Hello, not a PDF."))),
+            r"Inspection\.scan: the document is given as application/pdf, but its bytes are not one",
+        ),
+        (
+            lambda p: Inspection(Image(png()), Document(p("empty.pdf", b""))),
+            r"Inspection\.scan: the document is given as application/pdf, but its bytes are not one",
+        ),
+        (
+            lambda p: Inspection(Image(png()), Document(b"<html>", media_type="application/pdf")),
+            r"Inspection\.scan: the document is given as application/pdf, but its bytes are not one",
+        ),
+        (
+            lambda p: Inspection(Image(png(), media_type="image/gif"), Document(pdf())),
+            r"Inspection\.photo: the image is given as image/gif, but its bytes are image/png",
+        ),
+        (
+            lambda p: Inspection(Image(p("photo.gif", b"GIF-ish but not a GIF")), Document(pdf())),
+            r"Inspection\.photo: the image is given as image/gif, but its bytes are not one",
+        ),
+    ],
+    ids=["text named .pdf", "empty .pdf", "declared pdf", "png declared gif", "not a gif named .gif"],
+)
+async def test_bytes_that_are_not_the_media_type_given_are_refused(tmp_path: Path, make: Any, said: str) -> None:
+    def file(name: str, data: bytes) -> Path:
+        (tmp_path / name).write_bytes(data)
+        return tmp_path / name
+
+    await refused(make(file), said)
+
+
+async def test_a_url_with_a_password_or_no_host_is_refused_without_repeating_the_password() -> None:
+    password = planted()[8:32]
+    error = await refused(
+        Inspection(Image(f"https://ann:{password}@photos.test/gauge.png"), Document(pdf())),
+        r"Inspection\.photo: the URL holds a user name or password",
+    )
+    assert password not in str(error)
+    await refused(Inspection(Image(png()), Document("https://")), r"Inspection\.scan: the URL 'https://' has no host")
+
+
+async def test_a_secret_in_a_path_is_scrubbed_from_the_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = planted().replace("/", "_")  # a file name holds no slash
+    monkeypatch.setenv("AGL_TEST_PLANTED_TOKEN", secret)
+    error = await refused(Inspection(Image(tmp_path / f"{secret}.png"), Document(pdf())), r"cannot read the image")
+    assert_no_secret(str(error), secret)
+    assert "[REDACTED].png" in str(error)
