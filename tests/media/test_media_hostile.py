@@ -144,3 +144,51 @@ async def test_a_secret_in_a_path_is_scrubbed_from_the_error_naming_it(
     error = await refused(Inspection(Image(tmp_path / f"{secret}.png"), Document(pdf())), r"cannot read the image")
     assert_no_secret(str(error), secret)
     assert "[REDACTED].png" in str(error)
+
+
+async def test_a_blob_file_replaced_by_a_fifo_or_a_larger_file_is_refused_unread_and_the_view_stands(
+    tmp_path: Path,
+) -> None:
+    # A notebook's folder is data anyone may have written: its blob file may be a FIFO (or a link to /dev/zero).
+    from agl_notebook import ToolResult, tool
+    from agl_notebook.notebook.media_view import media_html
+    from agl_notebook.replay.stores import JsonFileStore
+    from tests.media.test_media_requests import Inspection as Inspected
+    from tests.media.test_media_requests import Query, tool_image
+    from tests.media.test_media_requests import inspector as inspector_with
+    from tests.support.anthropic_api import reply, use
+
+    file = tmp_path / "records.json"
+    large = png(120, 120, noisy=True)  # over INLINE_BLOB_BYTES: kept in a blob file
+
+    async def draw(query: Query) -> ToolResult:
+        return ToolResult("Chart.", images=[Image(large)])
+
+    role = inspector_with(tool("chart", "Chart.", Query, draw))
+    fake = api(
+        reply(use("toolu_c", "chart", '{"topic": "t"}'), stop_reason="tool_use"),
+        reply(use("toolu_r", "report", '{"text": "a crack"}'), stop_reason="tool_use"),
+    )
+    await Run(model=AnthropicModel(client=fake.client()), store=JsonFileStore(file)).step(
+        role, Inspected(Image(png()), Document(pdf()), "x")
+    )
+    (blob,) = (tmp_path / "agl_blobs").iterdir()
+    blob.unlink()
+    os.mkfifo(blob)
+
+    def unblock() -> None:  # so a reader that opened it fails this test rather than hang it
+        time.sleep(3)
+        with contextlib.suppress(OSError):
+            os.close(os.open(blob, os.O_WRONLY | os.O_NONBLOCK))
+
+    threading.Thread(target=unblock, daemon=True).start()
+    image = tool_image(file)
+    with pytest.raises(InputError, match="is not a regular file"):
+        image.data  # noqa: B018
+    assert "missing" in media_html(image, ())  # a placeholder: the view stands
+
+    blob.unlink()
+    with blob.open("wb") as f:  # larger than recorded: not the recorded file, never read
+        f.truncate(40 * IMAGE_MAX_BYTES)
+    with pytest.raises(InputError, match="no longer holds the recorded image"):
+        tool_image(file).data  # noqa: B018
