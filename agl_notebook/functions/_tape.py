@@ -209,7 +209,7 @@ def _event_json(event: ModelEvent) -> JsonValue:
     if isinstance(event, Cited):
         return {"cited": event.text, "citations": list(event.citations)}
     usage = event.usage
-    return {
+    end: JsonObject = {
         "end": event.stop_reason,
         "usage": [
             usage.input_tokens,
@@ -218,6 +218,9 @@ def _event_json(event: ModelEvent) -> JsonValue:
             usage.cache_read_input_tokens,
         ],
     }
+    if event.container is not None:  # the code execution container the reply named, as a step's record keeps it
+        end["container"] = event.container
+    return end
 
 
 def _events(data: Any) -> list[ModelEvent]:
@@ -241,5 +244,6 @@ def _events(data: Any) -> list[ModelEvent]:
         elif "end" in item:
             counts = item.get("usage")
             usage = Usage(*counts) if isinstance(counts, list) and len(counts) == 4 else Usage()
-            events.append(TurnEnd(item["end"], usage))
+            container = item.get("container")
+            events.append(TurnEnd(item["end"], usage, container if isinstance(container, str) else None))
     return events
