@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from .._canonical import digest
+from .._secrets import scrub
 from ..errors import ReplayMissError
 from ..models.base import (
     Cited,
@@ -123,17 +124,24 @@ def error_entry(error: BaseException) -> JsonObject:
 
 
 def request_key(request: ModelRequest) -> str:
-    """A digest of everything a model request asks."""
+    """A digest of everything a model request asks, scrubbed of secrets as its recording is.
+
+    A request holds the replies before it: live as the model sent them, replayed as the recording kept them, scrubbed
+    (a secret in a reply's text). Scrubbed, the two ask the same.
+    """
     return digest(
-        {
-            "model": request.model,
-            "system": request.system,
-            "messages": messages_to_json(request.messages),
-            "tools": [
-                {"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in request.tools
-            ],
-            "max_tokens": request.max_tokens,
-        }
+        scrub(
+            {
+                "model": request.model,
+                "system": request.system,
+                "messages": messages_to_json(request.messages),
+                "tools": [
+                    {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+                    for t in request.tools
+                ],
+                "max_tokens": request.max_tokens,
+            }
+        )
     )[:24]
 
 

@@ -15,7 +15,7 @@ from agl_notebook import Run
 from agl_notebook.functions import load_agent
 from agl_notebook.models.anthropic import AnthropicModel
 from agl_notebook.replay.stores import JsonFileStore
-from tests.notebook.test_view_thinking import planted
+from tests.notebook.test_view_thinking import assert_no_secret, planted
 from tests.support.anthropic_api import api, text, use
 from tests.support.server_tools_api import cited_text, server_reply, web_citation
 
@@ -96,3 +96,32 @@ async def test_the_readable_fields_of_a_citation_on_the_tape_are_scrubbed(
         "the token is [REDACTED]",
     )
     assert kept["encrypted_index"] == citation["encrypted_index"]
+
+
+async def test_a_secret_in_a_reply_before_a_tool_call_is_scrubbed_from_the_tape_and_the_call_still_replays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The next request holds that reply: live it holds the secret, replayed its scrubbed recording. Each request is
+    # found on the tape by what it asks, scrubbed, so the two are the same request.
+    secret = planted()
+    monkeypatch.setenv("AGL_TEST_PLANTED_TOKEN", secret)
+
+    def the_fake() -> Any:
+        return api(
+            server_reply(text(f"The key is {secret}."), use("toolu_1", "double", '{"n": 21}'), stop_reason="tool_use"),
+            server_reply(text("42"), stop_reason="end_turn"),
+        )
+
+    agent = load_agent(AGENT)
+    file = tmp_path / "records.json"
+    live = the_fake()
+    assert (
+        await agent.call("main", {}, run=Run(model=AnthropicModel(client=live.client()), store=JsonFileStore(file)))
+        == "42"
+    )
+    assert secret in live.bodies()[1]["messages"][1]["content"][0]["text"], "the model is sent its reply as it came"
+    assert_no_secret(file.read_text(), secret)
+    again = the_fake()
+    replay = Run(model=AnthropicModel(client=again.client()), store=JsonFileStore(file), mode="replay")
+    assert await agent.call("main", {}, run=replay) == "42"
+    assert again.requests == []
