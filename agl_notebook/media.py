@@ -266,10 +266,10 @@ class Media(Attachment):
             try:
                 data = self._read_file(self.max_bytes, where)
             except OSError as e:
-                raise InputError(
+                raise InputError(  # not chained: the OSError repeats the path, which may hold a secret
                     f"{where}: cannot read the {self.kind} at {self._shown(str(self._path))!r} "
                     f"({e.strerror or type(e).__name__})."
-                ) from e
+                ) from None
             if isinstance(data, int):
                 raise self._too_large(data, where)
             self._data, self._read = data, True
