@@ -12,6 +12,7 @@ without repeating the password; a secret in a path is scrubbed from the error na
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import threading
 import time
@@ -193,3 +194,55 @@ async def test_a_blob_file_replaced_by_a_fifo_or_a_larger_file_is_refused_unread
         f.truncate(40 * IMAGE_MAX_BYTES)
     with pytest.raises(InputError, match="no longer holds the recorded image"):
         tool_image(file).data  # noqa: B018
+
+
+@pytest.mark.parametrize("media_type", ["image/svg+xml", "image/png"])
+async def test_a_records_image_whose_bytes_are_no_image_draws_a_placeholder_and_the_view_stands(
+    tmp_path: Path, media_type: str
+) -> None:
+    # A record is data anyone may have written: its blob may be an SVG (or anything) under any media type.
+    import base64
+    import json
+
+    from agl_notebook import ToolResult, tool
+    from agl_notebook.notebook.media_view import media_html
+    from agl_notebook.notebook.render import StepTrace, render_html, render_text
+    from agl_notebook.replay.stores import JsonFileStore
+    from tests.media.test_media_requests import Inspection as Inspected
+    from tests.media.test_media_requests import Query
+    from tests.media.test_media_requests import inspector as inspector_with
+    from tests.support.anthropic_api import reply, use
+
+    chart = png(8, 6, shade=9)
+
+    async def draw(query: Query) -> ToolResult:
+        return ToolResult("Chart.", images=[Image(chart)])
+
+    file = tmp_path / "records.json"
+    fake = api(
+        reply(use("toolu_c", "chart", '{"topic": "t"}'), stop_reason="tool_use"),
+        reply(use("toolu_r", "report", '{"text": "a crack"}'), stop_reason="tool_use"),
+    )
+    inspection = Inspected(Image(png()), Document(pdf()), "x")
+    role = inspector_with(tool("chart", "Chart.", Query, draw))
+    await Run(model=AnthropicModel(client=fake.client()), store=JsonFileStore(file)).step(role, inspection)
+    saved = json.loads(file.read_text())
+    (record,) = saved["records"]
+    digest = "sha256:" + hashlib.sha256(chart).hexdigest()
+    record["blobs"][digest] = base64.b64encode(b"<svg onload=alert(1)></svg>").decode()
+    record["transcript"][2]["content"][0]["content"][1]["source"]["media_type"] = media_type
+    file.write_text(json.dumps(saved))
+
+    events: list[Any] = []
+    replay = Run(
+        model=AnthropicModel(client=api().client()), store=JsonFileStore(file), mode="replay", on_event=events.append
+    )
+    await replay.step(role, inspection)
+    trace = StepTrace("inspector")
+    for event in events:
+        trace.apply(event)
+    page, text = render_html(trace, ()), render_text(trace, ())
+    assert "cannot be read as an image" in page and "cannot be read as an image" in text
+    assert "svg" not in page and "blob file" not in page
+    document = Document.from_base64(record["blobs"][digest], media_type=None, where="record x")
+    assert "cannot be read as a document" in media_html(document, ())
