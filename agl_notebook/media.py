@@ -7,10 +7,10 @@ model is sent is a content block beside the JSON of the rest of the input (base6
 what a record and the fingerprint keep is the reference JSON (`reference`): the SHA-256 digest of the bytes, or
 the URL. So one changed pixel is a different input, and a changed image behind the same URL is not.
 
-The API's handling, stated (docs/images.md): an image over 5 MB or 8000 px on a side is refused (2000 px when a
-request holds more than 20 images); one whose long edge is over 1568 px, or that is over about 1600 tokens, is
-scaled down by the API keeping its aspect ratio (the bytes sent and kept here are the originals); a PDF is refused
-over 100 pages or 32 MB (the request limit). Each is checked here first.
+The API's handling, stated (docs/images.md): an image whose base64 is over 5 MB, or over 8000 px on a side, is
+refused (2000 px when a request holds more than 20 images); one whose long edge is over 1568 px, or that is over about
+1600 tokens, is scaled down by the API keeping its aspect ratio (the bytes sent and kept here are the originals); a
+PDF is refused over 100 pages or a base64 of 32 MB (the request limit). Each is checked here first.
 
 The base64 text of a value's bytes is made once, the first time a request needs it, and reused by every later
 request of every step that sends the same value.
@@ -41,7 +41,10 @@ DOCUMENT_MEDIA_TYPES = ("application/pdf", "text/plain")
 """The document media types the Messages API takes (a base64 PDF, or plain text)."""
 
 IMAGE_MAX_BYTES = 5 * 1024 * 1024
-"""The API refuses a base64 image whose bytes are over 5 MB."""
+"""The API refuses an image whose base64 is over 5 MB (it measures the base64 sent, not the file: a file of at most
+three quarters of it, `IMAGE_MAX_FILE_BYTES`)."""
+IMAGE_MAX_FILE_BYTES = IMAGE_MAX_BYTES * 3 // 4
+"""The largest image file whose base64 is within `IMAGE_MAX_BYTES` (3.75 MB)."""
 IMAGE_MAX_SIDE = 8000
 """The API refuses an image over 8000 px on a side."""
 IMAGE_MAX_SIDE_MANY = 2000
@@ -54,7 +57,8 @@ IMAGE_MAX_TOKENS = 1600
 PIXELS_PER_TOKEN = 750
 """Anthropic's estimate: an image of width x height pixels costs about width * height / 750 tokens."""
 DOCUMENT_MAX_BYTES = 32 * 1024 * 1024
-"""A PDF or text document over 32 MB cannot fit in a request (the Messages API's request limit)."""
+"""A document over 32 MB as sent cannot fit in a request (the Messages API's request limit): a text document's text,
+a PDF's base64 (so a PDF file of at most 24 MB)."""
 PDF_MAX_PAGES = 100
 """The API refuses a PDF of more than 100 pages (in a request to a model of a 200k-token context)."""
 TOKENS_PER_PDF_PAGE = 3000
@@ -430,7 +434,7 @@ class Image(Media):
 
     kind = "image"
     accepted = IMAGE_MEDIA_TYPES
-    max_bytes = IMAGE_MAX_BYTES
+    max_bytes = IMAGE_MAX_FILE_BYTES
     __slots__ = ("_size_px",)
 
     def __init__(self, source: str | os.PathLike[str] | bytes, *, media_type: str | None = None) -> None:
@@ -439,12 +443,13 @@ class Image(Media):
 
     def _too_large(self, size: int, where: str) -> InputError:
         return InputError(
-            f"{where}: the image is {size:,} bytes; the API refuses an image over {IMAGE_MAX_BYTES:,} bytes "
-            "(5 MB). Scale or compress it first."
+            f"{where}: the image is {size:,} bytes, {base64_size(size):,} as base64; the API refuses an image whose "
+            f"base64 is over {IMAGE_MAX_BYTES:,} bytes (5 MB: a file of at most {IMAGE_MAX_FILE_BYTES:,} bytes). "
+            "Scale or compress it first."
         )
 
     def _check_limits(self, data: bytes, media_type: str, where: str) -> None:
-        if len(data) > IMAGE_MAX_BYTES:
+        if len(data) > IMAGE_MAX_FILE_BYTES:
             raise self._too_large(len(data), where)
         width, height = self.pixels_at(where)
         if max(width, height) > IMAGE_MAX_SIDE:
@@ -511,6 +516,11 @@ class Document(Media):
     def _check_limits(self, data: bytes, media_type: str, where: str) -> None:
         if len(data) > DOCUMENT_MAX_BYTES:
             raise self._too_large(len(data), where)
+        if media_type == "application/pdf" and base64_size(len(data)) > DOCUMENT_MAX_BYTES:  # a PDF is sent as base64
+            raise InputError(
+                f"{where}: the document is {len(data):,} bytes, {base64_size(len(data)):,} as base64; a request holds "
+                f"at most {DOCUMENT_MAX_BYTES:,} bytes (32 MB: a PDF of at most 24 MB). Split it first."
+            )
         if media_type == "text/plain":
             try:
                 data.decode("utf-8")
@@ -546,6 +556,11 @@ class Document(Media):
         if self.media_type == "text/plain":
             return math.ceil(len(self.text) / 4)
         return self.pages_at("Document") * TOKENS_PER_PDF_PAGE
+
+
+def base64_size(size: int) -> int:
+    """The length of the base64 of ``size`` bytes (what the API measures of a base64 source)."""
+    return 4 * math.ceil(size / 3)
 
 
 def image_size(data: bytes, media_type: str) -> tuple[int, int] | None:

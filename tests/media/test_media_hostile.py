@@ -246,3 +246,22 @@ async def test_a_records_image_whose_bytes_are_no_image_draws_a_placeholder_and_
     assert "svg" not in page and "blob file" not in page
     document = Document.from_base64(record["blobs"][digest], media_type=None, where="record x")
     assert "cannot be read as a document" in media_html(document, ())
+
+
+async def test_the_api_limits_of_5_mb_an_image_and_32_mb_a_request_are_on_the_base64_sent() -> None:
+    # The API measures an image's base64 ("image exceeds 5 MB maximum: 6405384 bytes > 5242880 bytes" for a 4.8 MB
+    # file), and a request's body, in which a PDF is base64: a file's bytes are three quarters of what is sent.
+    largest = IMAGE_MAX_BYTES * 3 // 4  # its base64 is exactly 5 MB
+    image = png(10, 10)
+    await refused(
+        Inspection(Image(image + b"\0" * (largest + 1 - len(image))), Document(pdf())),
+        rf"Inspection\.photo: the image is {largest + 1:,} bytes, 5,242,884 as base64; the API refuses an image "
+        r"whose base64 is over 5,242,880 bytes",
+    )
+    Image(image + b"\0" * (largest - len(image))).check("Inspection.photo")  # exactly at the limit: taken
+    scan = pdf()
+    await refused(
+        Inspection(Image(png()), Document(scan + b"\0" * (25 * 1024 * 1024 - len(scan)))),
+        r"Inspection\.scan: the document is 26,214,400 bytes, 34,952,536 as base64; a request holds at most "
+        r"33,554,432 bytes",
+    )
