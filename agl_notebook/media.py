@@ -507,6 +507,18 @@ class Document(Media):
         self.title = title
         self._pages: int | None = None
 
+    @classmethod
+    def from_recorded_text(cls, text: str, *, digest: str, size: int | None) -> Document:
+        """A text document a record keeps as text, scrubbed of secrets, named by the record's digest and size.
+
+        Those are of the text as it was sent, so the document is drawn as it was drawn live, and written again under
+        the same digest, although a secret was scrubbed out of the text.
+        """
+        made = cls(text.encode("utf-8"), media_type="text/plain")
+        made._digest = digest
+        made._size = size if size is not None and size >= 0 else None
+        return made
+
     def _too_large(self, size: int, where: str) -> InputError:
         return InputError(
             f"{where}: the document is {size:,} bytes; a request holds at most {DOCUMENT_MAX_BYTES:,} bytes "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import threading
 import time
@@ -20,7 +21,7 @@ import traceback
 import tracemalloc
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -265,3 +266,49 @@ async def test_the_api_limits_of_5_mb_an_image_and_32_mb_a_request_are_on_the_ba
         r"Inspection\.scan: the document is 26,214,400 bytes, 34,952,536 as base64; a request holds at most "
         r"33,554,432 bytes",
     )
+
+
+async def test_a_tools_text_document_holding_a_secret_draws_the_same_live_and_replayed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The record keeps a text document as text, scrubbed: the replay must still name it by what was sent (its size
+    # and digest), as the live view did, or nbval sees the two differ.
+    from agl_notebook import ToolResult, tool
+    from agl_notebook.notebook.render import StepTrace, render_html, render_text
+    from agl_notebook.replay.stores import JsonFileStore
+    from tests.media.test_media_requests import Inspection as Inspected
+    from tests.media.test_media_requests import Query
+    from tests.media.test_media_requests import inspector as inspector_with
+    from tests.support.anthropic_api import reply, use
+
+    secret = planted()
+    monkeypatch.setenv("AGL_TEST_PLANTED_TOKEN", secret)
+    notes = f"notes {secret}".encode()
+
+    async def draw(query: Query) -> ToolResult:
+        return ToolResult("Notes.", images=[Document(notes, media_type="text/plain", title="Notes")])
+
+    role = inspector_with(tool("notes", "Notes.", Query, draw))
+    file = tmp_path / "records.json"
+
+    async def drawn(mode: Literal["auto", "replay"]) -> tuple[str, str]:
+        fake = api(
+            reply(use("toolu_c", "notes", '{"topic": "t"}'), stop_reason="tool_use"),
+            reply(use("toolu_r", "report", '{"text": "a crack"}'), stop_reason="tool_use"),
+        )
+        events: list[Any] = []
+        run = Run(
+            model=AnthropicModel(client=fake.client()), store=JsonFileStore(file), mode=mode, on_event=events.append
+        )
+        await run.step(role, Inspected(Image(png()), Document(pdf()), "x"))  # as a cell makes it, each run
+        trace = StepTrace("inspector")
+        for event in events:
+            trace.apply(event)
+        return render_html(trace, (secret,)), render_text(trace, (secret,))
+
+    live = await drawn("auto")
+    assert f"text, {len(notes):,} bytes, sha256:{hashlib.sha256(notes).hexdigest()[:12]}" in live[0]
+    assert secret not in file.read_text()
+    assert await drawn("replay") == live
+    (kept,) = JsonFileStore(file).records()  # written again as it was read: the same record
+    assert json.loads(file.read_text())["records"][0] == json.loads(json.dumps(kept.to_json()))
