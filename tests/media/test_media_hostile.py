@@ -312,3 +312,72 @@ async def test_a_tools_text_document_holding_a_secret_draws_the_same_live_and_re
     assert await drawn("replay") == live
     (kept,) = JsonFileStore(file).records()  # written again as it was read: the same record
     assert json.loads(file.read_text())["records"][0] == json.loads(json.dumps(kept.to_json()))
+
+
+KERNEL_SETUP = """\
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from agl_notebook import Document, Image, Role, Run, ScriptedModel, ToolResult, describe, reporting_tool, tool
+
+S = os.environ["AGL_TEST_PLANTED_TOKEN"]
+
+@dataclass(frozen=True)
+class Inspection:
+    photo: Image = describe("The photo.")
+    remote: Image = describe("A photo the API fetches.")
+    sheet: Document = describe("The sheet.")
+    notes: Document = describe("The notes.")
+
+@dataclass(frozen=True)
+class Topic:
+    topic: str = describe("What to draw.")
+
+@dataclass(frozen=True)
+class Seen:
+    text: str = describe("What was seen.")
+
+async def draw(topic: Topic) -> ToolResult:
+    return ToolResult("Chart " + S, images=[
+        Image(Path("big.png").read_bytes()),
+        Document(("tool notes " + S).encode(), media_type="text/plain", title="Notes " + S),
+    ])
+
+MODEL = ScriptedModel([{"calls": [{"name": "draw", "args": {"topic": "wear"}}]},
+                       {"calls": [{"name": "report", "args": {"text": "ok"}}]}])
+role = Role(name="looker", instructions="Look.",
+            tools=[tool("draw", "Draw.", Topic, draw), reporting_tool("report", "Report.", Seen)])"""
+
+KERNEL_STEP = """\
+await Run(model=MODEL).step(role, Inspection(
+    Image("photo.png"),
+    Image("https://img.example/a.png?token=" + S),
+    Document("sheet.pdf", title="<b>Sheet</b> " + S),
+    Document(("notes " + S).encode(), media_type="text/plain"),
+))"""
+
+
+def test_secrets_in_a_url_a_title_and_text_documents_are_in_no_saved_output_and_the_replay_equals_the_live_run(
+    tmp_path: Path, clean_environment: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import html
+
+    from agl_notebook.cli import main
+    from tests.support.nbval import nbval
+    from tests.support.oracle_notebook import nbformat, v4
+
+    secret = planted()
+    monkeypatch.setenv("AGL_TEST_PLANTED_TOKEN", secret)
+    (tmp_path / "photo.png").write_bytes(png(20, 10))
+    (tmp_path / "big.png").write_bytes(png(130, 130, shade=7, noisy=True))  # in a blob file, drawn as a thumbnail
+    (tmp_path / "sheet.pdf").write_bytes(pdf(2))
+    path = tmp_path / "looker.ipynb"
+    nbformat.write(v4.new_notebook(cells=[v4.new_code_cell(KERNEL_SETUP), v4.new_code_cell(KERNEL_STEP)]), path)
+    assert main(["execute", str(path), "--record"]) == 0
+
+    saved = path.read_text() + "".join(p.read_bytes().decode("latin-1") for p in (tmp_path / "agl_blobs").iterdir())
+    for spelled in (secret, json.dumps(secret)[1:-1], html.escape(secret), secret[8:20]):
+        assert spelled not in saved
+    done = nbval(path, {"AGL_TEST_PLANTED_TOKEN": secret})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 model calls" in done.stdout
