@@ -319,9 +319,15 @@ def write_blob_file(media: Media, folder: Path) -> Path:
     for place in (path.parent, path):
         if place.is_symlink():
             raise InputError(f"{place}: a symbolic link; blob files are written only into the notebook's own folder.")
-    if path.exists() and path.stat().st_size == media.size:
-        return path  # the same digest: the same bytes
-    write_atomically(path, media.data)
+    try:
+        if path.exists() and path.stat().st_size == media.size:
+            return path  # the same digest: the same bytes
+        write_atomically(path, media.data)
+    except OSError as e:  # the folder is a file, or cannot be written: say which, not a bare OSError
+        raise InputError(
+            f"{path}: the blob file of a recorded {media.kind} cannot be written ({e.strerror or type(e).__name__}); "
+            f"make {path.parent.name} a folder this process can write."
+        ) from e
     return path
 
 

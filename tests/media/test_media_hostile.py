@@ -381,3 +381,30 @@ def test_secrets_in_a_url_a_title_and_text_documents_are_in_no_saved_output_and_
     done = nbval(path, {"AGL_TEST_PLANTED_TOKEN": secret})
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 model calls" in done.stdout
+
+
+async def test_a_blob_folder_that_is_a_file_is_an_input_error_naming_it(tmp_path: Path) -> None:
+    # Not a raw FileExistsError from deep inside the store: what was wrong, and where.
+    from agl_notebook import ToolResult, tool
+    from agl_notebook.replay.stores import JsonFileStore
+    from tests.media.test_media_requests import Inspection as Inspected
+    from tests.media.test_media_requests import Query
+    from tests.media.test_media_requests import inspector as inspector_with
+    from tests.support.anthropic_api import reply, use
+
+    (tmp_path / "agl_blobs").write_text("a file in the blob folder's place")
+    large = png(120, 120, noisy=True)  # over INLINE_BLOB_BYTES: kept in a blob file
+
+    async def draw(query: Query) -> ToolResult:
+        return ToolResult("Chart.", images=[Image(large)])
+
+    fake = api(
+        reply(use("toolu_c", "chart", '{"topic": "t"}'), stop_reason="tool_use"),
+        reply(use("toolu_r", "report", '{"text": "a crack"}'), stop_reason="tool_use"),
+    )
+    run = Run(model=AnthropicModel(client=fake.client()), store=JsonFileStore(tmp_path / "records.json"))
+    with pytest.raises(InputError, match=r"agl_blobs.*cannot be written \(.*\)"):
+        await run.step(
+            inspector_with(tool("chart", "Chart.", Query, draw)), Inspected(Image(png()), Document(pdf()), "x")
+        )
+    assert (tmp_path / "agl_blobs").read_text() == "a file in the blob folder's place"
