@@ -275,3 +275,21 @@ async def test_a_secret_in_a_fetched_page_code_output_search_title_or_citation_i
     saved = file.read_text()
     assert "Page [REDACTED] end." in saved
     assert_no_secret(saved, secret)
+
+
+async def test_a_record_whose_server_tool_result_lost_a_secret_says_so_when_it_cannot_be_resumed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The refusal names what was changed: a server tool's result here, not the model's thinking (there is none).
+    from agl_notebook.replay.records import resume_refusal
+    from agl_notebook.replay.stores import scrubbed
+
+    secret = "planted-" + "4c1f" * 6
+    monkeypatch.setenv("AGL_TEST_PLANTED_TOKEN", secret)
+    page = fetch_result("srvtoolu_02", "https://example.test/backoff", "Backoff", f"Page {secret}.")
+    fake = api(server_reply(FETCH, page, TURN3[0], stop_reason="tool_use", fetches=1))
+    store = MemoryStore()
+    await Run(model=AnthropicModel(client=fake.client()), store=store).step(researcher(), "q")
+    (record,) = store.records()
+    said = resume_refusal(scrubbed(record), "researcher") or ""
+    assert "web_fetch_tool_result (message 1 block 1)" in said and "thinking" not in said, said
