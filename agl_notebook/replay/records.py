@@ -507,7 +507,8 @@ def resume_refusal(record: StepRecord, role: str) -> str | None:
         what = f"the model's thinking before it was kept ({places}), so that thinking no longer matches its signature"
         why = "and the API would refuse it when it is sent back"
     else:  # a server tool's result, say: nothing signs it, but it would not go back as the API sent it
-        places = ", ".join(f"{k} (message {m} block {b})" for k, (m, b) in zip(kinds, record.scrubbed_blocks))
+        named = zip(kinds, record.scrubbed_blocks, strict=True)
+        places = ", ".join(f"{kind} (message {m} block {b})" for kind, (m, b) in named)
         what = f"blocks the API sent before they were kept ({places}), so they would not go back as the API sent them"
         why = "(a thinking block among them no longer matches its signature)" if "thinking" in kinds else ""
     return (
