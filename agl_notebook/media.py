@@ -269,10 +269,10 @@ class Media(Attachment):
                 return self._blob_bytes()
             try:
                 data = self._read_file(self.max_bytes, where)
-            except OSError as e:
+            except (OSError, ValueError) as e:  # ValueError: a path with a NUL character in it
+                reason = (e.strerror if isinstance(e, OSError) else str(e)) or type(e).__name__
                 raise InputError(  # not chained: the OSError repeats the path, which may hold a secret
-                    f"{where}: cannot read the {self.kind} at {self._shown(str(self._path))!r} "
-                    f"({e.strerror or type(e).__name__})."
+                    f"{where}: cannot read the {self.kind} at {self._shown(str(self._path))!r} ({reason})."
                 ) from None
             if isinstance(data, int):
                 raise self._too_large(data, where)

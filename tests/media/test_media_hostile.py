@@ -95,6 +95,13 @@ async def test_a_file_over_the_limit_is_refused_from_its_size_before_its_bytes_a
     assert peak < IMAGE_MAX_BYTES, f"{peak:,} bytes were allocated to refuse it"
 
 
+async def test_a_path_with_a_nul_character_is_an_input_error() -> None:
+    await refused(
+        Inspection(Image("photo\0.png"), Document(pdf())),
+        r"Inspection\.photo: cannot read the image at 'photo\\x00\.png' \(embedded null byte\)",
+    )
+
+
 @pytest.mark.parametrize(
     ("make", "said"),
     [
