@@ -7,10 +7,10 @@ model is sent is a content block beside the JSON of the rest of the input (base6
 what a record and the fingerprint keep is the reference JSON (`reference`): the SHA-256 digest of the bytes, or
 the URL. So one changed pixel is a different input, and a changed image behind the same URL is not.
 
-The API's handling, stated (docs/images.md): an image over 5 MB or 8000 px on a side is refused (2000 px when a
-request holds more than 20 images); one whose long edge is over 1568 px, or that is over about 1600 tokens, is
-scaled down by the API keeping its aspect ratio (the bytes sent and kept here are the originals); a PDF is refused
-over 100 pages or 32 MB (the request limit). Each is checked here first.
+The API's handling, stated (docs/images.md): an image whose base64 is over 5 MB, or over 8000 px on a side, is
+refused (2000 px when a request holds more than 20 images); one whose long edge is over 1568 px, or that is over about
+1600 tokens, is scaled down by the API keeping its aspect ratio (the bytes sent and kept here are the originals); a
+PDF is refused over 100 pages or a base64 of 32 MB (the request limit). Each is checked here first.
 
 The base64 text of a value's bytes is made once, the first time a request needs it, and reused by every later
 request of every step that sends the same value.
@@ -23,13 +23,16 @@ import hashlib
 import math
 import os
 import re
+import stat
 import struct
 import weakref
 from contextvars import ContextVar
 from pathlib import Path
 from typing import ClassVar
+from urllib.parse import urlsplit
 
 from ._families import InputError
+from ._secrets import scrub_text, secrets_from_environment
 from .payloads import Attachment, JsonObject, JsonValue, dump
 
 IMAGE_MEDIA_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
@@ -38,7 +41,10 @@ DOCUMENT_MEDIA_TYPES = ("application/pdf", "text/plain")
 """The document media types the Messages API takes (a base64 PDF, or plain text)."""
 
 IMAGE_MAX_BYTES = 5 * 1024 * 1024
-"""The API refuses a base64 image whose bytes are over 5 MB."""
+"""The API refuses an image whose base64 is over 5 MB (it measures the base64 sent, not the file: a file of at most
+three quarters of it, `IMAGE_MAX_FILE_BYTES`)."""
+IMAGE_MAX_FILE_BYTES = IMAGE_MAX_BYTES * 3 // 4
+"""The largest image file whose base64 is within `IMAGE_MAX_BYTES` (3.75 MB)."""
 IMAGE_MAX_SIDE = 8000
 """The API refuses an image over 8000 px on a side."""
 IMAGE_MAX_SIDE_MANY = 2000
@@ -51,7 +57,8 @@ IMAGE_MAX_TOKENS = 1600
 PIXELS_PER_TOKEN = 750
 """Anthropic's estimate: an image of width x height pixels costs about width * height / 750 tokens."""
 DOCUMENT_MAX_BYTES = 32 * 1024 * 1024
-"""A PDF or text document over 32 MB cannot fit in a request (the Messages API's request limit)."""
+"""A document over 32 MB as sent cannot fit in a request (the Messages API's request limit): a text document's text,
+a PDF's base64 (so a PDF file of at most 24 MB)."""
 PDF_MAX_PAGES = 100
 """The API refuses a PDF of more than 100 pages (in a request to a model of a 200k-token context)."""
 TOKENS_PER_PDF_PAGE = 3000
@@ -138,6 +145,8 @@ class Media(Attachment):
     kind: ClassVar[str]
     """``image`` or ``document``: the content block's type."""
     accepted: ClassVar[tuple[str, ...]]
+    max_bytes: ClassVar[int]
+    """The most bytes the API takes of one: a file is refused from its size over it, before it is read."""
 
     __slots__ = (
         "__weakref__",
@@ -197,10 +206,39 @@ class Media(Attachment):
     def check(self, where: str) -> None:
         """Read the value and check it against the API's limits, or raise an `InputError` naming ``where``."""
         if self.url is not None:
+            self._check_url(where)
             return
         data = self._bytes(where)
         media_type = self.media_type_at(where)
+        found = sniffed_type(data)
+        is_pdf = media_type == "application/pdf" and b"%PDF-" in data[:1024]  # a PDF may start after some bytes
+        if media_type != "text/plain" and found != media_type and not is_pdf:
+            # A suffix or media_type= does not make the bytes one: the API would refuse the block.
+            raise InputError(
+                f"{where}: the {self.kind} is given as {media_type}, but its bytes are {found or 'not one'}; the API "
+                "refuses a block whose bytes are not its media type."
+            )
         self._check_limits(data, media_type, where)
+
+    def _check_url(self, where: str) -> None:
+        assert self.url is not None
+        try:
+            parts = urlsplit(self.url)
+            host = parts.hostname
+        except ValueError as e:
+            raise InputError(f"{where}: the URL {self._shown(self.url)!r} cannot be read ({e}).") from e
+        if "@" in parts.netloc:  # never repeated: the password would be in the error
+            raise InputError(
+                f"{where}: the URL holds a user name or password; it would be sent to Anthropic, and kept in the "
+                f"record and the notebook. Give the {self.kind}'s bytes instead."
+            )
+        if not host:
+            raise InputError(f"{where}: the URL {self._shown(self.url)!r} has no host.")
+
+    @staticmethod
+    def _shown(text: str) -> str:
+        """``text`` as an error may say it: scrubbed of secrets (a path or a URL may hold one)."""
+        return scrub_text(text, secrets_from_environment())
 
     @classmethod
     def from_blob_file(
@@ -230,33 +268,56 @@ class Media(Attachment):
             if self._blob is not None:
                 return self._blob_bytes()
             try:
-                self._data = self._path.read_bytes()
-            except OSError as e:
-                raise InputError(
-                    f"{where}: cannot read the {self.kind} at {str(self._path)!r} ({e.strerror or type(e).__name__})."
-                ) from e
-            self._read = True
+                data = self._read_file(self.max_bytes, where)
+            except (OSError, ValueError) as e:  # ValueError: a path with a NUL character in it
+                reason = (e.strerror if isinstance(e, OSError) else str(e)) or type(e).__name__
+                raise InputError(  # not chained: the OSError repeats the path, which may hold a secret
+                    f"{where}: cannot read the {self.kind} at {self._shown(str(self._path))!r} ({reason})."
+                ) from None
+            if isinstance(data, int):
+                raise self._too_large(data, where)
+            self._data, self._read = data, True
         assert self._data is not None
         return self._data
+
+    def _read_file(self, limit: int, where: str) -> bytes | int:
+        """The file's bytes; for a file over ``limit`` bytes, only its size, its bytes never read.
+
+        The cost is measured before it is paid: a path that is not a regular file (a FIFO, a device) is refused before
+        it is opened, since reading one may never end.
+        """
+        assert self._path is not None
+        info = self._path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(f"{where}: {self._shown(str(self._path))!r} is not a regular file.")
+        if info.st_size > limit:
+            return info.st_size
+        with self._path.open("rb") as file:
+            data = file.read(limit + 1)  # one more: a file that grew since is seen to be over
+        return len(data) if len(data) > limit else data
+
+    def _too_large(self, size: int, where: str) -> InputError:
+        raise NotImplementedError
 
     def _blob_bytes(self) -> bytes:
         assert self._path is not None
         assert self._digest is not None
         try:
-            data = self._path.read_bytes()
+            # The recorded size bounds the read: a larger file is not the recorded one.
+            read = self._read_file(self._size or self.max_bytes, f"The blob file of the recorded {self.kind}")
         except OSError as e:
             raise InputError(
                 f"The recorded {self.kind} {self._digest} is kept in the blob file {str(self._path)!r}, which cannot "
                 f"be read ({e.strerror or type(e).__name__}): put the file back beside the notebook, or run the step "
                 "in mode 'refresh' to record it again."
             ) from e
-        if "sha256:" + hashlib.sha256(data).hexdigest() != self._digest:
+        if isinstance(read, int) or "sha256:" + hashlib.sha256(read).hexdigest() != self._digest:
             raise InputError(
                 f"The blob file {str(self._path)!r} no longer holds the recorded {self.kind} {self._digest} (it was "
                 "changed): put the recorded file back, or run the step in mode 'refresh' to record it again."
             )
-        self._data, self._read = data, True
-        return data
+        self._data, self._read = read, True
+        return read
 
     def media_type_at(self, where: str) -> str:
         """The value's media type (declared, else from its bytes' signature, else from its path's suffix)."""
@@ -373,18 +434,23 @@ class Image(Media):
 
     kind = "image"
     accepted = IMAGE_MEDIA_TYPES
+    max_bytes = IMAGE_MAX_FILE_BYTES
     __slots__ = ("_size_px",)
 
     def __init__(self, source: str | os.PathLike[str] | bytes, *, media_type: str | None = None) -> None:
         super().__init__(source, media_type=media_type)
         self._size_px: tuple[int, int] | None = None
 
+    def _too_large(self, size: int, where: str) -> InputError:
+        return InputError(
+            f"{where}: the image is {size:,} bytes, {base64_size(size):,} as base64; the API refuses an image whose "
+            f"base64 is over {IMAGE_MAX_BYTES:,} bytes (5 MB: a file of at most {IMAGE_MAX_FILE_BYTES:,} bytes). "
+            "Scale or compress it first."
+        )
+
     def _check_limits(self, data: bytes, media_type: str, where: str) -> None:
-        if len(data) > IMAGE_MAX_BYTES:
-            raise InputError(
-                f"{where}: the image is {len(data):,} bytes; the API refuses an image over {IMAGE_MAX_BYTES:,} bytes "
-                "(5 MB). Scale or compress it first."
-            )
+        if len(data) > IMAGE_MAX_FILE_BYTES:
+            raise self._too_large(len(data), where)
         width, height = self.pixels_at(where)
         if max(width, height) > IMAGE_MAX_SIDE:
             raise InputError(
@@ -427,6 +493,7 @@ class Document(Media):
 
     kind = "document"
     accepted = DOCUMENT_MEDIA_TYPES
+    max_bytes = DOCUMENT_MAX_BYTES
     __slots__ = ("_pages",)
 
     def __init__(
@@ -440,11 +507,31 @@ class Document(Media):
         self.title = title
         self._pages: int | None = None
 
+    @classmethod
+    def from_recorded_text(cls, text: str, *, digest: str, size: int | None) -> Document:
+        """A text document a record keeps as text, scrubbed of secrets, named by the record's digest and size.
+
+        Those are of the text as it was sent, so the document is drawn as it was drawn live, and written again under
+        the same digest, although a secret was scrubbed out of the text.
+        """
+        made = cls(text.encode("utf-8"), media_type="text/plain")
+        made._digest = digest
+        made._size = size if size is not None and size >= 0 else None
+        return made
+
+    def _too_large(self, size: int, where: str) -> InputError:
+        return InputError(
+            f"{where}: the document is {size:,} bytes; a request holds at most {DOCUMENT_MAX_BYTES:,} bytes "
+            "(32 MB). Split it first."
+        )
+
     def _check_limits(self, data: bytes, media_type: str, where: str) -> None:
         if len(data) > DOCUMENT_MAX_BYTES:
+            raise self._too_large(len(data), where)
+        if media_type == "application/pdf" and base64_size(len(data)) > DOCUMENT_MAX_BYTES:  # a PDF is sent as base64
             raise InputError(
-                f"{where}: the document is {len(data):,} bytes; a request holds at most {DOCUMENT_MAX_BYTES:,} bytes "
-                "(32 MB). Split it first."
+                f"{where}: the document is {len(data):,} bytes, {base64_size(len(data)):,} as base64; a request holds "
+                f"at most {DOCUMENT_MAX_BYTES:,} bytes (32 MB: a PDF of at most 24 MB). Split it first."
             )
         if media_type == "text/plain":
             try:
@@ -481,6 +568,11 @@ class Document(Media):
         if self.media_type == "text/plain":
             return math.ceil(len(self.text) / 4)
         return self.pages_at("Document") * TOKENS_PER_PDF_PAGE
+
+
+def base64_size(size: int) -> int:
+    """The length of the base64 of ``size`` bytes (what the API measures of a base64 source)."""
+    return 4 * math.ceil(size / 3)
 
 
 def image_size(data: bytes, media_type: str) -> tuple[int, int] | None:

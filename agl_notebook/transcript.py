@@ -207,7 +207,7 @@ def _media_json(media: Media, blobs: dict[str, JsonValue] | None) -> JsonObject:
         if media.blob_file is not None:  # read from a blob file: named again as it was, the file never read
             kept = {"file": media.blob_file, "bytes": media.size}
         elif media.media_type == "text/plain":  # as text, so the record's scrubbing reads it like any other text
-            kept = {"text": media.text}
+            kept = {"text": media.text, "bytes": media.size}  # the size sent: the text may lose a secret
         elif kept_in_file(media):
             kept = {"file": blob_file_name(media), "bytes": media.size}
         else:
@@ -311,7 +311,12 @@ def _media_from_json(data: JsonObject, where: str, blobs: Mapping[str, JsonValue
         made = Document(str(source["data"]).encode("utf-8"), media_type="text/plain")
     elif kind == "blob" and isinstance(kept := (blobs or {}).get(str(source.get("digest"))), dict):
         if isinstance(kept.get("text"), str):
-            made = Document(str(kept["text"]).encode("utf-8"), media_type="text/plain")
+            size = kept.get("bytes")
+            made = Document.from_recorded_text(
+                str(kept["text"]),
+                digest=str(source.get("digest")),
+                size=size if isinstance(size, int) and not isinstance(size, bool) else None,
+            )
             made.title = title if isinstance(title, str) else None
             return made
         name = kept.get("file")

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from .._canonical import digest
+from .._secrets import scrub
 from ..errors import ReplayMissError
 from ..models.base import (
     Cited,
@@ -123,17 +124,24 @@ def error_entry(error: BaseException) -> JsonObject:
 
 
 def request_key(request: ModelRequest) -> str:
-    """A digest of everything a model request asks."""
+    """A digest of everything a model request asks, scrubbed of secrets as its recording is.
+
+    A request holds the replies before it: live as the model sent them, replayed as the recording kept them, scrubbed
+    (a secret in a reply's text). Scrubbed, the two ask the same.
+    """
     return digest(
-        {
-            "model": request.model,
-            "system": request.system,
-            "messages": messages_to_json(request.messages),
-            "tools": [
-                {"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in request.tools
-            ],
-            "max_tokens": request.max_tokens,
-        }
+        scrub(
+            {
+                "model": request.model,
+                "system": request.system,
+                "messages": messages_to_json(request.messages),
+                "tools": [
+                    {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+                    for t in request.tools
+                ],
+                "max_tokens": request.max_tokens,
+            }
+        )
     )[:24]
 
 
@@ -209,7 +217,7 @@ def _event_json(event: ModelEvent) -> JsonValue:
     if isinstance(event, Cited):
         return {"cited": event.text, "citations": list(event.citations)}
     usage = event.usage
-    return {
+    end: JsonObject = {
         "end": event.stop_reason,
         "usage": [
             usage.input_tokens,
@@ -218,6 +226,9 @@ def _event_json(event: ModelEvent) -> JsonValue:
             usage.cache_read_input_tokens,
         ],
     }
+    if event.container is not None:  # the code execution container the reply named, as a step's record keeps it
+        end["container"] = event.container
+    return end
 
 
 def _events(data: Any) -> list[ModelEvent]:
@@ -241,5 +252,6 @@ def _events(data: Any) -> list[ModelEvent]:
         elif "end" in item:
             counts = item.get("usage")
             usage = Usage(*counts) if isinstance(counts, list) and len(counts) == 4 else Usage()
-            events.append(TurnEnd(item["end"], usage))
+            container = item.get("container")
+            events.append(TurnEnd(item["end"], usage, container if isinstance(container, str) else None))
     return events

@@ -34,10 +34,13 @@ def media_html(media: Media, secrets: tuple[str, ...]) -> str:
         return f'<span class="agl-image-placeholder" style="{_CHIP}">{words}</span>'
     try:  # a recorded image in a blob file (over 32 KB) is drawn as it was live: its file is read
         data = media.base64
-    except InputError:  # its blob file is missing: the words say so
+        media_type = media.media_type
+        if isinstance(media, Image):
+            media.pixels_at("Image")  # a record's bytes that are no image of their type are not drawn as one
+    except InputError:  # its blob file is missing, or its bytes are no image: the words say so
         return f'<span class="agl-image-placeholder" style="{_CHIP}">{words}</span>'
     return (
-        f'<figure class="agl-thumb" style="{_FIGURE}"><img src="data:{media.media_type};base64,{data}" '
+        f'<figure class="agl-thumb" style="{_FIGURE}"><img src="data:{media_type};base64,{data}" '
         f'alt="{words}" title="{words}" style="{_THUMB}"><figcaption>{words}</figcaption></figure>'
     )
 
@@ -47,12 +50,25 @@ def image_words(media: Media) -> str:
     if media.url is not None:
         return f"image at {media.url}"
     try:
+        media_type = media.media_type
         pixels = media.pixels if isinstance(media, Image) else None
-    except InputError:  # a recorded image whose blob file is missing: the placeholder says so, the view stands
-        return f"{media.media_type}, {media.size:,} bytes, {media.digest[:19]}, its blob file {media.blob_file} missing"
+    except InputError:  # the placeholder says why, the view stands
+        if media.blob_file is not None:  # a recorded image whose blob file is missing
+            said = _recorded_type(media)
+            return f"{said}, {media.size:,} bytes, {media.digest[:19]}, its blob file {media.blob_file} missing"
+        # A record's bytes that are no image of a type the API takes (a record is data anyone may have written).
+        return f"{media.size:,} bytes that cannot be read as an image, {media.digest[:19]}"
     size = f"{pixels[0]}x{pixels[1]} px, " if pixels else ""
     over = f", over the {THUMBNAIL_BYTES // 1024} KB view cap" if media.size > THUMBNAIL_BYTES else ""
-    return f"{media.media_type}, {size}{media.size:,} bytes, {media.digest[:19]}{over}"
+    return f"{media_type}, {size}{media.size:,} bytes, {media.digest[:19]}{over}"
+
+
+def _recorded_type(media: Media) -> str:
+    """The media type a record gives, without reading the bytes (a missing blob file's), else the kind."""
+    try:
+        return media.media_type or media.kind
+    except InputError:  # no type recorded: it would be read from the bytes, which are missing
+        return media.kind
 
 
 def document_words(media: Media) -> str:
@@ -63,8 +79,11 @@ def document_words(media: Media) -> str:
     try:
         pages = media.pages if isinstance(media, Document) and media.media_type == "application/pdf" else None
         kind = f"PDF, {pages} pages" if pages is not None else "text"
-    except InputError:  # a recorded PDF whose blob file is missing: the chip says so, the view stands
-        kind = f"PDF, its blob file {media.blob_file} missing"
+    except InputError:  # the chip says why, the view stands
+        if media.blob_file is not None:  # a recorded PDF whose blob file is missing
+            kind = f"PDF, its blob file {media.blob_file} missing"
+        else:  # a record's bytes that are no document of a type the API takes
+            kind = "bytes that cannot be read as a document"
     return f"{title}{kind}, {media.size:,} bytes, {media.digest[:19]}"
 
 

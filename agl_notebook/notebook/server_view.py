@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from .._secrets import REDACTED
 from ..payloads import JsonObject, JsonValue
 
 _Escape = Callable[[str], str]
@@ -126,12 +127,20 @@ def safe_url(url: str) -> str | None:
     return url if parts.scheme.lower() in ("http", "https") and parts.netloc else None
 
 
+def _held_secret(url: str, esc: _Escape) -> bool:
+    """Whether ``url`` holds a secret: one scrubbing changes (live), or a record's scrubbed one (``[REDACTED]``).
+
+    Both are shown as text, never a link, so a replay from the scrubbed record draws what the live run drew.
+    """
+    return esc(url) != html.escape(url) or REDACTED in url
+
+
 def link(url: str, text: str, esc: _Escape) -> str:
     """``text`` linking to ``url`` when it is ``http(s)`` (opened in a new tab, no referrer), else both as text."""
     shown = esc(url)
     target = safe_url(url)
     # The href is the scrubbed, escaped URL: a secret in a query string is never in the page, not even in a link.
-    if target is None or shown != html.escape(url):
+    if target is None or _held_secret(url, esc):
         label = esc(text) if text and text != url else ""
         return f"{label} <code>{shown}</code>" if label else f"<code>{shown}</code>"
     return f'<a href="{shown}" target="_blank" rel="noopener noreferrer nofollow">{esc(text or url)}</a>'
@@ -143,7 +152,7 @@ def marks_html(mark: CitationMark, sources: Sources, esc: _Escape) -> str:
     for number in mark.numbers:
         source = sources.listed[number - 1]
         url = safe_url(source.url or "") if source.url is not None else None
-        if url is not None and esc(url) == html.escape(url):
+        if url is not None and not _held_secret(url, esc):
             drawn.append(
                 f'<a class="agl-citation" href="{esc(url)}" target="_blank" rel="noopener noreferrer nofollow" '
                 f'title="{esc(source.title)}">[{number}]</a>'

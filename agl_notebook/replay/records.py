@@ -495,18 +495,36 @@ def tape_kept_blocks(entry: JsonValue) -> list[JsonObject]:
 def resume_refusal(record: StepRecord, role: str) -> str | None:
     """Why a partial record cannot be resumed, or None when it can.
 
-    A kept block whose readable thinking had a secret scrubbed out no longer matches its signature: sent back on
-    resume, the API would refuse the request, so the step must run again from the start instead.
+    A kept block whose readable text had a secret scrubbed out would not go back as the API sent it: a thinking block
+    no longer matches its signature (the API would refuse the request), a server tool's result says ``[REDACTED]``
+    where the API's own text was. So the step must run again from the start instead; the message names each block.
     """
     if not record.scrubbed_blocks:
         return None
-    places = ", ".join(f"message {m} block {b}" for m, b in record.scrubbed_blocks)
+    kinds = [_kept_type(record, m, b) for m, b in record.scrubbed_blocks]
+    if all(kind in ("thinking", "redacted_thinking") for kind in kinds):
+        places = ", ".join(f"message {m} block {b}" for m, b in record.scrubbed_blocks)
+        what = f"the model's thinking before it was kept ({places}), so that thinking no longer matches its signature"
+        why = "and the API would refuse it when it is sent back"
+    else:  # a server tool's result, say: nothing signs it, but it would not go back as the API sent it
+        named = zip(kinds, record.scrubbed_blocks, strict=True)
+        places = ", ".join(f"{kind} (message {m} block {b})" for kind, (m, b) in named)
+        what = f"blocks the API sent before they were kept ({places}), so they would not go back as the API sent them"
+        why = "(a thinking block among them no longer matches its signature)" if "thinking" in kinds else ""
     return (
-        f"The partial record {record.id} of role {role!r} cannot be resumed: a secret was scrubbed out of the "
-        f"model's thinking before it was kept ({places}), so that thinking no longer matches its signature and the "
-        "API would refuse it when it is sent back. Run the step in mode 'refresh' to run it again from the start "
-        "(its new records replace this one)."
+        f"The partial record {record.id} of role {role!r} cannot be resumed: a secret was scrubbed out of {what}"
+        f"{' ' + why if why else ''}. Run the step in mode 'refresh' to run it again from the start (its new records "
+        "replace this one)."
     )
+
+
+def _kept_type(record: StepRecord, message: int, block: int) -> str:
+    """The type of the kept block at ``(message, block)`` of the record's transcript (``a block`` if none is)."""
+    try:
+        kept = record.transcript[message].content[block]
+    except IndexError:
+        return "a block"
+    return str(kept.data.get("type")) if isinstance(kept, RawBlock) else "a block"
 
 
 def _views(data: JsonValue, where: str) -> int:

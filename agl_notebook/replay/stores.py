@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -20,7 +20,7 @@ from ..errors import InputError, warn
 from ..media import Media, blob_file_name, kept_in_file, records_folder
 from ..payloads import JsonObject, JsonValue
 from ..transcript import Block, MediaBlock, Message, RawBlock, TextBlock, ToolResultBlock
-from .records import RecordsBlock, StepRecord, block_from_json, block_to_json, record_from_json, tape_kept_blocks
+from .records import RecordsBlock, StepRecord, block_from_json, block_to_json, record_from_json
 from .versions import RecordIndex
 
 
@@ -165,7 +165,7 @@ def scrubbed(record: StepRecord, secrets: Iterable[str] = ()) -> StepRecord:
         else m
         for i, m in enumerate(record.transcript)
     )
-    tape = tuple(_tape_entry(entry, lambda event: {**event, "block": {"type": _STAND_IN}}) for entry in record.tape)
+    tape = tuple(_tape_entry(entry, _set_aside) for entry in record.tape)
     set_aside = dataclasses.replace(record, transcript=transcript, tape=tape)
     rest = _scrubbed_json(set_aside, known)
     changed: set[tuple[int, int]] = set()
@@ -195,7 +195,7 @@ def scrubbed(record: StepRecord, secrets: Iterable[str] = ()) -> StepRecord:
         for i, m in enumerate(rest.transcript)
     )
     kept_tape = iter(tape_clean)
-    tape = tuple(_tape_entry(entry, lambda event: {**event, "block": next(kept_tape)}) for entry in rest.tape)
+    tape = tuple(_tape_entry(entry, lambda event: _put_back(event, kept_tape)) for entry in rest.tape)
     scrubbed_blocks = tuple(sorted(changed | set(record.scrubbed_blocks)))
     return dataclasses.replace(rest, transcript=transcript, tape=tape, scrubbed_blocks=scrubbed_blocks)
 
@@ -206,7 +206,8 @@ def scrub_kept_block(block: JsonObject, secrets: Sequence[str]) -> JsonObject:
     Readable: every string of the block (a thinking block's ``thinking``, an unknown type's text and inputs) except
     its ``type``, its keys, and what is under an opaque key at any depth: ``signature``, ``data`` and any key
     starting with ``encrypted`` (a thinking block's signature, a redacted block's data, encrypted content). Those
-    are sent back to the API exactly as it sent them, so they are never changed.
+    are sent back to the API exactly as it sent them, so they are never changed. A plain-text source's ``data`` (a
+    fetched page, ``{"type": "text", "media_type": "text/plain", "data": ...}``) is the page's text: readable.
     """
     patterns = tuple(secrets)
 
@@ -216,7 +217,11 @@ def scrub_kept_block(block: JsonObject, secrets: Sequence[str]) -> JsonObject:
         if isinstance(value, list):
             return [walk(v, False) for v in value]
         if isinstance(value, dict):
-            return {k: v if _opaque_key(k) or (top and k == "type") else walk(v, False) for k, v in value.items()}
+            text_source = value.get("type") == "text"
+            kept = {k for k in value if _opaque_key(k) and not (text_source and k == "data")}
+            if top:
+                kept.add("type")
+            return {k: v if k in kept else walk(v, False) for k, v in value.items()}
         return value
 
     clean = walk(block, True)
@@ -247,21 +252,61 @@ def _kept_places(record: StepRecord) -> tuple[dict[tuple[int, int], RawBlock | T
         for j, b in enumerate(m.content)
         if isinstance(b, RawBlock) or (isinstance(b, TextBlock) and b.citations)
     }
-    on_tape = [e["block"] for entry in record.tape for e in tape_kept_blocks(entry) if isinstance(e.get("block"), dict)]
-    return places, on_tape  # type: ignore[return-value]
+    on_tape: list[JsonObject] = []
+    for entry in record.tape:
+        for event in _tape_kept_events(entry):
+            block, citations = event.get("block"), event.get("citations")
+            if isinstance(block, dict):
+                on_tape.append(block)
+            elif isinstance(citations, list):
+                on_tape += [c for c in citations if isinstance(c, dict)]
+    return places, on_tape
+
+
+def _tape_kept_events(entry: JsonValue) -> list[JsonObject]:
+    """The events of a tape entry that keep what goes back to the API as it came.
+
+    A reply's block (``{"block": ...}``) or a cited passage's citations (``{"cited": ..., "citations": [...]}``).
+    """
+    events = entry.get("events") if isinstance(entry, dict) else None
+    if not isinstance(events, list):
+        return []
+    return [
+        e
+        for e in events
+        if isinstance(e, dict)
+        and (isinstance(e.get("block"), dict) or ("cited" in e and isinstance(e.get("citations"), list)))
+    ]
 
 
 def _tape_entry(entry: JsonValue, replace: Callable[[JsonObject], JsonObject]) -> JsonValue:
-    """A tape entry with each ``{"block": ...}`` event replaced by ``replace(event)``; the entry when it has none."""
-    if not any(isinstance(e.get("block"), dict) for e in tape_kept_blocks(entry)):
+    """A tape entry with each event `_tape_kept_events` names replaced by ``replace(event)``; the entry when none."""
+    kept = _tape_kept_events(entry)
+    if not kept:
         return entry
-    assert isinstance(entry, dict)  # tape_kept_blocks found events in it
+    assert isinstance(entry, dict)  # events were found in it
     events = entry["events"]
     assert isinstance(events, list)
-    return {
-        **entry,
-        "events": [replace(e) if isinstance(e, dict) and isinstance(e.get("block"), dict) else e for e in events],
-    }
+    places = {id(e) for e in kept}
+    return {**entry, "events": [replace(e) if id(e) in places else e for e in events]}  # type: ignore[arg-type]
+
+
+def _set_aside(event: JsonObject) -> JsonObject:
+    """A kept event with a stand-in in place of each kept block or citation (no string of it can match a secret)."""
+    if isinstance(event.get("block"), dict):
+        return {**event, "block": {"type": _STAND_IN}}
+    citations = event["citations"]
+    assert isinstance(citations, list)
+    return {**event, "citations": [{"type": _STAND_IN} if isinstance(c, dict) else c for c in citations]}
+
+
+def _put_back(event: JsonObject, kept: Iterator[JsonObject]) -> JsonObject:
+    """A set-aside event with each stand-in replaced by the next of ``kept`` (each scrubbed field by field)."""
+    if isinstance(event.get("block"), dict):
+        return {**event, "block": next(kept)}
+    citations = event["citations"]
+    assert isinstance(citations, list)
+    return {**event, "citations": [next(kept) if isinstance(c, dict) else c for c in citations]}
 
 
 def write_blob_file(media: Media, folder: Path) -> Path:
@@ -274,9 +319,15 @@ def write_blob_file(media: Media, folder: Path) -> Path:
     for place in (path.parent, path):
         if place.is_symlink():
             raise InputError(f"{place}: a symbolic link; blob files are written only into the notebook's own folder.")
-    if path.exists() and path.stat().st_size == media.size:
-        return path  # the same digest: the same bytes
-    write_atomically(path, media.data)
+    try:
+        if path.exists() and path.stat().st_size == media.size:
+            return path  # the same digest: the same bytes
+        write_atomically(path, media.data)
+    except OSError as e:  # the folder is a file, or cannot be written: say which, not a bare OSError
+        raise InputError(
+            f"{path}: the blob file of a recorded {media.kind} cannot be written ({e.strerror or type(e).__name__}); "
+            f"make {path.parent.name} a folder this process can write."
+        ) from e
     return path
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -242,3 +243,53 @@ async def test_a_budget_with_search_needs_max_uses_and_reserves_every_search() -
     with pytest.raises(BudgetExceededError):
         await tight.step(Role("r", "Search.", model=Claude.SONNET, server_tools=[WebSearch(max_uses=10)]), "go")
     assert fake.requests == []
+
+
+@pytest.mark.parametrize("form", ["plain", "json-escaped", "html-escaped"])
+async def test_a_secret_in_a_fetched_page_code_output_search_title_or_citation_is_scrubbed_from_the_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str
+) -> None:
+    # A fetched page is a plain-text document whose text is under "data": readable text, scrubbed like any other,
+    # not an opaque field as a redacted thinking block's "data" is.
+    from agl_notebook.replay.stores import JsonFileStore
+    from tests.notebook.test_view_thinking import assert_no_secret, planted, spellings
+
+    secret = planted()
+    monkeypatch.setenv("AGL_TEST_PLANTED_TOKEN", secret)
+    spelled = spellings(secret)[form]
+    page = fetch_result("srvtoolu_02", "https://example.test/backoff", f"Title {spelled}", f"Page {spelled} end.")
+    output = bash_result("srvtoolu_03", f"out {spelled}\n", stderr=f"err {spelled}")
+    results = search_result("srvtoolu_01", [(f"Result {spelled}", "https://example.test/r")])
+    citation = web_citation("https://example.test/backoff", f"Cited {spelled}", f"cited {spelled}")
+    turn2 = (text("Here. "), cited_text("It doubles.", citation), FETCH, page, CODE, output, TURN2[-1])
+    fake = api(
+        server_reply(SEARCH, results, stop_reason="pause_turn", searches=1),
+        server_reply(*turn2, stop_reason="tool_use", fetches=1, container=CONTAINER),
+        server_reply(*TURN3, stop_reason="tool_use"),
+    )
+    file = tmp_path / "records.json"
+    await Run(model=AnthropicModel(client=fake.client()), store=JsonFileStore(file)).step(researcher(), "q")
+    assert (
+        f"Page {spelled} end." in fake.bodies()[2]["messages"][2]["content"][3]["content"]["content"]["source"]["data"]
+    ), "the API is sent the page as it came"
+    saved = file.read_text()
+    assert "Page [REDACTED] end." in saved
+    assert_no_secret(saved, secret)
+
+
+async def test_a_record_whose_server_tool_result_lost_a_secret_says_so_when_it_cannot_be_resumed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The refusal names what was changed: a server tool's result here, not the model's thinking (there is none).
+    from agl_notebook.replay.records import resume_refusal
+    from agl_notebook.replay.stores import scrubbed
+
+    secret = "planted-" + "4c1f" * 6
+    monkeypatch.setenv("AGL_TEST_PLANTED_TOKEN", secret)
+    page = fetch_result("srvtoolu_02", "https://example.test/backoff", "Backoff", f"Page {secret}.")
+    fake = api(server_reply(FETCH, page, TURN3[0], stop_reason="tool_use", fetches=1))
+    store = MemoryStore()
+    await Run(model=AnthropicModel(client=fake.client()), store=store).step(researcher(), "q")
+    (record,) = store.records()
+    said = resume_refusal(scrubbed(record), "researcher") or ""
+    assert "web_fetch_tool_result (message 1 block 1)" in said and "thinking" not in said, said

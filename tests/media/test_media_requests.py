@@ -149,7 +149,8 @@ async def test_a_tools_image_goes_back_inside_its_tool_result() -> None:
         ),
         (
             lambda p: Inspection(Image(png_header(10, 10) + b"\0" * (5 * 1024 * 1024)), Document(pdf()), "x"),
-            r"Inspection\.photo: the image is 5,242,\d+ bytes; the API refuses an image over 5,242,880 bytes",
+            r"Inspection\.photo: the image is 5,242,\d+ bytes, 6,990,\d+ as base64; the API refuses an image whose "
+            r"base64 is over 5,242,880 bytes",
         ),
         (
             lambda p: Inspection(Image(png()), Document(pdf(101)), "x"),

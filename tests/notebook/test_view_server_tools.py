@@ -160,3 +160,13 @@ def test_an_error_result_and_a_failed_command_are_drawn_as_such() -> None:
     assert "exit code 3" in page and "boom" in page
     assert "web_fetch (run by Anthropic): no result" in plain
     assert "running…" in render_html(trace, (), live=True)  # live, a call whose result has not come yet
+
+
+def test_a_url_that_held_a_secret_draws_the_same_live_and_replayed_from_its_scrubbed_record() -> None:
+    # Live, the URL holds the secret and is shown as text; the record keeps it scrubbed, "[REDACTED]" in its place,
+    # and the replay must draw it the same (nbval compares the two), never as a link.
+    secret = planted()
+    live = render_html(hostile_trace(secret), (secret,))
+    replayed = render_html(hostile_trace("[REDACTED]"), (secret,))
+    assert 'href="https://ok.test/[REDACTED]' not in replayed
+    assert replayed == live
