@@ -30,6 +30,10 @@ if TYPE_CHECKING:
     from ._step import StepPlan
 
 
+MAX_SCORE = 1e100
+"""The largest score (either way): sums of squares of differences over a billion inputs of such scores stay finite."""
+
+
 @dataclass(frozen=True)
 class JudgeCase:
     """What a judge role is given: the rubric, the item's input and the answer to judge (each as text)."""
@@ -94,6 +98,11 @@ class Judge:
             score = 1.0 if score else 0.0
         if not isinstance(score, int | float):
             raise InputError(f"The judge {self.role.name!r} reported no number or bool as its score: {reported!r:.80}")
+        if not -MAX_SCORE <= score <= MAX_SCORE:  # NaN, infinite, or an int too large to be a float
+            raise InputError(
+                f"The judge {self.role.name!r} reported the score {score!r:.40}: a score is a finite number of at most "
+                f"{MAX_SCORE:g} either way."
+            )
         return Verdict("" if reasoning is None else str(reasoning), float(score))
 
     def __repr__(self) -> str:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from agl_notebook import InputError, Role, Run, ScriptedModel, Verdict, describe, judge, reporting_tool
+from agl_notebook import InputError, JudgeCase, Role, Run, ScriptedModel, Verdict, describe, judge, reporting_tool
 from agl_notebook._map_scope import current_map_item
 from agl_notebook.models.base import ModelRequest
 from agl_notebook.replay.stores import MemoryStore
@@ -266,3 +267,32 @@ async def test_a_score_that_returns_something_else_fails_its_item() -> None:
 
 def _with_model(model: ScriptedModel) -> Role[Answer]:
     return Role(ROLE.name, ROLE.instructions, accepts=(Query,), tools=list(ROLE.tools), model=model)
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, 1e308, -1e308, 10**400])
+async def test_a_score_that_is_infinite_or_too_large_to_average_fails_its_item(value: Any) -> None:
+    results = await Run().map(_with_model(ScriptedModel(Repeating().__call__)), questions(3), score=lambda q, a: value)
+    assert [type(f.error) for f in results.failures] == [InputError] * 3
+    assert "a finite number" in str(results.failures[0].error)
+    assert results.mean_score is None and results.score_interval is None
+    assert "score" in repr(results) and "<" in results._repr_html_()
+
+
+@dataclass
+class WholeVerdict:
+    score: int = describe("The score, a whole number.")
+
+
+async def test_a_judge_reporting_a_score_too_large_for_a_float_fails_the_item_with_an_input_error() -> None:
+    huge = {"calls": [{"name": "report_verdict", "args": {"score": 10**400}}]}
+    grader: Role[WholeVerdict] = Role(
+        "grader",
+        "Judge.",
+        accepts=(JudgeCase,),
+        tools=[reporting_tool("report_verdict", "Report.", WholeVerdict)],
+        model=ScriptedModel(lambda request: huge),
+    )
+    role = _with_model(ScriptedModel(Repeating().__call__))
+    results = await Run().map(role, questions(2), score=judge(grader, "Right?"))
+    assert [type(f.error) for f in results.failures] == [InputError] * 2
+    assert "a finite number" in str(results.failures[0].error)
