@@ -29,7 +29,7 @@ import weakref
 from collections.abc import Callable, Coroutine
 from typing import IO, TYPE_CHECKING, Any
 
-from .._secrets import scrub_text
+from .._secrets import scrub_text, secrets_from_environment
 from ..errors import MCPServerError
 from ..payloads import JsonObject
 from .listing import ServerTools, offered_tools
@@ -219,21 +219,27 @@ class Connection:
         try:
             self._stderr.flush()
             size = self._stderr.seek(0, os.SEEK_END)
-            self._stderr.seek(max(0, size - 4 * STDERR_TAIL_CHARS))
+            start = max(0, size - 4 * STDERR_TAIL_CHARS)
+            self._stderr.seek(start)
             text = self._stderr.read().decode("utf-8", "replace")
         except (OSError, ValueError):
             return ""
-        lines = [line for line in text.splitlines() if not line.startswith(_PID_MARK)]
-        secrets = [*self.server.env.values(), *self.server.headers.values()]
-        return scrub_text("\n".join(lines), [s for s in secrets if len(s) >= 8])[-STDERR_TAIL_CHARS:]
+        # A window that began inside a line may have begun inside a secret, which is then no longer one to scrub.
+        lines = text.splitlines()[1:] if start else text.splitlines()
+        lines = [line for line in lines if not line.startswith(_PID_MARK)]
+        return scrub_text("\n".join(lines), self._secrets())[-STDERR_TAIL_CHARS:]
+
+    def _secrets(self) -> list[str]:
+        """What no error may say: the server's ``env`` and header values, and the kernel's own secrets."""
+        given = [s for s in (*self.server.env.values(), *self.server.headers.values()) if len(s) >= 8]
+        return [*given, *secrets_from_environment()]
 
     def _error(self, what: str, *, tool: str | None = None, end: bool = True) -> MCPServerError:
         tail = self.stderr_tail()
         call = f" (calling its tool {tool!r})" if tool else ""
         said = f"\nThe end of its stderr:\n{tail}" if tail else ""
         after = " It is started again on its next use." if end else ""
-        secrets = [*self.server.env.values(), *self.server.headers.values()]
-        message = scrub_text(f"The MCP server {self.server.name!r}{call} {what}.{after}{said}", secrets)
+        message = scrub_text(f"The MCP server {self.server.name!r}{call} {what}.{after}{said}", self._secrets())
         return MCPServerError(message, server=self.server.name, tool=tool, stderr=tail)
 
     def _end(self, error: MCPServerError) -> MCPServerError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -122,3 +123,23 @@ async def test_step_sync_beside_a_session_on_the_running_loop(tag: str) -> None:
     assert processes(tag) == [outer]  # the step_sync's server is gone; this loop's stays open
     await _sessions.close_loop()
     assert await gone(tag) == []
+
+
+@pytest.mark.parametrize("pad", [0, 1990, 1992, 1994])
+async def test_the_stderr_tail_is_scrubbed_of_the_kernel_s_secrets_whole_or_at_the_tail_s_start(
+    tag: str, pad: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A secret the server came to know (not one of its ``env``): said whole, or where the tail's window begins
+    (after it, ``pad`` four-byte characters: the window is read in bytes, shown in characters)."""
+    from tests.notebook.test_saved_views import leaked, planted_secret
+
+    secret = planted_secret()
+    monkeypatch.setenv("AGL_TEST_SERVICE_PASSWORD", secret)  # the kernel knows it as a secret
+    (tmp_path / "planted").write_text(secret, encoding="utf-8")
+    server = fault_server(tag, env={"AGL_TEST_PLANTED_FILE": str(tmp_path / "planted"), "AGL_TEST_PAD": str(pad)})
+    with pytest.raises(MCPServerError) as caught:
+        await Run(model=script(("crash", {})), store=MemoryStore(), mode="auto").step(role(server), "crash it")
+    said = [str(caught.value), caught.value.stderr, repr(caught.value)]
+    assert not leaked(said, secret), leaked(said, secret)
+    if not pad:
+        assert "I know [REDACTED]" in str(caught.value)

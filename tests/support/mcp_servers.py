@@ -25,6 +25,7 @@ import asyncio
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import mcp_types as types
@@ -125,6 +126,10 @@ async def call(name: str, arguments: dict[str, Any], ctx: Any = None) -> types.C
         print("the server is about to crash on purpose", file=sys.stderr, flush=True)
         if os.environ.get("AGL_TEST_PLANTED"):  # a secret given in its environment, said on its stderr
             print(f"my token is {os.environ['AGL_TEST_PLANTED']}", file=sys.stderr, flush=True)
+        if os.environ.get("AGL_TEST_PLANTED_FILE"):  # a secret of the kernel's that the server came to know
+            known = Path(os.environ["AGL_TEST_PLANTED_FILE"]).read_text(encoding="utf-8")  # noqa: ASYNC240
+            print(f"I know {known}", file=sys.stderr, flush=True)
+            print("\N{GRINNING FACE}" * int(os.environ.get("AGL_TEST_PAD", "0")), file=sys.stderr, flush=True)
         os._exit(3)
     if name == "hang":
         await asyncio.sleep(3600)
