@@ -290,6 +290,7 @@ class Connection:
 
     def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
         server = self.server
+        _scrub_sdk_logs()
         if server.transport == "http":
             from mcp.client.streamable_http import streamable_http_client
             from mcp.shared._httpx_utils import create_mcp_http_client
@@ -374,6 +375,45 @@ class Connection:
         if task.exception() is not None:
             return ErrorData(code=INVALID_PARAMS, message="The client could not ask the person.")
         return task.result()
+
+
+_SDK_LOGGERS = ("mcp.client.stdio", "mcp.client.streamable_http", "mcp.shared.jsonrpc_dispatcher", "client", "httpx")
+"""The loggers of the SDK's client (its session logs as ``client``) and its HTTP client, which log what servers send."""
+
+
+def _scrub_sdk_logs() -> None:
+    """No secret a server sends reaches a log handler through the SDK's loggers (`_secret_logs`)."""
+    import logging
+
+    from .._secret_logs import scrub_logs
+
+    for name in _SDK_LOGGERS:
+        logger = logging.getLogger(name)
+        if _NO_SERVER_TRACEBACK not in logger.filters:
+            logger.addFilter(_NO_SERVER_TRACEBACK)  # before the scrubber, which then scrubs the message it leaves
+    scrub_logs(*_SDK_LOGGERS)
+
+
+class _NoServerTraceback:
+    """Keeps only the type of a log record's exception.
+
+    The SDK logs a line it could not parse with the parser's error, whose text quotes the line cut short (pydantic
+    shortens long input): a secret cut there is no longer one the scrubber finds. The step's `MCPServerError` says
+    what the server sent.
+    """
+
+    def filter(self, record: Any) -> bool:
+        """Replace the record's traceback by its exception's type, in the message."""
+        error = record.exc_info[1] if record.exc_info else None
+        # The SDK's session logs as "client": a logger of that name elsewhere keeps its tracebacks.
+        if error is not None and _SDK_FOLDER in str(record.pathname):
+            record.msg, record.args = f"{record.getMessage()} ({type(error).__name__})", ()
+            record.exc_info = record.exc_text = None
+        return True
+
+
+_NO_SERVER_TRACEBACK = _NoServerTraceback()
+_SDK_FOLDER = f"{os.sep}mcp{os.sep}"
 
 
 async def _listing(session: ClientSession) -> list[dict[str, Any]]:

@@ -202,7 +202,9 @@ def main() -> None:
     options = parser.parse_args()
     if options.kind == "garbage":
         sys.stdin.readline()
-        print("this is not JSON-RPC", flush=True)
+        planted = os.environ.get("AGL_TEST_PLANTED_FILE")  # a secret of the kernel's, in the garbage
+        known = Path(planted).read_text(encoding="utf-8") if planted else ""
+        print(f"this is not JSON-RPC {known} {json.dumps(known)} {known}", flush=True)
         sys.stdin.read()
         return
     if options.kind == "stubborn":  # ignores SIGTERM and outlives its stdin: only SIGKILL ends it
