@@ -181,9 +181,11 @@ def elicitation(server: str, tool: str | None, params: Any) -> Elicitation:
 
 def _input(name: str, label: str, prop: dict[str, Any], *, optional: bool) -> tuple[Input, Mapping[str, Any] | None]:
     kind = prop.get("type")
-    options = _options(prop)
+    options = _options(name, prop)
     if options is not None:
         if optional:
+            if NO_ANSWER in options:
+                raise UnsupportedRequest(f"The property {name!r} offers two options shown as {NO_ANSWER!r}.")
             options = {**options, NO_ANSWER: None}
         try:
             return ChoiceInput(label, tuple(options)), options
@@ -221,17 +223,23 @@ def _input(name: str, label: str, prop: dict[str, Any], *, optional: bool) -> tu
     )
 
 
-def _options(prop: dict[str, Any]) -> dict[str, Any] | None:
+def _options(name: str, prop: dict[str, Any]) -> dict[str, Any] | None:
     """A single choice's options, as shown, to the values they stand for; None when ``prop`` is not a choice."""
     if isinstance(prop.get("enum"), list):
         values = prop["enum"]
         titles = prop.get("enumNames")
         shown = titles if isinstance(titles, list) and len(titles) == len(values) else values
-        return {str(t): v for t, v in zip(shown, values, strict=True)}
-    one_of = prop.get("oneOf") or prop.get("anyOf")
-    if isinstance(one_of, list) and one_of and all(isinstance(o, dict) and "const" in o for o in one_of):
-        return {str(o.get("title", o["const"])): o["const"] for o in one_of}
-    return None
+        pairs = [(str(t), v) for t, v in zip(shown, values, strict=True)]
+    else:
+        one_of = prop.get("oneOf") or prop.get("anyOf")
+        if not (isinstance(one_of, list) and one_of and all(isinstance(o, dict) and "const" in o for o in one_of)):
+            return None
+        pairs = [(str(o.get("title", o["const"])), o["const"]) for o in one_of]
+    options = dict(pairs)
+    if len(options) < len(pairs):  # merged, the person could not choose one of them, and would not know
+        twice = next(shown for shown, _ in pairs if sum(1 for s, _ in pairs if s == shown) > 1)
+        raise UnsupportedRequest(f"The property {name!r} offers two options shown as {twice!r}.")
+    return options
 
 
 def _whole(value: object) -> int | None:

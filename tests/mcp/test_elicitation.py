@@ -17,7 +17,7 @@ from agl_notebook._map_scope import current_map_item
 from agl_notebook.errors import InputError
 from agl_notebook.events import Event, QuestionAnswered, QuestionAsked
 from agl_notebook.mcp import _sessions
-from agl_notebook.mcp.elicitation import elicitation
+from agl_notebook.mcp.elicitation import UnsupportedRequest, elicitation
 from agl_notebook.replay.records import StepRecord, record_from_json
 from agl_notebook.replay.stores import MemoryStore
 from agl_notebook.screens import Screen
@@ -182,3 +182,22 @@ def test_the_screen_of_a_schema() -> None:
     assert made.screen.validate(["Accept", "2026-12-02", "(no answer)", 0.5])[2:] == ("(no answer)", 0.5)
     with pytest.raises(InputError, match="a date"):
         made.screen.validate(["Accept", "02/12/2026", "Large", None])
+
+
+@pytest.mark.parametrize(
+    "prop",
+    [
+        {"type": "string", "enum": ["a", "b"], "enumNames": ["Same", "Same"]},
+        {"type": "string", "oneOf": [{"const": "a", "title": "Same"}, {"const": "b", "title": "Same"}]},
+        {"type": "string", "enum": ["1", 1]},
+        {"type": "string", "enum": ["(no answer)", "b"]},  # not required: a choice of its own is "(no answer)"
+    ],
+)
+def test_a_choice_whose_options_read_alike_is_refused_rather_than_merged(prop: dict[str, Any]) -> None:
+    class Params:
+        mode = "form"
+        message = "Pick"
+        requested_schema: ClassVar[dict[str, Any]] = {"type": "object", "properties": {"pick": prop}}
+
+    with pytest.raises(UnsupportedRequest, match="The property 'pick' offers two options shown as"):
+        elicitation("srv", "tool", Params())
