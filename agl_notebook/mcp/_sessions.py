@@ -231,8 +231,7 @@ class Connection:
 
     def _secrets(self) -> list[str]:
         """What no error may say: the server's ``env`` and header values, and the kernel's own secrets."""
-        given = [s for s in (*self.server.env.values(), *self.server.headers.values()) if len(s) >= 8]
-        return [*given, *secrets_from_environment()]
+        return [*self.server.secrets(), *secrets_from_environment()]
 
     def _error(self, what: str, *, tool: str | None = None, end: bool = True) -> MCPServerError:
         tail = self.stderr_tail()

@@ -207,6 +207,15 @@ class MCPServer(Fieldwise):
             }
         )
 
+    def secrets(self) -> tuple[str, ...]:
+        """What nothing the server sends back may say: its ``env`` and header values (a bearer token alone too).
+
+        Shorter values (``"1"``, ``"true"``) would redact ordinary words, so they are left out.
+        """
+        values = [*self.env.values(), *self.headers.values()]
+        values += [v.split(" ", 1)[1] for v in self.headers.values() if v.lower().startswith("bearer ")]
+        return tuple(v for v in values if len(v) >= 8)
+
     def __repr__(self) -> str:
         where = f"{self.command} {' '.join(self.args)}".strip() if self.transport == "stdio" else self.url
         return f"MCPServer.{self.transport}({self.name!r}: {where})"

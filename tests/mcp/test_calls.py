@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import base64
+import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agl_notebook import MCPServer, Run, ScriptedCall, ScriptedModel, ScriptedTurn
 from agl_notebook.errors import InputError, MCPServerError
+from agl_notebook.mcp.results import MAX_RESULT_CHARS
 from agl_notebook.replay.stores import MemoryStore
 from agl_notebook.transcript import ToolResultBlock, block_to_json
 from tests.support.mcp_servers import PNG_1PX
@@ -175,3 +178,24 @@ async def grow_then_use(server: MCPServer) -> None:
         b.content for r in (first, second) for m in r.transcript for b in m.content if isinstance(b, ToolResultBlock)
     ]
     assert said[0] == "added grown_1" and said[2] == "grown_1 ran", said
+
+
+@pytest.mark.parametrize("case", range(5))
+async def test_a_result_holding_a_secret_of_the_kernel_or_of_the_server_env_is_scrubbed(
+    tag: str, case: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Whole, escaped, across two text blocks, or across the cut at `MAX_RESULT_CHARS`: no piece is recorded."""
+    from tests.notebook.test_saved_views import leaked, planted_secret
+
+    kernels, servers = planted_secret(), planted_secret()
+    monkeypatch.setenv("AGL_TEST_SERVICE_PASSWORD", kernels)
+    (tmp_path / "planted").write_text(kernels, encoding="utf-8")
+    # A credential given to the server, and a secret of the kernel's the server came to know.
+    server = fault_server(tag, env={"AGL_TEST_PLANTED": servers, "AGL_TEST_PLANTED_FILE": str(tmp_path / "planted")})
+    calls = [("pieces", {"case": case, "which": which, "limit": MAX_RESULT_CHARS}) for which in ("file", "env")]
+    store = MemoryStore()
+    await Run(model=script(*calls), store=store, mode="auto").step(role(server), "go")
+    texts = [json.dumps(r.to_json()) for r in store.records()]
+    assert "it is" in texts[0] or "after the cut" not in texts[0]
+    assert not leaked(texts, kernels), leaked(texts, kernels)
+    assert not leaked(texts, servers), leaked(texts, servers)
