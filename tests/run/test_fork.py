@@ -278,6 +278,8 @@ async def test_a_fork_with_another_input_or_bad_options_is_refused(forkable: Any
         await run.step(pager_role(handlers), "Question?", at_turn=1)
     with pytest.raises(InputError, match="fork_from takes"):
         await run.step(pager_role(handlers), "Question?", fork_from=3, at_turn=1)  # type: ignore[call-overload]
+    with pytest.raises(InputError, match=r"fork_from takes a record id .*, not an empty string"):
+        await run.step(pager_role(handlers), "Question?", fork_from="  ", at_turn=1)
     with pytest.raises(InputError, match="takes the step's input"):
         await run.step(pager_role(handlers))
     assert pager.bodies[TURNS:] == []
