@@ -92,9 +92,9 @@ class MCPServer(Fieldwise):
         if not isinstance(self.prefix, str) or (self.prefix and not re.fullmatch(r"[A-Za-z0-9_-]{1,32}", self.prefix)):
             raise InputError(f"{what}: the prefix may use only letters, digits, '_' and '-', at most 32 characters.")
         for label, seconds in (("call_timeout", self.call_timeout), ("start_timeout", self.start_timeout)):
-            if not isinstance(seconds, int | float) or not seconds > 0:
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
                 raise InputError(f"{what}: {label} must be a positive number of seconds, not {seconds!r}.")
-        if not isinstance(self.concurrency, int) or self.concurrency < 1:
+        if isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int) or self.concurrency < 1:
             raise InputError(f"{what}: concurrency must be a whole number >= 1, not {self.concurrency!r}.")
 
     @classmethod

@@ -199,3 +199,9 @@ async def test_a_result_holding_a_secret_of_the_kernel_or_of_the_server_env_is_s
     assert "it is" in texts[0] or "after the cut" not in texts[0]
     assert not leaked(texts, kernels), leaked(texts, kernels)
     assert not leaked(texts, servers), leaked(texts, servers)
+
+
+@pytest.mark.parametrize("option", ["call_timeout", "start_timeout", "concurrency"])
+def test_a_bool_is_no_number_of_seconds_or_calls(option: str) -> None:
+    with pytest.raises(InputError, match=f"{option} must be"):
+        MCPServer.stdio("units", sys.executable, [str(EXAMPLE_SERVER)], **{option: True})  # type: ignore[arg-type]
