@@ -24,14 +24,11 @@ from ..replay.fingerprint import Fingerprint
 from ..replay.modes import Mode, resolve_mode
 from ..roles import Role
 from ._engine import Context, run_unit
+from ._stats import MAX_SCORE, averageable
 
 if TYPE_CHECKING:
     from ..models.base import Model
     from ._step import StepPlan
-
-
-MAX_SCORE = 1e100
-"""The largest score (either way): sums of squares of differences over a billion inputs of such scores stay finite."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +95,7 @@ class Judge:
             score = 1.0 if score else 0.0
         if not isinstance(score, int | float):
             raise InputError(f"The judge {self.role.name!r} reported no number or bool as its score: {reported!r:.80}")
-        if not -MAX_SCORE <= score <= MAX_SCORE:  # NaN, infinite, or an int too large to be a float
+        if not averageable(score):  # NaN, infinite, or an int too large to be a float
             raise InputError(
                 f"The judge {self.role.name!r} reported the score {score!r:.40}: a score is a finite number of at most "
                 f"{MAX_SCORE:g} either way."

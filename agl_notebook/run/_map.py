@@ -41,10 +41,11 @@ from ..replay.stores import map_store
 from ..roles import Role
 from ..transcript import Message
 from ._engine import Context, MapVersions, keep_failure, run_unit
-from ._judge import MAX_SCORE, Judge, Scoring, Verdict, judge
+from ._judge import Judge, Scoring, Verdict, judge
 from ._map_state import MapItem, MapResults, MapState, MapView, item_fields
 from ._meter import Meter, estimate
 from ._pacer import MAX_CONCURRENCY, MIN_CONCURRENCY, MapPacer
+from ._stats import MAX_SCORE, averageable
 from ._step import _tool_spec as _spec
 from ._step import check_input, reporting_of
 from ._vs_previous import previous_of, scored_previous
@@ -412,18 +413,13 @@ async def _scored(score: Score, item: MapItem, scoring: Scoring) -> tuple[float 
         value = value.score
     if isinstance(value, bool):
         return value, reasoning
-    if isinstance(value, int | float) and _averageable(value):
+    if isinstance(value, int | float) and averageable(value):
         return float(value), reasoning
     raise InputError(
         f"score(input, result) must return a number or a bool, not {value!r:.60} (item {item.index}): a finite "
         f"number of at most {MAX_SCORE:g} either way, so means and intervals can be summed; the item's result is "
         "recorded, so fixing score and running the cell again replays it."
     )
-
-
-def _averageable(value: int | float) -> bool:
-    """Not NaN, not infinite, and small enough that sums of it (and of its squares) cannot overflow."""
-    return -MAX_SCORE <= value <= MAX_SCORE  # NaN compares false; a huge int is compared exactly, never converted
 
 
 def check_epochs(epochs: object, where: str) -> None:

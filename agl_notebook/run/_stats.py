@@ -53,6 +53,15 @@ _WIDTH = 8.0
 """A binomial table reaches this many SDs (and 6 values more) either side of its mode: the rest is never drawn."""
 
 
+MAX_SCORE = 1e100
+"""The largest score (either way): sums of squares of differences over a billion inputs of such scores stay finite."""
+
+
+def averageable(value: float) -> bool:
+    """Not NaN, not infinite, and small enough that sums of it (and of its squares) cannot overflow."""
+    return -MAX_SCORE <= value <= MAX_SCORE  # NaN compares false; a huge int is compared exactly, never converted
+
+
 @dataclass(frozen=True)
 class Interval:
     """A mean with its bootstrap interval."""
