@@ -219,7 +219,7 @@ def _asker(server: MCPServer, t: OfferedTool, terminal: Terminal, failed: list[E
         from ..mcp.elicitation import UnsupportedRequest, elicitation
 
         try:
-            made = elicitation(server.name, t.name, params)
+            made = elicitation(server.name, t.name, params, server.secrets())
         except UnsupportedRequest as e:
             return ErrorData(code=INVALID_PARAMS, message=str(e))
         try:

@@ -201,3 +201,24 @@ def test_a_choice_whose_options_read_alike_is_refused_rather_than_merged(prop: d
 
     with pytest.raises(UnsupportedRequest, match="The property 'pick' offers two options shown as"):
         elicitation("srv", "tool", Params())
+
+
+async def test_a_question_saying_the_server_s_own_credential_is_scrubbed_in_the_record_and_the_screen(tag: str) -> None:
+    from tests.notebook.test_saved_views import leaked, planted_secret
+
+    secret = planted_secret()
+    shown: list[str] = []
+
+    class Person(Terminal):
+        async def ask(self, screen: Screen[Any]) -> Any:
+            shown.append(screen.text)
+            return screen.validate(["Decline"])
+
+    server = fault_server(tag, env={"AGL_TEST_PLANTED": secret})
+    store = MemoryStore()
+    await Run(model=script(), store=store, terminal=Person(), mode="auto").step(role(server), "go")
+    (record,) = store.records()
+    texts = [*shown, json.dumps(record.to_json())]
+    assert shown and shown[0].startswith("Book a room? [REDACTED]")
+    assert not leaked(texts, secret), leaked(texts, secret)
+    await _sessions.close_loop()

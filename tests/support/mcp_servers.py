@@ -175,7 +175,10 @@ async def call(name: str, arguments: dict[str, Any], ctx: Any = None) -> types.C
             items = {"type": "string", "enum": ["a", "b"]}
             schema = {"type": "object", "properties": {"many": {"type": "array", "items": items}}}
         try:
-            answer = await ctx.session.elicit_form("Book a room?", schema, related_request_id=ctx.request_id)
+            # A server given a credential may say it back in its question (AGL_TEST_PLANTED: its env).
+            planted = os.environ.get("AGL_TEST_PLANTED")
+            question = f"Book a room? {planted}" if planted else "Book a room?"
+            answer = await ctx.session.elicit_form(question, schema, related_request_id=ctx.request_id)
         except Exception as e:  # the client refused the request: the tool says so
             return text(f"elicitation failed: {e}", error=True)
         if name == "ask_slow":
