@@ -96,6 +96,18 @@ async def test_include_offers_only_the_tools_named(tag: str) -> None:
     assert sorted(t.name for t in model.tools[0]) == ["echo", "report"]
 
 
+@pytest.mark.parametrize(("include", "said"), [(["ech"], "'ech'"), (["p_echo", "pid"], "'p_echo'")])
+async def test_include_naming_a_tool_the_server_does_not_list_fails_naming_it(
+    tag: str, include: list[str], said: str
+) -> None:
+    """A typo (or a name given with the prefix) would otherwise offer nothing of the server, and say nothing."""
+    store = MemoryStore()
+    with pytest.raises(MCPServerError, match=f"include names {said}, which the server does not list") as caught:
+        await Run(model=script(), store=store).step(role(fault_server(tag, include=include, prefix="p_")), "go")
+    assert "before the prefix 'p_'" in str(caught.value) and "echo" in str(caught.value)
+    assert not store.records()
+
+
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 async def test_is_error_output_schema_image_and_audio_results(
     transport: str, tag: str, http_faults: HttpServer
