@@ -217,3 +217,17 @@ async def test_a_result_holding_a_secret_of_the_kernel_or_of_the_server_env_is_s
 def test_a_bool_is_no_number_of_seconds_or_calls(option: str) -> None:
     with pytest.raises(InputError, match=f"{option} must be"):
         MCPServer.stdio("units", sys.executable, [str(EXAMPLE_SERVER)], **{option: True})  # type: ignore[arg-type]
+
+
+def test_blocks_holding_the_joining_character_are_scrubbed_one_by_one_and_kept_apart(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agl_notebook.mcp.results import _scrubbed
+    from tests.notebook.test_saved_views import planted_secret
+
+    secret = planted_secret()
+    monkeypatch.setenv("AGL_TEST_SERVICE_PASSWORD", secret)
+    half = len(secret) // 2
+    parts = ["a\x00b", f"it is {secret[:half]}", f"{secret[half:]} and \x00 more", secret]
+    assert _scrubbed(parts, ()) == ["a\x00b", "it is [REDACTED]", " and \x00 more", "[REDACTED]"]
+    assert _scrubbed(["one", f"x{secret[:half]}", f"{secret[half:]}y"], ()) == ["one", "x[REDACTED]", "y"]
