@@ -94,7 +94,10 @@ class Judge:
         if isinstance(score, bool):
             score = 1.0 if score else 0.0
         if not isinstance(score, int | float):
-            raise InputError(f"The judge {self.role.name!r} reported no number or bool as its score: {reported!r:.80}")
+            from .._secrets import scrub_text, secrets_from_environment
+
+            said = scrub_text(repr(reported), secrets_from_environment())[:80]  # scrubbed before it is cut
+            raise InputError(f"The judge {self.role.name!r} reported no number or bool as its score: {said}")
         if not averageable(score):  # NaN, infinite, or an int too large to be a float
             raise InputError(
                 f"The judge {self.role.name!r} reported the score {score!r:.40}: a score is a finite number of at most "

@@ -296,3 +296,39 @@ async def test_a_judge_reporting_a_score_too_large_for_a_float_fails_the_item_wi
     results = await Run().map(role, questions(2), score=judge(grader, "Right?"))
     assert [type(f.error) for f in results.failures] == [InputError] * 2
     assert "a finite number" in str(results.failures[0].error)
+
+
+@dataclass
+class WordVerdict:
+    reasoning: str = describe("Why.")
+    score: str = describe("A word, not a number.")
+
+
+async def test_a_judge_reporting_no_number_is_refused_without_a_piece_of_a_secret_it_wrote(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The refusal quotes the payload cut short: a secret across the cut is scrubbed before it."""
+    from tests.notebook.test_saved_views import leaked, planted_secret
+
+    secret = planted_secret()
+    monkeypatch.setenv("AGL_TEST_SERVICE_PASSWORD", secret)
+    said = {"calls": [{"name": "report_verdict", "args": {"reasoning": "w" * 30 + secret, "score": "good"}}]}
+    grader: Role[WordVerdict] = Role(
+        "grader",
+        "Judge.",
+        accepts=(JudgeCase,),
+        tools=[reporting_tool("report_verdict", "Report.", WordVerdict)],
+        model=ScriptedModel(lambda request: said),
+    )
+    store = MemoryStore()
+    role = _with_model(ScriptedModel(Repeating().__call__))
+    results = await Run(store=store).map(role, questions(1), score=judge(grader, "Right?"))
+    (failure,) = results.failures
+    assert "reported no number or bool as its score" in str(failure.error)
+    texts = [
+        str(failure.error),
+        repr(results),
+        results._repr_html_(),
+        *(json.dumps(r.to_json()) for r in store.records()),
+    ]
+    assert not leaked(texts, secret), leaked(texts, secret)
