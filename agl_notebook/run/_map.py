@@ -415,8 +415,11 @@ async def _scored(score: Score, item: MapItem, scoring: Scoring) -> tuple[float 
         return value, reasoning
     if isinstance(value, int | float) and averageable(value):
         return float(value), reasoning
+    from .._secrets import scrub_text, secrets_from_environment
+
+    said = scrub_text(repr(value), secrets_from_environment())[:60]  # scrubbed before it is cut
     raise InputError(
-        f"score(input, result) must return a number or a bool, not {value!r:.60} (item {item.index}): a finite "
+        f"score(input, result) must return a number or a bool, not {said} (item {item.index}): a finite "
         f"number of at most {MAX_SCORE:g} either way, so means and intervals can be summed; the item's result is "
         "recorded, so fixing score and running the cell again replays it."
     )

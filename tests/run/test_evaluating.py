@@ -332,3 +332,18 @@ async def test_a_judge_reporting_no_number_is_refused_without_a_piece_of_a_secre
         *(json.dumps(r.to_json()) for r in store.records()),
     ]
     assert not leaked(texts, secret), leaked(texts, secret)
+
+
+async def test_a_score_returning_text_is_refused_without_a_piece_of_a_secret_in_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.notebook.test_saved_views import leaked, planted_secret
+
+    secret = planted_secret()
+    monkeypatch.setenv("AGL_TEST_SERVICE_PASSWORD", secret)
+    role = _with_model(ScriptedModel(Repeating().__call__))
+    results = await Run().map(role, questions(1), score=lambda q, a: "y" * 40 + secret)
+    (failure,) = results.failures
+    texts = [str(failure.error), repr(results), results._repr_html_()]
+    assert "must return a number or a bool" in texts[0]
+    assert not leaked(texts, secret), leaked(texts, secret)
