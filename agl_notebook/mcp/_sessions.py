@@ -156,7 +156,7 @@ class Connection:
         except MCPServerError as e:  # the new listing breaks a limit: the connection ends, as at the start
             raise self._end(e) from None
         except Exception as e:
-            raise self._end(self._error(f"failed to list its tools again: {_describe(e)}")) from None
+            raise self._end(self._error(f"failed to list its tools again: {_describe(e, self._secrets())}")) from None
 
     async def call(self, name: str, arguments: JsonObject, call_id: str, ask: Ask | None = None) -> CallToolResult:
         """Call the server's tool ``name`` (its own name for it) within the call timeout.
@@ -280,7 +280,7 @@ class Connection:
             self._end(self.failure or self._error("was stopped"))
             raise
         except BaseException as e:  # an ExceptionGroup from the SDK's task groups, a spawn error
-            self._end(self._error(f"ended: {_describe(e)}"))
+            self._end(self._error(f"ended: {_describe(e, self._secrets())}"))
         finally:
             self.session = None
             if self.pid is not None:  # the transport stopped it (and its process group) as it closed
@@ -331,7 +331,7 @@ class Connection:
 
     async def _on_message(self, message: object) -> None:
         if isinstance(message, Exception):  # the transport could not read what the server sent
-            self._end(self._error(f"sent something that is not MCP JSON-RPC: {_describe(message)}"))
+            self._end(self._error(f"sent something that is not MCP JSON-RPC: {_describe(message, self._secrets())}"))
         elif getattr(message, "method", None) == "notifications/tools/list_changed":
             self._listed_again = False  # the next step lists them again (`ready`); a step running keeps its own
 
@@ -517,11 +517,12 @@ async def _http(streamable_http_client: Any, client: Any, url: str) -> Any:
         yield streams
 
 
-def _describe(error: BaseException) -> str:
-    """An exception as one line, an ExceptionGroup by its first leaf."""
+def _describe(error: BaseException, secrets: list[str]) -> str:
+    """An exception as one line, an ExceptionGroup by its first leaf; scrubbed of ``secrets`` before it is cut."""
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
-    text = str(error).strip().splitlines()[0][:300] if str(error).strip() else ""
+    said = str(error).strip()
+    text = scrub_text(said.splitlines()[0], secrets)[:300] if said else ""
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 

@@ -143,3 +143,18 @@ async def test_the_stderr_tail_is_scrubbed_of_the_kernel_s_secrets_whole_or_at_t
     assert not leaked(said, secret), leaked(said, secret)
     if not pad:
         assert "I know [REDACTED]" in str(caught.value)
+
+
+async def test_an_error_s_one_line_is_scrubbed_before_it_is_cut(tag: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exception that ended the session is said in one line cut at 300 characters: a secret across the cut goes."""
+    from agl_notebook import MCPServer
+    from tests.notebook.test_saved_views import leaked, planted_secret
+
+    secret = planted_secret().replace("/", "")
+    monkeypatch.setenv("AGL_TEST_SERVICE_PASSWORD", secret)
+    for pad in range(222, 244, 3):  # the path starts 51 characters into the line: the cut falls in the secret
+        server = MCPServer.stdio("faults", "python3", ["-c", "pass", tag], cwd=f"/nonexistent/{'x' * pad}{secret}")
+        with pytest.raises(MCPServerError) as caught:
+            await Run(model=script(), store=MemoryStore(), mode="auto").step(role(server), "go")
+        assert "No such file or directory" in str(caught.value)
+        assert not leaked([str(caught.value)], secret), (pad, leaked([str(caught.value)], secret))
