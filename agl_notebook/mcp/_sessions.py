@@ -29,7 +29,7 @@ import weakref
 from collections.abc import Callable, Coroutine
 from typing import IO, TYPE_CHECKING, Any
 
-from .._secrets import scrub_text
+from .._secrets import scrub_text, secrets_from_environment
 from ..errors import MCPServerError
 from ..payloads import JsonObject
 from .listing import ServerTools, offered_tools
@@ -156,7 +156,7 @@ class Connection:
         except MCPServerError as e:  # the new listing breaks a limit: the connection ends, as at the start
             raise self._end(e) from None
         except Exception as e:
-            raise self._end(self._error(f"failed to list its tools again: {_describe(e)}")) from None
+            raise self._end(self._error(f"failed to list its tools again: {_describe(e, self._secrets())}")) from None
 
     async def call(self, name: str, arguments: JsonObject, call_id: str, ask: Ask | None = None) -> CallToolResult:
         """Call the server's tool ``name`` (its own name for it) within the call timeout.
@@ -219,21 +219,26 @@ class Connection:
         try:
             self._stderr.flush()
             size = self._stderr.seek(0, os.SEEK_END)
-            self._stderr.seek(max(0, size - 4 * STDERR_TAIL_CHARS))
+            start = max(0, size - 4 * STDERR_TAIL_CHARS)
+            self._stderr.seek(start)
             text = self._stderr.read().decode("utf-8", "replace")
         except (OSError, ValueError):
             return ""
-        lines = [line for line in text.splitlines() if not line.startswith(_PID_MARK)]
-        secrets = [*self.server.env.values(), *self.server.headers.values()]
-        return scrub_text("\n".join(lines), [s for s in secrets if len(s) >= 8])[-STDERR_TAIL_CHARS:]
+        # A window that began inside a line may have begun inside a secret, which is then no longer one to scrub.
+        lines = text.splitlines()[1:] if start else text.splitlines()
+        lines = [line for line in lines if not line.startswith(_PID_MARK)]
+        return scrub_text("\n".join(lines), self._secrets())[-STDERR_TAIL_CHARS:]
+
+    def _secrets(self) -> list[str]:
+        """What no error may say: the server's ``env`` and header values, and the kernel's own secrets."""
+        return [*self.server.secrets(), *secrets_from_environment()]
 
     def _error(self, what: str, *, tool: str | None = None, end: bool = True) -> MCPServerError:
         tail = self.stderr_tail()
         call = f" (calling its tool {tool!r})" if tool else ""
         said = f"\nThe end of its stderr:\n{tail}" if tail else ""
         after = " It is started again on its next use." if end else ""
-        secrets = [*self.server.env.values(), *self.server.headers.values()]
-        message = scrub_text(f"The MCP server {self.server.name!r}{call} {what}.{after}{said}", secrets)
+        message = scrub_text(f"The MCP server {self.server.name!r}{call} {what}.{after}{said}", self._secrets())
         return MCPServerError(message, server=self.server.name, tool=tool, stderr=tail)
 
     def _end(self, error: MCPServerError) -> MCPServerError:
@@ -275,7 +280,7 @@ class Connection:
             self._end(self.failure or self._error("was stopped"))
             raise
         except BaseException as e:  # an ExceptionGroup from the SDK's task groups, a spawn error
-            self._end(self._error(f"ended: {_describe(e)}"))
+            self._end(self._error(f"ended: {_describe(e, self._secrets())}"))
         finally:
             self.session = None
             if self.pid is not None:  # the transport stopped it (and its process group) as it closed
@@ -284,6 +289,7 @@ class Connection:
 
     def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
         server = self.server
+        _scrub_sdk_logs()
         if server.transport == "http":
             from mcp.client.streamable_http import streamable_http_client
             from mcp.shared._httpx_utils import create_mcp_http_client
@@ -325,7 +331,7 @@ class Connection:
 
     async def _on_message(self, message: object) -> None:
         if isinstance(message, Exception):  # the transport could not read what the server sent
-            self._end(self._error(f"sent something that is not MCP JSON-RPC: {_describe(message)}"))
+            self._end(self._error(f"sent something that is not MCP JSON-RPC: {_describe(message, self._secrets())}"))
         elif getattr(message, "method", None) == "notifications/tools/list_changed":
             self._listed_again = False  # the next step lists them again (`ready`); a step running keeps its own
 
@@ -368,6 +374,45 @@ class Connection:
         if task.exception() is not None:
             return ErrorData(code=INVALID_PARAMS, message="The client could not ask the person.")
         return task.result()
+
+
+_SDK_LOGGERS = ("mcp.client.stdio", "mcp.client.streamable_http", "mcp.shared.jsonrpc_dispatcher", "client", "httpx")
+"""The loggers of the SDK's client (its session logs as ``client``) and its HTTP client, which log what servers send."""
+
+
+def _scrub_sdk_logs() -> None:
+    """No secret a server sends reaches a log handler through the SDK's loggers (`_secret_logs`)."""
+    import logging
+
+    from .._secret_logs import scrub_logs
+
+    for name in _SDK_LOGGERS:
+        logger = logging.getLogger(name)
+        if _NO_SERVER_TRACEBACK not in logger.filters:
+            logger.addFilter(_NO_SERVER_TRACEBACK)  # before the scrubber, which then scrubs the message it leaves
+    scrub_logs(*_SDK_LOGGERS)
+
+
+class _NoServerTraceback:
+    """Keeps only the type of a log record's exception.
+
+    The SDK logs a line it could not parse with the parser's error, whose text quotes the line cut short (pydantic
+    shortens long input): a secret cut there is no longer one the scrubber finds. The step's `MCPServerError` says
+    what the server sent.
+    """
+
+    def filter(self, record: Any) -> bool:
+        """Replace the record's traceback by its exception's type, in the message."""
+        error = record.exc_info[1] if record.exc_info else None
+        # The SDK's session logs as "client": a logger of that name elsewhere keeps its tracebacks.
+        if error is not None and _SDK_FOLDER in str(record.pathname):
+            record.msg, record.args = f"{record.getMessage()} ({type(error).__name__})", ()
+            record.exc_info = record.exc_text = None
+        return True
+
+
+_NO_SERVER_TRACEBACK = _NoServerTraceback()
+_SDK_FOLDER = f"{os.sep}mcp{os.sep}"
 
 
 async def _listing(session: ClientSession) -> list[dict[str, Any]]:
@@ -472,11 +517,12 @@ async def _http(streamable_http_client: Any, client: Any, url: str) -> Any:
         yield streams
 
 
-def _describe(error: BaseException) -> str:
-    """An exception as one line, an ExceptionGroup by its first leaf."""
+def _describe(error: BaseException, secrets: list[str]) -> str:
+    """An exception as one line, an ExceptionGroup by its first leaf; scrubbed of ``secrets`` before it is cut."""
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
-    text = str(error).strip().splitlines()[0][:300] if str(error).strip() else ""
+    said = str(error).strip()
+    text = scrub_text(said.splitlines()[0], secrets)[:300] if said else ""
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 

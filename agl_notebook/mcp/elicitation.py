@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,18 +130,19 @@ class Elicitation:
         return {"action": "accept", "content": content}
 
 
-def elicitation(server: str, tool: str | None, params: Any) -> Elicitation:
+def elicitation(server: str, tool: str | None, params: Any, secrets: Sequence[str] = ()) -> Elicitation:
     """The screen for a form-mode request ``params`` (`mcp.types`) of ``server`` during the call to ``tool``.
 
     Its text is the server's message, each property's description, and who asks: nothing that changes from one run
-    to the next, so a headless map's answers can be keyed by it.
+    to the next, so a headless map's answers can be keyed by it. What it shows is scrubbed of ``secrets`` (the
+    server's own credentials, which it may say back); the values it sends back are the schema's.
 
     Raises:
         UnsupportedRequest: The request cannot be shown as a form (its message goes back to the server).
     """
     if getattr(params, "mode", "form") != "form":
         raise UnsupportedRequest("agl_notebook offers only form-mode elicitation; URL mode is not offered.")
-    message = str(params.message)
+    message = _shown(str(params.message), secrets)
     if len(message) > MAX_MESSAGE_CHARS:
         raise UnsupportedRequest(f"The message is {len(message):,} characters; at most {MAX_MESSAGE_CHARS:,}.")
     schema = params.requested_schema
@@ -163,27 +164,33 @@ def elicitation(server: str, tool: str | None, params: Any) -> Elicitation:
     for name, prop in properties.items():
         if not isinstance(prop, dict):
             raise UnsupportedRequest(f"The property {name!r} is not a schema.")
-        title = prop["title"] if isinstance(prop.get("title"), str) and prop["title"].strip() else str(name)
+        title = _shown(
+            prop["title"] if isinstance(prop.get("title"), str) and prop["title"].strip() else str(name), secrets
+        )
         label = title if title not in labels else name
         if label in labels:
             raise UnsupportedRequest(f"Two properties are called {label!r}.")
         labels.add(label)
-        made, choice = _input(name, label, prop, optional=name not in required)
+        made, choice = _input(name, label, prop, optional=name not in required, secrets=secrets)
         inputs.append(made)
         names.append(name)
         choices.append(choice)
         if isinstance(prop.get("description"), str) and prop["description"].strip():
-            described.append(f"- {label}: {prop['description'].strip()}")
+            described.append(f"- {label}: {_shown(prop['description'].strip(), secrets)}")
     during = f"during the call to {tool}" if tool else "outside any tool call"
     text = "\n".join([message.strip() or "(no message)", *described, f"(asked by the MCP server {server!r} {during})"])
     return Elicitation(Screen(text, inputs), tuple(names), tuple(choices))
 
 
-def _input(name: str, label: str, prop: dict[str, Any], *, optional: bool) -> tuple[Input, Mapping[str, Any] | None]:
+def _input(
+    name: str, label: str, prop: dict[str, Any], *, optional: bool, secrets: Sequence[str]
+) -> tuple[Input, Mapping[str, Any] | None]:
     kind = prop.get("type")
-    options = _options(prop)
+    options = _options(name, prop, secrets)
     if options is not None:
         if optional:
+            if NO_ANSWER in options:
+                raise UnsupportedRequest(f"The property {name!r} offers two options shown as {NO_ANSWER!r}.")
             options = {**options, NO_ANSWER: None}
         try:
             return ChoiceInput(label, tuple(options)), options
@@ -221,17 +228,32 @@ def _input(name: str, label: str, prop: dict[str, Any], *, optional: bool) -> tu
     )
 
 
-def _options(prop: dict[str, Any]) -> dict[str, Any] | None:
+def _options(name: str, prop: dict[str, Any], secrets: Sequence[str]) -> dict[str, Any] | None:
     """A single choice's options, as shown, to the values they stand for; None when ``prop`` is not a choice."""
     if isinstance(prop.get("enum"), list):
         values = prop["enum"]
         titles = prop.get("enumNames")
         shown = titles if isinstance(titles, list) and len(titles) == len(values) else values
-        return {str(t): v for t, v in zip(shown, values, strict=True)}
-    one_of = prop.get("oneOf") or prop.get("anyOf")
-    if isinstance(one_of, list) and one_of and all(isinstance(o, dict) and "const" in o for o in one_of):
-        return {str(o.get("title", o["const"])): o["const"] for o in one_of}
-    return None
+        pairs = [(_shown(str(t), secrets), v) for t, v in zip(shown, values, strict=True)]
+    else:
+        one_of = prop.get("oneOf") or prop.get("anyOf")
+        if not (isinstance(one_of, list) and one_of and all(isinstance(o, dict) and "const" in o for o in one_of)):
+            return None
+        pairs = [(_shown(str(o.get("title", o["const"])), secrets), o["const"]) for o in one_of]
+    options = dict(pairs)
+    if len(options) < len(pairs):  # merged, the person could not choose one of them, and would not know
+        twice = next(shown for shown, _ in pairs if sum(1 for s, _ in pairs if s == shown) > 1)
+        raise UnsupportedRequest(f"The property {name!r} offers two options shown as {twice!r}.")
+    return options
+
+
+def _shown(text: str, secrets: Sequence[str]) -> str:
+    """``text`` as the person may see it: without the server's own secrets (the kernel's are scrubbed downstream)."""
+    if not secrets:
+        return text
+    from .._secrets import scrub_text
+
+    return scrub_text(text, secrets)
 
 
 def _whole(value: object) -> int | None:

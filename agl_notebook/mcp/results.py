@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import copy
 import functools
+import html
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._canonical import canonical_json
@@ -66,10 +67,11 @@ def _validator(schema_json: str) -> Any:
     return validators.validator_for(schema)(schema)
 
 
-def result_text(tool: OfferedTool, result: Any) -> tuple[str, bool]:
+def result_text(tool: OfferedTool, result: Any, secrets: Sequence[str] = ()) -> tuple[str, bool]:
     """An `mcp.types` CallToolResult as the text the agent reads, and whether it is an error result.
 
-    Its images travel with the text, a `ToolText`.
+    Its images travel with the text, a `ToolText`. The text is scrubbed of ``secrets`` (the server's own, given to
+    it) and of the kernel's, block by block and across two blocks, before it is cut.
     """
     parts: list[str] = []
     images: list[Media] = []
@@ -105,18 +107,46 @@ def result_text(tool: OfferedTool, result: Any) -> tuple[str, bool]:
             parts.append(f"[content of type {kind!r} left out]")
     if not parts and result.structured_content is not None:
         parts.append(json.dumps(result.structured_content, ensure_ascii=False))
-    text = "\n".join(parts)
+    text = "\n".join(_scrubbed(parts, secrets))
     if len(text) > MAX_RESULT_CHARS:
         text = f"{text[:MAX_RESULT_CHARS]}\n[cut: {len(text) - MAX_RESULT_CHARS:,} more characters]"
     return (ToolText(text, tuple(images)) if images else text), bool(result.is_error)
 
 
-def output_schema_broken(tool: OfferedTool, message: str) -> tuple[str, bool]:
+def output_schema_broken(tool: OfferedTool, message: str, secrets: Sequence[str] = ()) -> tuple[str, bool]:
     """The error result of a call whose result the SDK found breaking the tool's output schema."""
+    message = _scrubbed([message], secrets)[0][:500]  # the SDK's message quotes the result
     return (
-        f"The result of `{tool.name}` does not fit the tool's own output schema, so it was not used: {message[:500]}",
+        f"The result of `{tool.name}` does not fit the tool's own output schema, so it was not used: {message}",
         True,
     )
+
+
+def _scrubbed(parts: list[str], secrets: Sequence[str]) -> list[str]:
+    """Each text scrubbed, and a secret that one ends and the next begins (as written, JSON- or HTML-escaped) too.
+
+    A server's blocks are joined with a newline, so a secret split across two is whole in neither, nor in the join.
+    """
+    from .._secrets import REDACTED, scrub_text, secrets_from_environment
+
+    known = (*secrets, *secrets_from_environment())
+    mark = "\x00"  # one scrub of the blocks joined by a character no secret holds: 100,000 blocks take 0.1 s
+    if len(parts) > 1 and not any(mark in part for part in parts):
+        parts = scrub_text(mark.join(parts), known).split(mark)
+    else:
+        parts = [scrub_text(part, known) for part in parts]
+    spellings = {s for secret in known for s in (secret, json.dumps(secret)[1:-1], html.escape(secret)) if len(s) > 1}
+    for i in range(len(parts) - 1):
+        before, after = parts[i], parts[i + 1]
+        for spelled in spellings:
+            # No spelling is whole in either block now: one found across their meeting point crosses it.
+            tail, head = before[-(len(spelled) - 1) :], after[: len(spelled) - 1]
+            at = (tail + head).find(spelled)
+            if at >= 0:
+                cut = len(tail) - at
+                before, after = before[:-cut] + REDACTED, after[len(spelled) - cut :]
+        parts[i], parts[i + 1] = before, after
+    return parts
 
 
 def _decoded_size(data: str) -> int:

@@ -92,9 +92,9 @@ class MCPServer(Fieldwise):
         if not isinstance(self.prefix, str) or (self.prefix and not re.fullmatch(r"[A-Za-z0-9_-]{1,32}", self.prefix)):
             raise InputError(f"{what}: the prefix may use only letters, digits, '_' and '-', at most 32 characters.")
         for label, seconds in (("call_timeout", self.call_timeout), ("start_timeout", self.start_timeout)):
-            if not isinstance(seconds, int | float) or not seconds > 0:
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
                 raise InputError(f"{what}: {label} must be a positive number of seconds, not {seconds!r}.")
-        if not isinstance(self.concurrency, int) or self.concurrency < 1:
+        if isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int) or self.concurrency < 1:
             raise InputError(f"{what}: concurrency must be a whole number >= 1, not {self.concurrency!r}.")
 
     @classmethod
@@ -206,6 +206,15 @@ class MCPServer(Fieldwise):
                 "headers": dict(self.headers),
             }
         )
+
+    def secrets(self) -> tuple[str, ...]:
+        """What nothing the server sends back may say: its ``env`` and header values (a bearer token alone too).
+
+        Shorter values (``"1"``, ``"true"``) would redact ordinary words, so they are left out.
+        """
+        values = [*self.env.values(), *self.headers.values()]
+        values += [v.split(" ", 1)[1] for v in self.headers.values() if v.lower().startswith("bearer ")]
+        return tuple(v for v in values if len(v) >= 8)
 
     def __repr__(self) -> str:
         where = f"{self.command} {' '.join(self.args)}".strip() if self.transport == "stdio" else self.url

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import html
 import json
+import keyword
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -624,7 +625,7 @@ def _fork_words(note: ForkNote) -> str:
 
 def fork_code(role: str, record_id: str, at_turn: int) -> str:
     """The code that forks a step's record at a turn (the role named by its name, the Run ``run``)."""
-    name = role if role.isidentifier() else "role"
+    name = role if role.isidentifier() and not keyword.iskeyword(role) else "role"  # "class" is no variable
     return f'await run.step({name}, fork_from="{record_id}", at_turn={at_turn})'
 
 

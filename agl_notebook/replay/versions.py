@@ -466,6 +466,11 @@ def _short(value: JsonValue) -> JsonValue:
 
 
 def _cut(text: str) -> str:
+    if len(text) <= LINE_CHARS:
+        return text  # whole: the record it goes into is scrubbed as a whole
+    # Scrubbed before it is cut: a record is scrubbed when it is kept, and the piece of a secret a cut leaves is no
+    # longer the secret the scrubber looks for.
+    text = _scrubbed([text])[0]
     return text if len(text) <= LINE_CHARS else text[:LINE_CHARS] + f"… ({len(text) - LINE_CHARS:,} more characters)"
 
 
@@ -535,12 +540,12 @@ def headline(record: StepRecord) -> str:
     if record.partial is not None:
         return "waiting (partial)"
     text = json.dumps(record.result, ensure_ascii=False, sort_keys=True)
-    return text if len(text) <= 80 else text[:80] + "…"
+    return _scrubbed_cut(text, 80)
 
 
 def _input_label(value: JsonValue) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
-    return repr(text if len(text) <= 40 else text[:40] + "…")
+    return repr(_scrubbed_cut(text, 40))
 
 
 def find_version(named: Sequence[tuple[str, StepRecord]], given: str) -> tuple[str, StepRecord] | str:
@@ -605,6 +610,14 @@ def diff_lines(a: StepRecord, b: StepRecord, index: ContentIndex) -> list[str]:
 
 def _json(value: JsonValue) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _scrubbed_cut(text: str, chars: int) -> str:
+    """``text`` cut to ``chars`` characters, scrubbed before it is cut (a secret's piece is no longer the secret)."""
+    if len(text) <= chars:
+        return text  # whole: the lines it goes into are scrubbed
+    text = _scrubbed([text])[0]
+    return text if len(text) <= chars else text[:chars] + "…"
 
 
 def _scrubbed(lines: list[str]) -> list[str]:

@@ -148,9 +148,8 @@ def check_fork_options(fork_from: object, at_turn: object, *, where: str) -> Non
     if isinstance(at_turn, bool) or not isinstance(at_turn, int) or at_turn < 0:
         raise InputError(f"{where}: at_turn takes a whole number of model turns, 0 or more, not {at_turn!r}.")
     if not isinstance(fork_from, str | StepRecord) or (isinstance(fork_from, str) and not fork_from.strip()):
-        raise InputError(
-            f"{where}: fork_from takes a record id (a string) or a StepRecord, not {type(fork_from).__name__}."
-        )
+        given = "an empty string" if isinstance(fork_from, str) else type(fork_from).__name__
+        raise InputError(f"{where}: fork_from takes a record id (a string) or a StepRecord, not {given}.")
 
 
 def turns(transcript: Sequence[Message]) -> int:

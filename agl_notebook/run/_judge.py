@@ -24,6 +24,7 @@ from ..replay.fingerprint import Fingerprint
 from ..replay.modes import Mode, resolve_mode
 from ..roles import Role
 from ._engine import Context, run_unit
+from ._stats import MAX_SCORE, averageable
 
 if TYPE_CHECKING:
     from ..models.base import Model
@@ -93,7 +94,15 @@ class Judge:
         if isinstance(score, bool):
             score = 1.0 if score else 0.0
         if not isinstance(score, int | float):
-            raise InputError(f"The judge {self.role.name!r} reported no number or bool as its score: {reported!r:.80}")
+            from .._secrets import scrub_text, secrets_from_environment
+
+            said = scrub_text(repr(reported), secrets_from_environment())[:80]  # scrubbed before it is cut
+            raise InputError(f"The judge {self.role.name!r} reported no number or bool as its score: {said}")
+        if not averageable(score):  # NaN, infinite, or an int too large to be a float
+            raise InputError(
+                f"The judge {self.role.name!r} reported the score {score!r:.40}: a score is a finite number of at most "
+                f"{MAX_SCORE:g} either way."
+            )
         return Verdict("" if reasoning is None else str(reasoning), float(score))
 
     def __repr__(self) -> str:

@@ -45,6 +45,7 @@ from ._judge import Judge, Scoring, Verdict, judge
 from ._map_state import MapItem, MapResults, MapState, MapView, item_fields
 from ._meter import Meter, estimate
 from ._pacer import MAX_CONCURRENCY, MIN_CONCURRENCY, MapPacer
+from ._stats import MAX_SCORE, averageable
 from ._step import _tool_spec as _spec
 from ._step import check_input, reporting_of
 from ._vs_previous import previous_of, scored_previous
@@ -412,11 +413,15 @@ async def _scored(score: Score, item: MapItem, scoring: Scoring) -> tuple[float 
         value = value.score
     if isinstance(value, bool):
         return value, reasoning
-    if isinstance(value, int | float) and value == value:  # not NaN
+    if isinstance(value, int | float) and averageable(value):
         return float(value), reasoning
+    from .._secrets import scrub_text, secrets_from_environment
+
+    said = scrub_text(repr(value), secrets_from_environment())[:60]  # scrubbed before it is cut
     raise InputError(
-        f"score(input, result) must return a number or a bool, not {value!r:.60} (item {item.index}); the item's "
-        "result is recorded, so fixing score and running the cell again replays it."
+        f"score(input, result) must return a number or a bool, not {said} (item {item.index}): a finite "
+        f"number of at most {MAX_SCORE:g} either way, so means and intervals can be summed; the item's result is "
+        "recorded, so fixing score and running the cell again replays it."
     )
 
 

@@ -198,10 +198,10 @@ def _live_tool(
         except RuntimeError as e:
             if isinstance(e, MCPServerError):
                 raise
-            return output_schema_broken(t, str(e))
+            return output_schema_broken(t, str(e), server.secrets())
         if failed:  # nobody could answer the server's question (headless, no answer given): the step fails so
             raise failed[0]
-        return result_text(t, result)
+        return result_text(t, result, server.secrets())
 
     return LoopTool(_spec(t), call, argument_checker(t), gate)
 
@@ -219,7 +219,7 @@ def _asker(server: MCPServer, t: OfferedTool, terminal: Terminal, failed: list[E
         from ..mcp.elicitation import UnsupportedRequest, elicitation
 
         try:
-            made = elicitation(server.name, t.name, params)
+            made = elicitation(server.name, t.name, params, server.secrets())
         except UnsupportedRequest as e:
             return ErrorData(code=INVALID_PARAMS, message=str(e))
         try:

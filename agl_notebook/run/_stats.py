@@ -53,6 +53,15 @@ _WIDTH = 8.0
 """A binomial table reaches this many SDs (and 6 values more) either side of its mode: the rest is never drawn."""
 
 
+MAX_SCORE = 1e100
+"""The largest score (either way): sums of squares of differences over a billion inputs of such scores stay finite."""
+
+
+def averageable(value: float) -> bool:
+    """Not NaN, not infinite, and small enough that sums of it (and of its squares) cannot overflow."""
+    return -MAX_SCORE <= value <= MAX_SCORE  # NaN compares false; a huge int is compared exactly, never converted
+
+
 @dataclass(frozen=True)
 class Interval:
     """A mean with its bootstrap interval."""
@@ -69,7 +78,9 @@ class Interval:
     """The interval's confidence (after any correction)."""
 
     def text(self) -> str:
-        """``0.72 (95% CI 0.68 to 0.76)``, the way the views show it."""
+        """``0.72 (95% CI 0.68 to 0.76)``, the way the views show it; one input gives no interval, and says so."""
+        if self.n < 2:  # a bootstrap of one value is that value: "CI 1 to 1" would claim a certainty it lacks
+            return f"{_fmt(self.mean, self)} ({_pct(self.level)} CI needs 2 inputs or more; {self.n} scored)"
         return f"{_fmt(self.mean, self)} ({_pct(self.level)} CI {_fmt(self.low, self)} to {_fmt(self.high, self)})"
 
 
@@ -108,6 +119,11 @@ class PairedDifference:
         ci = f"{_pct(i.level)} CI" + (
             f", Bonferroni-corrected for {self.comparisons} comparisons" if self.comparisons > 1 else ""
         )
+        if i.n == 1:  # its interval is the one difference itself, which would read as a sure one
+            return (
+                f"No difference between {self.a} and {self.b} can be told from n = 1 input ({self.b} - {self.a} = "
+                f"{_fmt(i.mean, i)} on it): an interval needs 2 inputs or more."
+            )
         if i.low > 0:
             return (
                 f"{self.b} is better than {self.a} by {_fmt(i.mean, i)} ({ci} {_fmt(i.low, i)} to "

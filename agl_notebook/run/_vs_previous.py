@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..payloads import JsonValue
-from ._stats import Interval, PairedDifference, input_scores, mean_interval, paired_difference
+from ._stats import Interval, PairedDifference, averageable, input_scores, mean_interval, paired_difference
 
 if TYPE_CHECKING:
     from ..loop import Reporting
@@ -115,7 +115,7 @@ def scored_previous(
         if close is not None:
             close()
         return previous
-    if isinstance(got, bool) or (isinstance(got, int | float) and got == got):
+    if isinstance(got, bool) or (isinstance(got, int | float) and averageable(got)):
         return PreviousItem(False, previous.result_json, None, got if isinstance(got, bool) else float(got))
     return previous
 

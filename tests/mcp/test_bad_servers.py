@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+
 import pytest
 
 from agl_notebook import Run, ScriptedCall, ScriptedModel, ScriptedTurn
@@ -232,3 +235,20 @@ async def test_the_line_bound_counts_the_bytes_since_the_last_newline() -> None:
     assert told == ["too long"]
     with pytest.raises(anyio.EndOfStream):
         await stream.receive()  # and it stays ended
+
+
+async def test_garbage_holding_a_secret_reaches_no_log_line_or_error(
+    tag: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The SDK logs the line it could not parse, with a traceback whose text cuts it: no piece of a secret is said."""
+    from tests.notebook.test_saved_views import leaked, planted_secret
+
+    secret = planted_secret()
+    monkeypatch.setenv("AGL_TEST_SERVICE_PASSWORD", secret)
+    (tmp_path / "planted").write_text(secret, encoding="utf-8")
+    server = fault_server(tag, "garbage", name="noise", env={"AGL_TEST_PLANTED_FILE": str(tmp_path / "planted")})
+    with caplog.at_level(logging.DEBUG):
+        error = await fails(server)
+    assert caplog.records, "the SDK logged the line it could not parse"
+    said = [str(error), caplog.text, *(r.getMessage() for r in caplog.records)]
+    assert not leaked(said, secret), leaked(said, secret)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import base64
+import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agl_notebook import MCPServer, Run, ScriptedCall, ScriptedModel, ScriptedTurn
 from agl_notebook.errors import InputError, MCPServerError
+from agl_notebook.mcp.results import MAX_RESULT_CHARS
 from agl_notebook.replay.stores import MemoryStore
 from agl_notebook.transcript import ToolResultBlock, block_to_json
 from tests.support.mcp_servers import PNG_1PX
@@ -91,6 +94,18 @@ async def test_include_offers_only_the_tools_named(tag: str) -> None:
     model = Offered(script(("echo", {"text": "hi"})))
     await Run(model=model, store=MemoryStore()).step(role(fault_server(tag, include=["echo"])), "go")
     assert sorted(t.name for t in model.tools[0]) == ["echo", "report"]
+
+
+@pytest.mark.parametrize(("include", "said"), [(["ech"], "'ech'"), (["p_echo", "pid"], "'p_echo'")])
+async def test_include_naming_a_tool_the_server_does_not_list_fails_naming_it(
+    tag: str, include: list[str], said: str
+) -> None:
+    """A typo (or a name given with the prefix) would otherwise offer nothing of the server, and say nothing."""
+    store = MemoryStore()
+    with pytest.raises(MCPServerError, match=f"include names {said}, which the server does not list") as caught:
+        await Run(model=script(), store=store).step(role(fault_server(tag, include=include, prefix="p_")), "go")
+    assert "before the prefix 'p_'" in str(caught.value) and "echo" in str(caught.value)
+    assert not store.records()
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
@@ -175,3 +190,44 @@ async def grow_then_use(server: MCPServer) -> None:
         b.content for r in (first, second) for m in r.transcript for b in m.content if isinstance(b, ToolResultBlock)
     ]
     assert said[0] == "added grown_1" and said[2] == "grown_1 ran", said
+
+
+@pytest.mark.parametrize("case", range(5))
+async def test_a_result_holding_a_secret_of_the_kernel_or_of_the_server_env_is_scrubbed(
+    tag: str, case: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Whole, escaped, across two text blocks, or across the cut at `MAX_RESULT_CHARS`: no piece is recorded."""
+    from tests.notebook.test_saved_views import leaked, planted_secret
+
+    kernels, servers = planted_secret(), planted_secret()
+    monkeypatch.setenv("AGL_TEST_SERVICE_PASSWORD", kernels)
+    (tmp_path / "planted").write_text(kernels, encoding="utf-8")
+    # A credential given to the server, and a secret of the kernel's the server came to know.
+    server = fault_server(tag, env={"AGL_TEST_PLANTED": servers, "AGL_TEST_PLANTED_FILE": str(tmp_path / "planted")})
+    calls = [("pieces", {"case": case, "which": which, "limit": MAX_RESULT_CHARS}) for which in ("file", "env")]
+    store = MemoryStore()
+    await Run(model=script(*calls), store=store, mode="auto").step(role(server), "go")
+    texts = [json.dumps(r.to_json()) for r in store.records()]
+    assert "it is" in texts[0] or "after the cut" not in texts[0]
+    assert not leaked(texts, kernels), leaked(texts, kernels)
+    assert not leaked(texts, servers), leaked(texts, servers)
+
+
+@pytest.mark.parametrize("option", ["call_timeout", "start_timeout", "concurrency"])
+def test_a_bool_is_no_number_of_seconds_or_calls(option: str) -> None:
+    with pytest.raises(InputError, match=f"{option} must be"):
+        MCPServer.stdio("units", sys.executable, [str(EXAMPLE_SERVER)], **{option: True})  # type: ignore[arg-type]
+
+
+def test_blocks_holding_the_joining_character_are_scrubbed_one_by_one_and_kept_apart(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agl_notebook.mcp.results import _scrubbed
+    from tests.notebook.test_saved_views import planted_secret
+
+    secret = planted_secret()
+    monkeypatch.setenv("AGL_TEST_SERVICE_PASSWORD", secret)
+    half = len(secret) // 2
+    parts = ["a\x00b", f"it is {secret[:half]}", f"{secret[half:]} and \x00 more", secret]
+    assert _scrubbed(parts, ()) == ["a\x00b", "it is [REDACTED]", " and \x00 more", "[REDACTED]"]
+    assert _scrubbed(["one", f"x{secret[:half]}", f"{secret[half:]}y"], ()) == ["one", "x[REDACTED]", "y"]

@@ -17,7 +17,7 @@ from agl_notebook._map_scope import current_map_item
 from agl_notebook.errors import InputError
 from agl_notebook.events import Event, QuestionAnswered, QuestionAsked
 from agl_notebook.mcp import _sessions
-from agl_notebook.mcp.elicitation import elicitation
+from agl_notebook.mcp.elicitation import UnsupportedRequest, elicitation
 from agl_notebook.replay.records import StepRecord, record_from_json
 from agl_notebook.replay.stores import MemoryStore
 from agl_notebook.screens import Screen
@@ -182,3 +182,43 @@ def test_the_screen_of_a_schema() -> None:
     assert made.screen.validate(["Accept", "2026-12-02", "(no answer)", 0.5])[2:] == ("(no answer)", 0.5)
     with pytest.raises(InputError, match="a date"):
         made.screen.validate(["Accept", "02/12/2026", "Large", None])
+
+
+@pytest.mark.parametrize(
+    "prop",
+    [
+        {"type": "string", "enum": ["a", "b"], "enumNames": ["Same", "Same"]},
+        {"type": "string", "oneOf": [{"const": "a", "title": "Same"}, {"const": "b", "title": "Same"}]},
+        {"type": "string", "enum": ["1", 1]},
+        {"type": "string", "enum": ["(no answer)", "b"]},  # not required: a choice of its own is "(no answer)"
+    ],
+)
+def test_a_choice_whose_options_read_alike_is_refused_rather_than_merged(prop: dict[str, Any]) -> None:
+    class Params:
+        mode = "form"
+        message = "Pick"
+        requested_schema: ClassVar[dict[str, Any]] = {"type": "object", "properties": {"pick": prop}}
+
+    with pytest.raises(UnsupportedRequest, match="The property 'pick' offers two options shown as"):
+        elicitation("srv", "tool", Params())
+
+
+async def test_a_question_saying_the_server_s_own_credential_is_scrubbed_in_the_record_and_the_screen(tag: str) -> None:
+    from tests.notebook.test_saved_views import leaked, planted_secret
+
+    secret = planted_secret()
+    shown: list[str] = []
+
+    class Person(Terminal):
+        async def ask(self, screen: Screen[Any]) -> Any:
+            shown.append(screen.text)
+            return screen.validate(["Decline"])
+
+    server = fault_server(tag, env={"AGL_TEST_PLANTED": secret})
+    store = MemoryStore()
+    await Run(model=script(), store=store, terminal=Person(), mode="auto").step(role(server), "go")
+    (record,) = store.records()
+    texts = [*shown, json.dumps(record.to_json())]
+    assert shown and shown[0].startswith("Book a room? [REDACTED]")
+    assert not leaked(texts, secret), leaked(texts, secret)
+    await _sessions.close_loop()

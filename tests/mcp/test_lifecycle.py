@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -122,3 +123,38 @@ async def test_step_sync_beside_a_session_on_the_running_loop(tag: str) -> None:
     assert processes(tag) == [outer]  # the step_sync's server is gone; this loop's stays open
     await _sessions.close_loop()
     assert await gone(tag) == []
+
+
+@pytest.mark.parametrize("pad", [0, 1990, 1992, 1994])
+async def test_the_stderr_tail_is_scrubbed_of_the_kernel_s_secrets_whole_or_at_the_tail_s_start(
+    tag: str, pad: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A secret the server came to know (not one of its ``env``): said whole, or where the tail's window begins
+    (after it, ``pad`` four-byte characters: the window is read in bytes, shown in characters)."""
+    from tests.notebook.test_saved_views import leaked, planted_secret
+
+    secret = planted_secret()
+    monkeypatch.setenv("AGL_TEST_SERVICE_PASSWORD", secret)  # the kernel knows it as a secret
+    (tmp_path / "planted").write_text(secret, encoding="utf-8")
+    server = fault_server(tag, env={"AGL_TEST_PLANTED_FILE": str(tmp_path / "planted"), "AGL_TEST_PAD": str(pad)})
+    with pytest.raises(MCPServerError) as caught:
+        await Run(model=script(("crash", {})), store=MemoryStore(), mode="auto").step(role(server), "crash it")
+    said = [str(caught.value), caught.value.stderr, repr(caught.value)]
+    assert not leaked(said, secret), leaked(said, secret)
+    if not pad:
+        assert "I know [REDACTED]" in str(caught.value)
+
+
+async def test_an_error_s_one_line_is_scrubbed_before_it_is_cut(tag: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exception that ended the session is said in one line cut at 300 characters: a secret across the cut goes."""
+    from agl_notebook import MCPServer
+    from tests.notebook.test_saved_views import leaked, planted_secret
+
+    secret = planted_secret().replace("/", "")
+    monkeypatch.setenv("AGL_TEST_SERVICE_PASSWORD", secret)
+    for pad in range(222, 244, 3):  # the path starts 51 characters into the line: the cut falls in the secret
+        server = MCPServer.stdio("faults", "python3", ["-c", "pass", tag], cwd=f"/nonexistent/{'x' * pad}{secret}")
+        with pytest.raises(MCPServerError) as caught:
+            await Run(model=script(), store=MemoryStore(), mode="auto").step(role(server), "go")
+        assert "No such file or directory" in str(caught.value)
+        assert not leaked([str(caught.value)], secret), (pad, leaked([str(caught.value)], secret))

@@ -354,3 +354,41 @@ async def test_a_refresh_never_loses_the_contents_only_the_replaced_record_kept(
         assert "-Be brief." in json.dumps(edited.change)
     finally:
         set_keep_versions(before)
+
+
+@pytest.mark.parametrize("before", [53, 385])
+async def test_a_secret_cut_at_a_line_s_bound_leaves_no_piece_in_the_change_history_or_diff(
+    before: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The diff's lines are cut at 400 characters: a secret across the cut is scrubbed before it."""
+    from tests.notebook.test_saved_views import leaked, planted_secret
+
+    secret = planted_secret()
+    monkeypatch.setenv("AGL_TEST_SERVICE_PASSWORD", secret)
+    store = MemoryStore()
+    await Run(model=model("one"), store=store).step(role("First."), "q")
+    pad = "x" * before
+    await Run(model=model(f"{pad}{secret}"), store=store).step(role(f"{pad}{secret} and more " * 2), "q")
+    first, second = store.records()
+    texts = [
+        json.dumps(block_to_json(store.records())),
+        *history_lines(store.records()),
+        *diff_lines(first, second, ContentIndex(store.records())),
+    ]
+    assert not leaked(texts, secret), leaked(texts, secret)
+
+
+@pytest.mark.parametrize("before", [0, 30, 53])
+async def test_history_scrubs_a_secret_before_cutting_the_headline_and_the_input(
+    before: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Records read from a notebook were scrubbed of the secrets known when they were kept, not of one set since."""
+    from tests.notebook.test_saved_views import leaked, planted_secret
+
+    secret = planted_secret()
+    pad = "x" * before
+    store = MemoryStore()
+    await Run(model=model(f"{pad}{secret}"), store=store).step(role("First."), f"{pad}{secret}")
+    monkeypatch.setenv("AGL_TEST_SERVICE_PASSWORD", secret)  # known from now on
+    lines = history_lines(store.records())
+    assert not leaked(lines, secret), leaked(lines, secret)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from agl_notebook import InputError, Role, Run, ScriptedModel, Verdict, describe, judge, reporting_tool
+from agl_notebook import InputError, JudgeCase, Role, Run, ScriptedModel, Verdict, describe, judge, reporting_tool
 from agl_notebook._map_scope import current_map_item
 from agl_notebook.models.base import ModelRequest
 from agl_notebook.replay.stores import MemoryStore
@@ -266,3 +267,83 @@ async def test_a_score_that_returns_something_else_fails_its_item() -> None:
 
 def _with_model(model: ScriptedModel) -> Role[Answer]:
     return Role(ROLE.name, ROLE.instructions, accepts=(Query,), tools=list(ROLE.tools), model=model)
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, 1e308, -1e308, 10**400])
+async def test_a_score_that_is_infinite_or_too_large_to_average_fails_its_item(value: Any) -> None:
+    results = await Run().map(_with_model(ScriptedModel(Repeating().__call__)), questions(3), score=lambda q, a: value)
+    assert [type(f.error) for f in results.failures] == [InputError] * 3
+    assert "a finite number" in str(results.failures[0].error)
+    assert results.mean_score is None and results.score_interval is None
+    assert "score" in repr(results) and "<" in results._repr_html_()
+
+
+@dataclass
+class WholeVerdict:
+    score: int = describe("The score, a whole number.")
+
+
+async def test_a_judge_reporting_a_score_too_large_for_a_float_fails_the_item_with_an_input_error() -> None:
+    huge = {"calls": [{"name": "report_verdict", "args": {"score": 10**400}}]}
+    grader: Role[WholeVerdict] = Role(
+        "grader",
+        "Judge.",
+        accepts=(JudgeCase,),
+        tools=[reporting_tool("report_verdict", "Report.", WholeVerdict)],
+        model=ScriptedModel(lambda request: huge),
+    )
+    role = _with_model(ScriptedModel(Repeating().__call__))
+    results = await Run().map(role, questions(2), score=judge(grader, "Right?"))
+    assert [type(f.error) for f in results.failures] == [InputError] * 2
+    assert "a finite number" in str(results.failures[0].error)
+
+
+@dataclass
+class WordVerdict:
+    reasoning: str = describe("Why.")
+    score: str = describe("A word, not a number.")
+
+
+async def test_a_judge_reporting_no_number_is_refused_without_a_piece_of_a_secret_it_wrote(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The refusal quotes the payload cut short: a secret across the cut is scrubbed before it."""
+    from tests.notebook.test_saved_views import leaked, planted_secret
+
+    secret = planted_secret()
+    monkeypatch.setenv("AGL_TEST_SERVICE_PASSWORD", secret)
+    said = {"calls": [{"name": "report_verdict", "args": {"reasoning": "w" * 30 + secret, "score": "good"}}]}
+    grader: Role[WordVerdict] = Role(
+        "grader",
+        "Judge.",
+        accepts=(JudgeCase,),
+        tools=[reporting_tool("report_verdict", "Report.", WordVerdict)],
+        model=ScriptedModel(lambda request: said),
+    )
+    store = MemoryStore()
+    role = _with_model(ScriptedModel(Repeating().__call__))
+    results = await Run(store=store).map(role, questions(1), score=judge(grader, "Right?"))
+    (failure,) = results.failures
+    assert "reported no number or bool as its score" in str(failure.error)
+    texts = [
+        str(failure.error),
+        repr(results),
+        results._repr_html_(),
+        *(json.dumps(r.to_json()) for r in store.records()),
+    ]
+    assert not leaked(texts, secret), leaked(texts, secret)
+
+
+async def test_a_score_returning_text_is_refused_without_a_piece_of_a_secret_in_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.notebook.test_saved_views import leaked, planted_secret
+
+    secret = planted_secret()
+    monkeypatch.setenv("AGL_TEST_SERVICE_PASSWORD", secret)
+    role = _with_model(ScriptedModel(Repeating().__call__))
+    results = await Run().map(role, questions(1), score=lambda q, a: "y" * 40 + secret)
+    (failure,) = results.failures
+    texts = [str(failure.error), repr(results), results._repr_html_()]
+    assert "must return a number or a bool" in texts[0]
+    assert not leaked(texts, secret), leaked(texts, secret)

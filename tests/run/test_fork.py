@@ -278,6 +278,8 @@ async def test_a_fork_with_another_input_or_bad_options_is_refused(forkable: Any
         await run.step(pager_role(handlers), "Question?", at_turn=1)
     with pytest.raises(InputError, match="fork_from takes"):
         await run.step(pager_role(handlers), "Question?", fork_from=3, at_turn=1)  # type: ignore[call-overload]
+    with pytest.raises(InputError, match=r"fork_from takes a record id .*, not an empty string"):
+        await run.step(pager_role(handlers), "Question?", fork_from="  ", at_turn=1)
     with pytest.raises(InputError, match="takes the step's input"):
         await run.step(pager_role(handlers))
     assert pager.bodies[TURNS:] == []
@@ -502,3 +504,16 @@ def test_a_fork_at_turn_0_draws_no_box_of_replayed_turns() -> None:
         drawn = render_html(trace, ())
         assert drawn.count('class="agl-replayed"') == boxes
         assert drawn.count("<div") == drawn.count("</div>")  # the box, when drawn, is closed where the fork began
+
+
+@pytest.mark.parametrize("name", ["class", "None", "await", "reader-v2", "2nd", "reader"])
+def test_the_fork_code_is_python_whatever_the_role_is_called(name: str) -> None:
+    """The snippet names the role by its name when that is a variable name; a keyword is not one."""
+    import ast
+
+    from agl_notebook.notebook.render import fork_code
+
+    code = fork_code(name, "a" * 32, 2)
+    called = ast.parse(code).body[0].value.value  # type: ignore[attr-defined]
+    assert isinstance(called.args[0], ast.Name)
+    assert called.args[0].id == (name if name == "reader" else "role")

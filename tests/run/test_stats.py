@@ -171,3 +171,15 @@ def test_no_score_no_interval_and_one_value_a_point() -> None:
     assert same.sentence() == "A and B scored the same on every one of the n = 2 inputs: no difference."
     none = paired_difference("A", [None], "B", [1.0])
     assert none.sentence() == "A and B have no input both scored: nothing can be said."
+
+
+def test_one_input_gives_no_interval_and_no_verdict_on_a_difference() -> None:
+    one = mean_interval([1.0])
+    assert one is not None and one.n == 1
+    assert one.text() == "1 (95% CI needs 2 inputs or more; 1 scored)"
+    diff = paired_difference("A", [0.0], "B", [1.0])
+    assert diff.sentence() == (
+        "No difference between A and B can be told from n = 1 input (B - A = 1 on it): an interval needs 2 inputs "
+        "or more."
+    )
+    assert "better" not in paired_difference("A", [0.0, None], "B", [1.0, 1.0]).sentence()

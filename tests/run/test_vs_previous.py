@@ -156,3 +156,21 @@ def test_pairing_10000_items_with_their_previous_versions_takes_under_a_second()
     took = time.perf_counter() - started
     assert all(f is not None and f.result == i for i, f in enumerate(found))
     assert took < 1.0, took
+
+
+@pytest.mark.parametrize("huge", [float("inf"), 1e308, 10**400])
+async def test_a_previous_result_scored_infinite_or_too_large_gets_no_previous_score(huge: object) -> None:
+    """As a score of this run's results is refused when no mean could sum it, so is the previous run's."""
+    from agl_notebook import ScriptedModel
+
+    def model(even: bool) -> ScriptedModel:
+        return ScriptedModel(lambda request: {"calls": [{"name": "answer", "args": {"even": even}}]})
+
+    def score(n: str, result: Parity) -> object:
+        return huge if not result.even else 1
+
+    store = MemoryStore()
+    await Run(model=model(False), store=store).map(checker(V1), ["1", "2", "3"])
+    results = await Run(model=model(True), store=store).map(checker(V2), ["1", "2", "3"], score=score)
+    assert [item.previous.score for item in results.items if item.previous is not None] == [None] * 3
+    assert "against the previous run (3 items paired)" in render_map_text(results._state)

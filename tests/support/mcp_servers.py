@@ -3,10 +3,10 @@
 Run as ``python -m tests.support.mcp_servers KIND [--http PORT] [--tag TAG] [--version N]``; it imports nothing of
 agl_notebook. KIND chooses what it does:
 
-- ``faults``: well-behaved tools (``echo``, ``pid``, ``slow``) and misbehaving ones: ``crash`` (the process exits
-  mid-call after a line on stderr), ``hang`` (never answers), ``bad_output`` (structured content breaking its own
-  output schema), ``fails`` (an ``isError`` result), ``image``, ``audio``; ``--version`` changes ``echo``'s
-  description (a tool that changed since a recording).
+- ``faults``: well-behaved tools (``echo``, ``pid``, ``slow``, ``pieces``) and misbehaving ones: ``crash`` (the
+  process exits mid-call after a line on stderr), ``hang`` (never answers), ``bad_output`` (structured content
+  breaking its own output schema), ``fails`` (an ``isError`` result), ``image``, ``audio``; ``--version``
+  changes ``echo``'s description (a tool that changed since a recording).
 - ``huge``: 5,000 tools. ``refcycle``: a schema whose references loop. ``badname``: a tool the Messages API would
   refuse. ``bigschema``: a 100 KB schema. ``remote_ref``: a $ref to a URL.
 - ``garbage``: answers its first message with a line that is not JSON-RPC.
@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import html
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import mcp_types as types
@@ -59,6 +61,11 @@ def fault_tools(version: int) -> list[types.Tool]:
         _tool("ask_url", "Ask the person in URL mode (never offered).", {}),
         _tool("ask_array", "Ask for a multi-select (not shown as a form).", {}),
         _tool("ask_slow", "Ask the person, then take longer than the call timeout would allow without a pause.", {}),
+        _tool(
+            "pieces",
+            "Say a secret the server knows in one of the ways of `secret_pieces`.",
+            {"case": {"type": "integer"}, "which": {"type": "string"}, "limit": {"type": "integer"}},
+        ),
     ]
 
 
@@ -110,12 +117,34 @@ def listing(kind: str, version: int) -> list[types.Tool]:
     return fault_tools(version)
 
 
+def secret_pieces(secret: str, limit: int) -> list[list[str]]:
+    """The text blocks of a result saying ``secret``: whole, escaped (JSON, HTML), split across two text blocks (as
+    written, and JSON-escaped), and across the cut at ``limit`` characters."""
+    half = len(secret) // 2
+    escaped = json.dumps(secret)[1:-1]
+    return [
+        [f"it is {secret}."],
+        [f"it is {escaped}.", f"or {html.escape(secret)}"],
+        [f"it is {secret[:half]}", f"{secret[half:]} (two blocks)"],
+        [f"it is {escaped[:half]}", f"{escaped[half:]} (two blocks, escaped)"],
+        ["x" * (limit - half) + secret + " after the cut"],
+    ]
+
+
 async def call(name: str, arguments: dict[str, Any], ctx: Any = None) -> types.CallToolResult:
     def text(value: str, *, error: bool = False) -> types.CallToolResult:
         return types.CallToolResult(content=[types.TextContent(type="text", text=value)], is_error=error)
 
     if name == "echo":
         return text(f"echo: {arguments.get('text')}")
+    if name == "pieces":  # a secret of its environment's, or of the kernel's it came to know (a file)
+        known = (
+            os.environ["AGL_TEST_PLANTED"]
+            if arguments["which"] == "env"
+            else Path(os.environ["AGL_TEST_PLANTED_FILE"]).read_text(encoding="utf-8")  # noqa: ASYNC240
+        )
+        said = secret_pieces(known, arguments["limit"])[arguments["case"]]
+        return types.CallToolResult(content=[types.TextContent(type="text", text=piece) for piece in said])
     if name == "pid":
         return text(str(os.getpid()))
     if name == "slow":
@@ -125,6 +154,10 @@ async def call(name: str, arguments: dict[str, Any], ctx: Any = None) -> types.C
         print("the server is about to crash on purpose", file=sys.stderr, flush=True)
         if os.environ.get("AGL_TEST_PLANTED"):  # a secret given in its environment, said on its stderr
             print(f"my token is {os.environ['AGL_TEST_PLANTED']}", file=sys.stderr, flush=True)
+        if os.environ.get("AGL_TEST_PLANTED_FILE"):  # a secret of the kernel's that the server came to know
+            known = Path(os.environ["AGL_TEST_PLANTED_FILE"]).read_text(encoding="utf-8")  # noqa: ASYNC240
+            print(f"I know {known}", file=sys.stderr, flush=True)
+            print("\N{GRINNING FACE}" * int(os.environ.get("AGL_TEST_PAD", "0")), file=sys.stderr, flush=True)
         os._exit(3)
     if name == "hang":
         await asyncio.sleep(3600)
@@ -142,7 +175,10 @@ async def call(name: str, arguments: dict[str, Any], ctx: Any = None) -> types.C
             items = {"type": "string", "enum": ["a", "b"]}
             schema = {"type": "object", "properties": {"many": {"type": "array", "items": items}}}
         try:
-            answer = await ctx.session.elicit_form("Book a room?", schema, related_request_id=ctx.request_id)
+            # A server given a credential may say it back in its question (AGL_TEST_PLANTED: its env).
+            planted = os.environ.get("AGL_TEST_PLANTED")
+            question = f"Book a room? {planted}" if planted else "Book a room?"
+            answer = await ctx.session.elicit_form(question, schema, related_request_id=ctx.request_id)
         except Exception as e:  # the client refused the request: the tool says so
             return text(f"elicitation failed: {e}", error=True)
         if name == "ask_slow":
@@ -197,7 +233,9 @@ def main() -> None:
     options = parser.parse_args()
     if options.kind == "garbage":
         sys.stdin.readline()
-        print("this is not JSON-RPC", flush=True)
+        planted = os.environ.get("AGL_TEST_PLANTED_FILE")  # a secret of the kernel's, in the garbage
+        known = Path(planted).read_text(encoding="utf-8") if planted else ""
+        print(f"this is not JSON-RPC {known} {json.dumps(known)} {known}", flush=True)
         sys.stdin.read()
         return
     if options.kind == "stubborn":  # ignores SIGTERM and outlives its stdin: only SIGKILL ends it
