@@ -69,24 +69,31 @@ def explain_miss(
 
 
 class RecordsWhenAsked(Sequence[StepRecord]):
-    """A store's records, read when first asked for and then kept, less the record ``own_id`` (the missing step's).
+    """A store's records, read when first asked for and then kept; of the missing step's own id, the one held then.
 
-    A miss is explained only when someone asks (``%agl explain``); a copy of every record at each miss made a map
-    of N live items do N copies of up to N records (O(N²): 1.2 s more for a 10,000-item map in memory). Read later,
-    the records are those there were at the miss plus what was recorded since; the step's own record (a perfect
-    match) is left out, so the nearest is what it missed, as before.
+    ``then`` is the record of the step's id the store held when it missed (a failure record, a partial one, one made
+    with other tools), if any. A miss is explained only when someone asks (``%agl explain``); a copy of every record
+    at each miss made a map of N live items do N copies of up to N records (O(N²): 1.2 s more for a 10,000-item map
+    in memory). Read later, the records are those there were at the miss plus what was recorded since, less the
+    step's own new record (a perfect match), so the nearest is what it missed, as before.
     """
 
-    def __init__(self, records: Callable[[], Sequence[StepRecord]], own_id: str) -> None:
+    def __init__(
+        self, records: Callable[[], Sequence[StepRecord]], own_id: str, then: StepRecord | None = None
+    ) -> None:
         self._read = records
         self._own_id = own_id
+        self._then = then
         self._held: tuple[StepRecord, ...] | None = None
 
     def _records(self) -> tuple[StepRecord, ...]:
         if self._held is None:
-            own = self._own_id
-            self._held = tuple(r for r in self._read() if r.id != own)
-            self._read = tuple  # the store is no longer held
+            own, then = self._own_id, self._then
+            held = [r for r in self._read() if r.id != own]
+            if then is not None:
+                held.append(then)  # the record of its id as it was (the store now holds the step's new one)
+            self._held = tuple(held)
+            self._read, self._then = tuple, None  # the store is no longer held
         return self._held
 
     def __len__(self) -> int:

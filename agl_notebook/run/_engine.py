@@ -102,6 +102,7 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
         if mode in ("auto", "replay"):
             await store.ready()  # a store that must hear from elsewhere first (the notebook's)
         found = store.get(record_id) if mode in ("auto", "replay") else None
+        looked_up = found  # the store's record of this id now (a miss explained later reads it as it was)
         failed_before: StepRecord | None = None
         if found is not None and found.failure is not None:
             # A map item's failure record: replayed as its failure in mode replay only; mode auto runs it live.
@@ -163,7 +164,7 @@ async def run_unit(unit: Unit[Out], mode: Mode, context: Context) -> Out:
             if mode == "auto" and unfit_message is None and partial is None:  # a miss to explain (not a resume)
                 # A view that shows the miss now reads the records now; otherwise they are read if it is explained.
                 shown_now = view is not None and implements(view, MissView)
-                records = tuple(store.records()) if shown_now else RecordsWhenAsked(store.records, record_id)
+                records = tuple(store.records()) if shown_now else RecordsWhenAsked(store.records, record_id, looked_up)
                 miss = Miss(name, fp, occurrence, records, repr(store), context.cell_id())
                 note_miss(miss)
                 show_miss(view, miss)

@@ -338,3 +338,15 @@ async def test_a_live_map_reads_its_stores_records_a_bounded_number_of_times_and
     miss = recent_misses()[-1]
     assert "differs in: instructions." in miss.explain()
     assert Counting.reads <= 4
+
+
+async def test_an_item_run_again_after_its_failure_explains_that_only_a_failure_record_was_there() -> None:
+    """A failed item's failure record, run live again in mode auto: its miss, explained afterwards (when the store
+    holds the item's new finished record under the same id), still says what there was when it missed."""
+    store = MemoryStore()
+    await Run(model=model(Script({"t1"})), store=store).map(ROLE, texts(2))
+    assert [r.failure is not None for r in store.records()] == [False, True]
+    await Run(model=model(Script()), store=store).map(ROLE, texts(2))
+    assert [r.failure is not None for r in store.records()] == [False, False]
+    explained = recent_misses()[-1].explain()
+    assert "holds only a failure record of this step of role 'summarizer'" in explained, explained
