@@ -334,7 +334,9 @@ def write_blob_file(media: Media, folder: Path) -> Path:
 def write_blob_files(record: StepRecord, folder: Path) -> None:
     """Write into ``folder`` (the records' own) the blob file of each image or document kept in one.
 
-    A value over `INLINE_BLOB_BYTES` is kept so (docs/images.md).
+    A value over `INLINE_BLOB_BYTES` is kept so (docs/images.md). A blob file that cannot be written (the blob folder
+    is a file or a link, or cannot be written) is said in a `RecordingWarning` and the record is kept all the same:
+    the step's answer, paid for, is never lost to it; a replay that needs the file after a restart names it missing.
     """
     for message in record.transcript:
         for block in message.content:
@@ -347,7 +349,14 @@ def write_blob_files(record: StepRecord, folder: Path) -> None:
             )
             for media in values:
                 if kept_in_file(media) and media.blob_file is None:
-                    write_blob_file(media, folder)
+                    try:
+                        write_blob_file(media, folder)
+                    except InputError as e:
+                        warn(
+                            f"{e} The step's record is kept without it (its answer is not lost); a replay after a "
+                            "restart will say the file is missing: run the cell again once the folder can be written.",
+                            RecordingWarning,
+                        )
 
 
 _RECORD_ENCODER = json.JSONEncoder(ensure_ascii=False)  # made once (``json.dumps`` with an option makes one a call)

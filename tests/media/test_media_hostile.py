@@ -29,7 +29,7 @@ from agl_notebook import Document, Image, Role, Run, describe, reporting_tool
 from agl_notebook.errors import InputError
 from agl_notebook.media import IMAGE_MAX_BYTES
 from agl_notebook.models.anthropic import AnthropicModel
-from agl_notebook.replay.stores import MemoryStore
+from agl_notebook.replay.stores import MemoryStore, RecordingWarning
 from tests.notebook.test_view_thinking import assert_no_secret, planted
 from tests.support.anthropic_api import api
 from tests.support.media import pdf, png
@@ -390,8 +390,9 @@ def test_secrets_in_a_url_a_title_and_text_documents_are_in_no_saved_output_and_
     assert "0 model calls" in done.stdout
 
 
-async def test_a_blob_folder_that_is_a_file_is_an_input_error_naming_it(tmp_path: Path) -> None:
-    # Not a raw FileExistsError from deep inside the store: what was wrong, and where.
+async def test_a_blob_folder_that_is_a_file_is_a_warning_naming_it_and_the_paid_answer_is_kept(tmp_path: Path) -> None:
+    # Not a raw FileExistsError from deep inside the store: what was wrong, and where; and the step, paid for, still
+    # returns its answer and keeps its record.
     from agl_notebook import ToolResult, tool
     from agl_notebook.replay.stores import JsonFileStore
     from tests.media.test_media_requests import Inspection as Inspected
@@ -410,8 +411,10 @@ async def test_a_blob_folder_that_is_a_file_is_an_input_error_naming_it(tmp_path
         reply(use("toolu_r", "report", '{"text": "a crack"}'), stop_reason="tool_use"),
     )
     run = Run(model=AnthropicModel(client=fake.client()), store=JsonFileStore(tmp_path / "records.json"))
-    with pytest.raises(InputError, match=r"agl_blobs.*cannot be written \(.*\)"):
-        await run.step(
+    with pytest.warns(RecordingWarning, match=r"agl_blobs.*cannot be written \(.*\).*kept without it") as told:
+        answer = await run.step(
             inspector_with(tool("chart", "Chart.", Query, draw)), Inspected(Image(png()), Document(pdf()), "x")
         )
+    assert answer.text == "a crack" and len(told) == 1
+    assert [r.result for r in run.store.records()] == [{"text": "a crack"}]
     assert (tmp_path / "agl_blobs").read_text() == "a file in the blob folder's place"
