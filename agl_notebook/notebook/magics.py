@@ -107,6 +107,24 @@ def _mode(rest: list[str]) -> str:
     return f"mode {mode} ({source}; a Run's or a step's own mode wins)"
 
 
+MAGIC_LINES = 200
+"""The most lines ``%agl list`` and ``%agl history`` print: their text is saved in the notebook with the cell, and a
+10,000-item map would otherwise print a line an item (the command line's `agl-notebook list` and `history` show all)."""
+
+
+def _bounded(lines: list[str], command: str) -> str:
+    """``lines`` joined, at most `MAGIC_LINES` of them, then how many were left out and where to read them all."""
+    if len(lines) <= MAGIC_LINES:
+        return "\n".join(lines)
+    left = len(lines) - MAGIC_LINES
+    return "\n".join(
+        [
+            *lines[:MAGIC_LINES],
+            f"... and {left:,} more lines: `agl-notebook {command} NOTEBOOK` in a terminal shows them all.",
+        ]
+    )
+
+
 def _list() -> str:
     store = NotebookStore()
     records = store.records()
@@ -126,7 +144,7 @@ def _list() -> str:
             lines.append(f"      {stale[r.id]}")
     if stale:
         lines.append(f"{len(stale)} stale: `%agl forget ID` forgets one, so it is neither replayed nor saved again.")
-    return "\n".join(lines)
+    return _bounded(lines, "list")
 
 
 def _saved_cells(path: Path | None) -> dict[str, int] | None:
@@ -172,7 +190,7 @@ def _history(cell: str | None) -> str:
     if not lines:
         where = f" of a cell whose id starts with {cell!r}" if cell else ""
         return f"No recordings{where} in {store!r}."
-    return "\n".join(lines)
+    return _bounded(lines, "history")
 
 
 def _diff(first: str, second: str) -> str:

@@ -152,3 +152,36 @@ def test_list_numbers_cells_and_calls_a_recording_of_a_cell_the_saved_notebook_l
     assert listed[2] == "      stale: no cell of the saved notebook has its cell id (deleted, or not saved yet)"
     assert listed[3].endswith("  cell 2  occurrence 1"), "the cell that ran it, by its number in the notebook"
     assert listed[4:] == ["1 stale: `%agl forget ID` forgets one, so it is neither replayed nor saved again."]
+
+
+def test_list_and_history_print_at_most_their_bound_and_say_how_many_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 10,000-item map printed a line an item into the saved notebook; the magics print at most MAGIC_LINES."""
+    from agl_notebook.notebook import magics
+    from agl_notebook.replay.records import StepRecord
+
+    records = [
+        StepRecord(
+            id=f"{i:032x}",
+            parts={"input": f"in{i}"},
+            occurrence=0,
+            role="labeller",
+            backend="scripted:x",
+            input=f"review {i}",
+            result={"label": "ok"},
+            transcript=(),
+            recorded_at="2026-12-02T10:00:00+00:00",
+        )
+        for i in range(300)
+    ]
+
+    class Notebook(MemoryStore):
+        path = None
+
+    monkeypatch.setattr(magics, "NotebookStore", lambda: Notebook(records))
+    listed = magics._list().splitlines()
+    assert len(listed) == magics.MAGIC_LINES + 1
+    assert listed[-1] == "... and 101 more lines: `agl-notebook list NOTEBOOK` in a terminal shows them all."
+    history = magics._history(None).splitlines()
+    assert len(history) == magics.MAGIC_LINES + 1 and "`agl-notebook history NOTEBOOK`" in history[-1]
+    monkeypatch.setattr(magics, "NotebookStore", lambda: Notebook(records[:10]))
+    assert len(magics._list().splitlines()) == 11 and "more lines" not in magics._list()
