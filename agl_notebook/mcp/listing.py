@@ -178,15 +178,18 @@ def offered_tools(server: MCPServer, listed: Sequence[Mapping[str, Any]]) -> Ser
             )
         )
     listed_names = [raw.get("name") for raw in listed]
-    missing = [n for n in server.include or () if n not in listed_names]
-    if missing:  # a typo, or a name given with the prefix: the tool would silently not be offered
-        prefix = f" (names are the server's, before the prefix {server.prefix!r})" if server.prefix else ""
-        listed_text = ", ".join(sorted(str(n)[:64] for n in listed_names)[:20]) or "no tools"
-        from .._secrets import scrub_text, secrets_from_environment
+    # A typo, or a name given with the prefix: with include the tool would silently not be offered, with exclude a
+    # tool the person meant to keep from the agent would silently be offered.
+    for option, names in (("include", server.include), ("exclude", server.exclude)):
+        missing = [n for n in names or () if n not in listed_names]
+        if missing:
+            prefix = f" (names are the server's, before the prefix {server.prefix!r})" if server.prefix else ""
+            listed_text = ", ".join(sorted(str(n)[:64] for n in listed_names)[:20]) or "no tools"
+            from .._secrets import scrub_text, secrets_from_environment
 
-        said = f"include names {', '.join(map(repr, missing))}, which the server does not list{prefix}; it lists "
-        said = scrub_text(said + listed_text, (*server.secrets(), *secrets_from_environment()))  # names it chose
-        raise MCPServerError(f"{where}: {said}.", server=server.name)
+            said = f"{option} names {', '.join(map(repr, missing))}, which the server does not list{prefix}; it lists "
+            said = scrub_text(said + listed_text, (*server.secrets(), *secrets_from_environment()))  # names it chose
+            raise MCPServerError(f"{where}: {said}.", server=server.name)
     return ServerTools(server.name, tuple(sorted(kept, key=lambda t: t.name)))
 
 

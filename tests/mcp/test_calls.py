@@ -108,6 +108,14 @@ async def test_include_naming_a_tool_the_server_does_not_list_fails_naming_it(
     assert not store.records()
 
 
+async def test_exclude_naming_a_tool_the_server_does_not_list_fails_naming_it(tag: str) -> None:
+    """exclude=["ech"] (a typo for "echo") would offer the very tool the person meant to keep from the agent."""
+    store = MemoryStore()
+    with pytest.raises(MCPServerError, match="exclude names 'ech', which the server does not list") as caught:
+        await Run(model=script(), store=store).step(role(fault_server(tag, exclude=["ech"])), "go")
+    assert "echo" in str(caught.value) and not store.records()
+
+
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 async def test_is_error_output_schema_image_and_audio_results(
     transport: str, tag: str, http_faults: HttpServer
