@@ -34,8 +34,10 @@ _HEADERS = (
     ("x-api-key", ("",), ": "),
     ("x-api-key", ("",), ":"),
     ("x-api-key", ('"',), '": "'),
+    ("x-api-key", ('"',), '":"'),  # compact JSON (a record is searched as compact JSON: `_json_text`)
     ("x-api-key", ("'",), "': '"),
     ("x-api-key", ('\\"',), '\\": \\"'),  # as spelled inside a JSON string
+    ("x-api-key", ('\\"',), '\\":\\"'),  # the same, compact
 )
 _MARKERS = ("sk-ant-", "bearer", "x-api-key")
 # Whole name segments only: ANTHROPIC_API_KEY, MY_SERVICE_TOKEN, DB_PASSWORD; not GIT_AUTHOR_NAME or SSH_AUTH_SOCK.

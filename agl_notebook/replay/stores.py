@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from .._files import read_json_file, write_atomically
+from .._json_text import json_to_search
 from .._protocols import implements
 from .._secrets import scrub, scrub_text, secrets_from_environment
 from ..errors import InputError, warn
@@ -364,7 +365,11 @@ _RECORD_ENCODER = json.JSONEncoder(ensure_ascii=False)  # made once (``json.dump
 
 def _scrubbed_json(record: StepRecord, known: Sequence[str]) -> StepRecord:
     """The record scrubbed as JSON text: the same record when there was no secret, else the scrubbed JSON read back."""
-    text = _RECORD_ENCODER.encode(record.to_json())
+    as_json = record.to_json()
+    searched = json_to_search(as_json)  # compact, fast: most records hold nothing to scrub, and this says so
+    if searched is not None and scrub_text(searched, known) == searched:
+        return record
+    text = _RECORD_ENCODER.encode(as_json)  # the standard spelling, scrubbed and read back
     clean = scrub_text(text, known)
     if clean == text:
         return record

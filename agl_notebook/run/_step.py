@@ -7,6 +7,7 @@ from a record.
 from __future__ import annotations
 
 import dataclasses
+import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -64,10 +65,17 @@ if TYPE_CHECKING:
 
 
 def now() -> str:
-    """The time a record is made, as kept in it."""
-    import datetime  # with the first record made, not with every notebook (1 ms)
+    """The time a record is made, as kept in it (to the second, UTC)."""
+    global _now_spelled
+    second = int(time.time())
+    if _now_spelled[0] != second:  # spelled once a second: a map's items, a Run's steps, share it (isoformat: 2 µs)
+        import datetime  # with the first record made, not with every notebook (1 ms)
 
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        _now_spelled = (second, datetime.datetime.fromtimestamp(second, datetime.UTC).isoformat(timespec="seconds"))
+    return _now_spelled[1]
+
+
+_now_spelled: tuple[int, str] = (-1, "")
 
 
 def system_text(role: Role[Any]) -> str:

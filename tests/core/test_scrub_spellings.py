@@ -210,6 +210,8 @@ HEADER_VALUE = "hv" + "9" * 14  # built here: no header value is written whole i
         f"x-api-key: {HEADER_VALUE}",
         f"X-Api-Key:{HEADER_VALUE}",
         json.dumps({"x-api-key": HEADER_VALUE}),
+        json.dumps({"x-api-key": HEADER_VALUE}, separators=(",", ":")),  # compact, as a record is searched
+        json.dumps(json.dumps({"x-api-key": HEADER_VALUE}, separators=(",", ":"))),
         repr({"x-api-key": HEADER_VALUE}),
         json.dumps(json.dumps({"X-API-KEY": HEADER_VALUE})),  # the header inside a JSON string
     ],
