@@ -11,17 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .payloads import JsonValue
-
-_dumps: Callable[[JsonValue], bytes] | None = None
+_dumps: Callable[[object], bytes] | None = None
 _loaded = False
 
 
-def json_to_search(value: JsonValue) -> str | None:
+def json_to_search(value: object) -> str | None:
     """``value`` as compact JSON text, or None where the fast encoder is missing or cannot spell it.
 
-    None for what only the standard encoder spells (integers past 64 bits, a lone surrogate, keys that are not
-    strings): the caller then encodes it the standard way.
+    A dataclass is spelled as an object of its fields (orjson's own walk, at C speed): a field whose name starts with
+    ``_`` would be left out, so the records' dataclasses have none (tests/core/test_json_text.py). None for what
+    only the standard encoder spells (integers past 64 bits, a lone surrogate, bytes, keys that are not strings):
+    the caller then encodes it the standard way.
     """
     global _dumps, _loaded
     if not _loaded:  # imported when first used: `import agl_notebook` stays as fast as before
